@@ -1,0 +1,256 @@
+import { validateCronExpression } from 'cron';
+import { parseDuration, formatDuration } from './duration.js';
+import { WardenError } from './errors.js';
+
+/**
+ * Typed runtime configuration, read once at start from environment variables and command-line
+ * flags (a flag wins over its variable). Every setting is declared once in SETTINGS below; that
+ * table drives parsing, validation messages, `--help` and the README's configuration table.
+ */
+export interface Config {
+  kubeconfig: string | undefined;
+  schedulerName: string;
+  logLevel: LogLevel;
+  webhookHost: string;
+  webhookPort: number;
+  extenderHost: string;
+  extenderPort: number;
+  metricsHost: string;
+  metricsPort: number;
+  certDir: string;
+  bindGraceMs: number;
+  nodeLockExpireMs: number;
+  nodeLockForceAfterMs: number | undefined;
+  sweepEnabled: boolean;
+  sweepSchedule: string;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** A setting whose value is not allowed; the message is one line naming variable, value and rule. */
+export class ConfigError extends WardenError {
+  constructor(
+    readonly source: string,
+    readonly value: string,
+    readonly allowed: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`invalid ${source}=${JSON.stringify(value)}: ${allowed}`, options);
+  }
+}
+
+/** Thrown by a value parser; loadConfig turns it into a ConfigError naming where the value came from. */
+class InvalidValue extends Error {}
+
+type Parser<T> = (raw: string) => T;
+
+export interface SettingSpec<K extends keyof Config = keyof Config> {
+  key: K;
+  env: string;
+  /** Older or HAMi-compatible variable names, read when `env` is unset. */
+  aliases?: readonly string[];
+  flag: string;
+  description: string;
+  /** The default as a user would type it; undefined means "unset". */
+  defaultValue: string | undefined;
+  allowed: string;
+  parse: Parser<Config[K]>;
+}
+
+const port: Parser<number> = (raw) => {
+  if (!/^\d+$/.test(raw)) throw new InvalidValue();
+  const value = Number(raw);
+  if (value < 1 || value > 65535) throw new InvalidValue();
+  return value;
+};
+
+const duration: Parser<number> = (raw) => {
+  try {
+    return parseDuration(raw);
+  } catch (error) {
+    throw new InvalidValue('', { cause: error });
+  }
+};
+
+const positiveDuration: Parser<number> = (raw) => {
+  const value = duration(raw);
+  if (value <= 0) throw new InvalidValue();
+  return value;
+};
+
+const optionalPositiveDuration: Parser<number | undefined> = (raw) => (raw === '' ? undefined : positiveDuration(raw));
+
+const boolean: Parser<boolean> = (raw) => {
+  const lowered = raw.toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(lowered)) return true;
+  if (['false', '0', 'no', 'off'].includes(lowered)) return false;
+  throw new InvalidValue();
+};
+
+const host: Parser<string> = (raw) => {
+  if (!/^[A-Za-z0-9.:[\]-]+$/.test(raw)) throw new InvalidValue();
+  return raw;
+};
+
+const nonEmpty: Parser<string> = (raw) => {
+  if (raw.trim() === '') throw new InvalidValue();
+  return raw;
+};
+
+// A DNS-1123 subdomain, which is what the apiserver accepts for spec.schedulerName.
+const dnsSubdomain: Parser<string> = (raw) => {
+  if (raw.length > 253 || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(raw)) {
+    throw new InvalidValue();
+  }
+  return raw;
+};
+
+const cron: Parser<string> = (raw) => {
+  const fields = raw.trim().split(/\s+/);
+  if (fields.length < 5 || fields.length > 6 || !validateCronExpression(raw).valid) throw new InvalidValue();
+  return raw.trim();
+};
+
+const logLevel: Parser<LogLevel> = (raw) => {
+  const found = LOG_LEVELS.find((level) => level === raw);
+  if (found === undefined) throw new InvalidValue();
+  return found;
+};
+
+function setting<K extends keyof Config>(spec: SettingSpec<K>): SettingSpec<K> {
+  return spec;
+}
+
+export const SETTINGS = [
+  setting({
+    key: 'kubeconfig', env: 'KUBECONFIG', flag: 'kubeconfig', defaultValue: undefined,
+    description: 'kubeconfig file to use; unset means in-cluster service account, then ~/.kube/config',
+    allowed: 'expected a file path', parse: nonEmpty,
+  }),
+  setting({
+    key: 'schedulerName', env: 'SCHEDULER_NAME', flag: 'scheduler-name', defaultValue: 'hami-scheduler',
+    description: 'scheduler profile name the webhook writes into spec.schedulerName of GPU pods',
+    allowed: 'expected a DNS-1123 subdomain such as hami-scheduler', parse: dnsSubdomain,
+  }),
+  setting({
+    key: 'logLevel', env: 'LOG_LEVEL', flag: 'log-level', defaultValue: 'info',
+    description: 'log level of the JSON logs', allowed: `expected one of ${LOG_LEVELS.join(', ')}`, parse: logLevel,
+  }),
+  setting({
+    key: 'webhookHost', env: 'WEBHOOK_HOST', flag: 'webhook-host', defaultValue: '0.0.0.0',
+    description: 'address the admission webhook listener binds', allowed: 'expected a host name or IP address', parse: host,
+  }),
+  setting({
+    key: 'webhookPort', env: 'WEBHOOK_PORT', flag: 'webhook-port', defaultValue: '9443',
+    description: 'TLS port of the admission webhook', allowed: 'expected a port number from 1 to 65535', parse: port,
+  }),
+  setting({
+    key: 'extenderHost', env: 'EXTENDER_HOST', flag: 'extender-host', defaultValue: '127.0.0.1',
+    description: 'address the scheduler extender listener binds (keep it on loopback, next to kube-scheduler)',
+    allowed: 'expected a host name or IP address', parse: host,
+  }),
+  setting({
+    key: 'extenderPort', env: 'EXTENDER_PORT', flag: 'extender-port', defaultValue: '9444',
+    description: 'TLS port of the scheduler extender', allowed: 'expected a port number from 1 to 65535', parse: port,
+  }),
+  setting({
+    key: 'metricsHost', env: 'METRICS_HOST', flag: 'metrics-host', defaultValue: '0.0.0.0',
+    description: 'address the metrics listener binds', allowed: 'expected a host name or IP address', parse: host,
+  }),
+  setting({
+    key: 'metricsPort', env: 'METRICS_PORT', flag: 'metrics-port', defaultValue: '9395',
+    description: 'port of the Prometheus /metrics listener', allowed: 'expected a port number from 1 to 65535', parse: port,
+  }),
+  setting({
+    key: 'certDir', env: 'CERT_DIR', flag: 'cert-dir', defaultValue: 'webhook-certs',
+    description: 'directory holding the CA and serving certificate', allowed: 'expected a directory path', parse: nonEmpty,
+  }),
+  setting({
+    key: 'bindGraceMs', env: 'BIND_GRACE', flag: 'bind-grace', defaultValue: '60s',
+    description: 'how long a fresh lock counts as a bind in progress (keep it above the extender httpTimeout)',
+    allowed: 'expected a positive duration such as 60s', parse: positiveDuration,
+  }),
+  setting({
+    key: 'nodeLockExpireMs', env: 'NODELOCK_EXPIRE', aliases: ['HAMI_NODELOCK_EXPIRE'], flag: 'nodelock-expire',
+    defaultValue: '5m',
+    description: 'age after which a lock counts as expired (legacy locks are released, held ones reported stalled)',
+    allowed: 'expected a positive duration such as 5m', parse: positiveDuration,
+  }),
+  setting({
+    key: 'nodeLockForceAfterMs', env: 'NODELOCK_FORCE_AFTER', flag: 'nodelock-force-after', defaultValue: undefined,
+    description: 'opt-in: release even a stalled lock once it is this old; unset never forces',
+    allowed: 'expected a positive duration such as 15m, or empty for never', parse: optionalPositiveDuration,
+  }),
+  setting({
+    key: 'sweepEnabled', env: 'SWEEP_ENABLED', flag: 'sweep-enabled', defaultValue: 'true',
+    description: 'run the lock sweeper (on the elected leader only)', allowed: 'expected true or false', parse: boolean,
+  }),
+  setting({
+    key: 'sweepSchedule', env: 'SWEEP_SCHEDULE', flag: 'sweep-schedule', defaultValue: '*/30 * * * * *',
+    description: 'cron schedule of the lock sweeper, 5 fields or 6 with leading seconds',
+    allowed: 'expected a cron expression with 5 or 6 fields such as "*/30 * * * * *"', parse: cron,
+  }),
+] as const satisfies readonly SettingSpec[];
+
+export type Environment = Readonly<Record<string, string | undefined>>;
+export type FlagValues = Readonly<Record<string, string | undefined>>;
+
+interface RawValue {
+  source: string;
+  raw: string;
+}
+
+function rawValueFor(spec: SettingSpec, env: Environment, flags: FlagValues): RawValue | undefined {
+  const flagValue = flags[spec.flag];
+  if (flagValue !== undefined) return { source: `--${spec.flag}`, raw: flagValue };
+  for (const name of [spec.env, ...(spec.aliases ?? [])]) {
+    const value = env[name];
+    if (value !== undefined) return { source: name, raw: value };
+  }
+  return undefined;
+}
+
+/**
+ * Builds the configuration from env and flags. Throws ConfigError for the first bad value; nothing
+ * is half-applied because the caller gets either a whole Config or the error.
+ */
+export function loadConfig(env: Environment, flags: FlagValues = {}): Config {
+  const values: Partial<Record<keyof Config, unknown>> = {};
+  const sources: Partial<Record<keyof Config, RawValue>> = {};
+  for (const spec of SETTINGS as readonly SettingSpec[]) {
+    const given = rawValueFor(spec, env, flags);
+    const raw = given?.raw ?? spec.defaultValue;
+    if (raw === undefined) {
+      values[spec.key] = undefined;
+      continue;
+    }
+    try {
+      values[spec.key] = spec.parse(raw);
+    } catch (error) {
+      throw new ConfigError(given?.source ?? spec.env, raw, spec.allowed, { cause: error });
+    }
+    if (given) sources[spec.key] = given;
+  }
+  const config = values as Config;
+  checkRelations(config, sources);
+  return config;
+}
+
+function describeSource(key: keyof Config, sources: Partial<Record<keyof Config, RawValue>>): RawValue {
+  const spec = (SETTINGS as readonly SettingSpec[]).find((candidate) => candidate.key === key);
+  return sources[key] ?? { source: spec?.env ?? key, raw: spec?.defaultValue ?? '' };
+}
+
+function checkRelations(config: Config, sources: Partial<Record<keyof Config, RawValue>>): void {
+  if (config.bindGraceMs >= config.nodeLockExpireMs) {
+    const { source, raw } = describeSource('bindGraceMs', sources);
+    throw new ConfigError(source, raw,
+      `must be shorter than NODELOCK_EXPIRE (${formatDuration(config.nodeLockExpireMs)}), or a bind in progress would count as expired`);
+  }
+  if (config.nodeLockForceAfterMs !== undefined && config.nodeLockForceAfterMs <= config.nodeLockExpireMs) {
+    const { source, raw } = describeSource('nodeLockForceAfterMs', sources);
+    throw new ConfigError(source, raw,
+      `must be longer than NODELOCK_EXPIRE (${formatDuration(config.nodeLockExpireMs)}): it forces release of locks already past expiry`);
+  }
+}

@@ -1,0 +1,236 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { WardenError } from '../errors.js';
+import { createCertificateAuthority, issueCertificate } from '../tls/certificates.js';
+import { findFreePort } from './free-port.js';
+import type { ControlPlaneBinaries } from './k8s-binaries.js';
+import { renderKubeconfig } from './kubeconfig.js';
+import { ManagedProcess } from './managed-process.js';
+import type { ShutdownHooks } from './shutdown-hooks.js';
+import { waitUntilReady } from './wait-until-ready.js';
+
+/** A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) as plain data. */
+export type SchedulerConfiguration = Record<string, unknown> & { profiles?: unknown[]; extenders?: unknown[] };
+
+export interface ControlPlaneOptions {
+  binaries: ControlPlaneBinaries;
+  /** Where the per-run directory is made; defaults to the OS temp dir. */
+  baseDir?: string;
+  /** When given, the control plane is stopped on SIGINT/SIGTERM and killed on process exit. */
+  shutdownHooks?: ShutdownHooks;
+  /** Upper bound for each component to become ready. */
+  startTimeoutMs?: number;
+  /** Start kube-scheduler with this configuration right away. */
+  scheduler?: SchedulerConfiguration;
+  /** Progress lines ("etcd ready on …"); silent by default. */
+  progress?: (line: string) => void;
+}
+
+export class ControlPlaneStartError extends WardenError {}
+
+export interface SchedulerHandle {
+  readonly process: ManagedProcess;
+  readonly healthzUrl: string;
+  readonly configPath: string;
+  stop(): Promise<void>;
+}
+
+const ADMIN_USER = 'vgpu-warden-admin';
+
+/**
+ * A real etcd + kube-apiserver (+ optional kube-scheduler) on free loopback ports, with generated
+ * certificates and a static admin token. Used by the integration/e2e tests and by local mode.
+ * Everything lives in one temp directory that stop() removes.
+ */
+export class ControlPlane {
+  private readonly schedulers = new Set<SchedulerHandle>();
+  private readonly processes: ManagedProcess[] = [];
+  private unregisterHooks: (() => void) | undefined;
+  private stopped: Promise<void> | undefined;
+
+  private constructor(
+    readonly runDir: string,
+    readonly server: string,
+    readonly caPem: string,
+    readonly token: string,
+    readonly kubeconfigPath: string,
+    private readonly binaries: ControlPlaneBinaries,
+    private readonly startTimeoutMs: number,
+    private readonly progress: (line: string) => void,
+  ) {}
+
+  static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
+    const progress = options.progress ?? (() => undefined);
+    const timeoutMs = options.startTimeoutMs ?? 90_000;
+    const runDir = mkdtempSync(join(options.baseDir ?? tmpdir(), 'vgpu-warden-cp-'));
+    const pki = writeControlPlanePki(runDir);
+    const apiPort = await findFreePort();
+    const server = `https://127.0.0.1:${apiPort}`;
+    const kubeconfigPath = join(runDir, 'kubeconfig');
+    writeFileSync(kubeconfigPath, renderKubeconfig({ clusterName: 'vgpu-warden-local', server, caPem: pki.caPem, userName: ADMIN_USER, token: pki.token }), { mode: 0o600 });
+
+    const plane = new ControlPlane(runDir, server, pki.caPem, pki.token, kubeconfigPath, options.binaries, timeoutMs, progress);
+    plane.unregisterHooks = options.shutdownHooks?.register({
+      name: 'control plane',
+      stop: () => plane.stop(),
+      killSync: () => { plane.killSync(); },
+    });
+    try {
+      await plane.startEtcdAndApiserver(apiPort, pki.files);
+      if (options.scheduler) await plane.startScheduler(options.scheduler);
+    } catch (error) {
+      await plane.stop();
+      throw new ControlPlaneStartError(`control plane did not start: ${(error as Error).message}`, { cause: error });
+    }
+    return plane;
+  }
+
+  private async startEtcdAndApiserver(apiPort: number, files: PkiFiles): Promise<void> {
+    const [clientPort, peerPort] = [await findFreePort(), await findFreePort()];
+    const etcdUrl = `http://127.0.0.1:${clientPort}`;
+    const peerUrl = `http://127.0.0.1:${peerPort}`;
+    const etcd = this.spawn('etcd', this.binaries.etcd, [
+      `--data-dir=${join(this.runDir, 'etcd-data')}`,
+      `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`,
+      `--initial-cluster=default=${peerUrl}`,
+      // A throwaway test store: durability is not worth the fsync latency.
+      '--unsafe-no-fsync', '--log-level=warn',
+    ]);
+    await waitUntilReady(etcd, { url: `${etcdUrl}/health`, timeoutMs: this.startTimeoutMs, expectBody: '"health":"true"' });
+    this.progress(`etcd ready on ${etcdUrl}`);
+
+    const apiserver = this.spawn('kube-apiserver', this.binaries.kubeApiserver, [
+      `--etcd-servers=${etcdUrl}`,
+      '--bind-address=127.0.0.1', `--secure-port=${apiPort}`,
+      // Loopback advertise address plus no endpoint reconciler: the built-in "kubernetes" Endpoints
+      // would otherwise be rejected for pointing into 127.0.0.0/8.
+      '--advertise-address=127.0.0.1', '--endpoint-reconciler-type=none',
+      `--tls-cert-file=${files.servingCert}`, `--tls-private-key-file=${files.servingKey}`,
+      '--service-cluster-ip-range=10.0.0.0/24',
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${files.saPublicKey}`, `--service-account-signing-key-file=${files.saPrivateKey}`,
+      `--token-auth-file=${files.tokens}`,
+      '--authorization-mode=RBAC',
+      // No controller-manager: no default ServiceAccount to admit pods with, and nothing would ever
+      // remove the not-ready taint from kubelet-less nodes.
+      '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition',
+      '--allow-privileged=true', '--profiling=false', '--v=1',
+    ]);
+    await waitUntilReady(apiserver, { url: `${this.server}/readyz`, caPem: this.caPem, timeoutMs: this.startTimeoutMs });
+    this.progress(`kube-apiserver ready on ${this.server}`);
+  }
+
+  /** Starts a kube-scheduler with `config` (kubeconfig and leader election are filled in). */
+  async startScheduler(config: SchedulerConfiguration): Promise<SchedulerHandle> {
+    const port = await findFreePort();
+    const configPath = join(this.runDir, `scheduler-${port}.json`);
+    const full = {
+      apiVersion: 'kubescheduler.config.k8s.io/v1',
+      kind: 'KubeSchedulerConfiguration',
+      leaderElection: { leaderElect: false },
+      ...config,
+      clientConnection: { kubeconfig: this.kubeconfigPath },
+    };
+    writeFileSync(configPath, JSON.stringify(full, null, 2));
+    const scheduler = this.spawn(`kube-scheduler:${port}`, this.binaries.kubeScheduler, [
+      `--config=${configPath}`, '--bind-address=127.0.0.1', `--secure-port=${port}`, '--v=2',
+    ]);
+    const healthzUrl = `https://127.0.0.1:${port}/healthz`;
+    const handle: SchedulerHandle = {
+      process: scheduler,
+      healthzUrl,
+      configPath,
+      stop: async () => {
+        this.schedulers.delete(handle);
+        await scheduler.stop();
+      },
+    };
+    this.schedulers.add(handle);
+    try {
+      await waitUntilReady(scheduler, { url: healthzUrl, timeoutMs: this.startTimeoutMs });
+    } catch (error) {
+      await handle.stop();
+      throw error;
+    }
+    this.progress(`kube-scheduler ready (health ${healthzUrl})`);
+    return handle;
+  }
+
+  /** Stops schedulers, then kube-apiserver, then etcd, and removes the run directory. Idempotent. */
+  stop(): Promise<void> {
+    this.stopped ??= (async () => {
+      await Promise.all([...this.schedulers].map((scheduler) => scheduler.stop()));
+      for (const child of [...this.processes].reverse()) await child.stop();
+      rmSync(this.runDir, { recursive: true, force: true });
+      this.unregisterHooks?.();
+    })();
+    return this.stopped;
+  }
+
+  /** Resolves with the first component that exits on its own, e.g. a crashed kube-apiserver; exits caused by stop() do not count. */
+  firstUnexpectedExit(): Promise<ManagedProcess> {
+    const never = new Promise<never>(() => undefined);
+    return Promise.race(this.processes.map((child) => child.exited.then(() => (this.stopped ? never : child))));
+  }
+
+  /** Pids (process groups) of everything this control plane started, for leak checks. */
+  get processGroupIds(): number[] {
+    return this.processes.map((child) => child.pid);
+  }
+
+  private killSync(): void {
+    for (const child of this.processes) child.killNow();
+    rmSync(this.runDir, { recursive: true, force: true });
+  }
+
+  private spawn(name: string, command: string, args: string[]): ManagedProcess {
+    const logFile = join(this.runDir, `${name.replace(/[^\w.-]/g, '_')}.log`);
+    const child = ManagedProcess.start({ name, command, args, logFile, cwd: this.runDir });
+    this.processes.push(child);
+    return child;
+  }
+}
+
+interface PkiFiles {
+  servingCert: string;
+  servingKey: string;
+  saPublicKey: string;
+  saPrivateKey: string;
+  tokens: string;
+}
+
+function writeControlPlanePki(runDir: string): { caPem: string; token: string; files: PkiFiles } {
+  const pkiDir = join(runDir, 'pki');
+  mkdirSync(pkiDir, { mode: 0o700 });
+  const ca = createCertificateAuthority({ commonName: 'vgpu-warden-local-ca', validityDays: 7 });
+  const serving = issueCertificate(ca, {
+    commonName: 'kube-apiserver',
+    subjectAltNames: ['localhost', '127.0.0.1', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
+    usage: 'server',
+    validityDays: 7,
+  });
+  const serviceAccount = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+  });
+  const token = randomBytes(32).toString('hex');
+  const files: PkiFiles = {
+    servingCert: join(pkiDir, 'apiserver.crt'),
+    servingKey: join(pkiDir, 'apiserver.key'),
+    saPublicKey: join(pkiDir, 'sa.pub'),
+    saPrivateKey: join(pkiDir, 'sa.key'),
+    tokens: join(pkiDir, 'tokens.csv'),
+  };
+  writeFileSync(join(pkiDir, 'ca.crt'), ca.certPem);
+  writeFileSync(files.servingCert, serving.certPem);
+  writeFileSync(files.servingKey, serving.keyPem, { mode: 0o600 });
+  writeFileSync(files.saPublicKey, serviceAccount.publicKey);
+  writeFileSync(files.saPrivateKey, serviceAccount.privateKey, { mode: 0o600 });
+  // token,user,uid,"groups": system:masters gives the admin every permission under RBAC.
+  writeFileSync(files.tokens, `${token},${ADMIN_USER},${ADMIN_USER},"system:masters"\n`, { mode: 0o600 });
+  return { caPem: ca.certPem, token, files };
+}

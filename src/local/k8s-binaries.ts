@@ -1,0 +1,46 @@
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { join } from 'node:path';
+import { WardenError } from '../errors.js';
+
+export interface ControlPlaneBinaries {
+  etcd: string;
+  kubeApiserver: string;
+  kubeScheduler: string;
+}
+
+export class MissingBinariesError extends WardenError {}
+
+export const BIN_DIR_ENV = 'VGPU_WARDEN_K8S_BIN_DIR';
+
+/**
+ * Finds etcd, kube-apiserver and kube-scheduler: in $VGPU_WARDEN_K8S_BIN_DIR when set, else in the
+ * cache directory that tools/k8s/build.sh builds into for the pinned versions.
+ */
+export function locateBinaries(options: { repoRoot: string; env: Readonly<Record<string, string | undefined>> }): ControlPlaneBinaries {
+  const buildScript = join(options.repoRoot, 'tools', 'k8s', 'build.sh');
+  let binDir = options.env[BIN_DIR_ENV];
+  if (binDir === undefined || binDir === '') {
+    try {
+      binDir = execFileSync('bash', [buildScript, '--print-bin-dir'], { encoding: 'utf8', env: { ...process.env, ...options.env } }).trim();
+    } catch (error) {
+      throw new MissingBinariesError(`could not ask ${buildScript} where the control-plane binaries are`, { cause: error });
+    }
+  }
+  const binaries = {
+    etcd: join(binDir, 'etcd'),
+    kubeApiserver: join(binDir, 'kube-apiserver'),
+    kubeScheduler: join(binDir, 'kube-scheduler'),
+  };
+  for (const path of Object.values(binaries)) {
+    try {
+      accessSync(path, constants.X_OK);
+    } catch (error) {
+      throw new MissingBinariesError(
+        `control-plane binary ${path} is missing; build it with "bash tools/k8s/build.sh" (or set ${BIN_DIR_ENV})`,
+        { cause: error },
+      );
+    }
+  }
+  return binaries;
+}

@@ -1,0 +1,75 @@
+/**
+ * Stops registered resources when the process ends: on SIGINT/SIGTERM it runs their async stop
+ * (bounded), then exits with the conventional code; on 'exit' (any other way out, including an
+ * uncaught error) it runs their synchronous kill. Listeners exist only while something is registered.
+ */
+export interface ShutdownTarget {
+  on(event: 'exit', listener: () => void): unknown;
+  on(event: 'SIGINT' | 'SIGTERM', listener: (signal: NodeJS.Signals) => void): unknown;
+  off(event: 'exit', listener: () => void): unknown;
+  off(event: 'SIGINT' | 'SIGTERM', listener: (signal: NodeJS.Signals) => void): unknown;
+  exit(code: number): never;
+}
+
+export interface ShutdownResource {
+  name: string;
+  stop: () => Promise<void>;
+  killSync: () => void;
+}
+
+const SIGNAL_EXIT_CODES: Record<'SIGINT' | 'SIGTERM', number> = { SIGINT: 130, SIGTERM: 143 };
+
+export class ShutdownHooks {
+  private readonly resources = new Set<ShutdownResource>();
+  private stopping = false;
+
+  constructor(
+    private readonly target: ShutdownTarget,
+    private readonly stopTimeoutMs = 20_000,
+    private readonly report: (line: string) => void = () => undefined,
+  ) {}
+
+  register(resource: ShutdownResource): () => void {
+    if (this.resources.size === 0) this.attach();
+    this.resources.add(resource);
+    return () => {
+      this.resources.delete(resource);
+      if (this.resources.size === 0) this.detach();
+    };
+  }
+
+  private readonly onExit = (): void => {
+    for (const resource of this.resources) {
+      try {
+        resource.killSync();
+      } catch {
+        // Best effort: the process is exiting and cannot report anything any more.
+      }
+    }
+  };
+
+  private readonly onSignal = (signal: NodeJS.Signals): void => {
+    const code = signal === 'SIGTERM' ? SIGNAL_EXIT_CODES.SIGTERM : SIGNAL_EXIT_CODES.SIGINT;
+    if (this.stopping) {
+      // A second Ctrl-C means "now": the exit listener kills what is left.
+      this.target.exit(code);
+    }
+    this.stopping = true;
+    this.report(`received ${signal}; stopping ${[...this.resources].map((r) => r.name).join(', ')}`);
+    const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.stopTimeoutMs).unref());
+    const stopAll = Promise.allSettled([...this.resources].map((resource) => resource.stop()));
+    void Promise.race([stopAll, timeout]).finally(() => this.target.exit(code));
+  };
+
+  private attach(): void {
+    this.target.on('exit', this.onExit);
+    this.target.on('SIGINT', this.onSignal);
+    this.target.on('SIGTERM', this.onSignal);
+  }
+
+  private detach(): void {
+    this.target.off('exit', this.onExit);
+    this.target.off('SIGINT', this.onSignal);
+    this.target.off('SIGTERM', this.onSignal);
+  }
+}

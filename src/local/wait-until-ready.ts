@@ -1,0 +1,67 @@
+import { request as httpsRequest } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import { WardenError } from '../errors.js';
+import type { ManagedProcess } from './managed-process.js';
+
+export class ReadinessError extends WardenError {}
+
+export interface ReadinessProbe {
+  url: string;
+  /** CA PEM to verify the server with; without it, TLS verification is skipped (self-signed health ports). */
+  caPem?: string;
+  timeoutMs: number;
+  /** Body that must appear in the 200 answer, e.g. `"health":"true"` for etcd. */
+  expectBody?: string;
+}
+
+function probeOnce(probe: ReadinessProbe): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(probe.url);
+    const options = url.protocol === 'https:'
+      ? { ca: probe.caPem, rejectUnauthorized: probe.caPem !== undefined, timeout: 2000 }
+      : { timeout: 2000 };
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const req = send(url, { ...options, method: 'GET' }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => { body += chunk; });
+      res.on('end', () => { resolve({ status: res.statusCode ?? 0, body }); });
+      res.on('error', reject);
+    });
+    req.on('timeout', () => { req.destroy(new Error('probe timed out')); });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Polls a health endpoint until it answers 200, failing fast (with the process's last log lines)
+ * when the process exits first, and with the last probe result when time runs out.
+ */
+export async function waitUntilReady(process: ManagedProcess, probe: ReadinessProbe): Promise<void> {
+  const deadline = Date.now() + probe.timeoutMs;
+  let last = 'no answer yet';
+  while (Date.now() < deadline) {
+    if (process.hasExited) {
+      const exit = process.exitInfo;
+      throw new ReadinessError(
+        `${process.name} exited (code ${String(exit?.code)}, signal ${String(exit?.signal)}) before ${probe.url} was ready; ` +
+          `last log lines (${process.logFile}):\n${process.lastLogLines()}`,
+      );
+    }
+    try {
+      const answer = await probeOnce(probe);
+      if (answer.status === 200 && (probe.expectBody === undefined || answer.body.includes(probe.expectBody))) return;
+      last = `HTTP ${answer.status}: ${answer.body.slice(0, 200)}`;
+    } catch (error) {
+      last = (error as Error).message;
+    }
+    await sleep(200);
+  }
+  throw new ReadinessError(
+    `${process.name} not ready at ${probe.url} after ${probe.timeoutMs} ms (last: ${last}); ` +
+      `last log lines (${process.logFile}):\n${process.lastLogLines()}`,
+  );
+}

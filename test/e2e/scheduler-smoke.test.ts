@@ -1,0 +1,57 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import type { SchedulerHandle } from '../../src/local/control-plane.js';
+import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
+import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
+
+function podOn(nodeName: string, name: string, gpus?: number): V1Pod {
+  return {
+    metadata: { name },
+    spec: {
+      // Pin to this test's node: nodes are cluster-wide and other tests add their own.
+      nodeSelector: { 'kubernetes.io/hostname': nodeName },
+      containers: [{
+        name: 'main',
+        image: 'registry.invalid/none:1',
+        ...(gpus === undefined ? {} : { resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }),
+      }],
+    },
+  };
+}
+
+describe('kube-scheduler smoke (real kube-scheduler, apiserver, etcd)', function () {
+  let scheduler: SchedulerHandle | undefined;
+
+  before(async function () {
+    this.timeout(120_000);
+    scheduler = await sharedControlPlane().startScheduler({ profiles: [{ schedulerName: 'default-scheduler' }] });
+  });
+
+  after(async function () {
+    this.timeout(30_000);
+    await scheduler?.stop();
+  });
+
+  it('schedules a plain pod onto a kubelet-less node', async () => {
+    const { core, namespace } = testCluster();
+    const nodeName = uniqueName('gpu-node');
+    await core.createNode({ body: simulatedGpuNode({ name: nodeName, gpus: 4 }) });
+    await core.createNamespacedPod({ namespace, body: podOn(nodeName, 'plain') });
+
+    const placedOn = await eventually('the scheduler to bind the pod', async () =>
+      (await core.readNamespacedPod({ name: 'plain', namespace })).spec?.nodeName);
+    expect(placedOn).to.equal(nodeName);
+  });
+
+  it('leaves a pod Unschedulable when the node has too few nvidia.com/gpu', async () => {
+    const { core, namespace } = testCluster();
+    const nodeName = uniqueName('gpu-node');
+    await core.createNode({ body: simulatedGpuNode({ name: nodeName, gpus: 1 }) });
+    await core.createNamespacedPod({ namespace, body: podOn(nodeName, 'too-big', 2) });
+
+    const condition = await eventually('PodScheduled=False', async () =>
+      (await core.readNamespacedPod({ name: 'too-big', namespace })).status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'));
+    expect(condition.reason).to.equal('Unschedulable');
+    expect(condition.message).to.include('nvidia.com/gpu');
+  });
+});

@@ -1,0 +1,90 @@
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { expect } from 'chai';
+import { eventually } from '../support/test-cluster.js';
+
+interface Started {
+  processGroups: number[];
+  runDir: string;
+}
+
+const fixture = resolve(import.meta.dirname, '..', 'support', 'fixtures', 'hold-control-plane.ts');
+
+function startFixture(): { child: ChildProcessByStdio<null, Readable, Readable>; started: Promise<Started>; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', fixture], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => {
+    child.once('exit', (code, signal) => { done({ code, signal }); });
+  });
+  const started = new Promise<Started>((done, fail) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const line = stdout.split('\n').find((candidate) => candidate.startsWith('{'));
+      if (line !== undefined) done(JSON.parse(line) as Started);
+    });
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    void exited.then(({ code }) => { fail(new Error(`fixture exited (${String(code)}) before starting: ${stderr}`)); });
+  });
+  return { child, started, exited };
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Every live process whose command line mentions the run directory (etcd data dir, configs, certs). */
+function processesUsing(runDir: string): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      if (cmdline.includes(runDir)) found.push(`${entry}: ${cmdline.slice(0, 120)}`);
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return found;
+}
+
+describe('control plane lifecycle: nothing is left behind', function () {
+  this.timeout(180_000);
+
+  it('stops etcd, kube-apiserver and kube-scheduler and removes its directory on Ctrl-C (SIGINT)', async () => {
+    const { child, started, exited } = startFixture();
+    const { processGroups, runDir } = await started;
+    expect(processGroups).to.have.length(3);
+    expect(processGroups.every(groupAlive)).to.equal(true);
+    expect(processesUsing(runDir)).to.have.length.greaterThan(0);
+
+    child.kill('SIGINT');
+    const exit = await exited;
+
+    expect(exit.code).to.equal(130);
+    expect(processGroups.filter(groupAlive)).to.deep.equal([]);
+    expect(processesUsing(runDir)).to.deep.equal([]);
+    expect(existsSync(runDir)).to.equal(false);
+  });
+
+  it('stops everything even when the owning process is SIGKILLed and cannot clean up', async () => {
+    const { child, started, exited } = startFixture();
+    const { processGroups, runDir } = await started;
+
+    child.kill('SIGKILL');
+    await exited;
+
+    // The guard around each program notices within about a second and stops it.
+    await eventually('the guards to stop every control-plane process', () =>
+      Promise.resolve(processGroups.some(groupAlive) || processesUsing(runDir).length > 0 ? undefined : true), 30_000, 250);
+    // Nobody was left to remove the directory; that is the one trace a SIGKILL leaves.
+    rmSync(runDir, { recursive: true, force: true });
+  });
+});

@@ -1,0 +1,77 @@
+import { randomBytes } from 'node:crypto';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import type { ControlPlane } from '../../src/local/control-plane.js';
+
+/**
+ * What integration and e2e tests see of the per-run control plane: the API clients and the fresh
+ * namespace made for the current test. Set by the root hooks in cluster-hooks.ts.
+ */
+export interface TestCluster {
+  controlPlane: ControlPlane;
+  kubeConfig: KubeConfig;
+  core: CoreV1Api;
+  /** Namespace created for the test that is running now. */
+  namespace: string;
+}
+
+interface ClusterState {
+  controlPlane: ControlPlane;
+  kubeConfig: KubeConfig;
+  core: CoreV1Api;
+  namespace: string | undefined;
+}
+
+let state: ClusterState | undefined;
+
+export function attachControlPlane(controlPlane: ControlPlane): void {
+  const kubeConfig = loadKubeConfig(controlPlane.kubeconfigPath);
+  state = { controlPlane, kubeConfig, core: kubeConfig.makeApiClient(CoreV1Api), namespace: undefined };
+}
+
+export function detachControlPlane(): ControlPlane | undefined {
+  const plane = state?.controlPlane;
+  state = undefined;
+  return plane;
+}
+
+export async function createTestNamespace(title: string): Promise<string> {
+  if (!state) throw new Error('no control plane: the cluster root hooks did not run');
+  const slug = title.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40).replace(/-+$/, '');
+  const name = `t-${slug || 'test'}-${randomBytes(3).toString('hex')}`;
+  await state.core.createNamespace({ body: { metadata: { name, labels: { 'vgpu-warden.test/run': 'true' } } } });
+  state.namespace = name;
+  return name;
+}
+
+/** The run's control plane, for suite-level hooks that run before any test namespace exists. */
+export function sharedControlPlane(): ControlPlane {
+  if (!state) throw new Error('no control plane: the cluster root hooks did not run');
+  return state.controlPlane;
+}
+
+export function testCluster(): TestCluster {
+  if (!state?.namespace) throw new Error('no test namespace: testCluster() is only usable inside a test');
+  return { controlPlane: state.controlPlane, kubeConfig: state.kubeConfig, core: state.core, namespace: state.namespace };
+}
+
+/** A name unique within the run, for cluster-scoped objects such as Nodes. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString('hex')}`;
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`, { cause: lastError });
+}

@@ -1,0 +1,99 @@
+import { expect } from 'chai';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, runCli, type Command, type CommandContext } from '../../src/cli.js';
+import { plannedCommands } from '../../src/commands/planned-commands.js';
+
+function recorder(env: Record<string, string> = {}) {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { io: { env, stdout: (line: string) => out.push(line), stderr: (line: string) => err.push(line) }, out, err };
+}
+
+function echoCommand(seen: CommandContext[]): Command {
+  return {
+    name: 'echo',
+    summary: 'records what it was given',
+    usesConfig: true,
+    flags: { count: { type: 'string', description: 'a number' }, loud: { type: 'boolean', description: 'a switch' }, 'nodelock-expire': { type: 'string', description: 'expiry' } },
+    run: (context) => {
+      seen.push(context);
+      return Promise.resolve(EXIT_OK);
+    },
+  };
+}
+
+describe('cli', () => {
+  it('lists every subcommand in --help and exits 0', async () => {
+    const { io, out } = recorder();
+    const code = await runCli(['--help'], [...plannedCommands(), echoCommand([])], io);
+    expect(code).to.equal(EXIT_OK);
+    const text = out.join('\n');
+    for (const name of ['serve', 'certs', 'locks', 'echo']) expect(text).to.match(new RegExp(`^  ${name}\\b`, 'm'));
+  });
+
+  it('exits 2 with one clear line for an unknown subcommand', async () => {
+    const { io, err } = recorder();
+    const code = await runCli(['frobnicate'], [echoCommand([])], io);
+    expect(code).to.equal(EXIT_USAGE);
+    expect(err).to.deep.equal(['vgpu-warden: unknown command "frobnicate"; commands: echo (see "vgpu-warden --help")']);
+  });
+
+  it('exits 2 with one clear line for an unknown flag, before running anything', async () => {
+    const seen: CommandContext[] = [];
+    const { io, err } = recorder();
+    const code = await runCli(['echo', '--colour', 'red'], [echoCommand(seen)], io);
+    expect(code).to.equal(EXIT_USAGE);
+    expect(err).to.have.length(1);
+    expect(err[0]).to.equal('vgpu-warden: unknown flag --colour for "echo"; see "vgpu-warden echo --help"');
+    expect(seen).to.have.length(0);
+  });
+
+  it('exits 2 for an unknown top-level flag and for a stray positional', async () => {
+    const first = recorder();
+    expect(await runCli(['--verbose'], [echoCommand([])], first.io)).to.equal(EXIT_USAGE);
+    expect(first.err[0]).to.include('unknown flag --verbose');
+    const second = recorder();
+    expect(await runCli(['echo', 'stray'], [echoCommand([])], second.io)).to.equal(EXIT_USAGE);
+    expect(second.err[0]).to.include('unexpected argument "stray"');
+  });
+
+  it('exits 2 naming the variable when the configuration is invalid, before running anything', async () => {
+    const seen: CommandContext[] = [];
+    const { io, err } = recorder({ NODELOCK_EXPIRE: 'forever' });
+    const code = await runCli(['echo'], [echoCommand(seen)], io);
+    expect(code).to.equal(EXIT_USAGE);
+    expect(err).to.deep.equal(['vgpu-warden: invalid NODELOCK_EXPIRE="forever": expected a positive duration such as 5m']);
+    expect(seen).to.have.length(0);
+  });
+
+  it('passes parsed flags and the validated config (flag over env) to the command', async () => {
+    const seen: CommandContext[] = [];
+    const { io } = recorder({ NODELOCK_EXPIRE: '10m' });
+    const code = await runCli(['echo', '--count', '3', '--loud', '--nodelock-expire', '20m'], [echoCommand(seen)], io);
+    expect(code).to.equal(EXIT_OK);
+    expect(seen[0]?.flags).to.deep.include({ count: '3', loud: true });
+    expect(seen[0]?.config().nodeLockExpireMs).to.equal(1_200_000);
+  });
+
+  it('shows per-command help with its flags', async () => {
+    const { io, out } = recorder();
+    expect(await runCli(['echo', '--help'], [echoCommand([])], io)).to.equal(EXIT_OK);
+    expect(out.join('\n')).to.include('--count <value>').and.include('--loud');
+  });
+
+  it('says which issue brings a planned command and exits 1', async () => {
+    const { io, err } = recorder();
+    const code = await runCli(['locks'], plannedCommands(), io);
+    expect(code).to.equal(EXIT_FAILURE);
+    expect(err).to.deep.equal(['vgpu-warden: "locks" is not available yet (issue #6)']);
+  });
+
+  it('turns a failing command into exit 1 with the cause chain on one line', async () => {
+    const failing: Command = {
+      name: 'boom', summary: 'fails', usesConfig: false, flags: {},
+      run: () => Promise.reject(new Error('outer', { cause: new Error('inner') })),
+    };
+    const { io, err } = recorder();
+    expect(await runCli(['boom'], [failing], io)).to.equal(EXIT_FAILURE);
+    expect(err).to.deep.equal(['vgpu-warden: outer: caused by: inner']);
+  });
+});

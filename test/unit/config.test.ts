@@ -1,0 +1,94 @@
+import { expect } from 'chai';
+import { ConfigError, SETTINGS, loadConfig } from '../../src/config.js';
+
+describe('config', () => {
+  it('has documented defaults that pass their own validation', () => {
+    const config = loadConfig({});
+    expect(config).to.deep.include({
+      kubeconfig: undefined,
+      schedulerName: 'hami-scheduler',
+      logLevel: 'info',
+      webhookPort: 9443,
+      extenderHost: '127.0.0.1',
+      extenderPort: 9444,
+      metricsPort: 9395,
+      certDir: 'webhook-certs',
+      bindGraceMs: 60_000,
+      nodeLockExpireMs: 300_000,
+      nodeLockForceAfterMs: undefined,
+      sweepEnabled: true,
+      sweepSchedule: '*/30 * * * * *',
+    });
+  });
+
+  it('reads environment variables and lets a flag win over its variable', () => {
+    const config = loadConfig(
+      { NODELOCK_EXPIRE: '10m', SCHEDULER_NAME: 'from-env', SWEEP_ENABLED: 'false', WEBHOOK_PORT: '8443' },
+      { 'scheduler-name': 'from-flag' },
+    );
+    expect(config.nodeLockExpireMs).to.equal(600_000);
+    expect(config.schedulerName).to.equal('from-flag');
+    expect(config.sweepEnabled).to.equal(false);
+    expect(config.webhookPort).to.equal(8443);
+  });
+
+  it("reads HAMi's HAMI_NODELOCK_EXPIRE when NODELOCK_EXPIRE is unset, and prefers NODELOCK_EXPIRE", () => {
+    expect(loadConfig({ HAMI_NODELOCK_EXPIRE: '7m' }).nodeLockExpireMs).to.equal(420_000);
+    expect(loadConfig({ HAMI_NODELOCK_EXPIRE: '7m', NODELOCK_EXPIRE: '6m' }).nodeLockExpireMs).to.equal(360_000);
+  });
+
+  it('accepts 5- and 6-field cron schedules', () => {
+    expect(loadConfig({ SWEEP_SCHEDULE: '*/5 * * * *' }).sweepSchedule).to.equal('*/5 * * * *');
+    expect(loadConfig({ SWEEP_SCHEDULE: '*/10 * * * * *' }).sweepSchedule).to.equal('*/10 * * * * *');
+  });
+
+  const invalid: [Record<string, string>, string][] = [
+    [{ NODELOCK_EXPIRE: 'soon' }, 'invalid NODELOCK_EXPIRE="soon": expected a positive duration such as 5m'],
+    [{ NODELOCK_EXPIRE: '0' }, 'invalid NODELOCK_EXPIRE="0": expected a positive duration such as 5m'],
+    [{ HAMI_NODELOCK_EXPIRE: '5x' }, 'invalid HAMI_NODELOCK_EXPIRE="5x"'],
+    [{ WEBHOOK_PORT: '70000' }, 'invalid WEBHOOK_PORT="70000": expected a port number from 1 to 65535'],
+    [{ METRICS_PORT: '12ab' }, 'invalid METRICS_PORT="12ab"'],
+    [{ SWEEP_ENABLED: 'maybe' }, 'invalid SWEEP_ENABLED="maybe": expected true or false'],
+    [{ SWEEP_SCHEDULE: 'every minute' }, 'invalid SWEEP_SCHEDULE="every minute": expected a cron expression'],
+    [{ SWEEP_SCHEDULE: '* * * *' }, 'invalid SWEEP_SCHEDULE="* * * *"'],
+    [{ SWEEP_SCHEDULE: '* * * * * * *' }, 'invalid SWEEP_SCHEDULE="* * * * * * *"'],
+    [{ LOG_LEVEL: 'loud' }, 'invalid LOG_LEVEL="loud": expected one of fatal, error, warn, info, debug, trace, silent'],
+    [{ SCHEDULER_NAME: 'Not_A_Name' }, 'invalid SCHEDULER_NAME="Not_A_Name"'],
+    [{ EXTENDER_HOST: 'bad host' }, 'invalid EXTENDER_HOST="bad host"'],
+    [{ BIND_GRACE: '10m' }, 'invalid BIND_GRACE="10m": must be shorter than NODELOCK_EXPIRE (5m)'],
+    [{ NODELOCK_FORCE_AFTER: '2m' }, 'invalid NODELOCK_FORCE_AFTER="2m": must be longer than NODELOCK_EXPIRE (5m)'],
+  ];
+  for (const [env, message] of invalid) {
+    it(`fails on ${JSON.stringify(env)} with one line naming variable, value and rule`, () => {
+      let caught: unknown;
+      try {
+        loadConfig(env);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).to.be.instanceOf(ConfigError);
+      expect((caught as Error).message).to.include(message);
+      expect((caught as Error).message).not.to.include('\n');
+    });
+  }
+
+  it('names the flag, not the variable, when the bad value came from a flag', () => {
+    expect(() => loadConfig({ NODELOCK_EXPIRE: '5m' }, { 'nodelock-expire': 'never' })).to.throw(ConfigError, 'invalid --nodelock-expire="never"');
+  });
+
+  it('blames the default of a related setting it did not get', () => {
+    expect(() => loadConfig({ NODELOCK_EXPIRE: '30s' })).to.throw(ConfigError, 'invalid BIND_GRACE="60s": must be shorter than NODELOCK_EXPIRE (30s)');
+  });
+
+  it('treats an empty NODELOCK_FORCE_AFTER as never', () => {
+    expect(loadConfig({ NODELOCK_FORCE_AFTER: '' }).nodeLockForceAfterMs).to.equal(undefined);
+    expect(loadConfig({ NODELOCK_FORCE_AFTER: '15m' }).nodeLockForceAfterMs).to.equal(900_000);
+  });
+
+  it('declares each variable and flag once', () => {
+    const envs = SETTINGS.map((spec) => spec.env);
+    const flags = SETTINGS.map((spec) => spec.flag);
+    expect(new Set(envs).size).to.equal(envs.length);
+    expect(new Set(flags).size).to.equal(flags.length);
+  });
+});

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver, kube-scheduler (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3)
+# from Go modules into a cache directory outside git, at the versions pinned in versions.env.
+#
+# Usage: tools/k8s/build.sh [--print-bin-dir]
+#   VGPU_WARDEN_K8S_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/vgpu-warden/k8s)
+#
+# One progress line per step; the full Go output goes to a log file that is named on failure.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+: "${KUBERNETES_VERSION:?versions.env must set KUBERNETES_VERSION}"
+: "${ETCD_VERSION:?versions.env must set ETCD_VERSION}"
+
+cache_root=${VGPU_WARDEN_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vgpu-warden/k8s}
+build_key="kube-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}"
+out_dir="$cache_root/$build_key"
+bin_dir="$out_dir/bin"
+stamp="$out_dir/.complete"
+
+if [[ "${1:-}" == "--print-bin-dir" ]]; then
+  echo "$bin_dir"
+  exit 0
+elif [[ $# -gt 0 ]]; then
+  echo "build.sh: unknown argument '$1' (allowed: --print-bin-dir)" >&2
+  exit 2
+fi
+
+step() { printf '[k8s-build] %s\n' "$*"; }
+
+# The stamp records exactly what was built; binaries without a matching stamp are rebuilt.
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$build_key" ]] \
+   && [[ -x "$bin_dir/kube-apiserver" && -x "$bin_dir/kube-scheduler" && -x "$bin_dir/etcd" ]]; then
+  step "cached: $bin_dir ($build_key)"
+  exit 0
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "build.sh: Go is not installed or not on PATH; install Go >= 1.24 to build the test control plane" >&2
+  exit 1
+fi
+
+mkdir -p "$out_dir"
+log="$out_dir/build.log"
+: >"$log"
+work="$out_dir/work"
+rm -rf "$work" "$bin_dir"
+mkdir -p "$work/kube" "$work/etcd" "$bin_dir"
+
+run() {
+  # Runs one step quietly; on failure prints the log's tail and where the whole log is.
+  local name=$1; shift
+  step "$name"
+  local started=$SECONDS
+  if ! { echo "### $name: $*"; "$@"; } >>"$log" 2>&1; then
+    echo "[k8s-build] FAILED: $name; last lines of the log:" >&2
+    tail -n 25 "$log" >&2
+    echo "[k8s-build] full log: $log" >&2
+    exit 1
+  fi
+  echo "### $name took $((SECONDS - started))s" >>"$log"
+}
+
+kube_minor=${KUBERNETES_VERSION#v1.}; kube_minor=${kube_minor%%.*}
+staging_version="v0.${KUBERNETES_VERSION#v1.}"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+make_kube_module() {
+  cd "$work/kube"
+  go mod init vgpu-warden.local/k8sbins
+  # Replace every staging module that k8s.io/kubernetes maps to ./staging with its published twin;
+  # replaces of a dependency are ignored, so without this the build asks for k8s.io/api@v0.0.0.
+  local mod_file
+  mod_file=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [[ -n "$mod_file" ]] || { echo "could not locate go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION"; return 1; }
+  local staging
+  staging=$(awk '$1 ~ /^k8s\.io\// && $2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$mod_file" | sort -u)
+  [[ -n "$staging" ]] || { echo "no staging replaces found in $mod_file"; return 1; }
+  local m
+  for m in $staging; do go mod edit "-replace=$m=$m@$staging_version"; done
+  cat >tools.go <<GO
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
+GO
+  go get "k8s.io/kubernetes@$KUBERNETES_VERSION"
+  go mod tidy
+}
+
+make_etcd_module() {
+  cd "$work/etcd"
+  go mod init vgpu-warden.local/etcdbin
+  cat >tools.go <<GO
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+GO
+  go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  go mod tidy
+}
+
+build_kube() {
+  cd "$work/kube"
+  local v=$KUBERNETES_VERSION
+  go build -trimpath -tags=selinux,notest,grpcnotrace \
+    -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$kube_minor -X k8s.io/client-go/pkg/version.gitVersion=$v" \
+    -o "$bin_dir/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
+}
+
+build_etcd() {
+  cd "$work/etcd"
+  go build -trimpath -ldflags="-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3
+}
+
+check_versions() {
+  "$bin_dir/kube-apiserver" --version
+  "$bin_dir/kube-scheduler" --version
+  "$bin_dir/etcd" --version
+  "$bin_dir/kube-apiserver" --version | grep -q "$KUBERNETES_VERSION"
+  "$bin_dir/etcd" --version | grep -q "${ETCD_VERSION#v}"
+}
+
+step "building into $out_dir (log: $log)"
+run "resolve k8s.io/kubernetes $KUBERNETES_VERSION modules" make_kube_module
+run "resolve go.etcd.io/etcd/server/v3 $ETCD_VERSION modules" make_etcd_module
+run "compile kube-apiserver and kube-scheduler" build_kube
+run "compile etcd" build_etcd
+run "check binary versions" check_versions
+echo "$build_key" >"$stamp"
+rm -rf "$work"
+step "done: $bin_dir"
