@@ -8,7 +8,7 @@ import { plannedCommands } from './commands/planned-commands.js';
 // src/main.ts and dist/main.js both sit one level below the repository root.
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-const commands = [...plannedCommands(), localCommand({ repoRoot })];
+const commands = [...plannedCommands(), localCommand({ repoRoot, shutdownTarget: process })];
 
 process.exitCode = await runCli(process.argv.slice(2), commands, {
   env: process.env,

@@ -5,7 +5,7 @@ import { UsageError } from '../cli.js';
 import { loadKubeConfig } from '../kube/client.js';
 import { ControlPlane } from '../local/control-plane.js';
 import { locateBinaries } from '../local/k8s-binaries.js';
-import { ShutdownHooks } from '../local/shutdown-hooks.js';
+import { ShutdownHooks, type ShutdownTarget } from '../local/shutdown-hooks.js';
 import { simulatedGpuNode } from '../local/simulated-gpu-node.js';
 
 function positiveInteger(flag: string, value: string | boolean | string[] | undefined, fallback: number): number {
@@ -21,7 +21,7 @@ function positiveInteger(flag: string, value: string | boolean | string[] | unde
  * `vgpu-warden local`: a real etcd, kube-apiserver and kube-scheduler on loopback with simulated GPU
  * nodes, running until Ctrl-C. The webhook, extender and sweeper join it as their issues land.
  */
-export function localCommand(deps: { repoRoot: string }): Command {
+export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownTarget }): Command {
   return {
     name: 'local',
     summary: 'run a local control plane (etcd, kube-apiserver, kube-scheduler) with simulated GPU nodes until Ctrl-C',
@@ -37,7 +37,7 @@ export function localCommand(deps: { repoRoot: string }): Command {
       const gpusPerNode = positiveInteger('gpus-per-node', flags['gpus-per-node'], 4);
       const { schedulerName } = config();
       const binaries = locateBinaries({ repoRoot: deps.repoRoot, env: io.env });
-      const hooks = new ShutdownHooks(process, 20_000, (line) => { io.stdout(`local: ${line}`); });
+      const hooks = new ShutdownHooks(deps.shutdownTarget, 20_000, (line) => { io.stdout(`local: ${line}`); });
       const plane = await ControlPlane.start({
         binaries,
         shutdownHooks: hooks,

@@ -22,6 +22,16 @@ export interface ProcessExit {
 
 export class ProcessStartError extends WardenError {}
 
+/** True while any process (zombies included) is still in process group `pgid`. */
+export function processGroupExists(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 // Runs the real program under a small bash guard in its own process group. The guard forwards
 // SIGTERM and, if our Node process disappears without cleaning up (SIGKILL, crash), stops the
 // program within about a second, so no etcd or kube-apiserver is ever orphaned.
@@ -125,12 +135,7 @@ export class ManagedProcess {
   }
 
   private groupExists(): boolean {
-    try {
-      process.kill(-this.pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
+    return processGroupExists(this.pid);
   }
 
   /** Synchronous SIGKILL of the group, for `process.on('exit')` where nothing async may run. */

@@ -31,18 +31,20 @@ function positiveSerial(): string {
   return '01' + forge.util.bytesToHex(forge.random.getBytesSync(15));
 }
 
-function validity(cert: forge.pki.Certificate, now: Date, days: number): void {
-  // A minute of back-dating absorbs small clock differences between us and the verifier.
-  cert.validity.notBefore = new Date(now.getTime() - 60_000);
-  cert.validity.notAfter = new Date(now.getTime() + days * 86_400_000);
-}
-
-export function createCertificateAuthority(options: { commonName: string; validityDays: number; now?: Date }): CertificateAuthority {
+/** A fresh key pair and an unsigned certificate for it with a serial and validity window. */
+function newCertificate(now: Date, days: number): { cert: forge.pki.Certificate; keys: forge.pki.rsa.KeyPair } {
   const keys = forge.pki.rsa.generateKeyPair({ bits: 2048 });
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
   cert.serialNumber = positiveSerial();
-  validity(cert, options.now ?? new Date(), options.validityDays);
+  // A minute of back-dating absorbs small clock differences between us and the verifier.
+  cert.validity.notBefore = new Date(now.getTime() - 60_000);
+  cert.validity.notAfter = new Date(now.getTime() + days * 86_400_000);
+  return { cert, keys };
+}
+
+export function createCertificateAuthority(options: { commonName: string; validityDays: number; now?: Date }): CertificateAuthority {
+  const { cert, keys } = newCertificate(options.now ?? new Date(), options.validityDays);
   const name = [{ name: 'commonName', value: options.commonName }];
   cert.setSubject(name);
   cert.setIssuer(name);
@@ -58,11 +60,7 @@ export function createCertificateAuthority(options: { commonName: string; validi
 export function issueCertificate(ca: CertificateAuthority, request: LeafRequest): IssuedCertificate {
   const caCert = forge.pki.certificateFromPem(ca.certPem);
   const caKey = forge.pki.privateKeyFromPem(ca.keyPem);
-  const keys = forge.pki.rsa.generateKeyPair({ bits: 2048 });
-  const cert = forge.pki.createCertificate();
-  cert.publicKey = keys.publicKey;
-  cert.serialNumber = positiveSerial();
-  validity(cert, request.now ?? new Date(), request.validityDays);
+  const { cert, keys } = newCertificate(request.now ?? new Date(), request.validityDays);
   const subject = [{ name: 'commonName', value: request.commonName }];
   if (request.organization !== undefined) subject.push({ name: 'organizationName', value: request.organization });
   cert.setSubject(subject);

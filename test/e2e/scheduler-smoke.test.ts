@@ -1,6 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { SchedulerHandle } from '../../src/local/control-plane.js';
+import { ReadinessError } from '../../src/local/wait-until-ready.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 
@@ -41,6 +42,15 @@ describe('kube-scheduler smoke (real kube-scheduler, apiserver, etcd)', function
     const placedOn = await eventually('the scheduler to bind the pod', async () =>
       (await core.readNamespacedPod({ name: 'plain', namespace })).spec?.nodeName);
     expect(placedOn).to.equal(nodeName);
+  });
+
+  it("fails a scheduler start with kube-scheduler's own last log lines", async () => {
+    const error: unknown = await sharedControlPlane()
+      .startScheduler({ profiles: [{ schedulerName: 'broken' }], notAField: true })
+      .then(() => undefined, (caught: unknown) => caught);
+
+    expect(error).to.be.instanceOf(ReadinessError);
+    expect((error as Error).message).to.match(/kube-scheduler:\d+ exited/).and.include('notAField');
   });
 
   it('leaves a pod Unschedulable when the node has too few nvidia.com/gpu', async () => {

@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
+import { processGroupExists } from '../../src/local/managed-process.js';
 import { eventually } from '../support/test-cluster.js';
 
 interface Started {
@@ -31,14 +32,6 @@ function startFixture(): { child: ChildProcessByStdio<null, Readable, Readable>;
   return { child, started, exited };
 }
 
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Every live process whose command line mentions the run directory (etcd data dir, configs, certs). */
 function processesUsing(runDir: string): string[] {
@@ -62,14 +55,14 @@ describe('control plane lifecycle: nothing is left behind', function () {
     const { child, started, exited } = startFixture();
     const { processGroups, runDir } = await started;
     expect(processGroups).to.have.length(3);
-    expect(processGroups.every(groupAlive)).to.equal(true);
+    expect(processGroups.every(processGroupExists)).to.equal(true);
     expect(processesUsing(runDir)).to.have.length.greaterThan(0);
 
     child.kill('SIGINT');
     const exit = await exited;
 
     expect(exit.code).to.equal(130);
-    expect(processGroups.filter(groupAlive)).to.deep.equal([]);
+    expect(processGroups.filter(processGroupExists)).to.deep.equal([]);
     expect(processesUsing(runDir)).to.deep.equal([]);
     expect(existsSync(runDir)).to.equal(false);
   });
@@ -83,7 +76,7 @@ describe('control plane lifecycle: nothing is left behind', function () {
 
     // The guard around each program notices within about a second and stops it.
     await eventually('the guards to stop every control-plane process', () =>
-      Promise.resolve(processGroups.some(groupAlive) || processesUsing(runDir).length > 0 ? undefined : true), 30_000, 250);
+      Promise.resolve(processGroups.some(processGroupExists) || processesUsing(runDir).length > 0 ? undefined : true), 30_000, 250);
     // Nobody was left to remove the directory; that is the one trace a SIGKILL leaves.
     rmSync(runDir, { recursive: true, force: true });
   });

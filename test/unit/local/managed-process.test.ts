@@ -3,16 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { ManagedProcess } from '../../../src/local/managed-process.js';
+import { ManagedProcess, processGroupExists } from '../../../src/local/managed-process.js';
 
-function alive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function within<T>(ms: number, promise: Promise<T>): Promise<T | 'timeout'> {
   let timer: NodeJS.Timeout | undefined;
@@ -37,10 +29,10 @@ describe('ManagedProcess', function () {
 
   it('stops the program with SIGTERM and leaves no process in its group', async () => {
     const child = ManagedProcess.start({ name: 'sleeper', command: 'sleep', args: ['60'], logFile: join(dir, 's.log') });
-    expect(alive(child.pid)).to.equal(true);
+    expect(processGroupExists(child.pid)).to.equal(true);
     await child.stop(3000);
     expect(child.hasExited).to.equal(true);
-    expect(alive(child.pid)).to.equal(false);
+    expect(processGroupExists(child.pid)).to.equal(false);
   });
 
   it('escalates to SIGKILL when the program ignores SIGTERM', async () => {
@@ -49,7 +41,7 @@ describe('ManagedProcess', function () {
     const started = Date.now();
     await child.stop(500);
     expect(Date.now() - started).to.be.lessThan(5000);
-    expect(alive(child.pid)).to.equal(false);
+    expect(processGroupExists(child.pid)).to.equal(false);
   });
 
   it('is stopped by its guard when the guarded process dies without cleaning up', async () => {
@@ -58,7 +50,7 @@ describe('ManagedProcess', function () {
     owner.kill('SIGKILL');
     const result = await within(8000, child.exited);
     expect(result).not.to.equal('timeout');
-    expect(alive(child.pid)).to.equal(false);
+    expect(processGroupExists(child.pid)).to.equal(false);
     expect(child.lastLogLines()).to.include('is gone; stopping sleep');
   });
 
