@@ -122,11 +122,15 @@ build_etcd() {
 }
 
 check_versions() {
-  "$bin_dir/kube-apiserver" --version
-  "$bin_dir/kube-scheduler" --version
-  "$bin_dir/etcd" --version
-  "$bin_dir/kube-apiserver" --version | grep -q "$KUBERNETES_VERSION"
-  "$bin_dir/etcd" --version | grep -q "${ETCD_VERSION#v}"
+  # Captured, not piped into grep -q: with pipefail an early-exiting grep fails the step via SIGPIPE.
+  local apiserver scheduler etcd
+  apiserver=$("$bin_dir/kube-apiserver" --version)
+  scheduler=$("$bin_dir/kube-scheduler" --version)
+  etcd=$("$bin_dir/etcd" --version)
+  printf '%s\n' "$apiserver" "$scheduler" "$etcd"
+  [[ "$apiserver" == *"$KUBERNETES_VERSION"* && "$scheduler" == *"$KUBERNETES_VERSION"* ]] \
+    || { echo "expected Kubernetes $KUBERNETES_VERSION"; return 1; }
+  [[ "$etcd" == *"${ETCD_VERSION#v}"* ]] || { echo "expected etcd $ETCD_VERSION"; return 1; }
 }
 
 step "building into $out_dir (log: $log)"

@@ -1,0 +1,60 @@
+import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import { NodeNotFoundError, WriteConflictError, WriteRejectedError } from '../lock/lock-errors.js';
+import { NODE_LOCK_ANNOTATION, type PodRef } from '../lock/lock-value.js';
+import type { NodeLockApi, NodeSnapshot } from '../lock/node-lock-api.js';
+import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
+import { apiStatusOf, httpStatusOf } from './errors.js';
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+function snapshotOf(node: V1Node, name: string): NodeSnapshot {
+  return {
+    name: node.metadata?.name ?? name,
+    resourceVersion: node.metadata?.resourceVersion ?? '',
+    lock: node.metadata?.annotations?.[NODE_LOCK_ANNOTATION],
+  };
+}
+
+/** Maps a failed node call to the lock service's error vocabulary (see NodeLockApi). */
+function translate(error: unknown, node: string): unknown {
+  const status = httpStatusOf(error);
+  const detail = apiStatusOf(error)?.message ?? (error instanceof Error ? error.message : String(error));
+  if (status === 404) return new NodeNotFoundError(node, { cause: error });
+  if (status === 409) return new WriteConflictError(`node ${node} changed since it was read: ${detail}`, { cause: error });
+  // 408 and 429 say "try again"; every other 4xx is a definite refusal that nothing will fix.
+  if (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429) {
+    return new WriteRejectedError(`the API refused the lock write on node ${node} (HTTP ${status}): ${detail}`, { cause: error });
+  }
+  return error;
+}
+
+/** NodeLockApi on @kubernetes/client-node: reads, RV-guarded merge patches of the lock annotation. */
+export class KubeNodeLockApi implements NodeLockApi {
+  constructor(private readonly core: CoreV1Api) {}
+
+  async readNode(name: string): Promise<NodeSnapshot> {
+    try {
+      return snapshotOf(await this.core.readNode({ name }), name);
+    } catch (error) {
+      throw translate(error, name);
+    }
+  }
+
+  async writeLock(name: string, resourceVersion: string, value: string | null): Promise<NodeSnapshot> {
+    const body = { metadata: { resourceVersion, annotations: { [NODE_LOCK_ANNOTATION]: value } } };
+    try {
+      return snapshotOf(await this.core.patchNode({ name, body }, mergePatch), name);
+    } catch (error) {
+      throw translate(error, name);
+    }
+  }
+
+  async readPod(pod: PodRef): Promise<OwnerPod | undefined> {
+    try {
+      return ownerPodFrom(await this.core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }));
+    } catch (error) {
+      if (httpStatusOf(error) === 404) return undefined;
+      throw error;
+    }
+  }
+}

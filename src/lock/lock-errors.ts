@@ -1,0 +1,45 @@
+import { WardenError } from '../errors.js';
+import type { LockClassification } from './lock-rules.js';
+import { podKey, type LockValue, type PodRef } from './lock-value.js';
+
+/** Base class for node-lock failures. */
+export class NodeLockError extends WardenError {}
+
+export class NodeNotFoundError extends NodeLockError {
+  constructor(readonly node: string, options?: { cause?: unknown }) {
+    super(`node ${node} not found`, options);
+  }
+}
+
+/** The RV-guarded write lost a race (HTTP 409): someone changed the node since we read it. */
+export class WriteConflictError extends NodeLockError {}
+
+/** The API refused the write for good (e.g. 403, 422): retrying cannot help, and nothing was written. */
+export class WriteRejectedError extends NodeLockError {}
+
+function describeHolder(value: LockValue): string {
+  switch (value.kind) {
+    case 'owned':
+      return `pod ${podKey(value.owner)}`;
+    case 'legacy':
+      return 'a legacy lock with no owner';
+    case 'malformed':
+      return `an unreadable value ${JSON.stringify(value.raw)}`;
+  }
+}
+
+/** Another pod holds the node's lock; the message names the holder and the lock's age. */
+export class LockContentionError extends NodeLockError {
+  constructor(
+    readonly node: string,
+    readonly requester: PodRef,
+    readonly holder: LockValue,
+    readonly classification: LockClassification,
+  ) {
+    const age = classification.ageMs === undefined ? 'unknown age' : `${Math.round(classification.ageMs / 1000)}s old`;
+    super(`node ${node} is locked by ${describeHolder(holder)} (${age}, ${classification.state}: ${classification.reason}); ${podKey(requester)} must wait`);
+  }
+}
+
+/** The lock could not be written or read back within the retry budget. */
+export class LockUnavailableError extends NodeLockError {}

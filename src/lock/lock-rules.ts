@@ -1,0 +1,90 @@
+import type { LockValue } from './lock-value.js';
+import type { OwnerPod } from './owner-pod.js';
+
+/**
+ * The lock rules of ARCHITECTURE.md §5 as one pure function. A lock is
+ * - held: its owner may still need it (a bind in progress, or bound and waiting for Allocate);
+ * - stalled: held, but older than the expiry. HAMi would take it over; we do not, because the
+ *   device plugin would then serve the old owner's Allocate with the new owner's GPUs (HAMi #3096);
+ * - releasable: nobody will ever use it again, with the reason why.
+ */
+export interface LockRulesConfig {
+  /** A lock younger than this is a bind in progress (above the extender's 30 s httpTimeout). */
+  bindGraceMs: number;
+  /** NODELOCK_EXPIRE: legacy locks older than this are released, held ones become stalled. */
+  expireMs: number;
+  /** NODELOCK_FORCE_AFTER: opt-in age at which even a stalled lock is released. */
+  forceAfterMs?: number | undefined;
+}
+
+export type HeldReason = 'bind-in-progress' | 'awaiting-allocation' | 'legacy-fresh';
+
+export type ReleaseReason =
+  | 'owner-not-found'
+  | 'owner-replaced'
+  | 'owner-terminal'
+  | 'owner-deleting'
+  | 'allocation-finished'
+  | 'owner-not-allocating'
+  | 'legacy-expired'
+  | 'malformed'
+  | 'forced-after-stall';
+
+export type LockClassification =
+  | { state: 'held'; reason: HeldReason; ageMs: number; clockSkewMs?: number }
+  | { state: 'stalled'; reason: 'awaiting-allocation-past-expiry'; ageMs: number; clockSkewMs?: number }
+  | { state: 'releasable'; reason: ReleaseReason; ageMs: number | undefined; clockSkewMs?: number };
+
+export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
+  'owner-not-found': 'the pod named by the lock does not exist',
+  'owner-replaced': 'the pod of that name is not bound to this node and the bind grace is over (another incarnation, or bound elsewhere)',
+  'owner-terminal': 'the pod has Succeeded or Failed',
+  'owner-deleting': 'the pod is being deleted',
+  'allocation-finished': 'the pod is bound here and its allocation is over (bind-phase success or failed); the lock was left behind',
+  'owner-not-allocating': 'the pod is bound here without bind-phase=allocating and the bind grace is over',
+  'legacy-expired': 'a legacy lock (no owner) older than the expiry',
+  'malformed': 'the value is not a lock any HAMi component can read',
+  'forced-after-stall': 'a stalled lock older than NODELOCK_FORCE_AFTER',
+};
+
+/**
+ * Classifies `lock` on node `nodeName` at `now`. `owner` is the pod the lock names (undefined when
+ * it does not exist); it is ignored for legacy and malformed values, which name no pod.
+ */
+export function classifyLock(
+  lock: LockValue,
+  owner: OwnerPod | undefined,
+  nodeName: string,
+  now: Date,
+  config: LockRulesConfig,
+): LockClassification {
+  if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
+
+  // A lock stamped in the future (writer's clock ahead of ours) counts as just written; the
+  // rules that do not depend on age still apply at once.
+  const rawAgeMs = now.getTime() - lock.time.getTime();
+  const ageMs = Math.max(0, rawAgeMs);
+  const skew = rawAgeMs < 0 ? { clockSkewMs: -rawAgeMs } : {};
+
+  if (lock.kind === 'legacy') {
+    return ageMs > config.expireMs
+      ? { state: 'releasable', reason: 'legacy-expired', ageMs, ...skew }
+      : { state: 'held', reason: 'legacy-fresh', ageMs, ...skew };
+  }
+
+  const releasable = (reason: ReleaseReason): LockClassification => ({ state: 'releasable', reason, ageMs, ...skew });
+  if (owner === undefined) return releasable('owner-not-found');
+  if (owner.phase === 'Succeeded' || owner.phase === 'Failed') return releasable('owner-terminal');
+  if (owner.deleting) return releasable('owner-deleting');
+  const boundHere = owner.nodeName === nodeName;
+  // Only a pod bound to this node can have finished allocating *here*; an unbound pod may still
+  // carry bind-phase from an earlier attempt while a new bind runs.
+  if (boundHere && (owner.bindPhase === 'success' || owner.bindPhase === 'failed')) return releasable('allocation-finished');
+  if (ageMs < config.bindGraceMs) return { state: 'held', reason: 'bind-in-progress', ageMs, ...skew };
+  if (boundHere && owner.bindPhase === 'allocating') {
+    if (ageMs <= config.expireMs) return { state: 'held', reason: 'awaiting-allocation', ageMs, ...skew };
+    if (config.forceAfterMs !== undefined && ageMs > config.forceAfterMs) return releasable('forced-after-stall');
+    return { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs, ...skew };
+  }
+  return releasable(boundHere ? 'owner-not-allocating' : 'owner-replaced');
+}

@@ -1,0 +1,31 @@
+/**
+ * What the lock rules need to know about the pod a lock names, taken from a Pod object as plain
+ * data (so the rules stay free of any Kubernetes client).
+ */
+export const BIND_PHASE_ANNOTATION = 'hami.io/bind-phase';
+
+export interface OwnerPod {
+  uid: string | undefined;
+  phase: string | undefined;
+  /** metadata.deletionTimestamp is set: the pod is going away. */
+  deleting: boolean;
+  nodeName: string | undefined;
+  /** hami.io/bind-phase: allocating (bound, waiting for Allocate), success or failed. */
+  bindPhase: string | undefined;
+}
+
+interface PodLike {
+  metadata?: { uid?: string; deletionTimestamp?: unknown; annotations?: Record<string, string> | undefined };
+  spec?: { nodeName?: string };
+  status?: { phase?: string };
+}
+
+export function ownerPodFrom(pod: PodLike): OwnerPod {
+  return {
+    uid: pod.metadata?.uid,
+    phase: pod.status?.phase,
+    deleting: pod.metadata?.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null,
+    nodeName: pod.spec?.nodeName === '' ? undefined : pod.spec?.nodeName,
+    bindPhase: pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION],
+  };
+}

@@ -1,0 +1,85 @@
+import { PatchStrategy, setHeaderOptions, type CoreV1Api } from '@kubernetes/client-node';
+import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { NODE_LOCK_ANNOTATION, type PodRef } from '../../src/lock/lock-value.js';
+import type { NodeLockApi, NodeSnapshot } from '../../src/lock/node-lock-api.js';
+import type { OwnerPod } from '../../src/lock/owner-pod.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
+import { uniqueName } from './test-cluster.js';
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export async function createGpuNode(core: CoreV1Api, gpus = 4): Promise<string> {
+  const name = uniqueName('gpu-node');
+  await core.createNode({ body: simulatedGpuNode({ name, gpus }) });
+  return name;
+}
+
+/** A pod no scheduler will touch; optionally bound to `nodeName` and annotated with a bind-phase. */
+export async function createPod(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  options: { nodeName?: string; bindPhase?: string } = {},
+): Promise<PodRef> {
+  const created = await core.createNamespacedPod({
+    namespace,
+    body: {
+      metadata: { name, annotations: options.bindPhase ? { [BIND_PHASE_ANNOTATION]: options.bindPhase } : {} },
+      spec: { schedulerName: 'nobody-schedules-this', containers: [{ name: 'main', image: 'registry.invalid/none:1' }] },
+    },
+  });
+  if (options.nodeName !== undefined) {
+    await core.createNamespacedPodBinding({
+      name,
+      namespace,
+      body: { metadata: { name, uid: created.metadata?.uid }, target: { kind: 'Node', name: options.nodeName } },
+    });
+  }
+  return { namespace, name };
+}
+
+/** Writes the lock annotation directly (no RV guard): "another component" in the tests. */
+export async function setLock(core: CoreV1Api, node: string, value: string | null): Promise<void> {
+  await core.patchNode({ name: node, body: { metadata: { annotations: { [NODE_LOCK_ANNOTATION]: value } } } }, mergePatch);
+}
+
+export async function readLock(core: CoreV1Api, node: string): Promise<string | undefined> {
+  return (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+}
+
+export interface WriteHooks {
+  /** Runs before the Nth write (1-based) reaches the API: lets a test make a real concurrent write. */
+  beforeWrite?: (call: number) => Promise<void>;
+  /** When true for the Nth write, the write is applied but its answer is "lost" (an error is thrown). */
+  loseResponse?: (call: number) => boolean;
+}
+
+/**
+ * The real KubeNodeLockApi with fault injection around writes. Every write still goes to the real
+ * apiserver; only the timing of other writers and the loss of an answer are staged.
+ */
+export class InstrumentedLockApi implements NodeLockApi {
+  writes = 0;
+  private readonly real: KubeNodeLockApi;
+
+  constructor(core: CoreV1Api, private readonly hooks: WriteHooks = {}) {
+    this.real = new KubeNodeLockApi(core);
+  }
+
+  readNode(name: string): Promise<NodeSnapshot> {
+    return this.real.readNode(name);
+  }
+
+  readPod(pod: PodRef): Promise<OwnerPod | undefined> {
+    return this.real.readPod(pod);
+  }
+
+  async writeLock(name: string, resourceVersion: string, value: string | null): Promise<NodeSnapshot> {
+    const call = ++this.writes;
+    await this.hooks.beforeWrite?.(call);
+    const written = await this.real.writeLock(name, resourceVersion, value);
+    if (this.hooks.loseResponse?.(call) === true) throw new Error('socket hang up (answer lost after the write was applied)');
+    return written;
+  }
+}

@@ -1,0 +1,135 @@
+import { expect } from 'chai';
+import { classifyLock, type LockRulesConfig } from '../../../src/lock/lock-rules.js';
+import { formatRfc3339, parseLockValue } from '../../../src/lock/lock-value.js';
+import type { OwnerPod } from '../../../src/lock/owner-pod.js';
+
+const NODE = 'gpu-node-1';
+const NOW = new Date('2026-11-30T12:00:00Z');
+const CONFIG: LockRulesConfig = { bindGraceMs: 60_000, expireMs: 300_000 };
+const SECOND = 1000;
+
+function lockAged(ageMs: number, owner = 'ns,pod-a'): ReturnType<typeof parseLockValue> {
+  return parseLockValue(`${formatRfc3339(new Date(NOW.getTime() - ageMs))},${owner}`);
+}
+
+function pod(overrides: Partial<OwnerPod> = {}): OwnerPod {
+  return { uid: 'uid-1', phase: 'Pending', deleting: false, nodeName: undefined, bindPhase: undefined, ...overrides };
+}
+
+const boundAllocating = (overrides: Partial<OwnerPod> = {}) => pod({ nodeName: NODE, bindPhase: 'allocating', ...overrides });
+
+describe('lock rules (ARCHITECTURE.md §5)', () => {
+  describe('held', () => {
+    it('held: P exists, not terminal, not being deleted, and the lock is younger than the bind grace (bind in progress)', () => {
+      expect(classifyLock(lockAged(5 * SECOND), pod(), NODE, NOW, CONFIG)).to.deep.equal({ state: 'held', reason: 'bind-in-progress', ageMs: 5000 });
+    });
+
+    it('held: P is bound to N with bind-phase=allocating, past the bind grace and within the expiry', () => {
+      expect(classifyLock(lockAged(4 * 60 * SECOND), boundAllocating(), NODE, NOW, CONFIG))
+        .to.deep.equal({ state: 'held', reason: 'awaiting-allocation', ageMs: 240_000 });
+    });
+
+    it('held: a fresh lock counts as a bind in progress even for a pod not yet bound (recreated owner inside the grace)', () => {
+      expect(classifyLock(lockAged(59 * SECOND), pod({ uid: 'new-incarnation' }), NODE, NOW, CONFIG).state).to.equal('held');
+    });
+
+    it('held: a legacy value younger than the expiry (no owner to check)', () => {
+      expect(classifyLock(parseLockValue(formatRfc3339(new Date(NOW.getTime() - 10 * SECOND))), undefined, NODE, NOW, CONFIG))
+        .to.deep.equal({ state: 'held', reason: 'legacy-fresh', ageMs: 10_000 });
+    });
+  });
+
+  describe('releasable', () => {
+    it('releasable: P not found', () => {
+      expect(classifyLock(lockAged(1 * SECOND), undefined, NODE, NOW, CONFIG)).to.deep.include({ state: 'releasable', reason: 'owner-not-found' });
+    });
+
+    it('releasable: P is another incarnation (owner recreated under the same name, not bound to N, past the bind grace)', () => {
+      expect(classifyLock(lockAged(61 * SECOND), pod({ uid: 'recreated' }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
+    });
+
+    it('releasable: P bound to another node past the bind grace', () => {
+      expect(classifyLock(lockAged(61 * SECOND), boundAllocating({ nodeName: 'gpu-node-2' }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
+    });
+
+    for (const phase of ['Succeeded', 'Failed']) {
+      it(`releasable: P terminal (${phase}), even inside the bind grace`, () => {
+        expect(classifyLock(lockAged(1 * SECOND), boundAllocating({ phase }), NODE, NOW, CONFIG))
+          .to.deep.include({ state: 'releasable', reason: 'owner-terminal' });
+      });
+    }
+
+    it('releasable: P being deleted (deletionTimestamp set), even while awaiting allocation', () => {
+      expect(classifyLock(lockAged(1 * SECOND), boundAllocating({ deleting: true }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'owner-deleting' });
+    });
+
+    for (const bindPhase of ['success', 'failed']) {
+      it(`releasable: bind-phase ${bindPhase} left behind (allocation over), even inside the bind grace`, () => {
+        expect(classifyLock(lockAged(1 * SECOND), pod({ nodeName: NODE, bindPhase }), NODE, NOW, CONFIG))
+          .to.deep.include({ state: 'releasable', reason: 'allocation-finished' });
+      });
+    }
+
+    it('bind-phase success from an earlier attempt does not release the lock of a pod not yet bound inside the grace', () => {
+      expect(classifyLock(lockAged(1 * SECOND), pod({ bindPhase: 'success' }), NODE, NOW, CONFIG).state).to.equal('held');
+    });
+
+    it('releasable: P bound to N without bind-phase=allocating past the bind grace', () => {
+      expect(classifyLock(lockAged(61 * SECOND), pod({ nodeName: NODE }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'owner-not-allocating' });
+    });
+
+    it('releasable: legacy value older than the expiry', () => {
+      expect(classifyLock(parseLockValue(formatRfc3339(new Date(NOW.getTime() - 301 * SECOND))), undefined, NODE, NOW, CONFIG))
+        .to.deep.equal({ state: 'releasable', reason: 'legacy-expired', ageMs: 301_000 });
+    });
+
+    it('releasable: a value no HAMi component can read', () => {
+      expect(classifyLock(parseLockValue('lock'), undefined, NODE, NOW, CONFIG)).to.deep.equal({ state: 'releasable', reason: 'malformed', ageMs: undefined });
+    });
+  });
+
+  describe('stalled', () => {
+    it('stalled: held (bound, allocating) and older than the expiry is never taken over by default (HAMi #3096)', () => {
+      expect(classifyLock(lockAged(301 * SECOND), boundAllocating(), NODE, NOW, CONFIG))
+        .to.deep.equal({ state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 301_000 });
+      expect(classifyLock(lockAged(24 * 3600 * SECOND), boundAllocating(), NODE, NOW, CONFIG).state).to.equal('stalled');
+    });
+
+    it('stalled until NODELOCK_FORCE_AFTER, releasable (forced-after-stall) after it', () => {
+      const config = { ...CONFIG, forceAfterMs: 900_000 };
+      expect(classifyLock(lockAged(899 * SECOND), boundAllocating(), NODE, NOW, config).state).to.equal('stalled');
+      expect(classifyLock(lockAged(901 * SECOND), boundAllocating(), NODE, NOW, config))
+        .to.deep.include({ state: 'releasable', reason: 'forced-after-stall' });
+    });
+
+    it('a configured expiry (NODELOCK_EXPIRE) moves the stall point', () => {
+      const config = { ...CONFIG, expireMs: 120_000 };
+      expect(classifyLock(lockAged(119 * SECOND), boundAllocating(), NODE, NOW, config).state).to.equal('held');
+      expect(classifyLock(lockAged(121 * SECOND), boundAllocating(), NODE, NOW, config).state).to.equal('stalled');
+    });
+  });
+
+  describe('clock skew', () => {
+    it('treats a lock stamped in the future as just written and reports the skew', () => {
+      expect(classifyLock(lockAged(-90 * SECOND), pod(), NODE, NOW, CONFIG))
+        .to.deep.equal({ state: 'held', reason: 'bind-in-progress', ageMs: 0, clockSkewMs: 90_000 });
+    });
+
+    it('still releases a future-stamped lock whose owner is gone', () => {
+      expect(classifyLock(lockAged(-3600 * SECOND), undefined, NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'owner-not-found', clockSkewMs: 3_600_000 });
+    });
+
+    it('does not expire a future-stamped legacy lock early', () => {
+      expect(classifyLock(parseLockValue(formatRfc3339(new Date(NOW.getTime() + 600 * SECOND))), undefined, NODE, NOW, CONFIG).state).to.equal('held');
+    });
+  });
+
+  it('uses the node name exactly: a pod bound to a node with a longer name is not bound here', () => {
+    expect(classifyLock(lockAged(61 * SECOND), boundAllocating({ nodeName: `${NODE}0` }), NODE, NOW, CONFIG).state).to.equal('releasable');
+  });
+});
