@@ -80,8 +80,10 @@ describe('NodeLocks on a real apiserver', () => {
       const { core, namespace } = testCluster();
       const node = await createGpuNode(core);
       const [podA, podB] = [await createPod(core, namespace, 'pod-a'), await createPod(core, namespace, 'pod-b')];
-      await setLock(core, node, lockValue(podB, 12_000));
-      const { locks, events } = newLocks();
+      // Lock values have second precision: a fixed, second-aligned clock makes the age exact.
+      const now = new Date(Math.floor(Date.now() / 1000) * 1000);
+      await setLock(core, node, formatLockValue(new Date(now.getTime() - 12_000), podB));
+      const { locks, events } = newLocks({ clock: () => now });
 
       const error = await rejection(locks.acquire(node, podA));
 
