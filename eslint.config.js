@@ -14,6 +14,8 @@ export default tseslint.config(
       '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true }],
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
+      // Express tells error middleware apart by its four parameters, so some must go unused.
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
       // @kubernetes/client-node models (V1Pod, V1Node, ...) are data-only classes that the API
       // itself fills from JSON; object literals are the intended way to build them.
       '@typescript-eslint/no-unsafe-class-instance-assignment': 'off',

@@ -25,10 +25,14 @@ export async function createPod(
   const created = await core.createNamespacedPod({
     namespace,
     body: {
-      metadata: { name, annotations: options.bindPhase ? { [BIND_PHASE_ANNOTATION]: options.bindPhase } : {} },
+      metadata: { name },
       spec: { schedulerName: 'nobody-schedules-this', containers: [{ name: 'main', image: 'registry.invalid/none:1' }] },
     },
   });
+  // Set afterwards, as the scheduler does: the webhook denies pods created with scheduler-owned annotations.
+  if (options.bindPhase !== undefined) {
+    await core.patchNamespacedPod({ name, namespace, body: { metadata: { annotations: { [BIND_PHASE_ANNOTATION]: options.bindPhase } } } }, mergePatch);
+  }
   if (options.nodeName !== undefined) {
     await core.createNamespacedPodBinding({
       name,

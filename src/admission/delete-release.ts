@@ -1,0 +1,60 @@
+import type { PodRef } from '../lock/lock-value.js';
+import type { ReleasePath, ReleaseResult } from '../lock/node-locks.js';
+
+/** hami.io/vgpu-node: the node the scheduler chose, set before the Binding exists. */
+export const VGPU_NODE_ANNOTATION = 'hami.io/vgpu-node';
+
+export interface LockReleaser {
+  release(node: string, pod: PodRef, path: ReleasePath): Promise<ReleaseResult>;
+}
+
+export type DeleteOutcome =
+  | { kind: 'skipped'; reason: 'dry-run' | 'no-pod' | 'no-node' }
+  | { kind: 'done'; node: string; result: ReleaseResult }
+  | { kind: 'failed'; node: string; error: unknown }
+  | { kind: 'timed-out'; node: string };
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The pod's node: where it is bound, else where the scheduler was placing it. */
+export function nodeOfPod(pod: Record<string, unknown>): string | undefined {
+  const spec = isRecord(pod.spec) ? pod.spec : {};
+  if (typeof spec.nodeName === 'string' && spec.nodeName !== '') return spec.nodeName;
+  const annotations = isRecord(pod.metadata) && isRecord(pod.metadata.annotations) ? pod.metadata.annotations : {};
+  const annotated = annotations[VGPU_NODE_ANNOTATION];
+  return typeof annotated === 'string' && annotated !== '' ? annotated : undefined;
+}
+
+/**
+ * On pod DELETE, frees the node lock the pod holds. Owner-checked through NodeLocks.release, so a
+ * delete can never free another pod's lock; idempotent for the repeated DELETE calls of a graceful
+ * delete; bounded by `timeoutMs` so the delete is never held up (ARCHITECTURE invariant 5).
+ * An unbound pod with no chosen node costs no API call.
+ */
+export async function releaseLockOfDeletedPod(
+  oldObject: unknown,
+  request: { name?: string; namespace?: string; dryRun?: boolean },
+  deps: { locks: LockReleaser; timeoutMs: number },
+): Promise<DeleteOutcome> {
+  if (request.dryRun === true) return { kind: 'skipped', reason: 'dry-run' };
+  if (!isRecord(oldObject)) return { kind: 'skipped', reason: 'no-pod' };
+  const metadata = isRecord(oldObject.metadata) ? oldObject.metadata : {};
+  const name = typeof metadata.name === 'string' ? metadata.name : request.name;
+  const namespace = typeof metadata.namespace === 'string' ? metadata.namespace : request.namespace;
+  if (name === undefined || name === '' || namespace === undefined || namespace === '') return { kind: 'skipped', reason: 'no-pod' };
+  const node = nodeOfPod(oldObject);
+  if (node === undefined) return { kind: 'skipped', reason: 'no-node' };
+
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => { resolve('timeout'); }, deps.timeoutMs); });
+  try {
+    const outcome = await Promise.race([deps.locks.release(node, { namespace, name }, 'webhook'), timeout]);
+    return outcome === 'timeout' ? { kind: 'timed-out', node } : { kind: 'done', node, result: outcome };
+  } catch (error) {
+    return { kind: 'failed', node, error };
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,54 @@
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { RequestListener } from 'node:http';
+
+export interface HttpsListenerOptions {
+  host: string;
+  port: number;
+  certPem: string;
+  keyPem: string;
+  /** Idle keep-alive connections live this long (apiserver and kube-scheduler reuse connections). */
+  keepAliveTimeoutMs?: number;
+  /** A client must send complete headers within this time (slowloris guard). */
+  headersTimeoutMs?: number;
+}
+
+/** A TLS listener whose certificate can be swapped without a restart (hot reload). */
+export class HttpsListener {
+  private constructor(readonly server: Server) {}
+
+  static async start(app: RequestListener, options: HttpsListenerOptions): Promise<HttpsListener> {
+    const server = createServer({ cert: options.certPem, key: options.keyPem }, app);
+    server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 90_000;
+    server.headersTimeout = options.headersTimeoutMs ?? 32_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port, options.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    return new HttpsListener(server);
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  get listening(): boolean {
+    return this.server.listening;
+  }
+
+  /** New connections get the new certificate; established ones keep theirs until they close. */
+  updateCertificate(certPem: string, keyPem: string): void {
+    this.server.setSecureContext({ cert: certPem, key: keyPem });
+  }
+
+  async close(): Promise<void> {
+    if (!this.server.listening) return;
+    await new Promise<void>((resolve) => {
+      this.server.close(() => { resolve(); });
+      this.server.closeIdleConnections();
+    });
+  }
+}

@@ -1,0 +1,73 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { AdmissionRequest, AdmissionResponse, AdmissionReviewReply, AdmissionVersion } from '../admission/admission-types.js';
+import { respond } from '../admission/admission-types.js';
+import { parseAdmissionReview } from '../admission/parse-review.js';
+
+export interface AdmissionHandler {
+  handle(request: AdmissionRequest): Promise<AdmissionResponse>;
+}
+
+export interface WebhookAppDeps {
+  handler: AdmissionHandler;
+  /** Readiness beyond "process alive": certificates loaded, caches synced, listener answering. */
+  readiness: () => { ready: boolean; reasons: string[] };
+  /** Body size cap; the apiserver sends at most ~3 MB objects, twice that with oldObject. */
+  bodyLimitBytes?: number;
+  /** Called for every request the webhook refuses to decode (bad input), for logs. */
+  onBadRequest?: (status: number, message: string) => void;
+}
+
+const DEFAULT_BODY_LIMIT = 7 * 1024 * 1024;
+
+function reply(res: Response, httpStatus: number, version: AdmissionVersion, response: AdmissionResponse): void {
+  const body: AdmissionReviewReply = { apiVersion: version, kind: 'AdmissionReview', response };
+  res.status(httpStatus).type('application/json').send(JSON.stringify(body));
+}
+
+/**
+ * The HTTP adapter of the webhook: decode and validate, call the handler, encode. Every answer to
+ * /mutate is an AdmissionReview, including malformed input, oversize bodies and handler crashes.
+ */
+export function createWebhookApp(deps: WebhookAppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  const limit = deps.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
+
+  app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
+  app.get('/readyz', (_req, res) => {
+    const { ready, reasons } = deps.readiness();
+    res.status(ready ? 200 : 503).type('text/plain').send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
+  });
+
+  // Raw body for every content type: the Content-Type check is ours, before any decoding.
+  app.post('/mutate', express.raw({ type: () => true, limit }), async (req: Request, res: Response) => {
+    const body = Buffer.isBuffer(req.body) ? req.body : undefined;
+    const parsed = parseAdmissionReview(body, req.headers['content-type']);
+    if (!parsed.ok) {
+      deps.onBadRequest?.(parsed.httpStatus, parsed.message);
+      reply(res, parsed.httpStatus, parsed.version, respond.errored(parsed.uid ?? '', parsed.code, parsed.message));
+      return;
+    }
+    let response: AdmissionResponse;
+    try {
+      response = await deps.handler.handle(parsed.request);
+    } catch (error) {
+      response = respond.errored(parsed.request.uid, 500, `webhook failed: ${(error as Error).message}`);
+      // A DELETE must never be refused, not even by our own bug.
+      if (parsed.request.operation === 'DELETE') response = respond.allowed(parsed.request.uid);
+    }
+    reply(res, 200, parsed.version, response);
+  });
+
+  app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
+
+  // Errors from the body reader (oversize, broken encoding, aborted upload) still get a review.
+  app.use((error: { status?: number; type?: string; message?: string }, _req: Request, res: Response, _next: NextFunction) => {
+    const status = error.type === 'entity.too.large' ? 413 : error.status !== undefined && error.status >= 400 && error.status < 500 ? error.status : 500;
+    const message = error.type === 'entity.too.large' ? `request body exceeds ${limit} bytes` : `could not read the request: ${error.message ?? 'unknown error'}`;
+    deps.onBadRequest?.(status, message);
+    if (res.headersSent) return;
+    reply(res, status, 'admission.k8s.io/v1', respond.errored('', status, message));
+  });
+  return app;
+}

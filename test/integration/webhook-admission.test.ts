@@ -1,0 +1,163 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
+import { formatLockValue } from '../../src/lock/lock-value.js';
+import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
+import { sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { WebhookFixture } from '../support/webhook-fixture.js';
+
+function gpuPod(name: string, extra: Record<string, unknown> = {}): V1Pod {
+  return { metadata: { name }, spec: { containers: [{ name: 'main', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } }, ...extra }] } };
+}
+
+describe('admission webhook over TLS, called by the real apiserver', function () {
+  this.timeout(60_000);
+  let webhook: WebhookFixture;
+
+  before(async () => {
+    webhook = new WebhookFixture(sharedControlPlane());
+    await webhook.start();
+  });
+  after(async () => { await webhook.stop(); });
+  beforeEach(async () => { await webhook.enroll(testCluster().namespace); });
+
+  describe('CREATE', () => {
+    it('comes back mutated for a GPU pod created through the API', async () => {
+      const { core, namespace } = testCluster();
+      const created = await core.createNamespacedPod({ namespace, body: gpuPod('trainer') });
+      expect(created.spec?.schedulerName).to.equal('hami-scheduler');
+      expect(created.spec?.containers[0]?.resources?.limits).to.deep.equal({ 'nvidia.com/gpu': '1', 'nvidia.com/gpucores': '100' });
+      // Defaulting still ran after our patch: requests follow limits.
+      expect(created.spec?.containers[0]?.resources?.requests).to.deep.equal({ 'nvidia.com/gpu': '1', 'nvidia.com/gpucores': '100' });
+    });
+
+    it('defaults the count for a memory-only request and passes warnings to the client', async () => {
+      const { core, namespace } = testCluster();
+      const body: V1Pod = { metadata: { name: 'shared' }, spec: { containers: [{ name: 'main', image: 'cuda', resources: { limits: { 'nvidia.com/gpumem': '2048' } } }] } };
+      const answer = await core.createNamespacedPodWithHttpInfo({ namespace, body });
+      expect(answer.data.spec?.containers[0]?.resources?.limits).to.deep.equal({ 'nvidia.com/gpumem': '2048', 'nvidia.com/gpu': '1' });
+      expect(answer.headers.warning).to.include('nvidia.com/gpu set to 1');
+    });
+
+    it('leaves a non-GPU pod untouched', async () => {
+      const { core, namespace } = testCluster();
+      const created = await core.createNamespacedPod({ namespace, body: { metadata: { name: 'web' }, spec: { containers: [{ name: 'nginx', image: 'nginx' }] } } });
+      expect(created.spec?.schedulerName).to.equal('default-scheduler');
+      expect(created.spec?.containers[0]?.resources).to.deep.equal({});
+    });
+
+    it('denies a privileged GPU pod with its message', async () => {
+      const { core, namespace } = testCluster();
+      const error: unknown = await core.createNamespacedPod({ namespace, body: gpuPod('root', { securityContext: { privileged: true } }) }).then(() => undefined, (caught: unknown) => caught);
+      expect(httpStatusOf(error)).to.equal(403);
+      expect(apiStatusOf(error)?.message).to.equal('admission webhook "pods.vgpu-warden.io" denied the request: container main is privileged; privileged containers cannot share GPUs');
+    });
+
+    it('denies a pod that arrives with scheduler-owned annotations', async () => {
+      const { core, namespace } = testCluster();
+      const body = gpuPod('forger');
+      body.metadata = { name: 'forger', annotations: { 'hami.io/vgpu-devices-to-allocate': 'GPU-0,NVIDIA,1000,10:;' } };
+      const error: unknown = await core.createNamespacedPod({ namespace, body }).then(() => undefined, (caught: unknown) => caught);
+      expect(httpStatusOf(error)).to.equal(403);
+      expect(apiStatusOf(error)?.message).to.include('scheduler-owned annotations (hami.io/vgpu-devices-to-allocate)');
+    });
+
+    it('skips pods labelled hami.io/webhook=ignore (objectSelector)', async () => {
+      const { core, namespace } = testCluster();
+      const body = gpuPod('opted-out');
+      body.metadata = { name: 'opted-out', labels: { 'hami.io/webhook': 'ignore' } };
+      expect((await core.createNamespacedPod({ namespace, body })).spec?.schedulerName).to.equal('default-scheduler');
+    });
+  });
+
+  describe('DELETE', () => {
+    async function lockedBoundPod(name: string): Promise<{ node: string; lock: string }> {
+      const { core, namespace } = testCluster();
+      const node = await createGpuNode(core);
+      const pod = await createPod(core, namespace, name, { nodeName: node, bindPhase: 'allocating' });
+      const lock = formatLockValue(new Date(), pod);
+      await setLock(core, node, lock);
+      return { node, lock };
+    }
+
+    it('releases the lock before a graceful delete returns (the pod stays, terminating)', async () => {
+      const { core, namespace } = testCluster();
+      const { node } = await lockedBoundPod('leaving');
+      await core.deleteNamespacedPod({ name: 'leaving', namespace });
+      expect(await readLock(core, node)).to.equal(undefined);
+      expect((await core.readNamespacedPod({ name: 'leaving', namespace })).metadata?.deletionTimestamp).to.not.equal(undefined);
+      // The repeated DELETE of a graceful delete is harmless.
+      await core.deleteNamespacedPod({ name: 'leaving', namespace, gracePeriodSeconds: 0 });
+      expect(await readLock(core, node)).to.equal(undefined);
+    });
+
+    it('releases the lock before a delete with grace 0 returns', async () => {
+      const { core, namespace } = testCluster();
+      const { node } = await lockedBoundPod('gone');
+      await core.deleteNamespacedPod({ name: 'gone', namespace, gracePeriodSeconds: 0 });
+      expect(await readLock(core, node)).to.equal(undefined);
+    });
+
+    it('does not release the lock on a dry-run delete', async () => {
+      const { core, namespace } = testCluster();
+      const { node, lock } = await lockedBoundPod('still-here');
+      await core.deleteNamespacedPod({ name: 'still-here', namespace, dryRun: 'All' });
+      expect(await readLock(core, node)).to.equal(lock);
+    });
+
+    it('leaves the lock alone when the deleted pod does not own it', async () => {
+      const { core, namespace } = testCluster();
+      const { node, lock } = await lockedBoundPod('owner');
+      await createPod(core, namespace, 'bystander', { nodeName: node });
+      await core.deleteNamespacedPod({ name: 'bystander', namespace, gracePeriodSeconds: 0 });
+      expect(await readLock(core, node)).to.equal(lock);
+    });
+  });
+
+  describe('bad input sent straight to /mutate', () => {
+    const v1 = (request: unknown) => JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
+    const table: { title: string; body: string | Buffer; contentType?: string; method?: string; status: number; allowed?: boolean; code?: number; uid?: string; apiVersion?: string }[] = [
+      { title: 'no Content-Type', body: v1({ uid: 'a', operation: 'CREATE' }), status: 400, allowed: false, code: 415 },
+      { title: 'text/plain', body: v1({ uid: 'a', operation: 'CREATE' }), contentType: 'text/plain', status: 400, allowed: false, code: 415 },
+      { title: 'form encoding', body: 'a=b', contentType: 'application/x-www-form-urlencoded', status: 400, allowed: false, code: 415 },
+      { title: 'empty body', body: '', contentType: 'application/json', status: 400, allowed: false, code: 400 },
+      { title: 'truncated JSON', body: '{"apiVersion":"admission.k8s.io/v1",', contentType: 'application/json', status: 400, allowed: false, code: 400 },
+      { title: 'a JSON array', body: '[]', contentType: 'application/json', status: 400, allowed: false, code: 400 },
+      { title: 'a JSON string', body: '"review"', contentType: 'application/json', status: 400, allowed: false, code: 400 },
+      { title: 'JSON null', body: 'null', contentType: 'application/json', status: 400, allowed: false, code: 400 },
+      { title: 'no request', body: JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }), contentType: 'application/json', status: 400, allowed: false, code: 400 },
+      { title: 'request without uid', body: v1({ operation: 'CREATE' }), contentType: 'application/json', status: 400, allowed: false, code: 400 },
+      { title: 'empty uid', body: v1({ uid: '', operation: 'CREATE' }), contentType: 'application/json', status: 400, allowed: false, code: 400 },
+      { title: 'unknown review version', body: JSON.stringify({ apiVersion: 'admission.k8s.io/v9', kind: 'AdmissionReview', request: { uid: 'v9', operation: 'CREATE' } }), contentType: 'application/json', status: 200, allowed: false, code: 400, uid: 'v9' },
+      { title: 'wrong kind', body: JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'Status', request: { uid: 'k1', operation: 'CREATE' } }), contentType: 'application/json', status: 200, allowed: false, code: 400, uid: 'k1' },
+      { title: 'no operation', body: v1({ uid: 'o1' }), contentType: 'application/json', status: 200, allowed: false, code: 400, uid: 'o1' },
+      { title: 'CREATE without object', body: v1({ uid: 'c1', operation: 'CREATE', kind: { kind: 'Pod' } }), contentType: 'application/json', status: 200, allowed: false, code: 400, uid: 'c1' },
+      { title: 'CREATE with a string object', body: v1({ uid: 'c2', operation: 'CREATE', object: 'pod' }), contentType: 'application/json', status: 200, allowed: false, code: 400, uid: 'c2' },
+      { title: 'CREATE with containers that are not objects', body: v1({ uid: 'c3', operation: 'CREATE', object: { spec: { containers: [42, null] } } }), contentType: 'application/json', status: 200, allowed: true, uid: 'c3' },
+      { title: 'DELETE with a garbage oldObject (never denied)', body: v1({ uid: 'd1', operation: 'DELETE', oldObject: { spec: { nodeName: 7 } } }), contentType: 'application/json', status: 200, allowed: true, uid: 'd1' },
+      { title: 'a body over 7 MB', body: Buffer.alloc(8 * 1024 * 1024, 0x20), contentType: 'application/json', status: 413, allowed: false, code: 413 },
+      { title: 'a valid v1beta1 review, answered in v1beta1', body: JSON.stringify({ apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'b1', operation: 'CREATE', object: { spec: { containers: [{ name: 'c' }] } } } }), contentType: 'application/json', status: 200, allowed: true, uid: 'b1', apiVersion: 'admission.k8s.io/v1beta1' },
+    ];
+
+    for (const row of table) {
+      it(`answers ${row.title} with HTTP ${row.status}${row.code ? ` and code ${row.code}` : ''}`, async () => {
+        const answer = await webhook.send(row.body, { contentType: row.contentType });
+        expect(answer.status).to.equal(row.status);
+        const review = JSON.parse(answer.body) as { apiVersion: string; kind: string; response: { uid: string; allowed: boolean; status?: { code: number } } };
+        expect(review.kind).to.equal('AdmissionReview');
+        expect(review.apiVersion).to.equal(row.apiVersion ?? 'admission.k8s.io/v1');
+        expect(review.response.allowed).to.equal(row.allowed);
+        expect(review.response.uid).to.equal(row.uid ?? '');
+        if (row.code !== undefined) expect(review.response.status?.code).to.equal(row.code);
+      });
+    }
+
+    it('keeps serving the apiserver after all of that', async () => {
+      const { core, namespace } = testCluster();
+      expect((await webhook.send('', { method: 'GET', path: '/mutate' })).status).to.equal(404);
+      expect((await webhook.send('', { method: 'GET', path: '/healthz' })).body).to.equal('ok');
+      const created = await core.createNamespacedPod({ namespace, body: gpuPod('after-garbage') });
+      expect(created.spec?.schedulerName).to.equal('hami-scheduler');
+    });
+  });
+});

@@ -1,0 +1,98 @@
+import { expect } from 'chai';
+import type { AdmissionRequest } from '../../../src/admission/admission-types.js';
+import type { LockReleaser } from '../../../src/admission/delete-release.js';
+import { PodAdmissionHandler, type AdmissionOutcome } from '../../../src/admission/pod-admission-handler.js';
+import type { PodRef } from '../../../src/lock/lock-value.js';
+import type { ReleaseResult } from '../../../src/lock/node-locks.js';
+
+/** Records release calls; the real NodeLocks is exercised by the integration tests. */
+class RecordingReleaser implements LockReleaser {
+  calls: { node: string; pod: PodRef }[] = [];
+  constructor(private readonly behaviour: () => Promise<ReleaseResult> = () => Promise.resolve({ outcome: 'released', node: 'n' })) {}
+  release(node: string, pod: PodRef): Promise<ReleaseResult> {
+    this.calls.push({ node, pod });
+    return this.behaviour();
+  }
+}
+
+function handlerWith(locks: LockReleaser, deleteTimeoutMs = 1000) {
+  const outcomes: AdmissionOutcome[] = [];
+  const handler = new PodAdmissionHandler({
+    mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
+    locks,
+    deleteTimeoutMs,
+    onOutcome: (_request, outcome) => outcomes.push(outcome),
+  });
+  return { handler, outcomes };
+}
+
+const gpuPod = { metadata: { name: 'p', namespace: 'ns' }, spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
+const deleteRequest = (oldObject: unknown, extra: Partial<AdmissionRequest> = {}): AdmissionRequest =>
+  ({ uid: 'del-1', operation: 'DELETE', kind: { kind: 'Pod' }, name: 'p', namespace: 'ns', oldObject, dryRun: false, ...extra });
+
+describe('PodAdmissionHandler', () => {
+  it('patches a GPU pod on CREATE and echoes the uid', async () => {
+    const { handler } = handlerWith(new RecordingReleaser());
+    const response = await handler.handle({ uid: 'c-1', operation: 'CREATE', kind: { kind: 'Pod' }, object: gpuPod });
+    expect(response).to.include({ uid: 'c-1', allowed: true, patchType: 'JSONPatch' });
+    const ops = JSON.parse(Buffer.from(response.patch ?? '', 'base64').toString()) as { path: string }[];
+    expect(ops.map((op) => op.path)).to.deep.equal(['/spec/containers/0/resources/limits/nvidia.com~1gpucores', '/spec/schedulerName']);
+  });
+
+  it('answers a denial with 403 Forbidden and a bad value with 400', async () => {
+    const { handler } = handlerWith(new RecordingReleaser());
+    const privileged = { spec: { containers: [{ name: 'c', securityContext: { privileged: true }, resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
+    expect((await handler.handle({ uid: 'c-2', operation: 'CREATE', object: privileged })).status).to.deep.include({ code: 403, reason: 'Forbidden' });
+    expect((await handler.handle({ uid: 'c-3', operation: 'CREATE' })).status).to.deep.include({ code: 400 });
+  });
+
+  it('releases the lock of a bound pod on DELETE and allows without a patch', async () => {
+    const locks = new RecordingReleaser();
+    const { handler, outcomes } = handlerWith(locks);
+    const response = await handler.handle(deleteRequest({ ...gpuPod, spec: { ...gpuPod.spec, nodeName: 'gpu-1' } }));
+    expect(response).to.deep.equal({ uid: 'del-1', allowed: true });
+    expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
+    expect(outcomes[0]).to.deep.include({ operation: 'DELETE' });
+  });
+
+  it('uses hami.io/vgpu-node when the pod is not bound yet', async () => {
+    const locks = new RecordingReleaser();
+    await handlerWith(locks).handler.handle(deleteRequest({ metadata: { name: 'p', namespace: 'ns', annotations: { 'hami.io/vgpu-node': 'gpu-2' } }, spec: {} }));
+    expect(locks.calls.map((call) => call.node)).to.deep.equal(['gpu-2']);
+  });
+
+  it('makes no release call for an unbound pod with no node, nor for a dry run', async () => {
+    const locks = new RecordingReleaser();
+    const { handler, outcomes } = handlerWith(locks);
+    await handler.handle(deleteRequest(gpuPod));
+    await handler.handle(deleteRequest({ ...gpuPod, spec: { nodeName: 'gpu-1' } }, { dryRun: true }));
+    expect(locks.calls).to.deep.equal([]);
+    expect(outcomes).to.deep.equal([
+      { operation: 'DELETE', outcome: { kind: 'skipped', reason: 'no-node' } },
+      { operation: 'DELETE', outcome: { kind: 'skipped', reason: 'dry-run' } },
+    ]);
+  });
+
+  it('allows the DELETE when the release fails or hangs past its bound', async () => {
+    const failing = handlerWith(new RecordingReleaser(() => Promise.reject(new Error('apiserver down'))));
+    expect((await failing.handler.handle(deleteRequest({ ...gpuPod, spec: { nodeName: 'n' } }))).allowed).to.equal(true);
+    expect(failing.outcomes[0]).to.deep.include({ operation: 'DELETE' });
+
+    const hanging = handlerWith(new RecordingReleaser(() => new Promise(() => undefined)), 50);
+    const started = Date.now();
+    expect((await hanging.handler.handle(deleteRequest({ ...gpuPod, spec: { nodeName: 'n' } }))).allowed).to.equal(true);
+    expect(Date.now() - started).to.be.lessThan(1000);
+    expect(hanging.outcomes[0]).to.deep.equal({ operation: 'DELETE', outcome: { kind: 'timed-out', node: 'n' } });
+  });
+
+  it('allows a DELETE with no usable oldObject', async () => {
+    const locks = new RecordingReleaser();
+    expect((await handlerWith(locks).handler.handle(deleteRequest(null))).allowed).to.equal(true);
+    expect(locks.calls).to.deep.equal([]);
+  });
+
+  it('allows other operations untouched', async () => {
+    const response = await handlerWith(new RecordingReleaser()).handler.handle({ uid: 'u-1', operation: 'UPDATE', object: gpuPod });
+    expect(response).to.deep.equal({ uid: 'u-1', allowed: true });
+  });
+});
