@@ -23,6 +23,16 @@ export interface Config {
   nodeLockForceAfterMs: number | undefined;
   sweepEnabled: boolean;
   sweepSchedule: string;
+  overwriteDefaultScheduler: boolean;
+  defaultGpuCount: number;
+  webhookDeleteTimeoutMs: number;
+  serviceName: string;
+  namespace: string;
+  certHosts: string[];
+  certSecretName: string | undefined;
+  webhookConfigName: string | undefined;
+  certValidityMs: number;
+  certRenewBeforeMs: number;
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -104,6 +114,25 @@ const dnsSubdomain: Parser<string> = (raw) => {
     throw new InvalidValue();
   }
   return raw;
+};
+
+const wholeNumber: Parser<number> = (raw) => {
+  if (!/^\d+$/.test(raw) || Number(raw) > 64) throw new InvalidValue();
+  return Number(raw);
+};
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const dnsLabel: Parser<string> = (raw) => {
+  if (raw.length > 63 || !DNS_LABEL.test(raw)) throw new InvalidValue();
+  return raw;
+};
+
+const optionalDnsSubdomain: Parser<string | undefined> = (raw) => (raw === '' ? undefined : dnsSubdomain(raw));
+
+const hostList: Parser<string[]> = (raw) => {
+  const hosts = raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  for (const entry of hosts) host(entry);
+  return hosts;
 };
 
 const cron: Parser<string> = (raw) => {
@@ -191,6 +220,56 @@ export const SETTINGS = [
     description: 'cron schedule of the lock sweeper, 5 fields or 6 with leading seconds',
     allowed: 'expected a cron expression with 5 or 6 fields such as "*/30 * * * * *"', parse: cron,
   }),
+  setting({
+    key: 'overwriteDefaultScheduler', env: 'OVERWRITE_DEFAULT_SCHEDULER', flag: 'overwrite-default-scheduler', defaultValue: 'true',
+    description: 'also take over GPU pods that name default-scheduler (the apiserver default); pods naming any other scheduler are left alone',
+    allowed: 'expected true or false', parse: boolean,
+  }),
+  setting({
+    key: 'defaultGpuCount', env: 'DEFAULT_GPU_NUM', flag: 'default-gpu-num', defaultValue: '1',
+    description: 'nvidia.com/gpu the webhook sets when a container asks for GPU memory or cores without a count; 0 turns that off',
+    allowed: 'expected a whole number from 0 to 64', parse: wholeNumber,
+  }),
+  setting({
+    key: 'webhookDeleteTimeoutMs', env: 'WEBHOOK_DELETE_TIMEOUT', flag: 'webhook-delete-timeout', defaultValue: '3s',
+    description: 'upper bound for releasing a lock on pod DELETE; the delete is allowed either way (keep it under timeoutSeconds)',
+    allowed: 'expected a positive duration such as 3s', parse: positiveDuration,
+  }),
+  setting({
+    key: 'serviceName', env: 'SERVICE_NAME', flag: 'service-name', defaultValue: 'vgpu-warden',
+    description: 'Service in front of the webhook; its DNS names go into the serving certificate',
+    allowed: 'expected a DNS label such as vgpu-warden', parse: dnsLabel,
+  }),
+  setting({
+    key: 'namespace', env: 'POD_NAMESPACE', flag: 'namespace', defaultValue: 'kube-system',
+    description: 'namespace vgpu-warden runs in (Service DNS names, the certificate Secret, the leader Lease)',
+    allowed: 'expected a namespace name (DNS label)', parse: dnsLabel,
+  }),
+  setting({
+    key: 'certHosts', env: 'CERT_HOSTS', flag: 'cert-hosts', defaultValue: '',
+    description: 'extra DNS names and IPs for the serving certificate, comma-separated',
+    allowed: 'expected comma-separated host names or IP addresses', parse: hostList,
+  }),
+  setting({
+    key: 'certSecretName', env: 'CERT_SECRET_NAME', flag: 'cert-secret-name', defaultValue: undefined,
+    description: 'keep the CA and serving certificate in this Secret (shared by all replicas) instead of CERT_DIR',
+    allowed: 'expected a Secret name (DNS subdomain), or empty for the cert directory', parse: optionalDnsSubdomain,
+  }),
+  setting({
+    key: 'webhookConfigName', env: 'WEBHOOK_CONFIG_NAME', flag: 'webhook-config-name', defaultValue: undefined,
+    description: 'MutatingWebhookConfiguration whose caBundle vgpu-warden keeps current; unset leaves caBundle alone',
+    allowed: 'expected an object name (DNS subdomain), or empty', parse: optionalDnsSubdomain,
+  }),
+  setting({
+    key: 'certValidityMs', env: 'CERT_VALIDITY', flag: 'cert-validity', defaultValue: '8760h',
+    description: 'lifetime of a newly issued serving certificate (the CA gets ten times as long)',
+    allowed: 'expected a positive duration such as 8760h', parse: positiveDuration,
+  }),
+  setting({
+    key: 'certRenewBeforeMs', env: 'CERT_RENEW_BEFORE', flag: 'cert-renew-before', defaultValue: '720h',
+    description: 'renew a certificate this long before it expires',
+    allowed: 'expected a positive duration such as 720h', parse: positiveDuration,
+  }),
 ] as const satisfies readonly SettingSpec[];
 
 export type Environment = Readonly<Record<string, string | undefined>>;
@@ -247,6 +326,10 @@ function checkRelations(config: Config, sources: Partial<Record<keyof Config, Ra
     const { source, raw } = describeSource('bindGraceMs', sources);
     throw new ConfigError(source, raw,
       `must be shorter than NODELOCK_EXPIRE (${formatDuration(config.nodeLockExpireMs)}), or a bind in progress would count as expired`);
+  }
+  if (config.certRenewBeforeMs >= config.certValidityMs) {
+    const { source, raw } = describeSource('certRenewBeforeMs', sources);
+    throw new ConfigError(source, raw, `must be shorter than CERT_VALIDITY (${formatDuration(config.certValidityMs)}), or every certificate would be renewed at once`);
   }
   if (config.nodeLockForceAfterMs !== undefined && config.nodeLockForceAfterMs <= config.nodeLockExpireMs) {
     const { source, raw } = describeSource('nodeLockForceAfterMs', sources);

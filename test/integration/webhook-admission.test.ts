@@ -39,18 +39,22 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       expect(answer.headers.warning).to.include('nvidia.com/gpu set to 1');
     });
 
-    it('leaves a non-GPU pod untouched', async () => {
+    it('leaves a non-GPU pod untouched: the shipped matchConditions do not even send it, nor its DELETE', async () => {
       const { core, namespace } = testCluster();
       const created = await core.createNamespacedPod({ namespace, body: { metadata: { name: 'web' }, spec: { containers: [{ name: 'nginx', image: 'nginx' }] } } });
+      await core.deleteNamespacedPod({ name: 'web', namespace, gracePeriodSeconds: 0 });
+      await core.createNamespacedPod({ namespace, body: gpuPod('gpu-marker') });
       expect(created.spec?.schedulerName).to.equal('default-scheduler');
       expect(created.spec?.containers[0]?.resources).to.deep.equal({});
+      expect(webhook.seen.filter((entry) => entry.startsWith('CREATE') || entry.startsWith('DELETE')).filter((entry) => entry.endsWith(`${namespace}/web`))).to.deep.equal([]);
+      expect(webhook.seen).to.include(`CREATE ${namespace}/gpu-marker`);
     });
 
     it('denies a privileged GPU pod with its message', async () => {
       const { core, namespace } = testCluster();
       const error: unknown = await core.createNamespacedPod({ namespace, body: gpuPod('root', { securityContext: { privileged: true } }) }).then(() => undefined, (caught: unknown) => caught);
       expect(httpStatusOf(error)).to.equal(403);
-      expect(apiStatusOf(error)?.message).to.equal('admission webhook "pods.vgpu-warden.io" denied the request: container main is privileged; privileged containers cannot share GPUs');
+      expect(apiStatusOf(error)?.message).to.equal('admission webhook "create.pods.vgpu-warden.io" denied the request: container main is privileged; privileged containers cannot share GPUs');
     });
 
     it('denies a pod that arrives with scheduler-owned annotations', async () => {
@@ -74,7 +78,7 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
     async function lockedBoundPod(name: string): Promise<{ node: string; lock: string }> {
       const { core, namespace } = testCluster();
       const node = await createGpuNode(core);
-      const pod = await createPod(core, namespace, name, { nodeName: node, bindPhase: 'allocating' });
+      const pod = await createPod(core, namespace, name, { nodeName: node, bindPhase: 'allocating', gpus: 1 });
       const lock = formatLockValue(new Date(), pod);
       await setLock(core, node, lock);
       return { node, lock };
@@ -108,7 +112,7 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
     it('leaves the lock alone when the deleted pod does not own it', async () => {
       const { core, namespace } = testCluster();
       const { node, lock } = await lockedBoundPod('owner');
-      await createPod(core, namespace, 'bystander', { nodeName: node });
+      await createPod(core, namespace, 'bystander', { nodeName: node, gpus: 1 });
       await core.deleteNamespacedPod({ name: 'bystander', namespace, gracePeriodSeconds: 0 });
       expect(await readLock(core, node)).to.equal(lock);
     });

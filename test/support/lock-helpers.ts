@@ -20,13 +20,20 @@ export async function createPod(
   core: CoreV1Api,
   namespace: string,
   name: string,
-  options: { nodeName?: string; bindPhase?: string } = {},
+  options: { nodeName?: string; bindPhase?: string; gpus?: number } = {},
 ): Promise<PodRef> {
   const created = await core.createNamespacedPod({
     namespace,
     body: {
       metadata: { name },
-      spec: { schedulerName: 'nobody-schedules-this', containers: [{ name: 'main', image: 'registry.invalid/none:1' }] },
+      spec: {
+        schedulerName: 'nobody-schedules-this',
+        containers: [{
+          name: 'main',
+          image: 'registry.invalid/none:1',
+          ...(options.gpus === undefined ? {} : { resources: { limits: { 'nvidia.com/gpu': String(options.gpus) } } }),
+        }],
+      },
     },
   });
   // Set afterwards, as the scheduler does: the webhook denies pods created with scheduler-owned annotations.

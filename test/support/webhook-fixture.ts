@@ -1,5 +1,7 @@
 import { request } from 'node:https';
-import { AdmissionregistrationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { PodAdmissionHandler } from '../../src/admission/pod-admission-handler.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
@@ -12,6 +14,7 @@ import { createCertificateAuthority, issueCertificate } from '../../src/tls/cert
 import { eventually } from './test-cluster.js';
 
 export const WEBHOOK_NAMESPACE_LABEL = 'vgpu-warden.test/webhook';
+const MANIFEST = resolve(import.meta.dirname, '..', '..', 'manifests', 'webhook.yaml');
 
 /**
  * The real webhook (handler, express app, TLS listener, NodeLocks on the real apiserver) on a
@@ -22,6 +25,8 @@ export class WebhookFixture {
   readonly selectorValue = randomBytes(4).toString('hex');
   readonly configName = `vgpu-warden-test-${this.selectorValue}`;
   caPem = '';
+  /** Every request the apiserver sent us, as "OPERATION namespace/name". */
+  readonly seen: string[] = [];
   listener: HttpsListener | undefined;
   private readonly core: CoreV1Api;
   private readonly admission: AdmissionregistrationV1Api;
@@ -44,27 +49,31 @@ export class WebhookFixture {
       mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
       locks: new NodeLocks({ api: new KubeNodeLockApi(this.core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
       deleteTimeoutMs: 5000,
+      onOutcome: (request) => { this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`); },
     });
     const app = createWebhookApp({ handler, readiness: () => ({ ready: true, reasons: [] }) });
     this.listener = await HttpsListener.start(app, { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem });
     await this.admission.createMutatingWebhookConfiguration({ body: this.configuration() });
   }
 
+  /**
+   * manifests/webhook.yaml as shipped (rules, selectors, matchConditions, timeouts), pointed at
+   * this listener by url and limited to enrolled namespaces. failurePolicy becomes Fail so that a
+   * webhook failure shows up as a failed request in the tests.
+   */
   configuration(): V1MutatingWebhookConfiguration {
+    const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(MANIFEST, 'utf8'));
     return {
       metadata: { name: this.configName },
-      webhooks: [{
-        name: 'pods.vgpu-warden.io',
-        admissionReviewVersions: ['v1', 'v1beta1'],
-        sideEffects: 'NoneOnDryRun',
-        // Fail, not Ignore, in tests: a webhook failure must show up as a failed request.
+      webhooks: (shipped.webhooks ?? []).map((webhook) => ({
+        ...webhook,
         failurePolicy: 'Fail',
-        timeoutSeconds: 10,
         clientConfig: { url: this.url, caBundle: Buffer.from(this.caPem).toString('base64') },
-        rules: [{ operations: ['CREATE', 'DELETE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], scope: 'Namespaced' }],
-        namespaceSelector: { matchLabels: { [WEBHOOK_NAMESPACE_LABEL]: this.selectorValue } },
-        objectSelector: { matchExpressions: [{ key: 'hami.io/webhook', operator: 'NotIn', values: ['ignore'] }] },
-      }],
+        namespaceSelector: {
+          matchLabels: { [WEBHOOK_NAMESPACE_LABEL]: this.selectorValue },
+          matchExpressions: webhook.namespaceSelector?.matchExpressions ?? [],
+        },
+      })),
     };
   }
 

@@ -57,6 +57,14 @@ describe('config', () => {
     [{ EXTENDER_HOST: 'bad host' }, 'invalid EXTENDER_HOST="bad host"'],
     [{ BIND_GRACE: '10m' }, 'invalid BIND_GRACE="10m": must be shorter than NODELOCK_EXPIRE (5m)'],
     [{ NODELOCK_FORCE_AFTER: '2m' }, 'invalid NODELOCK_FORCE_AFTER="2m": must be longer than NODELOCK_EXPIRE (5m)'],
+    [{ DEFAULT_GPU_NUM: '-1' }, 'invalid DEFAULT_GPU_NUM="-1": expected a whole number from 0 to 64'],
+    [{ OVERWRITE_DEFAULT_SCHEDULER: 'sometimes' }, 'invalid OVERWRITE_DEFAULT_SCHEDULER="sometimes"'],
+    [{ WEBHOOK_DELETE_TIMEOUT: '0' }, 'invalid WEBHOOK_DELETE_TIMEOUT="0"'],
+    [{ SERVICE_NAME: 'Vgpu.Warden' }, 'invalid SERVICE_NAME="Vgpu.Warden": expected a DNS label'],
+    [{ POD_NAMESPACE: 'kube_system' }, 'invalid POD_NAMESPACE="kube_system"'],
+    [{ CERT_HOSTS: 'ok.example,bad host' }, 'invalid CERT_HOSTS="ok.example,bad host"'],
+    [{ CERT_SECRET_NAME: 'Not/A/Name' }, 'invalid CERT_SECRET_NAME="Not/A/Name"'],
+    [{ CERT_RENEW_BEFORE: '9000h' }, 'invalid CERT_RENEW_BEFORE="9000h": must be shorter than CERT_VALIDITY (8760h)'],
   ];
   for (const [env, message] of invalid) {
     it(`fails on ${JSON.stringify(env)} with one line naming variable, value and rule`, () => {
@@ -78,6 +86,11 @@ describe('config', () => {
 
   it('blames the default of a related setting it did not get', () => {
     expect(() => loadConfig({ NODELOCK_EXPIRE: '30s' })).to.throw(ConfigError, 'invalid BIND_GRACE="60s": must be shorter than NODELOCK_EXPIRE (30s)');
+  });
+
+  it('reads the webhook and certificate settings', () => {
+    const config = loadConfig({ CERT_HOSTS: 'gpu.example.com, 10.0.0.7', CERT_SECRET_NAME: 'vgpu-warden-tls', DEFAULT_GPU_NUM: '0', POD_NAMESPACE: 'gpu-system' });
+    expect(config).to.deep.include({ certHosts: ['gpu.example.com', '10.0.0.7'], certSecretName: 'vgpu-warden-tls', defaultGpuCount: 0, namespace: 'gpu-system', webhookConfigName: undefined });
   });
 
   it('treats an empty NODELOCK_FORCE_AFTER as never', () => {

@@ -12,7 +12,8 @@ describe('README configuration table', () => {
       expect(row, `no README row for ${spec.env}`).to.be.a('string');
       const cells = (row ?? '').split('|').map((cell) => cell.trim());
       expect(cells[2]).to.equal(`\`--${spec.flag}\``);
-      expect(cells[3]).to.equal(spec.defaultValue === undefined ? 'unset' : `\`${spec.defaultValue}\``);
+      const documented = spec.defaultValue === undefined ? 'unset' : spec.defaultValue === '' ? 'empty' : `\`${spec.defaultValue}\``;
+      expect(cells[3]).to.equal(documented);
       expect(cells[4]).to.equal(spec.description);
       const aliases: readonly string[] = ('aliases' in spec ? spec.aliases : undefined) ?? [];
       for (const alias of aliases) expect(cells[1]).to.include(alias);
