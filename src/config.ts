@@ -1,6 +1,7 @@
 import { validateCronExpression } from 'cron';
 import { parseDuration, formatDuration } from './duration.js';
 import { WardenError } from './errors.js';
+import { servingNames } from './tls/serving-names.js';
 
 /**
  * Typed runtime configuration, read once at start from environment variables and command-line
@@ -129,9 +130,15 @@ const dnsLabel: Parser<string> = (raw) => {
 
 const optionalDnsSubdomain: Parser<string | undefined> = (raw) => (raw === '' ? undefined : dnsSubdomain(raw));
 
+// Checked with the same rules the certificate code applies, so a bad host fails here at start
+// and not later inside the certificate keeper.
 const hostList: Parser<string[]> = (raw) => {
   const hosts = raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
-  for (const entry of hosts) host(entry);
+  try {
+    servingNames({ serviceName: 'probe', namespace: 'probe', extraHosts: hosts });
+  } catch (error) {
+    throw new InvalidValue('', { cause: error });
+  }
   return hosts;
 };
 

@@ -2,13 +2,27 @@
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCli } from './cli.js';
+import { certsCommand } from './commands/certs-command.js';
 import { localCommand } from './commands/local-command.js';
 import { plannedCommands } from './commands/planned-commands.js';
+import { serveCommand } from './commands/serve-command.js';
 
 // src/main.ts and dist/main.js both sit one level below the repository root.
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-const commands = [...plannedCommands(), localCommand({ repoRoot, shutdownTarget: process })];
+// Installed only by commands that run until stopped, so the others keep Node's default Ctrl-C.
+function waitForStopSignal(): Promise<string> {
+  return new Promise((resolveSignal) => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => { resolveSignal(signal); });
+  });
+}
+
+const commands = [
+  serveCommand({ waitForStopSignal }),
+  certsCommand(),
+  ...plannedCommands(),
+  localCommand({ repoRoot, shutdownTarget: process }),
+];
 
 process.exitCode = await runCli(process.argv.slice(2), commands, {
   env: process.env,

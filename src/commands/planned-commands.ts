@@ -9,14 +9,6 @@ const notYet = (): Promise<number> => Promise.reject(new Error('unreachable: pla
 export function plannedCommands(): Command[] {
   return [
     {
-      name: 'serve', summary: 'run the admission webhook, scheduler extender and lock sweeper',
-      plannedIn: 4, usesConfig: true, flags: configFlags(), run: notYet,
-    },
-    {
-      name: 'certs', summary: 'write a CA and serving certificate for local use into the cert directory',
-      plannedIn: 4, usesConfig: true, flags: { 'cert-dir': configFlags()['cert-dir'] ?? { type: 'string', description: 'cert directory' } }, run: notYet,
-    },
-    {
       name: 'locks', summary: 'list every locked node with holder, age and classification',
       plannedIn: 6, usesConfig: true, flags: { kubeconfig: configFlags().kubeconfig ?? { type: 'string', description: 'kubeconfig' } }, run: notYet,
     },

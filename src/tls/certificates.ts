@@ -25,6 +25,12 @@ export interface LeafRequest {
   now?: Date;
 }
 
+/**
+ * How far notBefore is set before the moment of issue. A minute absorbs small clock differences
+ * between us and the verifier; cert-policy.ts uses it to recover when a CA was made.
+ */
+export const NOT_BEFORE_BACKDATE_MS = 60_000;
+
 // Go (the apiserver and kube-scheduler are the TLS clients) rejects negative serials since 1.23,
 // and node-forge writes the hex as given, so the first byte is forced below 0x80.
 function positiveSerial(): string {
@@ -37,8 +43,7 @@ function newCertificate(now: Date, days: number): { cert: forge.pki.Certificate;
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
   cert.serialNumber = positiveSerial();
-  // A minute of back-dating absorbs small clock differences between us and the verifier.
-  cert.validity.notBefore = new Date(now.getTime() - 60_000);
+  cert.validity.notBefore = new Date(now.getTime() - NOT_BEFORE_BACKDATE_MS);
   cert.validity.notAfter = new Date(now.getTime() + days * 86_400_000);
   return { cert, keys };
 }

@@ -27,7 +27,7 @@ describe('cli', () => {
     const code = await runCli(['--help'], [...plannedCommands(), echoCommand([])], io);
     expect(code).to.equal(EXIT_OK);
     const text = out.join('\n');
-    for (const name of ['serve', 'certs', 'locks', 'echo']) expect(text).to.match(new RegExp(`^  ${name}\\b`, 'm'));
+    for (const name of ['locks', 'echo']) expect(text).to.match(new RegExp(`^  ${name}\\b`, 'm'));
   });
 
   it('exits 2 with one clear line for an unknown subcommand', async () => {

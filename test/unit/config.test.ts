@@ -63,6 +63,7 @@ describe('config', () => {
     [{ SERVICE_NAME: 'Vgpu.Warden' }, 'invalid SERVICE_NAME="Vgpu.Warden": expected a DNS label'],
     [{ POD_NAMESPACE: 'kube_system' }, 'invalid POD_NAMESPACE="kube_system"'],
     [{ CERT_HOSTS: 'ok.example,bad host' }, 'invalid CERT_HOSTS="ok.example,bad host"'],
+    [{ CERT_HOSTS: '010.0.0.1' }, 'invalid CERT_HOSTS="010.0.0.1"'],
     [{ CERT_SECRET_NAME: 'Not/A/Name' }, 'invalid CERT_SECRET_NAME="Not/A/Name"'],
     [{ CERT_RENEW_BEFORE: '9000h' }, 'invalid CERT_RENEW_BEFORE="9000h": must be shorter than CERT_VALIDITY (8760h)'],
   ];

@@ -1,0 +1,85 @@
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Readable } from 'node:stream';
+import { AdmissionregistrationV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { findFreePort } from '../../src/local/free-port.js';
+import { eventually, testCluster } from '../support/test-cluster.js';
+
+const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
+const manifest = resolve(import.meta.dirname, '..', '..', 'manifests', 'webhook.yaml');
+
+function get(port: number, path: string, caPem: string): Promise<{ status: number; body: string }> {
+  return new Promise((done, fail) => {
+    request({ host: '127.0.0.1', port, path, ca: caPem }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      res.on('end', () => { done({ status: res.statusCode ?? 0, body }); });
+    }).on('error', fail).end();
+  });
+}
+
+describe('vgpu-warden serve (the real process)', function () {
+  this.timeout(90_000);
+
+  it('makes its certificates, patches the caBundle, serves the apiserver and stops cleanly on SIGTERM', async () => {
+    const { kubeConfig, core, namespace, controlPlane } = testCluster();
+    const admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    const certDir = mkdtempSync(join(tmpdir(), 'serve-certs-'));
+    const port = await findFreePort();
+    const configName = `serve-test-${namespace}`.slice(0, 60);
+    const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(manifest, 'utf8'));
+    // The shipped configuration with an empty caBundle: serve must fill it in.
+    await admission.createMutatingWebhookConfiguration({
+      body: {
+        metadata: { name: configName },
+        webhooks: (shipped.webhooks ?? []).map((webhook) => ({
+          ...webhook,
+          failurePolicy: 'Fail',
+          clientConfig: { url: `https://127.0.0.1:${port}/mutate` },
+          namespaceSelector: { matchLabels: { 'vgpu-warden.test/serve': namespace } },
+        })),
+      },
+    });
+    let child: ChildProcessByStdio<null, Readable, Readable> | undefined;
+    try {
+      child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
+        env: {
+          ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port),
+          WEBHOOK_CONFIG_NAME: configName, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+      child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+      const exited = new Promise<number | null>((done) => { child?.once('exit', (code) => { done(code); }); });
+
+      const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
+        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch { return undefined; }
+      })()), 30_000, 200);
+      await eventually('serve to be ready', async () => ((await get(port, '/readyz', caPem).catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 30_000, 200);
+      const patched = await admission.readMutatingWebhookConfiguration({ name: configName });
+      for (const webhook of patched.webhooks ?? []) expect(Buffer.from(webhook.clientConfig.caBundle ?? '', 'base64').toString()).to.include(caPem.trim());
+
+      await core.patchNamespace({ name: namespace, body: { metadata: { labels: { 'vgpu-warden.test/serve': namespace } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      const body = { metadata: { name: 'gpu' }, spec: { containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
+      const mutated = await eventually('the apiserver to call serve', async () => {
+        const created = await core.createNamespacedPod({ namespace, body, dryRun: 'All' });
+        return created.spec?.schedulerName === 'hami-scheduler' ? created : undefined;
+      }, 20_000, 200);
+      expect(mutated.spec?.containers[0]?.resources?.limits?.['nvidia.com/gpucores']).to.equal('100');
+
+      child.kill('SIGTERM');
+      expect(await exited, output).to.equal(0);
+      expect(output).to.include('admission webhook listening').and.include('"signal":"SIGTERM"');
+    } finally {
+      child?.kill('SIGKILL');
+      await admission.deleteMutatingWebhookConfiguration({ name: configName }).catch(() => undefined);
+      rmSync(certDir, { recursive: true, force: true });
+    }
+  });
+});
