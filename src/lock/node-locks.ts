@@ -27,19 +27,60 @@ export interface LockObserver {
 }
 
 export interface RetryPolicy {
-  /** Reads-and-writes per call before giving up. */
+  /** Writes with an unknown outcome (timeouts, resets, 5xx) tolerated per call before giving up. */
   attempts: number;
-  /** Pause after a 409 (someone else wrote): short, the re-read decides. */
-  conflictDelayMs: number;
-  /** First pause after a write with an unknown outcome; doubles each time. */
+  /** Pause after the first unknown outcome; doubles each time. */
   errorDelayMs: number;
+  /**
+   * 409s tolerated per call. A conflict is progress by someone else (another replica, the device
+   * plugin, the kubelet's status updates), and the next read decides afresh, so the budget is
+   * generous; it only stops a pathological livelock.
+   */
+  conflictAttempts: number;
+  /** Pause after the first 409; grows by half each time, up to maxConflictDelayMs. */
+  conflictDelayMs: number;
+  maxConflictDelayMs: number;
   /** Up to this fraction is added at random to every pause, so racing replicas spread out. */
   jitter: number;
 }
 
-// Like HAMi's (5 steps, 100 ms doubling, 0.5 jitter) for errors, but conflicts retry fast: a 409
-// only means the node changed, and the next read says whether the lock is still winnable.
-export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, conflictDelayMs: 10, errorDelayMs: 100, jitter: 0.5 };
+// Like HAMi's (5 steps, 100 ms doubling, 0.5 jitter) for errors. Conflicts retry fast and often: two
+// processes cycling on one node made 5 conflicts in a row common once API calls took ~3 ms.
+export const DEFAULT_RETRY: RetryPolicy = {
+  attempts: 5, errorDelayMs: 100, conflictAttempts: 50, conflictDelayMs: 5, maxConflictDelayMs: 200, jitter: 0.5,
+};
+
+/** Counts one call's retries; says how long to pause, or throws when the budget is spent. */
+class RetryBudget {
+  private errors = 0;
+  private conflicts = 0;
+
+  constructor(private readonly policy: RetryPolicy, private readonly random: () => number) {}
+
+  get attempts(): number {
+    return this.errors + this.conflicts + 1;
+  }
+
+  /** Rethrows definite failures; otherwise returns the pause before the next read. */
+  next(error: unknown, what: string): number {
+    if (error instanceof WriteRejectedError || error instanceof NodeNotFoundError) throw error;
+    let base: number;
+    if (error instanceof WriteConflictError) {
+      this.conflicts++;
+      if (this.conflicts >= this.policy.conflictAttempts) {
+        throw new LockUnavailableError(`could not ${what}: ${this.conflicts} conflicting writes in a row`, { cause: error });
+      }
+      base = Math.min(this.policy.maxConflictDelayMs, this.policy.conflictDelayMs * 1.5 ** (this.conflicts - 1));
+    } else {
+      this.errors++;
+      if (this.errors >= this.policy.attempts) {
+        throw new LockUnavailableError(`could not ${what} after ${this.errors} failed attempts`, { cause: error });
+      }
+      base = this.policy.errorDelayMs * 2 ** (this.errors - 1);
+    }
+    return base * (1 + this.policy.jitter * this.random());
+  }
+}
 
 export interface NodeLocksDeps {
   api: NodeLockApi;
@@ -118,16 +159,17 @@ export class NodeLocks {
     return this.mutex.run(node, async () => {
       let wrote: string | undefined;
       let replaced: AcquireResult['replaced'];
-      for (let attempt = 1; ; attempt++) {
+      const budget = this.budget();
+      for (;;) {
         const snapshot = await this.deps.api.readNode(node);
         const current = snapshot.lock;
         if (current !== undefined) {
           const value = parseLockValue(current);
           if (isOwnedBy(value, pod)) {
             // Our own earlier write whose answer was lost still counts as this call's acquisition.
-            if (wrote !== undefined) return this.acquired(snapshot, pod, current, attempt, replaced);
+            if (wrote !== undefined) return this.acquired(snapshot, pod, current, budget.attempts, replaced);
             this.emit({ type: 'reentrant', node, pod, value: current });
-            return { outcome: 'reentrant', node, value: current, resourceVersion: snapshot.resourceVersion, attempts: attempt };
+            return { outcome: 'reentrant', node, value: current, resourceVersion: snapshot.resourceVersion, attempts: budget.attempts };
           }
           const { classification } = await this.classify(node, value);
           if (classification.state !== 'releasable') {
@@ -143,9 +185,9 @@ export class NodeLocks {
         try {
           wrote = value;
           const written = await this.deps.api.writeLock(node, snapshot.resourceVersion, value);
-          return this.acquired(written, pod, value, attempt, replaced);
+          return this.acquired(written, pod, value, budget.attempts, replaced);
         } catch (error) {
-          await this.pauseBeforeRetry(error, attempt, `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`);
+          await this.sleep(budget.next(error, `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`));
         }
       }
     });
@@ -157,7 +199,8 @@ export class NodeLocks {
    */
   release(node: string, pod: PodRef, path: ReleasePath = 'owner'): Promise<ReleaseResult> {
     return this.mutex.run(node, async () => {
-      for (let attempt = 1; ; attempt++) {
+      const budget = this.budget();
+      for (;;) {
         const snapshot = await this.readLockedNode(node);
         if (snapshot === undefined) return { outcome: 'not-locked', node };
         const current = snapshot.lock;
@@ -168,7 +211,7 @@ export class NodeLocks {
           this.emit({ type: 'released', node, value: current, reason: 'owner-request', path, ageMs: this.ageOf(value) });
           return { outcome: 'released', node, value: current, resourceVersion: written.resourceVersion };
         } catch (error) {
-          await this.pauseBeforeRetry(error, attempt, `release the lock on node ${node} for ${pod.namespace}/${pod.name}`);
+          await this.sleep(budget.next(error, `release the lock on node ${node} for ${pod.namespace}/${pod.name}`));
         }
       }
     });
@@ -177,7 +220,8 @@ export class NodeLocks {
   /** Releases the node's lock only if the rules say nobody will use it (sweeper, webhook, watch). */
   releaseIfReleasable(node: string, path: ReleasePath): Promise<ConditionalReleaseResult> {
     return this.mutex.run(node, async () => {
-      for (let attempt = 1; ; attempt++) {
+      const budget = this.budget();
+      for (;;) {
         const snapshot = await this.readLockedNode(node);
         if (snapshot === undefined) return { outcome: 'not-locked', node };
         const current = snapshot.lock;
@@ -192,7 +236,7 @@ export class NodeLocks {
           this.emit({ type: 'released', node, value: current, reason: classification.reason, path, ageMs: classification.ageMs });
           return { outcome: 'released', node, value: current, classification, resourceVersion: written.resourceVersion };
         } catch (error) {
-          await this.pauseBeforeRetry(error, attempt, `release the releasable lock on node ${node}`);
+          await this.sleep(budget.next(error, `release the releasable lock on node ${node}`));
         }
       }
     });
@@ -241,14 +285,8 @@ export class NodeLocks {
     };
   }
 
-  /** Rethrows definite failures; otherwise waits (short after a conflict, growing after an unknown outcome) or gives up. */
-  private async pauseBeforeRetry(error: unknown, attempt: number, what: string): Promise<void> {
-    if (error instanceof WriteRejectedError || error instanceof NodeNotFoundError) throw error;
-    if (attempt >= this.retry.attempts) {
-      throw new LockUnavailableError(`could not ${what} after ${attempt} attempts`, { cause: error });
-    }
-    const base = error instanceof WriteConflictError ? this.retry.conflictDelayMs : this.retry.errorDelayMs * 2 ** (attempt - 1);
-    await this.sleep(base * (1 + this.retry.jitter * this.random()));
+  private budget(): RetryBudget {
+    return new RetryBudget(this.retry, this.random);
   }
 
   private ageOf(value: LockValue): number | undefined {

@@ -1,3 +1,4 @@
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
 import { LockContentionError, NodeNotFoundError } from '../../src/lock/lock-errors.js';
@@ -135,6 +136,22 @@ describe('NodeLocks on a real apiserver', () => {
       expect(losers).to.have.length(1);
       expect((losers[0] as PromiseRejectedResult).reason).to.be.instanceOf(LockContentionError);
       expect(await readLock(core, node)).to.equal((winners[0] as PromiseFulfilledResult<{ value: string }>).value.value);
+    });
+
+    it('keeps going through many conflicts caused by unrelated node writes (kubelet, device plugin)', async () => {
+      const { core, namespace } = testCluster();
+      const node = await createGpuNode(core);
+      const podA = await createPod(core, namespace, 'pod-a');
+      // Each of our first eight writes races a real write of another annotation: eight 409s.
+      const api = new InstrumentedLockApi(core, {
+        beforeWrite: (call) => (call <= 8 ? core.patchNode({ name: node, body: { metadata: { annotations: { 'example.com/heartbeat': String(call) } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch)).then(() => undefined) : Promise.resolve()),
+      });
+
+      const result = await newLocks({ api }).locks.acquire(node, podA);
+
+      expect(result.outcome).to.equal('acquired');
+      expect(result.attempts).to.equal(9);
+      expect(api.writes).to.equal(9);
     });
 
     it('two concurrent acquirers in one service are serialised per node and give exactly one winner', async () => {
