@@ -1,9 +1,9 @@
-import type { V1Pod } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
 import { formatLockValue } from '../../src/lock/lock-value.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
-import { sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { WebhookFixture } from '../support/webhook-fixture.js';
 
 function gpuPod(name: string, extra: Record<string, unknown> = {}): V1Pod {
@@ -64,6 +64,17 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       const error: unknown = await core.createNamespacedPod({ namespace, body }).then(() => undefined, (caught: unknown) => caught);
       expect(httpStatusOf(error)).to.equal(403);
       expect(apiStatusOf(error)?.message).to.include('scheduler-owned annotations (hami.io/vgpu-devices-to-allocate)');
+    });
+
+    it('skips namespaces labelled hami.io/webhook=ignore (namespaceSelector)', async () => {
+      const { core, namespace } = testCluster();
+      await core.patchNamespace({ name: namespace, body: { metadata: { labels: { 'hami.io/webhook': 'ignore' } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      // The apiserver reads namespace labels from its cache; give it a moment to see the new one.
+      const created = await eventually('the namespace opt-out to take effect', async () => {
+        const pod = await core.createNamespacedPod({ namespace, body: gpuPod('unmanaged'), dryRun: 'All' });
+        return pod.spec?.schedulerName === 'default-scheduler' ? pod : undefined;
+      }, 10_000, 200);
+      expect(created.spec?.containers[0]?.resources?.limits).to.deep.equal({ 'nvidia.com/gpu': '1' });
     });
 
     it('skips pods labelled hami.io/webhook=ignore (objectSelector)', async () => {
