@@ -34,6 +34,9 @@ export interface Config {
   webhookConfigName: string | undefined;
   certValidityMs: number;
   certRenewBeforeMs: number;
+  nodeSchedulerPolicy: 'binpack' | 'spread';
+  gpuSchedulerPolicy: 'binpack' | 'spread';
+  bindLockWaitMs: number;
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -140,6 +143,11 @@ const hostList: Parser<string[]> = (raw) => {
     throw new InvalidValue('', { cause: error });
   }
   return hosts;
+};
+
+const placementPolicy: Parser<'binpack' | 'spread'> = (raw) => {
+  if (raw !== 'binpack' && raw !== 'spread') throw new InvalidValue();
+  return raw;
 };
 
 const cron: Parser<string> = (raw) => {
@@ -276,6 +284,25 @@ export const SETTINGS = [
     key: 'certRenewBeforeMs', env: 'CERT_RENEW_BEFORE', flag: 'cert-renew-before', defaultValue: '720h',
     description: 'renew a certificate this long before it expires',
     allowed: 'expected a positive duration such as 720h', parse: positiveDuration,
+  }),
+  setting({
+    key: 'nodeSchedulerPolicy', env: 'NODE_SCHEDULER_POLICY', flag: 'node-scheduler-policy', defaultValue: 'binpack',
+    description: 'node policy of the extender\'s prioritize: binpack fills busy nodes first, spread empty ones (pod annotation hami.io/node-scheduler-policy overrides)',
+    allowed: 'expected binpack or spread', parse: placementPolicy,
+  }),
+  setting({
+    key: 'gpuSchedulerPolicy', env: 'GPU_SCHEDULER_POLICY', flag: 'gpu-scheduler-policy', defaultValue: 'spread',
+    description: 'GPU policy inside a node: binpack shares busy GPUs first, spread uses idle ones (pod annotation hami.io/gpu-scheduler-policy overrides)',
+    allowed: 'expected binpack or spread', parse: placementPolicy,
+  }),
+  setting({
+    key: 'bindLockWaitMs', env: 'BIND_LOCK_WAIT', flag: 'bind-lock-wait', defaultValue: '25s',
+    description: 'how long a bind waits for a busy node\'s lock before failing (kube-scheduler then retries); keep it below the extender httpTimeout (30s)',
+    allowed: 'expected a positive duration below 30s such as 25s', parse: (raw) => {
+      const value = positiveDuration(raw);
+      if (value >= 30_000) throw new InvalidValue();
+      return value;
+    },
   }),
 ] as const satisfies readonly SettingSpec[];
 

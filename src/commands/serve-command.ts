@@ -2,12 +2,18 @@ import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { configFlags, EXIT_OK, type Command } from '../cli.js';
 import type { Config } from '../config.js';
 import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
+import { ClusterCache } from '../cluster/cluster-cache.js';
+import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
+import { Binder } from '../extender/binder.js';
+import { ExtenderService } from '../extender/extender-service.js';
 import { loadKubeConfig } from '../kube/client.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
 import { NodeLocks } from '../lock/node-locks.js';
+import { createExtenderApp } from '../server/extender-app.js';
 import { HttpsListener } from '../server/https-listener.js';
 import { createWebhookApp } from '../server/webhook-app.js';
-import { createLogger } from '../telemetry/logger.js';
+import { EventRecorder } from '../telemetry/events.js';
+import { createLogger, type Logger } from '../telemetry/logger.js';
 import { CaBundlePatcher } from '../tls/ca-bundle-patcher.js';
 import { CertKeeper } from '../tls/cert-keeper.js';
 import type { CertStore } from '../tls/cert-store.js';
@@ -24,8 +30,20 @@ export interface ServeDeps {
   waitForStopSignal: () => Promise<string>;
 }
 
-/** Wires the webhook from configuration: certificates, NodeLocks, handler, TLS listener. */
-export async function startWebhook(config: Config, log: ReturnType<typeof createLogger>): Promise<{ listener: HttpsListener; keeper: CertKeeper }> {
+export interface RunningServer {
+  webhook: HttpsListener;
+  extender: HttpsListener;
+  keeper: CertKeeper;
+  cache: ClusterCache;
+  stop(): Promise<void>;
+}
+
+/**
+ * Wires everything from configuration: certificates, the cluster cache, NodeLocks, the webhook on
+ * its public listener and the extender on loopback. Both listeners serve the keeper's certificate
+ * and reload it together.
+ */
+export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const store: CertStore = config.certSecretName === undefined
@@ -34,8 +52,7 @@ export async function startWebhook(config: Config, log: ReturnType<typeof create
   const caBundleTarget = config.webhookConfigName === undefined
     ? undefined
     : new CaBundlePatcher({ api: kubeConfig.makeApiClient(AdmissionregistrationV1Api), configurationName: config.webhookConfigName });
-  // The keeper's onChange and the readiness check need the listener, which starts after them.
-  const serving: { listener?: HttpsListener } = {};
+  const listeners: HttpsListener[] = [];
   const keeper = new CertKeeper({
     store,
     names: servingNames({ serviceName: config.serviceName, namespace: config.namespace, extraHosts: config.certHosts }),
@@ -44,19 +61,23 @@ export async function startWebhook(config: Config, log: ReturnType<typeof create
     renewBeforeMs: config.certRenewBeforeMs,
     ...(caBundleTarget ? { caBundleTarget } : {}),
     onChange: (material) => {
-      serving.listener?.updateCertificate(material.certPem, material.keyPem);
+      for (const listener of listeners) listener.updateCertificate(material.certPem, material.keyPem);
       log.info({ component: 'certs' }, 'serving certificate reloaded');
     },
     log: (line) => { log.info({ component: 'certs' }, line); },
   });
   const material = await keeper.ensure();
 
+  const cache = new ClusterCache({ kubeConfig, core, log: (level, message) => { log[level]({ component: 'cache' }, message); } });
+  const cacheStarted = cache.start().catch((error: unknown) => { log.error({ component: 'cache', err: error }, 'cluster cache failed to start'); });
   const locks = new NodeLocks({
     api: new KubeNodeLockApi(core),
     config: { bindGraceMs: config.bindGraceMs, expireMs: config.nodeLockExpireMs, forceAfterMs: config.nodeLockForceAfterMs },
     observer: { onLockEvent: (event) => { log.info({ component: 'lock', ...event }, `lock ${event.type} on ${event.node}`); } },
   });
-  const handler = new PodAdmissionHandler({
+  const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); });
+
+  const admission = new PodAdmissionHandler({
     mutation: { schedulerName: config.schedulerName, overwriteDefaultScheduler: config.overwriteDefaultScheduler, defaultGpuCount: config.defaultGpuCount },
     locks,
     deleteTimeoutMs: config.webhookDeleteTimeoutMs,
@@ -64,43 +85,63 @@ export async function startWebhook(config: Config, log: ReturnType<typeof create
       log.debug({ component: 'admission', uid: request.uid, namespace: request.namespace, name: request.name, outcome }, `admission ${outcome.operation}`);
     },
   });
-  const app = createWebhookApp({
-    handler,
+  const certLoaded = () => (keeper.current() === undefined ? ['no serving certificate loaded'] : []);
+  const webhookApp = createWebhookApp({
+    handler: admission,
     readiness: () => {
-      const reasons = [
-        ...(keeper.current() === undefined ? ['no serving certificate loaded'] : []),
-        ...(serving.listener?.listening === true ? [] : ['listener not answering']),
-      ];
+      const reasons = [...certLoaded(), ...(listeners[0]?.listening === true ? [] : ['listener not answering'])];
       return { ready: reasons.length === 0, reasons };
     },
     onBadRequest: (status, message) => { log.warn({ component: 'admission', status }, `bad admission request: ${message}`); },
   });
-  const listener = await HttpsListener.start(app, { host: config.webhookHost, port: config.webhookPort, certPem: material.certPem, keyPem: material.keyPem });
-  serving.listener = listener;
+  const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
+  const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, log: (message) => { log.warn({ component: 'bind' }, message); } });
+  const extenderApp = createExtenderApp({
+    handlers: new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000 }),
+    readiness: () => {
+      const reasons = [...certLoaded(), ...(cache.synced ? [] : ['cluster cache not synced'])];
+      return { ready: reasons.length === 0, reasons };
+    },
+    onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },
+  });
+
+  const webhook = await HttpsListener.start(webhookApp, { host: config.webhookHost, port: config.webhookPort, certPem: material.certPem, keyPem: material.keyPem });
+  listeners.push(webhook);
+  const extender = await HttpsListener.start(extenderApp, { host: config.extenderHost, port: config.extenderPort, certPem: material.certPem, keyPem: material.keyPem });
+  listeners.push(extender);
   keeper.start(CERT_CHECK_INTERVAL_MS);
-  log.info({ component: 'webhook', host: config.webhookHost, port: listener.port }, 'admission webhook listening');
-  return { listener, keeper };
+  log.info({ component: 'webhook', host: config.webhookHost, port: webhook.port }, 'admission webhook listening');
+  log.info({ component: 'extender', host: config.extenderHost, port: extender.port }, 'scheduler extender listening');
+  return {
+    webhook,
+    extender,
+    keeper,
+    cache,
+    stop: async () => {
+      await keeper.stop();
+      await Promise.all([webhook.close(), extender.close()]);
+      await cacheStarted;
+      await cache.stop();
+      await kubeConfig.close();
+    },
+  };
 }
 
-/**
- * `vgpu-warden serve`: the admission webhook over TLS with self-managed certificates. The scheduler
- * extender (#5) and the lock sweeper (#6) join this process as they land.
- */
+/** `vgpu-warden serve`: the admission webhook and the scheduler extender (the sweeper joins with #6). */
 export function serveCommand(deps: ServeDeps): Command {
   return {
     name: 'serve',
-    summary: 'run the admission webhook (the scheduler extender and lock sweeper join with issues #5 and #6)',
+    summary: 'run the admission webhook and the scheduler extender (the lock sweeper joins with issue #6)',
     usesConfig: true,
     flags: configFlags(),
     run: async ({ config }) => {
       const settings = config();
       const log = createLogger(settings.logLevel);
       const stop = deps.waitForStopSignal();
-      const { listener, keeper } = await startWebhook(settings, log);
+      const server = await startServer(settings, log);
       const signal = await stop;
       log.info({ signal }, 'stopping');
-      await keeper.stop();
-      await listener.close();
+      await server.stop();
       return EXIT_OK;
     },
   };

@@ -1,0 +1,149 @@
+// Scheduler extender benchmark, against a real local kube-apiserver.
+// 1. Filter latency: 1000 nodes x 8 GPUs with 5000 bound GPU pods in the cache; a GPU pod's filter
+//    over all 1000 node names, over TLS with keep-alive, p50/p99. Baseline: a non-GPU pod's filter
+//    (the pass-through path) on the same connection.
+// 2. Scheduling throughput through the real kube-scheduler at 100 nodes: 200 pods without the
+//    extender (default-scheduler) and with it (hami-scheduler, device-plugin simulator releasing the
+//    locks), with the ratio.
+//   npm run bench:extender
+import { Agent, request } from 'node:https';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { ClusterCache } from '../src/cluster/cluster-cache.js';
+import { startServer } from '../src/commands/serve-command.js';
+import { loadConfig } from '../src/config.js';
+import { ALLOCATED_ANNOTATION, encodeAllocation } from '../src/devices/allocation-codec.js';
+import { kubeSchedulerConfiguration } from '../src/extender/scheduler-config.js';
+import { loadKubeConfig } from '../src/kube/client.js';
+import { KubeNodeLockApi } from '../src/kube/node-lock-api.js';
+import { ControlPlane } from '../src/local/control-plane.js';
+import { DevicePluginSimulator } from '../src/local/device-plugin-simulator.js';
+import { findFreePort } from '../src/local/free-port.js';
+import { locateBinaries } from '../src/local/k8s-binaries.js';
+import { ShutdownHooks } from '../src/local/shutdown-hooks.js';
+import { simulatedGpuNode, simulatedGpus } from '../src/local/simulated-gpu-node.js';
+import { NodeLocks } from '../src/lock/node-locks.js';
+import { createLogger } from '../src/telemetry/logger.js';
+
+const repoRoot = resolve(import.meta.dirname, '..');
+
+async function inBatches<T>(items: T[], width: number, work: (item: T) => Promise<unknown>): Promise<void> {
+  for (let index = 0; index < items.length; index += width) await Promise.all(items.slice(index, index + width).map(work));
+}
+
+function percentile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+}
+
+function post(agent: Agent, port: number, path: string, body: string): Promise<{ ms: number; text: string }> {
+  return new Promise((done, fail) => {
+    const started = performance.now();
+    const req = request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+      res.on('end', () => { done({ ms: performance.now() - started, text }); });
+    });
+    req.on('error', fail);
+    req.end(body);
+  });
+}
+
+const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process) });
+const certDir = mkdtempSync(join(tmpdir(), 'bench-certs-'));
+try {
+  const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  await core.createNamespace({ body: { metadata: { name: 'bench' } } });
+
+  // ---- 1. filter latency at 1000 nodes x 8 GPUs, 5000 bound pods ----
+  const nodes = Array.from({ length: 1000 }, (_, index) => `f-node-${String(index).padStart(4, '0')}`);
+  let started = performance.now();
+  await inBatches(nodes, 32, (name) => core.createNode({ body: simulatedGpuNode({ name, gpus: 8, labels: { bench: 'filter' } }) }));
+  await inBatches(Array.from({ length: 5000 }, (_, index) => index), 32, async (index) => {
+    const node = nodes[index % nodes.length] ?? '';
+    const gpu = simulatedGpus({ name: node, gpus: 8 })[index % 8]?.uuid ?? '';
+    const allocation = encodeAllocation([[{ uuid: gpu, type: 'NVIDIA', memoryMiB: 2000, cores: 10 }]]);
+    await core.createNamespacedPod({ namespace: 'bench', body: {
+      metadata: { name: `bound-${index}`, annotations: { [ALLOCATED_ANNOTATION]: allocation, 'hami.io/vgpu-node': node } },
+      spec: { schedulerName: 'none', nodeName: node, containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000' } } }] },
+    } });
+  });
+  console.log(`setup: 1000 nodes and 5000 bound pods in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+  const [webhookPort, extenderPort] = [await findFreePort(), await findFreePort()];
+  const server = await startServer(loadConfig({
+    KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1',
+  }), createLogger('warn'));
+  await server.cache.waitForSync(60_000);
+  const agent = new Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false });
+  const podBody = (limits: Record<string, string>): V1Pod => ({ metadata: { name: 'probe', namespace: 'bench', uid: 'probe-uid' }, spec: { containers: [{ name: 'c', image: 'x', resources: { limits } }] } });
+  const gpuArgs = JSON.stringify({ Pod: podBody({ 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000' }), Nodes: null, NodeNames: nodes });
+  const plainArgs = JSON.stringify({ Pod: podBody({ cpu: '1' }), Nodes: null, NodeNames: nodes });
+  const measure = async (body: string, count: number) => {
+    for (let i = 0; i < 10; i++) await post(agent, extenderPort, '/filter', body);
+    const samples: number[] = [];
+    for (let i = 0; i < count; i++) samples.push((await post(agent, extenderPort, '/filter', body)).ms);
+    return samples.sort((a, b) => a - b);
+  };
+  const plain = await measure(plainArgs, 100);
+  const gpu = await measure(gpuArgs, 100);
+  const check = JSON.parse((await post(agent, extenderPort, '/filter', gpuArgs)).text) as { NodeNames: string[] | null };
+  console.log(`filter over 1000 nodes x 8 GPUs, 5000 bound pods (${check.NodeNames?.length ?? 0} nodes fit):`);
+  console.log(`  non-GPU pod (baseline)  p50 ${percentile(plain, 0.5).toFixed(2)} ms  p99 ${percentile(plain, 0.99).toFixed(2)} ms`);
+  console.log(`  GPU pod                 p50 ${percentile(gpu, 0.5).toFixed(2)} ms  p99 ${percentile(gpu, 0.99).toFixed(2)} ms  (${(percentile(gpu, 0.5) / percentile(plain, 0.5)).toFixed(1)}x baseline p50)`);
+  agent.destroy();
+  await inBatches(nodes, 64, (name) => core.deleteNode({ name }));
+  await core.deleteCollectionNamespacedPod({ namespace: 'bench', gracePeriodSeconds: 0 });
+
+  // ---- 2. throughput through the real kube-scheduler at 100 nodes ----
+  const small = Array.from({ length: 100 }, (_, index) => `t-node-${String(index).padStart(3, '0')}`);
+  await inBatches(small, 32, (name) => core.createNode({ body: simulatedGpuNode({ name, gpus: 4, labels: { bench: 'throughput' } }) }));
+  const simulatorCache = new ClusterCache({ kubeConfig, core });
+  await simulatorCache.start();
+  const simulator = new DevicePluginSimulator({
+    core, cache: simulatorCache, allocationDelayMs: 0,
+    locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
+    isSimulated: (node) => node.startsWith('t-node-'),
+  });
+  simulator.start();
+  const run = async (label: string, schedulerName: string, config: Record<string, unknown>, limits: Record<string, string>, annotations: Record<string, string> = {}): Promise<number> => {
+    const scheduler = await plane.startScheduler(config);
+    try {
+      const names = Array.from({ length: 200 }, (_, index) => `${label}-${index}`);
+      started = performance.now();
+      await inBatches(names, 50, (name) => core.createNamespacedPod({ namespace: 'bench', body: {
+        metadata: { name, annotations }, spec: { schedulerName, nodeSelector: { bench: 'throughput' }, containers: [{ name: 'c', image: 'x', resources: { limits } }] },
+      } }));
+      for (;;) {
+        const pods = (await core.listNamespacedPod({ namespace: 'bench' })).items.filter((pod) => pod.metadata?.name?.startsWith(`${label}-`) === true);
+        if (pods.length === 200 && pods.every((pod) => pod.spec?.nodeName !== undefined)) break;
+        if (performance.now() - started > 300_000) throw new Error(`${label}: not all pods bound after 300 s`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const rate = 200 / ((performance.now() - started) / 1000);
+      return rate;
+    } finally {
+      await scheduler.stop();
+    }
+  };
+  const without = await run('plain', 'default-scheduler', { profiles: [{ schedulerName: 'default-scheduler' }] }, { 'nvidia.com/gpu': '1' });
+  const caPem = server.keeper.current()?.caBundlePem;
+  const extenderConfig = kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extenderPort}`, ...(caPem ? { caPem } : {}) });
+  const gpuLimits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '10' };
+  // spread: pods go to different nodes, so binds run in parallel; binpack (the default) fills one
+  // node at a time, and the node lock then serialises its binds behind each simulated Allocate.
+  const spread = await run('spread', 'hami-scheduler', extenderConfig, gpuLimits, { 'hami.io/node-scheduler-policy': 'spread' });
+  const binpack = await run('binpack', 'hami-scheduler', extenderConfig, gpuLimits, { 'hami.io/node-scheduler-policy': 'binpack' });
+  console.log('scheduling throughput, 200 pods onto 100 nodes through the real kube-scheduler:');
+  console.log(`  without extender (default-scheduler)              ${without.toFixed(1)} pods/s`);
+  console.log(`  with extender, spread (filter+prioritize+bind)    ${spread.toFixed(1)} pods/s  (${(spread / without).toFixed(2)}x)`);
+  console.log(`  with extender, binpack (one node at a time)       ${binpack.toFixed(1)} pods/s  (${(binpack / without).toFixed(2)}x)`);
+  simulator.stop();
+  await simulatorCache.stop();
+  await server.stop();
+} finally {
+  rmSync(certDir, { recursive: true, force: true });
+  await plane.stop();
+}

@@ -1,0 +1,126 @@
+import { ALLOCATED_ANNOTATION, decodeAllocation } from '../devices/allocation-codec.js';
+import { addUsage, podDeviceUsage, type GpuUse } from '../devices/usage.js';
+
+export const VGPU_NODE_ANNOTATION = 'hami.io/vgpu-node';
+
+interface PodLike {
+  metadata?: { uid?: string; namespace?: string; name?: string; annotations?: Record<string, string> };
+  spec?: { nodeName?: string; initContainers?: unknown[] };
+  status?: { phase?: string };
+}
+
+interface Entry {
+  node: string;
+  usage: Map<string, GpuUse>;
+}
+
+/**
+ * GPU usage per node, from pods carrying hami.io/vgpu-devices-allocated (bound or being bound),
+ * plus an assume cache for binds in flight whose annotations the informer has not delivered yet.
+ * Invariant 4 is checked against the sum of both.
+ */
+export class PodUsageIndex {
+  private readonly pods = new Map<string, Entry>();
+  private readonly assumed = new Map<string, Entry & { expiresAt: number }>();
+  // Filter asks for the usage of every candidate node: index by node so that costs O(pods on it).
+  private readonly byNode = new Map<string, Set<string>>();
+
+  constructor(private readonly clock: () => number = Date.now, private readonly assumeTtlMs = 10 * 60_000) {}
+
+  /** Applies an informer add/update. Returns a problem string when the pod's annotation is unreadable. */
+  upsert(pod: PodLike): string | undefined {
+    const uid = pod.metadata?.uid;
+    if (uid === undefined) return undefined;
+    const annotations = pod.metadata?.annotations ?? {};
+    const encoded = annotations[ALLOCATED_ANNOTATION];
+    const node = annotations[VGPU_NODE_ANNOTATION] ?? pod.spec?.nodeName;
+    const finished = pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+    if (encoded === undefined || node === undefined || node === '' || finished) {
+      this.dropPod(uid);
+      if (finished) this.dropAssumed(uid);
+      return undefined;
+    }
+    const allocation = decodeAllocation(encoded);
+    if ('error' in allocation) {
+      this.dropPod(uid);
+      return `pod ${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}: unreadable ${ALLOCATED_ANNOTATION}: ${allocation.error}`;
+    }
+    this.dropPod(uid);
+    this.pods.set(uid, { node, usage: podDeviceUsage(allocation, pod.spec?.initContainers?.length ?? 0) });
+    this.link(node, uid);
+    // The informer now accounts for it: the assumption has done its job.
+    this.dropAssumed(uid);
+    return undefined;
+  }
+
+  remove(uid: string): void {
+    this.dropPod(uid);
+    this.dropAssumed(uid);
+  }
+
+  assume(uid: string, node: string, usage: Map<string, GpuUse>): void {
+    this.dropAssumed(uid);
+    this.assumed.set(uid, { node, usage, expiresAt: this.clock() + this.assumeTtlMs });
+    this.link(node, uid);
+  }
+
+  forget(uid: string): void {
+    this.dropAssumed(uid);
+  }
+
+  isAssumed(uid: string): boolean {
+    return this.assumed.has(uid);
+  }
+
+  /** Usage on `node` by bound and assumed pods, leaving out `excludeUid` (the pod being placed). */
+  usageOn(node: string, excludeUid?: string): Map<string, GpuUse> {
+    const total = new Map<string, GpuUse>();
+    const now = this.clock();
+    for (const uid of this.byNode.get(node) ?? []) {
+      if (uid === excludeUid) continue;
+      const bound = this.pods.get(uid);
+      if (bound?.node === node) {
+        addUsage(total, bound.usage);
+        continue;
+      }
+      const assumed = this.assumed.get(uid);
+      if (assumed?.node !== node) continue;
+      if (assumed.expiresAt <= now) this.dropAssumed(uid);
+      else addUsage(total, assumed.usage);
+    }
+    return total;
+  }
+
+  /** Pods accounted on `node` (bound or assumed), for diagnostics and tests. */
+  podsOn(node: string): string[] {
+    return [...(this.byNode.get(node) ?? [])];
+  }
+
+  private link(node: string, uid: string): void {
+    let uids = this.byNode.get(node);
+    if (!uids) this.byNode.set(node, (uids = new Set()));
+    uids.add(uid);
+  }
+
+  private unlink(node: string, uid: string): void {
+    // Keep the link while the other map still places this uid on the node.
+    if (this.pods.get(uid)?.node === node || this.assumed.get(uid)?.node === node) return;
+    const uids = this.byNode.get(node);
+    uids?.delete(uid);
+    if (uids?.size === 0) this.byNode.delete(node);
+  }
+
+  private dropPod(uid: string): void {
+    const entry = this.pods.get(uid);
+    if (!entry) return;
+    this.pods.delete(uid);
+    this.unlink(entry.node, uid);
+  }
+
+  private dropAssumed(uid: string): void {
+    const entry = this.assumed.get(uid);
+    if (!entry) return;
+    this.assumed.delete(uid);
+    this.unlink(entry.node, uid);
+  }
+}

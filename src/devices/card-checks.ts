@@ -1,0 +1,84 @@
+import type { GpuDevice } from './inventory.js';
+import { memoryOnGpu, type ContainerGpuRequest } from './requests.js';
+import type { GpuUse } from './usage.js';
+
+/**
+ * Whether one GPU can take one share of one container request, and if not the HAMi reason name
+ * (hami-wire-contract.md §4.4, hami-core mode). Pure.
+ */
+export const FIT_REASONS = [
+  'CardNotHealth',
+  'CardCordoned',
+  'CardTypeMismatch',
+  'CardUuidMismatch',
+  'CardTimeSlicingExhausted',
+  'CardInsufficientMemory',
+  'CardInsufficientCore',
+  'ExclusiveDeviceAllocateConflict',
+  'CardComputeUnitsExhausted',
+] as const;
+export type CardReason = (typeof FIT_REASONS)[number];
+
+export const USE_GPU_UUID_ANNOTATION = 'nvidia.com/use-gpuuuid';
+export const NOUSE_GPU_UUID_ANNOTATION = 'nvidia.com/nouse-gpuuuid';
+export const USE_GPU_TYPE_ANNOTATION = 'nvidia.com/use-gputype';
+export const NOUSE_GPU_TYPE_ANNOTATION = 'nvidia.com/nouse-gputype';
+export const VGPU_MODE_ANNOTATION = 'nvidia.com/vgpu-mode';
+
+/** The pod's placement constraints, read once per fit. Empty lists mean "no constraint". */
+export interface CardFilters {
+  useUuids: readonly string[];
+  nouseUuids: readonly string[];
+  useTypes: readonly string[];
+  nouseTypes: readonly string[];
+  /** `nvidia.com/vgpu-mode`: the GPU's mode must be a substring of it. */
+  mode: string | undefined;
+}
+
+// Entries are trimmed and blanks dropped: in HAMi a blank entry (`"A100,"`) is a substring of every
+// model and so would match every GPU, which nobody means.
+function list(value: string | undefined, normalise: (entry: string) => string = (entry) => entry): string[] {
+  if (value === undefined) return [];
+  return value.split(',').map((entry) => normalise(entry.trim())).filter((entry) => entry !== '');
+}
+
+export function cardFilters(annotations: Readonly<Record<string, string>>): CardFilters {
+  const upper = (entry: string): string => entry.toUpperCase();
+  return {
+    useUuids: list(annotations[USE_GPU_UUID_ANNOTATION]),
+    nouseUuids: list(annotations[NOUSE_GPU_UUID_ANNOTATION]),
+    useTypes: list(annotations[USE_GPU_TYPE_ANNOTATION], upper),
+    nouseTypes: list(annotations[NOUSE_GPU_TYPE_ANNOTATION], upper),
+    mode: annotations[VGPU_MODE_ANNOTATION],
+  };
+}
+
+function typeAllowed(device: GpuDevice, filters: CardFilters): boolean {
+  // MIG GPUs are sliced by profile, which we do not model: never place shares on them.
+  if (device.mode === 'mig') return false;
+  const model = device.type.toUpperCase();
+  if (filters.useTypes.length > 0 && !filters.useTypes.some((type) => model.includes(type))) return false;
+  if (filters.nouseTypes.some((type) => model.includes(type))) return false;
+  return filters.mode === undefined || filters.mode.includes(device.mode);
+}
+
+function uuidAllowed(device: GpuDevice, filters: CardFilters): boolean {
+  if (filters.useUuids.length > 0 && !filters.useUuids.includes(device.uuid)) return false;
+  return !filters.nouseUuids.includes(device.uuid);
+}
+
+/** The first check the GPU fails, in HAMi's order, or undefined when it can take the share. */
+export function checkCard(device: GpuDevice, use: GpuUse, request: ContainerGpuRequest, filters: CardFilters): CardReason | undefined {
+  if (!device.healthy) return 'CardNotHealth';
+  if (device.cordoned) return 'CardCordoned';
+  if (!typeAllowed(device, filters)) return 'CardTypeMismatch';
+  if (!uuidAllowed(device, filters)) return 'CardUuidMismatch';
+  if (device.count <= use.slots) return 'CardTimeSlicingExhausted';
+  if (device.memoryMiB - use.memoryMiB < memoryOnGpu(request, device.memoryMiB)) return 'CardInsufficientMemory';
+  if (device.cores - use.cores < request.cores) return 'CardInsufficientCore';
+  // cores=100 asks for the whole card, which any existing share contradicts.
+  if (device.cores === 100 && request.cores === 100 && use.slots > 0) return 'ExclusiveDeviceAllocateConflict';
+  // A cores=0 share on a card whose SMs are all promised would get no compute at all.
+  if (device.cores !== 0 && use.cores >= device.cores && request.cores === 0) return 'CardComputeUnitsExhausted';
+  return undefined;
+}

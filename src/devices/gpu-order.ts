@@ -1,0 +1,47 @@
+import type { GpuDevice } from './inventory.js';
+import { memoryOnGpu, type ContainerGpuRequest } from './requests.js';
+import type { ScoringWeights } from './scoring-weights.js';
+import { NO_USE, type GpuUse } from './usage.js';
+
+/**
+ * The order in which a container's request tries GPUs (hami-wire-contract.md §3.4). Pure.
+ *
+ * The score is HAMi's GPU score, but it counts the incoming share (one slot, the request's cores
+ * and its memory on that GPU). HAMi's production score compares the request type `NVIDIA` with the
+ * model name and so always adds nothing; counting it makes binpack prefer the GPU that ends up
+ * fullest, which matters when GPUs differ in size.
+ */
+export type GpuPolicy = 'binpack' | 'spread';
+
+function ratio(used: number, total: number): number {
+  return total > 0 ? used / total : 0;
+}
+
+/** 10 × weighted utilisation of the GPU once this container's share is on it. */
+export function gpuScore(device: GpuDevice, use: GpuUse, request: ContainerGpuRequest, weights: ScoringWeights): number {
+  const slots = ratio(use.slots + 1, device.count);
+  const cores = ratio(use.cores + request.cores, device.cores);
+  const memory = ratio(use.memoryMiB + memoryOnGpu(request, device.memoryMiB), device.memoryMiB);
+  return 10 * (weights.slot * slots + weights.core * cores + weights.memory * memory);
+}
+
+/**
+ * binpack: fullest first; spread: emptiest first. Ties go to the lower index, then the UUID, so the
+ * same cluster state always gives the same placement.
+ */
+export function orderGpus(
+  devices: readonly GpuDevice[],
+  usage: ReadonlyMap<string, GpuUse>,
+  request: ContainerGpuRequest,
+  policy: GpuPolicy,
+  weights: ScoringWeights,
+): GpuDevice[] {
+  const scored = devices.map((device) => ({ device, score: gpuScore(device, usage.get(device.uuid) ?? NO_USE, request, weights) }));
+  const direction = policy === 'binpack' ? -1 : 1;
+  scored.sort((a, b) => {
+    if (a.score !== b.score) return direction * (a.score - b.score);
+    if (a.device.index !== b.device.index) return a.device.index - b.device.index;
+    return a.device.uuid < b.device.uuid ? -1 : a.device.uuid > b.device.uuid ? 1 : 0;
+  });
+  return scored.map(({ device }) => device);
+}

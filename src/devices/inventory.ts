@@ -1,0 +1,198 @@
+/**
+ * Codec for the node inventory HAMi's NVIDIA device plugin writes (hami-wire-contract.md §4.2).
+ * Pure; never throws: what it cannot read is dropped and named in `problems`.
+ *
+ * Formats:
+ * - v2.8+: JSON array of `{id,index,count,devmem,devcore,type,numa,mode,migProfiles,health}` with
+ *   `omitempty` on every field, so a missing `index`/`numa` means 0 and a missing `health` means
+ *   **false** (an unhealthy GPU), not "unknown".
+ * - ≤ v2.7 (legacy): each device `id,count,devmem,devcore,type,numa,health[,index,mode]` followed by `:`.
+ */
+export const NODE_REGISTER_ANNOTATION = 'hami.io/node-nvidia-register';
+export const DEVICE_CORDON_ANNOTATION = 'hami.io/device-cordon';
+
+export interface GpuDevice {
+  uuid: string;
+  index: number;
+  /** Split count: how many containers may share the GPU. */
+  count: number;
+  memoryMiB: number;
+  /** 100 × core scaling. */
+  cores: number;
+  /** Model name, e.g. `NVIDIA-Tesla V100-PCIE-32GB`. */
+  type: string;
+  numa: number;
+  /** `hami-core` | `mig` | `mps` (empty when the plugin wrote none). */
+  mode: string;
+  healthy: boolean;
+  /** Named in the node's `hami.io/device-cordon`: kept for accounting, closed to new allocations. */
+  cordoned: boolean;
+}
+
+export interface NodeInventory {
+  /** Every readable device, unhealthy and cordoned ones included (fit skips those with a reason). */
+  devices: GpuDevice[];
+  /** Human-readable notes: missing annotation, dropped entries, unhealthy or cordoned GPUs. */
+  problems: string[];
+}
+
+type Json = Record<string, unknown>;
+type Parsed = { device: Omit<GpuDevice, 'cordoned'> } | { problem: string };
+
+function isRecord(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const INT32_MAX = 2 ** 31 - 1;
+
+function isInt32(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value <= INT32_MAX && value >= -INT32_MAX - 1;
+}
+
+function isInt32AtLeast(value: unknown, min: number): boolean {
+  return isInt32(value) && value >= min;
+}
+
+type IntegerField = 'index' | 'count' | 'devmem' | 'devcore' | 'numa';
+// NUMA may legitimately be -1 (unknown) on some hosts; the rest are counts and sizes.
+const INTEGER_FIELDS: readonly (readonly [IntegerField, number])[] = [['index', 0], ['count', 0], ['devmem', 0], ['devcore', 0], ['numa', -1]];
+
+/** One JSON entry; absent fields take Go's zero value, present ones must have the right type. */
+function parseJsonEntry(entry: unknown, position: number): Parsed {
+  const label = `device #${position}`;
+  if (!isRecord(entry)) return { problem: `${label} is not an object` };
+  if (typeof entry.id !== 'string' || entry.id.trim() === '') return { problem: `${label} has no id` };
+  const uuid = entry.id;
+  const invalid = INTEGER_FIELDS.find(([key, min]) => !isInt32AtLeast(entry[key] ?? 0, min));
+  if (invalid) return { problem: `${label} (${uuid}) has an invalid ${invalid[0]}: ${JSON.stringify(entry[invalid[0]])}` };
+  // Validated just above; absent means Go's zero value.
+  const integer = (key: IntegerField): number => (entry[key] ?? 0) as number;
+  const type = entry.type ?? '';
+  const mode = entry.mode ?? '';
+  if (typeof type !== 'string' || typeof mode !== 'string') return { problem: `${label} (${uuid}) has a non-string type or mode` };
+  const health = entry.health ?? false;
+  if (typeof health !== 'boolean') return { problem: `${label} (${uuid}) has an invalid health: ${JSON.stringify(health)}` };
+  return {
+    device: {
+      uuid, index: integer('index'), count: integer('count'), memoryMiB: integer('devmem'), cores: integer('devcore'),
+      type, numa: integer('numa'), mode, healthy: health,
+    },
+  };
+}
+
+const DECIMAL = /^[+-]?\d+$/;
+// Go's strconv.ParseBool.
+const GO_TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
+const GO_FALSE = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
+
+function legacyInt(text: string, min: number): number | undefined {
+  if (!DECIMAL.test(text)) return undefined;
+  const value = Number(text);
+  return isInt32(value) && value >= min ? value : undefined;
+}
+
+/** One legacy `id,count,devmem,devcore,type,numa,health[,index,mode]` entry. */
+function parseLegacyEntry(entry: string, position: number): Parsed {
+  const label = `device #${position}`;
+  const fields = entry.split(',');
+  if (fields.length !== 7 && fields.length !== 9) return { problem: `${label} has ${fields.length} fields, expected 7 or 9` };
+  const [uuid = '', countText = '', memoryText = '', coresText = '', type = '', numaText = '', healthText = '', indexText = '0', mode = 'hami-core'] = fields;
+  if (uuid.trim() === '') return { problem: `${label} has no id` };
+  const count = legacyInt(countText, 0);
+  const memoryMiB = legacyInt(memoryText, 0);
+  const cores = legacyInt(coresText, 0);
+  const numa = legacyInt(numaText, -1);
+  const index = legacyInt(indexText, 0);
+  if (count === undefined || memoryMiB === undefined || cores === undefined || numa === undefined || index === undefined) {
+    return { problem: `${label} (${uuid}) has a non-integer count, devmem, devcore, numa or index` };
+  }
+  if (!GO_TRUE.has(healthText) && !GO_FALSE.has(healthText)) return { problem: `${label} (${uuid}) has an invalid health: ${JSON.stringify(healthText)}` };
+  return { device: { uuid, index, count, memoryMiB, cores, type, numa, mode, healthy: GO_TRUE.has(healthText) } };
+}
+
+function parseEntries(raw: string): Parsed[] | string {
+  const text = raw.trim();
+  if (text.startsWith('[')) {
+    let decoded: unknown;
+    try {
+      decoded = JSON.parse(text);
+    } catch (error) {
+      return `${NODE_REGISTER_ANNOTATION} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    if (!Array.isArray(decoded)) return `${NODE_REGISTER_ANNOTATION} is not a JSON array`;
+    return (decoded as unknown[]).map((entry, position) => parseJsonEntry(entry, position));
+  }
+  if (!text.includes(':')) return `${NODE_REGISTER_ANNOTATION} is neither a JSON array nor the legacy ':'-terminated form`;
+  // Like HAMi, pieces without a comma (the empty tail after the last ':') are not devices.
+  return text.split(':').filter((piece) => piece.includes(',')).map((piece, position) => parseLegacyEntry(piece, position));
+}
+
+function cordonedIds(annotations: Readonly<Record<string, string>>): Set<string> {
+  const value = annotations[DEVICE_CORDON_ANNOTATION] ?? '';
+  return new Set(value.split(',').map((id) => id.trim()).filter((id) => id !== ''));
+}
+
+export function parseNodeInventory(annotations: Readonly<Record<string, string>> | undefined): NodeInventory {
+  const raw = annotations?.[NODE_REGISTER_ANNOTATION];
+  if (annotations === undefined || typeof raw !== 'string') return { devices: [], problems: ['annotation missing'] };
+  const entries = parseEntries(raw);
+  if (typeof entries === 'string') return { devices: [], problems: [entries] };
+
+  const cordoned = cordonedIds(annotations);
+  const devices: GpuDevice[] = [];
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const [position, entry] of entries.entries()) {
+    if ('problem' in entry) {
+      problems.push(entry.problem);
+      continue;
+    }
+    const { device } = entry;
+    // Usage is keyed by UUID, so a repeated id would double the capacity behind one key.
+    if (seen.has(device.uuid)) {
+      problems.push(`device #${position} repeats id ${device.uuid}`);
+      continue;
+    }
+    seen.add(device.uuid);
+    const isCordoned = cordoned.has(device.uuid);
+    if (!device.healthy) problems.push(`${device.uuid} unhealthy`);
+    if (isCordoned) problems.push(`${device.uuid} cordoned`);
+    devices.push({ ...device, cordoned: isCordoned });
+  }
+  for (const id of cordoned) if (!seen.has(id)) problems.push(`${DEVICE_CORDON_ANNOTATION} names unknown GPU ${id}`);
+  if (entries.length === 0) problems.push('no gpu found on node');
+  return { devices, problems };
+}
+
+// Go's encoding/json escapes these for HTML safety; JSON.stringify does not.
+function goJsonString(value: string): string {
+  return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * The JSON form byte-for-byte as HAMi v2.10's plugin writes it: field order
+ * id,index,count,devmem,devcore,type,numa,mode,health with `omitempty` (zero, empty and false
+ * fields left out). `cordoned` is not part of it: cordons live in their own node annotation.
+ */
+export function encodeNodeInventory(devices: readonly GpuDevice[]): string {
+  const encoded = devices.map((device) => {
+    const fields: string[] = [];
+    const text = (key: string, value: string): void => {
+      if (value !== '') fields.push(`"${key}":${goJsonString(value)}`);
+    };
+    const number = (key: string, value: number): void => {
+      if (value !== 0) fields.push(`"${key}":${String(Math.trunc(value))}`);
+    };
+    text('id', device.uuid);
+    number('index', device.index);
+    number('count', device.count);
+    number('devmem', device.memoryMiB);
+    number('devcore', device.cores);
+    text('type', device.type);
+    number('numa', device.numa);
+    text('mode', device.mode);
+    if (device.healthy) fields.push('"health":true');
+    return `{${fields.join(',')}}`;
+  });
+  return `[${encoded.join(',')}]`;
+}

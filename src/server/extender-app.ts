@@ -1,0 +1,83 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { parseBindingArgs, parseFilterArgs, filterResult, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type BindingArgs, type HostPriority, type Parsed } from '../extender/protocol.js';
+
+export interface ExtenderHandlers {
+  filter(args: FilterArgs): Promise<ExtenderFilterResult>;
+  prioritize(args: FilterArgs): Promise<HostPriority[]>;
+  bind(args: BindingArgs): Promise<ExtenderBindingResult>;
+}
+
+export interface ExtenderAppDeps {
+  handlers: ExtenderHandlers;
+  readiness: () => { ready: boolean; reasons: string[] };
+  bodyLimitBytes?: number;
+  onBadRequest?: (path: string, message: string) => void;
+}
+
+function decode(req: Request): unknown {
+  const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+  if (body.length === 0) throw new Error('empty request body');
+  return JSON.parse(body.toString('utf8'));
+}
+
+/**
+ * The extender's HTTP adapter: PascalCase JSON in and out. Logical failures and malformed bodies are
+ * answered with HTTP 200 and `Error` (kube-scheduler treats any other status as a transport error);
+ * prioritize has no Error field, so a bad request there gets HTTP 400, which kube-scheduler logs
+ * and ignores.
+ */
+export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  const raw = express.raw({ type: () => true, limit: deps.bodyLimitBytes ?? 16 * 1024 * 1024 });
+  const send = (res: Response, status: number, body: unknown) => { res.status(status).type('application/json').send(JSON.stringify(body)); };
+
+  app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
+  app.get('/readyz', (_req, res) => {
+    const { ready, reasons } = deps.readiness();
+    res.status(ready ? 200 : 503).type('text/plain').send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
+  });
+
+  /**
+   * One extender verb: decode and validate, then call the handler; `invalid` and `failed` say how
+   * a bad request and a handler crash are answered on that path.
+   */
+  const verb = <T>(
+    path: string,
+    parse: (body: unknown) => Parsed<T>,
+    handle: (args: T) => Promise<unknown>,
+    invalid: (message: string) => [number, unknown],
+    failed: (message: string) => [number, unknown],
+  ) => {
+    app.post(path, raw, async (req, res) => {
+      let parsed: Parsed<T>;
+      try {
+        parsed = parse(decode(req));
+      } catch (error) {
+        parsed = { ok: false, error: `malformed request: ${(error as Error).message}` };
+      }
+      if (!parsed.ok) {
+        deps.onBadRequest?.(path, parsed.error);
+        send(res, ...invalid(parsed.error));
+        return;
+      }
+      try {
+        send(res, 200, await handle(parsed.value));
+      } catch (error) {
+        send(res, ...failed(`${path.slice(1)} failed: ${(error as Error).message}`));
+      }
+    });
+  };
+  verb('/filter', parseFilterArgs, (args) => deps.handlers.filter(args), (m) => [200, filterResult.error(m)], (m) => [200, filterResult.error(m)]);
+  verb('/prioritize', parseFilterArgs, (args) => deps.handlers.prioritize(args), (m) => [400, { Error: m }], (m) => [500, { Error: m }]);
+  verb('/bind', parseBindingArgs, (args) => deps.handlers.bind(args), (m) => [200, { Error: m }], (m) => [200, { Error: m }]);
+
+  app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
+  app.use((error: { status?: number; type?: string; message?: string }, req: Request, res: Response, _next: NextFunction) => {
+    const message = error.type === 'entity.too.large' ? 'request body too large' : `could not read the request: ${error.message ?? 'unknown error'}`;
+    deps.onBadRequest?.(req.path, message);
+    if (res.headersSent) return;
+    send(res, req.path === '/prioritize' ? 400 : 200, req.path === '/filter' ? filterResult.error(message) : { Error: message });
+  });
+  return app;
+}

@@ -1,0 +1,122 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { ClusterCache } from '../../src/cluster/cluster-cache.js';
+import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
+import { loadConfig } from '../../src/config.js';
+import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
+import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
+import { DevicePluginSimulator, type SimulatedOutcome } from '../../src/local/device-plugin-simulator.js';
+import { findFreePort } from '../../src/local/free-port.js';
+import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-node.js';
+import { NodeLocks } from '../../src/lock/node-locks.js';
+import { createLogger } from '../../src/telemetry/logger.js';
+import { uniqueName } from './test-cluster.js';
+
+export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
+export const GROUP_LABEL = 'vgpu-warden.test/group';
+
+/**
+ * The whole bind-time path for e2e tests: vgpu-warden's server (webhook + extender) in-process, the
+ * real kube-scheduler configured with the shipped KubeSchedulerConfiguration pointing at it, and the
+ * device-plugin simulator on the nodes the tests create.
+ */
+export class ExtenderFixture {
+  server: RunningServer | undefined;
+  scheduler: SchedulerHandle | undefined;
+  simulator: DevicePluginSimulator | undefined;
+  behaviour: (pod: V1Pod) => SimulatedOutcome = () => 'allocate';
+  private simulatorCache: ClusterCache | undefined;
+  private readonly certDir = mkdtempSync(join(tmpdir(), 'extender-certs-'));
+  readonly core: CoreV1Api;
+
+  constructor(private readonly plane: ControlPlane) {
+    this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
+  }
+
+  async start(): Promise<void> {
+    const [webhookPort, extenderPort] = [await findFreePort(), await findFreePort()];
+    const config = loadConfig({
+      KUBECONFIG: this.plane.kubeconfigPath, CERT_DIR: this.certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
+      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', BIND_LOCK_WAIT: '25s',
+    });
+    this.server = await startServer(config, createLogger('warn'));
+    await this.server.cache.waitForSync(30_000);
+
+    const kubeConfig = loadKubeConfig(this.plane.kubeconfigPath);
+    this.simulatorCache = new ClusterCache({ kubeConfig, core: this.core });
+    await this.simulatorCache.start();
+    const simulatorCache = this.simulatorCache;
+    this.simulator = new DevicePluginSimulator({
+      core: this.core,
+      cache: simulatorCache,
+      locks: new NodeLocks({ api: new KubeNodeLockApi(this.core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
+      isSimulated: (node) => simulatorCache.node(node)?.metadata?.labels?.[SIMULATED_LABEL] === 'true',
+      allocationDelayMs: 10,
+      behaviour: (pod) => this.behaviour(pod),
+    });
+    this.simulator.start();
+
+    const caPem = this.server.keeper.current()?.caBundlePem;
+    this.scheduler = await this.plane.startScheduler(kubeSchedulerConfiguration({
+      schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${this.server.extender.port}`, ...(caPem ? { caPem } : {}),
+    }));
+  }
+
+  async stop(): Promise<void> {
+    await this.scheduler?.stop();
+    this.simulator?.stop();
+    await this.simulatorCache?.stop();
+    await this.server?.stop();
+    rmSync(this.certDir, { recursive: true, force: true });
+  }
+
+  /** Creates `count` simulated GPU nodes in a fresh group; pods select the group by label. */
+  async createNodes(count: number, gpus = 4, gpuMemoryMiB = 24576): Promise<{ group: string; nodes: string[] }> {
+    const group = uniqueName('grp');
+    const nodes: string[] = [];
+    for (let index = 0; index < count; index++) {
+      const name = `${group}-n${index}`;
+      await this.core.createNode({ body: simulatedGpuNode({ name, gpus, gpuMemoryMiB, labels: { [SIMULATED_LABEL]: 'true', [GROUP_LABEL]: group } }) });
+      nodes.push(name);
+    }
+    return { group, nodes };
+  }
+}
+
+export function gpuUuids(node: string, gpus = 4): string[] {
+  return simulatedGpus({ name: node, gpus }).map((device) => device.uuid);
+}
+
+export function gpuPodSpec(name: string, group: string, limits: Record<string, string>, annotations: Record<string, string> = {}): V1Pod {
+  return {
+    metadata: { name, annotations },
+    spec: {
+      schedulerName: 'hami-scheduler',
+      nodeSelector: { [GROUP_LABEL]: group },
+      containers: [{ name: 'main', image: 'cuda', resources: { limits } }],
+    },
+  };
+}
+
+export interface GpuLoad { slots: number; memoryMiB: number; cores: number }
+
+/** Sums the allocated annotation of every bound pod per GPU: what invariant 4 bounds. */
+export function loadPerGpu(pods: V1Pod[]): Map<string, GpuLoad> {
+  const load = new Map<string, GpuLoad>();
+  for (const pod of pods) {
+    const encoded = pod.metadata?.annotations?.[ALLOCATED_ANNOTATION];
+    if (encoded === undefined || pod.spec?.nodeName === undefined) continue;
+    const allocation = decodeAllocation(encoded);
+    if ('error' in allocation) throw new Error(`pod ${pod.metadata?.name ?? ''}: ${allocation.error}`);
+    for (const device of allocation.flat()) {
+      const current = load.get(device.uuid) ?? { slots: 0, memoryMiB: 0, cores: 0 };
+      load.set(device.uuid, { slots: current.slots + 1, memoryMiB: current.memoryMiB + device.memoryMiB, cores: current.cores + device.cores });
+    }
+  }
+  return load;
+}

@@ -1,0 +1,82 @@
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import type { BindingArgs, FilterArgs } from '../../../src/extender/protocol.js';
+import { createExtenderApp } from '../../../src/server/extender-app.js';
+
+function call(server: Server, path: string, body: string): Promise<{ status: number; json: Record<string, unknown> | unknown[] }> {
+  return new Promise((done, fail) => {
+    const req = request({ host: '127.0.0.1', port: (server.address() as AddressInfo).port, path, method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+      res.on('end', () => { done({ status: res.statusCode ?? 0, json: JSON.parse(text) as Record<string, unknown> }); });
+    });
+    req.on('error', fail);
+    req.end(body);
+  });
+}
+
+describe('extender HTTP adapter', () => {
+  const seen: { filter: FilterArgs[]; bind: BindingArgs[] } = { filter: [], bind: [] };
+  let server: Server;
+  before(async () => {
+    const app = createExtenderApp({
+      handlers: {
+        filter: (args) => { seen.filter.push(args); return Promise.resolve({ Nodes: null, NodeNames: args.nodeNames, FailedNodes: null, FailedAndUnresolvableNodes: null, Error: '' }); },
+        prioritize: (args) => Promise.resolve(args.nodeNames.map((Host) => ({ Host, Score: 5 }))),
+        bind: (args) => (args.podName === 'explode' ? Promise.reject(new Error('boom')) : (seen.bind.push(args), Promise.resolve({ Error: '' }))),
+      },
+      readiness: () => ({ ready: true, reasons: [] }),
+    });
+    server = createServer(app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  });
+  after(() => { server.close(); });
+
+  const pod = { metadata: { name: 'p', namespace: 'ns', uid: 'u' } };
+
+  it('passes valid filter args through (Go casing, case-insensitive keys)', async () => {
+    const answer = await call(server, '/filter', JSON.stringify({ pod, nodenames: ['n1', 'n2'] }));
+    expect(answer).to.deep.equal({ status: 200, json: { Nodes: null, NodeNames: ['n1', 'n2'], FailedNodes: null, FailedAndUnresolvableNodes: null, Error: '' } });
+    expect(seen.filter.at(-1)?.nodeNames).to.deep.equal(['n1', 'n2']);
+  });
+
+  it('reads node names from Nodes when the scheduler is not node-cache capable', async () => {
+    const answer = await call(server, '/filter', JSON.stringify({ Pod: pod, Nodes: { items: [{ metadata: { name: 'a' } }] } }));
+    expect((answer.json as { NodeNames: string[] }).NodeNames).to.deep.equal(['a']);
+  });
+
+  const badFilters: [string, string, string][] = [
+    ['an empty body', '', 'malformed request: empty request body'],
+    ['invalid JSON', '{"Pod":', 'malformed request:'],
+    ['a JSON array', '[]', 'extender args must be a JSON object'],
+    ['no pod', JSON.stringify({ NodeNames: ['n1'] }), 'extender args missing pod'],
+    ['node names that are not strings', JSON.stringify({ Pod: pod, NodeNames: [1] }), 'NodeNames must be a list of node names'],
+    ['neither NodeNames nor Nodes', JSON.stringify({ Pod: pod }), 'extender args have neither NodeNames nor Nodes'],
+  ];
+  for (const [title, body, error] of badFilters) {
+    it(`answers a filter with ${title} with HTTP 200 and an Error`, async () => {
+      const answer = await call(server, '/filter', body);
+      expect(answer.status).to.equal(200);
+      expect((answer.json as { Error: string; NodeNames: unknown }).Error).to.include(error);
+      expect((answer.json as { NodeNames: unknown }).NodeNames).to.equal(null);
+    });
+  }
+
+  it('answers bad prioritize args with HTTP 400 (kube-scheduler ignores that extender score)', async () => {
+    expect((await call(server, '/prioritize', '{}')).status).to.equal(400);
+    expect((await call(server, '/prioritize', JSON.stringify({ Pod: pod, NodeNames: ['n1'] }))).json).to.deep.equal([{ Host: 'n1', Score: 5 }]);
+  });
+
+  it('validates binding args field by field and folds handler failures into Error', async () => {
+    const full = { PodName: 'p', PodNamespace: 'ns', PodUID: 'u', Node: 'n1' };
+    expect((await call(server, '/bind', JSON.stringify(full))).json).to.deep.equal({ Error: '' });
+    expect(seen.bind.at(-1)).to.deep.equal({ podName: 'p', podNamespace: 'ns', podUid: 'u', node: 'n1' });
+    for (const missing of ['PodName', 'PodNamespace', 'PodUID', 'Node']) {
+      const partial = Object.fromEntries(Object.entries(full).filter(([key]) => key !== missing));
+      const answer = await call(server, '/bind', JSON.stringify(partial));
+      expect(answer).to.deep.equal({ status: 200, json: { Error: `binding args missing ${missing}` } });
+    }
+    expect((await call(server, '/bind', JSON.stringify({ ...full, PodName: 'explode' }))).json).to.deep.equal({ Error: 'bind failed: boom' });
+  });
+});
