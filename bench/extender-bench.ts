@@ -74,7 +74,7 @@ try {
 
   const [webhookPort, extenderPort] = [await findFreePort(), await findFreePort()];
   const server = await startServer(loadConfig({
-    KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1',
+    KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', METRICS_PORT: String(await findFreePort()),
   }), createLogger('warn'));
   await server.cache.waitForSync(60_000);
   const agent = new Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false });

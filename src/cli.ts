@@ -13,6 +13,8 @@ export interface FlagSpec {
   type: 'string' | 'boolean';
   description: string;
   multiple?: boolean;
+  /** One-letter alias, as in `-o json`. */
+  short?: string;
 }
 
 export interface CommandContext {
@@ -52,9 +54,12 @@ function commandHelp(command: Command): string[] {
   const help: FlagSpec = { type: 'boolean', description: 'show this help' };
   const entries = Object.entries({ ...command.flags, help });
   const width = Math.max(...entries.map(([name, spec]) => name.length + (spec.type === 'string' ? 8 : 0)));
+  // Commands without short flags keep the plain `--flag` column; with one, every long flag shifts so they line up.
+  const hasShort = entries.some(([, spec]) => spec.short !== undefined);
   for (const [name, spec] of entries) {
     const left = spec.type === 'string' ? `${name} <value>` : name;
-    lines.push(`  --${left.padEnd(width)}  ${spec.description}${spec.multiple ? ' (repeatable)' : ''}`);
+    const short = spec.short === undefined ? (hasShort ? '    ' : '') : `-${spec.short}, `;
+    lines.push(`  ${short}--${left.padEnd(width)}  ${spec.description}${spec.multiple ? ' (repeatable)' : ''}`);
   }
   return lines;
 }
@@ -76,8 +81,10 @@ function topHelp(commands: readonly Command[]): string[] {
 }
 
 function parseCommandFlags(command: Command, argv: readonly string[]): Record<string, string | boolean | string[] | undefined> {
-  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { help: { type: 'boolean' } };
-  for (const [name, spec] of Object.entries(command.flags)) options[name] = { type: spec.type, multiple: spec.multiple ?? false };
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = { help: { type: 'boolean' } };
+  for (const [name, spec] of Object.entries(command.flags)) {
+    options[name] = { type: spec.type, multiple: spec.multiple ?? false, ...(spec.short === undefined ? {} : { short: spec.short }) };
+  }
   try {
     const { values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false });
     return values as Record<string, string | boolean | string[] | undefined>;

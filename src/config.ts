@@ -37,6 +37,10 @@ export interface Config {
   nodeSchedulerPolicy: 'binpack' | 'spread';
   gpuSchedulerPolicy: 'binpack' | 'spread';
   bindLockWaitMs: number;
+  leaderElection: boolean;
+  leaseName: string;
+  podName: string | undefined;
+  podWatchEnabled: boolean;
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -303,6 +307,26 @@ export const SETTINGS = [
       if (value >= 30_000) throw new InvalidValue();
       return value;
     },
+  }),
+  setting({
+    key: 'leaderElection', env: 'LEADER_ELECTION', flag: 'leader-election', defaultValue: 'true',
+    description: 'elect one replica through a Lease to run the sweeper (lease 15s, renew 10s, retry 2s); false makes this replica sweep alone',
+    allowed: 'expected true or false', parse: boolean,
+  }),
+  setting({
+    key: 'leaseName', env: 'LEASE_NAME', flag: 'lease-name', defaultValue: 'vgpu-warden',
+    description: 'coordination.k8s.io Lease used for leader election, in POD_NAMESPACE',
+    allowed: 'expected a Lease name (DNS subdomain)', parse: dnsSubdomain,
+  }),
+  setting({
+    key: 'podName', env: 'POD_NAME', flag: 'pod-name', defaultValue: undefined,
+    description: 'this replica\'s name (downward API; unset: the host name); the leader identity is it plus a random suffix',
+    allowed: 'expected a non-empty name', parse: nonEmpty,
+  }),
+  setting({
+    key: 'podWatchEnabled', env: 'POD_WATCH_ENABLED', flag: 'pod-watch-enabled', defaultValue: 'true',
+    description: 'release a pod\'s node lock when the pod watch shows it deleted or being deleted (works while the webhook is down)',
+    allowed: 'expected true or false', parse: boolean,
   }),
 ] as const satisfies readonly SettingSpec[];
 

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { runCli } from './cli.js';
 import { certsCommand } from './commands/certs-command.js';
 import { localCommand } from './commands/local-command.js';
-import { plannedCommands } from './commands/planned-commands.js';
+import { locksCommand } from './commands/locks-command.js';
 import { serveCommand } from './commands/serve-command.js';
 
 // src/main.ts and dist/main.js both sit one level below the repository root.
@@ -20,7 +20,7 @@ function waitForStopSignal(): Promise<string> {
 const commands = [
   serveCommand({ waitForStopSignal }),
   certsCommand(),
-  ...plannedCommands(),
+  locksCommand(),
   localCommand({ repoRoot, shutdownTarget: process }),
 ];
 

@@ -128,6 +128,14 @@ export class ClusterCache {
     return () => { this.podListeners.delete(listener); };
   }
 
+  /** Nodes carrying hami.io/mutex.lock now, from the cache (the sweeper's work list). */
+  lockedNodes(): string[] {
+    return (this.nodes?.informer.list() ?? [])
+      .filter((node) => node.metadata?.annotations?.['hami.io/mutex.lock'] !== undefined)
+      .map((node) => node.metadata?.name ?? '')
+      .filter((name) => name !== '');
+  }
+
   /** Every node in the cache (for simulators and diagnostics). */
   nodeNames(): string[] {
     return [...this.inventories.keys()];

@@ -58,6 +58,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       const server = await startServer(loadConfig({
         ...io.env, KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
         EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', SCHEDULER_NAME: settings.schedulerName,
+        METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), POD_NAMESPACE: 'default',
       }), createLogger(settings.logLevel === 'info' ? 'warn' : settings.logLevel));
       say(`vgpu-warden webhook on https://127.0.0.1:${webhookPort}, extender on https://127.0.0.1:${extenderPort}`);
 

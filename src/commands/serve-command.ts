@@ -1,4 +1,6 @@
-import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { configFlags, EXIT_OK, type Command } from '../cli.js';
 import type { Config } from '../config.js';
 import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
@@ -13,6 +15,11 @@ import { createExtenderApp } from '../server/extender-app.js';
 import { HttpsListener } from '../server/https-listener.js';
 import { createWebhookApp } from '../server/webhook-app.js';
 import { EventRecorder } from '../telemetry/events.js';
+import { startMetricsListener } from '../server/metrics-app.js';
+import { cachedLockSource } from '../telemetry/lock-samples.js';
+import { LockTelemetry } from '../telemetry/lock-telemetry.js';
+import { WardenMetrics } from '../telemetry/metrics.js';
+import { timedAdmissionHandler, timedExtenderHandlers } from '../telemetry/timed-handlers.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { CaBundlePatcher } from '../tls/ca-bundle-patcher.js';
 import { CertKeeper } from '../tls/cert-keeper.js';
@@ -20,6 +27,9 @@ import type { CertStore } from '../tls/cert-store.js';
 import { FileCertStore } from '../tls/file-cert-store.js';
 import { SecretCertStore } from '../tls/secret-cert-store.js';
 import { servingNames } from '../tls/serving-names.js';
+import { LeaderElector } from '../sweeper/leader-election.js';
+import { startPodWatchRelease } from '../sweeper/pod-watch-release.js';
+import { SweepSchedule } from '../sweeper/sweep-schedule.js';
 
 const DAY_MS = 86_400_000;
 /** How often the keeper re-checks the certificates (renewal, a rotation by another replica). */
@@ -35,6 +45,10 @@ export interface RunningServer {
   extender: HttpsListener;
   keeper: CertKeeper;
   cache: ClusterCache;
+  elector: LeaderElector | undefined;
+  metrics: WardenMetrics;
+  metricsPort: number;
+  sweeper: SweepSchedule | undefined;
   stop(): Promise<void>;
 }
 
@@ -70,12 +84,17 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
 
   const cache = new ClusterCache({ kubeConfig, core, log: (level, message) => { log[level]({ component: 'cache' }, message); } });
   const cacheStarted = cache.start().catch((error: unknown) => { log.error({ component: 'cache', err: error }, 'cluster cache failed to start'); });
+  const metrics = new WardenMetrics({ onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
+  const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); });
+  const lockConfig = { bindGraceMs: config.bindGraceMs, expireMs: config.nodeLockExpireMs, forceAfterMs: config.nodeLockForceAfterMs };
   const locks = new NodeLocks({
     api: new KubeNodeLockApi(core),
-    config: { bindGraceMs: config.bindGraceMs, expireMs: config.nodeLockExpireMs, forceAfterMs: config.nodeLockForceAfterMs },
-    observer: { onLockEvent: (event) => { log.info({ component: 'lock', ...event }, `lock ${event.type} on ${event.node}`); } },
+    config: lockConfig,
+    // Metrics, Kubernetes Events and one JSON log line per lock decision.
+    observer: new LockTelemetry({ metrics, events, log, podUid: (pod) => cache.pod(pod.namespace, pod.name)?.metadata?.uid }),
   });
-  const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); });
+  const lockSamples = cachedLockSource(cache, lockConfig);
+  metrics.setLockSource(() => (cache.synced ? lockSamples() : undefined));
 
   const admission = new PodAdmissionHandler({
     mutation: { schedulerName: config.schedulerName, overwriteDefaultScheduler: config.overwriteDefaultScheduler, defaultGpuCount: config.defaultGpuCount },
@@ -87,7 +106,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   });
   const certLoaded = () => (keeper.current() === undefined ? ['no serving certificate loaded'] : []);
   const webhookApp = createWebhookApp({
-    handler: admission,
+    handler: timedAdmissionHandler(admission, metrics),
     readiness: () => {
       const reasons = [...certLoaded(), ...(listeners[0]?.listening === true ? [] : ['listener not answering'])];
       return { ready: reasons.length === 0, reasons };
@@ -97,7 +116,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
   const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, log: (message) => { log.warn({ component: 'bind' }, message); } });
   const extenderApp = createExtenderApp({
-    handlers: new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000 }),
+    handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000 }), metrics),
     readiness: () => {
       const reasons = [...certLoaded(), ...(cache.synced ? [] : ['cluster cache not synced'])];
       return { ready: reasons.length === 0, reasons };
@@ -105,11 +124,48 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },
   });
 
+  // The lock sweeper runs on the elected leader only; the pod watch runs on every replica (releases
+  // are owner-checked and idempotent, so replicas racing on one lock give the same result).
+  const elector = config.leaderElection
+    ? new LeaderElector({
+      api: kubeConfig.makeApiClient(CoordinationV1Api),
+      namespace: config.namespace,
+      name: config.leaseName,
+      identity: `${config.podName ?? hostname()}_${randomBytes(4).toString('hex')}`,
+      log: (message) => { log.info({ component: 'leader' }, message); },
+    })
+    : undefined;
+  const sweeper = config.sweepEnabled
+    ? new SweepSchedule({
+      schedule: config.sweepSchedule,
+      targets: cache,
+      locks,
+      concurrency: 16,
+      isLeader: () => (elector ? elector.isLeader() : true),
+      stillLeading: () => true,
+      onReport: (report, durationMs) => {
+        metrics.observeSweep(durationMs / 1000, report.errors.length === 0 ? 'ok' : 'error');
+        log.info({ component: 'sweeper', released: report.released.length, stalled: report.stalled.length, kept: report.kept, errors: report.errors, abandoned: report.abandoned, durationMs: Math.round(durationMs) }, 'sweep pass');
+      },
+      onError: (message) => { log.error({ component: 'sweeper' }, `sweep failed: ${message}`); },
+    })
+    : undefined;
+  const stopWatch = config.podWatchEnabled
+    ? startPodWatchRelease({ cache, locks, log: (message) => { log.warn({ component: 'watch' }, message); } })
+    : () => undefined;
+  elector?.start();
+  sweeper?.start();
+
   const webhook = await HttpsListener.start(webhookApp, { host: config.webhookHost, port: config.webhookPort, certPem: material.certPem, keyPem: material.keyPem });
   listeners.push(webhook);
   const extender = await HttpsListener.start(extenderApp, { host: config.extenderHost, port: config.extenderPort, certPem: material.certPem, keyPem: material.keyPem });
   listeners.push(extender);
+  const metricsListener = await startMetricsListener({
+    host: config.metricsHost, port: config.metricsPort, metrics,
+    onError: (message) => { log.warn({ component: 'metrics' }, `scrape failed: ${message}`); },
+  });
   keeper.start(CERT_CHECK_INTERVAL_MS);
+  log.info({ component: 'metrics', host: config.metricsHost, port: metricsListener.port }, 'metrics listening');
   log.info({ component: 'webhook', host: config.webhookHost, port: webhook.port }, 'admission webhook listening');
   log.info({ component: 'extender', host: config.extenderHost, port: extender.port }, 'scheduler extender listening');
   return {
@@ -117,9 +173,16 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     extender,
     keeper,
     cache,
+    elector,
+    sweeper,
+    metrics,
+    metricsPort: metricsListener.port,
     stop: async () => {
+      stopWatch();
+      await sweeper?.stop();
+      await elector?.stop({ release: true });
       await keeper.stop();
-      await Promise.all([webhook.close(), extender.close()]);
+      await Promise.all([webhook.close(), extender.close(), metricsListener.close()]);
       await cacheStarted;
       await cache.stop();
       await kubeConfig.close();
@@ -131,7 +194,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
 export function serveCommand(deps: ServeDeps): Command {
   return {
     name: 'serve',
-    summary: 'run the admission webhook and the scheduler extender (the lock sweeper joins with issue #6)',
+    summary: 'run the admission webhook, the scheduler extender, the pod watch and the leader-elected lock sweeper',
     usesConfig: true,
     flags: configFlags(),
     run: async ({ config }) => {

@@ -34,6 +34,8 @@ export interface DevicePluginSimulatorDeps {
  */
 export class DevicePluginSimulator {
   private readonly busy = new Set<string>();
+  /** Pods whose Allocate was made to stall: never looked at again (kubelet would not retry either). */
+  private readonly stalled = new Set<string>();
   private readonly stopListening: (() => void)[] = [];
   private stopped = false;
   readonly allocated: string[] = [];
@@ -66,20 +68,26 @@ export class DevicePluginSimulator {
     if (value.kind !== 'owned') return;
     const pod = this.deps.cache.pod(value.owner.namespace, value.owner.name);
     // kubelet calls Allocate only once the pod is bound to its node.
-    if (pod?.spec?.nodeName !== name) return;
+    if (pod?.spec?.nodeName !== name || this.stalled.has(`${pod.metadata?.uid ?? ''}@${name}`)) return;
     this.busy.add(name);
     void this.allocate(name, value.owner, pod)
       .catch((error: unknown) => { this.deps.log?.(`simulated Allocate on ${name} for ${value.owner.namespace}/${value.owner.name} failed: ${describeError(error)}`); })
       .finally(() => {
         this.busy.delete(name);
-        const latest = this.deps.cache.node(name);
-        if (latest && !this.stopped) this.consider(latest);
+        // A macrotask, not a microtask: a lock that stays in place must not become a hot loop.
+        setImmediate(() => {
+          const latest = this.deps.cache.node(name);
+          if (latest && !this.stopped) this.consider(latest);
+        });
       });
   }
 
   private async allocate(node: string, owner: PodRef, pod: V1Pod): Promise<void> {
     const outcome = this.deps.behaviour?.(pod) ?? 'allocate';
-    if (outcome === 'stall') return;
+    if (outcome === 'stall') {
+      this.stalled.add(`${pod.metadata?.uid ?? ''}@${node}`);
+      return;
+    }
     const encoded = pod.metadata?.annotations?.[TO_ALLOCATE_ANNOTATION];
     const allocation = encoded === undefined ? { error: 'device request not found' } : decodeAllocation(encoded);
     if (outcome === 'fail' || 'error' in allocation) {

@@ -49,7 +49,7 @@ describe('vgpu-warden serve (the real process)', function () {
       child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
         env: {
           ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port),
-          WEBHOOK_CONFIG_NAME: configName, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info', EXTENDER_PORT: String(await findFreePort()),
+          WEBHOOK_CONFIG_NAME: configName, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info', EXTENDER_PORT: String(await findFreePort()), METRICS_PORT: String(await findFreePort()),
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });

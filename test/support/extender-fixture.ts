@@ -1,7 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1Pod } from '@kubernetes/client-node';
 import { ClusterCache } from '../../src/cluster/cluster-cache.js';
 import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
 import { loadConfig } from '../../src/config.js';
@@ -15,7 +17,7 @@ import { findFreePort } from '../../src/local/free-port.js';
 import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-node.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { createLogger } from '../../src/telemetry/logger.js';
-import { uniqueName } from './test-cluster.js';
+import { eventually, uniqueName } from './test-cluster.js';
 
 export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
 export const GROUP_LABEL = 'vgpu-warden.test/group';
@@ -34,7 +36,8 @@ export class ExtenderFixture {
   private readonly certDir = mkdtempSync(join(tmpdir(), 'extender-certs-'));
   readonly core: CoreV1Api;
 
-  constructor(private readonly plane: ControlPlane) {
+  /** `env` overrides vgpu-warden settings (e.g. SWEEP_ENABLED=false) for this fixture's server. */
+  constructor(private readonly plane: ControlPlane, private readonly env: Record<string, string> = {}) {
     this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
   }
 
@@ -42,7 +45,9 @@ export class ExtenderFixture {
     const [webhookPort, extenderPort] = [await findFreePort(), await findFreePort()];
     const config = loadConfig({
       KUBECONFIG: this.plane.kubeconfigPath, CERT_DIR: this.certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
-      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', BIND_LOCK_WAIT: '25s',
+      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', BIND_LOCK_WAIT: '25s', LEASE_NAME: uniqueName('lease'),
+      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()),
+      ...this.env,
     });
     this.server = await startServer(config, createLogger('warn'));
     await this.server.cache.waitForSync(30_000);
@@ -65,6 +70,35 @@ export class ExtenderFixture {
     this.scheduler = await this.plane.startScheduler(kubeSchedulerConfiguration({
       schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${this.server.extender.port}`, ...(caPem ? { caPem } : {}),
     }));
+  }
+
+  /**
+   * Registers manifests/webhook.yaml against this fixture's webhook (url + caBundle, failurePolicy
+   * Fail) for namespaces labelled with the returned selector; returns a function removing it.
+   */
+  async registerWebhook(namespace: string): Promise<() => Promise<void>> {
+    const kubeConfig = loadKubeConfig(this.plane.kubeconfigPath);
+    const admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    const label = uniqueName('wh');
+    const name = `fixture-${label}`;
+    const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(resolve(import.meta.dirname, '..', '..', 'manifests', 'webhook.yaml'), 'utf8'));
+    const caPem = this.server?.keeper.current()?.caBundlePem ?? '';
+    await admission.createMutatingWebhookConfiguration({ body: {
+      metadata: { name },
+      webhooks: (shipped.webhooks ?? []).map((webhook) => ({
+        ...webhook,
+        failurePolicy: 'Fail',
+        clientConfig: { url: `https://127.0.0.1:${this.server?.webhook.port ?? 0}/mutate`, caBundle: Buffer.from(caPem).toString('base64') },
+        namespaceSelector: { matchLabels: { 'vgpu-warden.test/fixture-webhook': label } },
+      })),
+    } });
+    await this.core.patchNamespace({ name: namespace, body: { metadata: { labels: { 'vgpu-warden.test/fixture-webhook': label } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    const probe = { metadata: { name: 'probe' }, spec: { containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
+    await eventually('the apiserver to call the fixture webhook', async () => {
+      const created = await this.core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
+      return created.spec?.schedulerName === 'hami-scheduler' ? true : undefined;
+    }, 20_000, 200);
+    return async () => { await admission.deleteMutatingWebhookConfiguration({ name }).catch(() => undefined); };
   }
 
   async stop(): Promise<void> {

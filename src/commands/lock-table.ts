@@ -1,0 +1,72 @@
+import type { LockClassification } from '../lock/lock-rules.js';
+import type { PodRef } from '../lock/lock-value.js';
+import type { LockInspection } from '../lock/node-locks.js';
+import { formatAge } from '../telemetry/human-age.js';
+
+/** One locked node as `vgpu-warden locks` reports it; plain data, so output is a pure function. */
+export interface LockRow {
+  node: string;
+  /** The raw hami.io/mutex.lock value. */
+  value: string;
+  /** The pod the lock names; null for legacy and malformed values. */
+  holder: PodRef | null;
+  kind: 'owned' | 'legacy' | 'malformed';
+  /** Why a malformed value cannot be read. */
+  problem?: string;
+  ageSeconds: number | null;
+  state: LockClassification['state'];
+  reason: string;
+  /** The holder pod as found; null when the lock names no pod. */
+  owner: { exists: boolean; phase: string | null; node: string | null; bindPhase: string | null; deleting: boolean } | null;
+}
+
+/** The row for an inspected node; undefined when the node carries no lock (any more). */
+export function lockRowOf(inspection: LockInspection): LockRow | undefined {
+  const { raw, value, classification, owner } = inspection;
+  if (raw === undefined || value === undefined || classification === undefined) return undefined;
+  return {
+    node: inspection.node,
+    value: raw,
+    holder: value.kind === 'owned' ? { ...value.owner } : null,
+    kind: value.kind,
+    ...(value.kind === 'malformed' ? { problem: value.problem } : {}),
+    ageSeconds: classification.ageMs === undefined ? null : Math.floor(classification.ageMs / 1000),
+    state: classification.state,
+    reason: classification.reason,
+    owner: owner === undefined
+      ? null
+      : owner === null
+        ? { exists: false, phase: null, node: null, bindPhase: null, deleting: false }
+        : { exists: true, phase: owner.phase ?? null, node: owner.nodeName ?? null, bindPhase: owner.bindPhase ?? null, deleting: owner.deleting },
+  };
+}
+
+function holderText(row: LockRow): string {
+  if (row.holder !== null) return `${row.holder.namespace}/${row.holder.name}`;
+  return row.kind === 'legacy' ? '<legacy>' : '<malformed>';
+}
+
+// kubectl's tabwriter: cells padded by 3 spaces, at least 6 wide; the last column is not padded.
+const PADDING = 3;
+const MIN_WIDTH = 6;
+
+/** Lines of a kubectl-style table; the column widths fit the widest cell of each column. */
+export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
+  const all = [header, ...rows];
+  const widths = header.map((_, column) => Math.max(MIN_WIDTH, ...all.map((row) => (row[column] ?? '').length + PADDING)));
+  return all.map((row) => row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column] ?? 0))).join(''));
+}
+
+/** The `-o table` output: NODE, HOLDER, AGE, STATE, REASON, or one line when nothing is locked. */
+export function formatLockTable(rows: readonly LockRow[]): string[] {
+  if (rows.length === 0) return ['No locked nodes.'];
+  return formatTable(
+    ['NODE', 'HOLDER', 'AGE', 'STATE', 'REASON'],
+    rows.map((row) => [row.node, holderText(row), formatAge(row.ageSeconds ?? undefined), row.state, row.reason]),
+  );
+}
+
+/** The `-o json` output, the shape of a Kubernetes list. */
+export function formatLockJson(rows: readonly LockRow[]): string {
+  return JSON.stringify({ items: rows }, null, 2);
+}

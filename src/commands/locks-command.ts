@@ -1,0 +1,110 @@
+import { CoreV1Api } from '@kubernetes/client-node';
+import { configFlags, EXIT_OK, UsageError, type Command, type FlagSpec } from '../cli.js';
+import { WardenError } from '../errors.js';
+import { loadKubeConfig } from '../kube/client.js';
+import { KubeNodeLockApi } from '../kube/node-lock-api.js';
+import { NodeNotFoundError } from '../lock/lock-errors.js';
+import { NODE_LOCK_ANNOTATION } from '../lock/lock-value.js';
+import { NodeLocks } from '../lock/node-locks.js';
+import { formatLockJson, formatLockTable, lockRowOf, type LockRow } from './lock-table.js';
+
+/** The cluster could not be read; the cause says why (connection, credentials, RBAC). */
+export class LockListError extends WardenError {}
+
+const OUTPUTS = ['table', 'json'] as const;
+type Output = (typeof OUTPUTS)[number];
+
+/** Nodes per list page: large clusters are read in pages instead of one huge response. */
+const PAGE_SIZE = 500;
+/** Locked nodes inspected at once (each costs a node and a pod read). */
+const CONCURRENCY = 8;
+
+function configFlag(name: string): FlagSpec {
+  const spec = configFlags()[name];
+  if (spec === undefined) throw new Error(`unreachable: no setting with flag --${name}`);
+  return spec;
+}
+
+function outputOf(value: string | boolean | string[] | undefined): Output {
+  if (value === undefined) return 'table';
+  const found = OUTPUTS.find((output) => output === value);
+  if (found === undefined) throw new UsageError(`unknown output format ${JSON.stringify(value)} for "locks"; expected one of ${OUTPUTS.join(', ')}`);
+  return found;
+}
+
+async function lockedNodeNames(core: CoreV1Api): Promise<string[]> {
+  const names: string[] = [];
+  let next: string | undefined;
+  do {
+    const page = await core.listNode({ limit: PAGE_SIZE, ...(next === undefined ? {} : { _continue: next }) });
+    for (const node of page.items) {
+      const name = node.metadata?.name;
+      if (name !== undefined && node.metadata?.annotations?.[NODE_LOCK_ANNOTATION] !== undefined) names.push(name);
+    }
+    next = page.metadata?._continue === '' ? undefined : page.metadata?._continue;
+  } while (next !== undefined);
+  return names;
+}
+
+async function mapConcurrently<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let index = next++; index < items.length; index = next++) results[index] = await work(items[index] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+/**
+ * `vgpu-warden locks`: every node carrying hami.io/mutex.lock, with its holder, age and what the
+ * lock rules say about it (the same classification the sweeper and binds apply). Reads only.
+ */
+export function locksCommand(): Command {
+  return {
+    name: 'locks',
+    summary: 'list every locked node with holder, age and classification',
+    usesConfig: true,
+    flags: {
+      output: { type: 'string', short: 'o', description: 'output format: table (default) or json' },
+      kubeconfig: configFlag('kubeconfig'),
+      'bind-grace': configFlag('bind-grace'),
+      'nodelock-expire': configFlag('nodelock-expire'),
+      'nodelock-force-after': configFlag('nodelock-force-after'),
+    },
+    run: async ({ io, flags, config }) => {
+      // Checked before any API call, so a typo costs nothing.
+      const output = outputOf(flags.output);
+      const settings = config();
+      const kubeConfig = loadKubeConfig(settings.kubeconfig);
+      try {
+        const core = kubeConfig.makeApiClient(CoreV1Api);
+        const locks = new NodeLocks({
+          api: new KubeNodeLockApi(core),
+          config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs, forceAfterMs: settings.nodeLockForceAfterMs },
+        });
+        let names: string[];
+        try {
+          names = await lockedNodeNames(core);
+        } catch (error) {
+          throw new LockListError('could not list nodes', { cause: error });
+        }
+        const rows = await mapConcurrently(names.sort(), CONCURRENCY, async (node): Promise<LockRow | undefined> => {
+          try {
+            return lockRowOf(await locks.inspect(node));
+          } catch (error) {
+            // Deleted between the list and the read: it holds no lock any more.
+            if (error instanceof NodeNotFoundError) return undefined;
+            throw new LockListError(`could not inspect the lock on node ${node}`, { cause: error });
+          }
+        });
+        const present = rows.filter((row): row is LockRow => row !== undefined);
+        if (output === 'json') io.stdout(formatLockJson(present));
+        else formatLockTable(present).forEach((line) => { io.stdout(line); });
+        return EXIT_OK;
+      } finally {
+        await kubeConfig.close();
+      }
+    },
+  };
+}

@@ -1,0 +1,170 @@
+import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
+import { describeError } from '../errors.js';
+import { httpStatusOf } from '../kube/errors.js';
+
+export interface LeaderElectionDeps {
+  api: CoordinationV1Api;
+  namespace: string;
+  name: string;
+  /** Unique per replica: pod name plus a random suffix. */
+  identity: string;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  clock?: () => number;
+  onStartedLeading?: () => void;
+  onStoppedLeading?: () => void;
+  log?: (message: string) => void;
+}
+
+interface Observed {
+  holder: string;
+  renewTime: string;
+  transitions: number;
+  /** Our clock when the record last changed: expiry is judged on our clock, not the holder's (skew). */
+  at: number;
+}
+
+/**
+ * Leader election on a coordination.k8s.io Lease, with client-go's semantics (lease 15 s, renew
+ * deadline 10 s, retry 2 s by default): the holder renews every retry period; others take over only
+ * when the record has not changed for a whole lease duration as seen on their own clock; every
+ * write carries the Lease's resourceVersion, so two candidates cannot both win. A leader that cannot
+ * renew within the renew deadline stops leading at once, before anyone else may take over.
+ */
+export class LeaderElector {
+  private leading = false;
+  private lastRenew = 0;
+  private observed: Observed | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = true;
+  private readonly clock: () => number;
+  private readonly leaseDurationMs: number;
+  private readonly renewDeadlineMs: number;
+  private readonly retryPeriodMs: number;
+
+  constructor(private readonly deps: LeaderElectionDeps) {
+    this.clock = deps.clock ?? Date.now;
+    this.leaseDurationMs = deps.leaseDurationMs ?? 15_000;
+    this.renewDeadlineMs = deps.renewDeadlineMs ?? 10_000;
+    this.retryPeriodMs = deps.retryPeriodMs ?? 2_000;
+  }
+
+  get identity(): string {
+    return this.deps.identity;
+  }
+
+  /** Leading, and the last renewal is recent enough that nobody else can have taken over. */
+  isLeader(): boolean {
+    return this.leading && this.clock() - this.lastRenew < this.renewDeadlineMs;
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    void this.loop();
+  }
+
+  /** Stops campaigning; with `release`, hands the lease back so a follower takes over at once. */
+  async stop(options: { release: boolean } = { release: true }): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    const wasLeading = this.leading;
+    this.setLeading(false);
+    if (options.release && wasLeading) {
+      try {
+        const lease = await this.deps.api.readNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace });
+        if (lease.spec?.holderIdentity === this.deps.identity) {
+          const now = new V1MicroTime(this.clock());
+          lease.spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now };
+          await this.deps.api.replaceNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace, body: lease });
+        }
+      } catch (error) {
+        this.deps.log?.(`could not release lease ${this.deps.namespace}/${this.deps.name}: ${describeError(error)}`);
+      }
+    }
+  }
+
+  private async loop(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const held = await this.tryAcquireOrRenew();
+      if (held) {
+        this.lastRenew = this.clock();
+        this.setLeading(true);
+      } else if (this.leading) {
+        this.setLeading(false);
+      }
+    } catch (error) {
+      this.deps.log?.(`lease ${this.deps.namespace}/${this.deps.name}: ${describeError(error)}`);
+    }
+    if (this.leading && this.clock() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
+    if (!this.campaigning) return;
+    // Up to 20 % jitter so replicas started together do not hit the Lease in lockstep.
+    this.timer = setTimeout(() => { void this.loop(); }, this.retryPeriodMs * (1 + 0.2 * Math.random()));
+    this.timer.unref();
+  }
+
+  // A getter, so the check after an await is not narrowed away: stop() may run meanwhile.
+  private get campaigning(): boolean {
+    return !this.stopped;
+  }
+
+  private async tryAcquireOrRenew(): Promise<boolean> {
+    const { api, namespace, name, identity } = this.deps;
+    const now = this.clock();
+    const leaseSeconds = Math.ceil(this.leaseDurationMs / 1000);
+    let lease: V1Lease;
+    try {
+      lease = await api.readNamespacedLease({ name, namespace });
+    } catch (error) {
+      if (httpStatusOf(error) !== 404) throw error;
+      try {
+        await api.createNamespacedLease({
+          namespace,
+          body: { metadata: { name, namespace }, spec: { holderIdentity: identity, leaseDurationSeconds: leaseSeconds, acquireTime: new V1MicroTime(now), renewTime: new V1MicroTime(now), leaseTransitions: 0 } },
+        });
+        return true;
+      } catch (createError) {
+        if (httpStatusOf(createError) === 409) return false;
+        throw createError;
+      }
+    }
+    const spec = lease.spec ?? {};
+    const holder = spec.holderIdentity ?? '';
+    const renewTime = spec.renewTime === undefined ? '' : new Date(spec.renewTime).toISOString();
+    const transitions = spec.leaseTransitions ?? 0;
+    if (this.observed?.holder !== holder || this.observed.renewTime !== renewTime || this.observed.transitions !== transitions) {
+      this.observed = { holder, renewTime, transitions, at: now };
+    }
+    const recordDurationMs = (spec.leaseDurationSeconds ?? leaseSeconds) * 1000;
+    if (holder !== '' && holder !== identity && this.observed.at + recordDurationMs > now) return false;
+
+    const mine = holder === identity;
+    lease.spec = {
+      ...spec,
+      holderIdentity: identity,
+      leaseDurationSeconds: leaseSeconds,
+      // MicroTime must go out with six fractional digits; a plain Date's three are refused (400).
+      renewTime: new V1MicroTime(now),
+      acquireTime: new V1MicroTime(mine && spec.acquireTime !== undefined ? new Date(spec.acquireTime).getTime() : now),
+      leaseTransitions: mine ? transitions : transitions + 1,
+    };
+    try {
+      await api.replaceNamespacedLease({ name, namespace, body: lease });
+      return true;
+    } catch (error) {
+      // 409: another candidate wrote first; it leads, and our next round will observe it.
+      if (httpStatusOf(error) === 409) return false;
+      throw error;
+    }
+  }
+
+  private setLeading(leading: boolean): void {
+    if (leading === this.leading) return;
+    this.leading = leading;
+    this.deps.log?.(`${this.deps.identity} ${leading ? 'became' : 'is no longer'} the leader of lease ${this.deps.namespace}/${this.deps.name}`);
+    if (leading) this.deps.onStartedLeading?.();
+    else this.deps.onStoppedLeading?.();
+  }
+}

@@ -1,0 +1,246 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** One locked node as the lock gauges see it at scrape time. */
+export interface LockSample {
+  node: string;
+  /** Undefined when the lock carries no readable time (a malformed value). */
+  ageSeconds: number | undefined;
+  /** held, stalled or releasable (lock-rules.ts); other values are counted under their own label. */
+  state: string;
+}
+
+/**
+ * Called on every scrape; may answer from a cache (cheap) or read the cluster (async). Undefined
+ * means "not known here" (e.g. a replica that does not lead): the lock gauges are left out rather
+ * than reported as zero, so summing over replicas stays right.
+ */
+export type LockSource = () => readonly LockSample[] | undefined | Promise<readonly LockSample[] | undefined>;
+
+export type BindOutcome = 'success' | 'error';
+export type SweepResult = 'ok' | 'error';
+export type AcquisitionOutcome = 'acquired' | 'reentrant' | 'taken-over';
+
+export interface WardenMetricsOptions {
+  /**
+   * Also expose the standard process_* and nodejs_* metrics (CPU, memory, event-loop lag, GC) on
+   * this registry, under their conventional unprefixed names. Default true; tests that build many
+   * instances turn it off.
+   */
+  processMetrics?: boolean;
+  /** Told when the lock source fails; that scrape then leaves the lock gauges out. */
+  onLockSourceError?: (error: unknown) => void;
+}
+
+const PREFIX = 'vgpu_warden_';
+const LOCK_STATES = ['held', 'stalled', 'releasable'] as const;
+
+// A bind may wait up to BIND_LOCK_WAIT (25 s) for a busy node, under the extender's 30 s timeout.
+const BIND_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 30];
+// Filter is pure computation over the cache; sub-millisecond is the normal case.
+const FILTER_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 10];
+// A DELETE release is bounded by WEBHOOK_DELETE_TIMEOUT (3 s) and the apiserver's 10 s call timeout.
+const ADMISSION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+// A pass touches every locked node, 16 at a time: seconds on a large cluster, never past a minute.
+const SWEEP_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/**
+ * vgpu-warden's Prometheus metrics on a registry of its own (never prom-client's global one, so
+ * tests and embedded uses can hold several). Names follow Prometheus conventions: the
+ * `vgpu_warden_` prefix, seconds as the unit, `_total` for counters.
+ */
+export class WardenMetrics {
+  readonly registry = new Registry();
+
+  private readonly onLockSourceError: (error: unknown) => void;
+  private lockSource: LockSource | undefined;
+  private lockSnapshot: Promise<readonly LockSample[] | undefined> | undefined;
+
+  private readonly releases: Counter<'reason' | 'path'>;
+  private readonly acquisitions: Counter<'outcome'>;
+  private readonly contentions: Counter;
+  private readonly stalledReports: Counter;
+  private readonly lockSourceErrors: Counter;
+  private readonly bindDuration: Histogram<'outcome'>;
+  private readonly filterDuration: Histogram;
+  private readonly admissionDuration: Histogram<'operation'>;
+  private readonly sweepDuration: Histogram;
+  private readonly sweepPasses: Counter<'result'>;
+
+  constructor(options: WardenMetricsOptions = {}) {
+    this.onLockSourceError = options.onLockSourceError ?? (() => undefined);
+    const registers = [this.registry];
+    // prom-client calls collect() on every scrape; arrow functions keep `this` the WardenMetrics.
+    const held: Gauge<'state'> = new Gauge({
+      name: `${PREFIX}node_locks_held`,
+      help: 'Node locks (hami.io/mutex.lock) present now, by lock-rules state',
+      labelNames: ['state'],
+      registers,
+      collect: async () => {
+        const samples = await this.samples();
+        held.reset();
+        if (samples === undefined) return;
+        // Every documented state is always present, so "no stalled locks" is a 0 and not a gap.
+        const counts = new Map<string, number>(LOCK_STATES.map((state) => [state, 0]));
+        for (const sample of samples) counts.set(sample.state, (counts.get(sample.state) ?? 0) + 1);
+        for (const [state, count] of counts) held.set({ state }, count);
+      },
+    });
+    const age: Gauge<'node'> = new Gauge({
+      name: `${PREFIX}node_lock_age_seconds`,
+      help: 'Age of the node lock on each locked node (nodes without a lock, or with an unreadable one, are absent)',
+      labelNames: ['node'],
+      registers,
+      collect: async () => {
+        const samples = await this.samples();
+        // Reset first: a node whose lock went away must drop out, not keep its last age.
+        age.reset();
+        for (const sample of samples ?? []) {
+          if (sample.ageSeconds !== undefined) age.set({ node: sample.node }, sample.ageSeconds);
+        }
+      },
+    });
+
+    this.releases = new Counter({
+      name: `${PREFIX}lock_releases_total`,
+      help: 'Node locks released, by lock-rules reason and by path (owner, bind-failure, webhook, watch, sweeper, takeover; device-plugin for locks that vanished without us)',
+      labelNames: ['reason', 'path'],
+      registers,
+    });
+    this.acquisitions = new Counter({
+      name: `${PREFIX}lock_acquisitions_total`,
+      help: 'Node locks taken, by outcome (acquired a free node, reentrant, taken-over from a releasable lock)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.contentions = new Counter({
+      name: `${PREFIX}lock_contentions_total`,
+      help: 'Lock attempts refused because another pod holds the node lock (held or stalled)',
+      registers,
+    });
+    this.stalledReports = new Counter({
+      name: `${PREFIX}stalled_lock_reports_total`,
+      help: 'Times a stalled lock (held past NODELOCK_EXPIRE, kept) was reported',
+      registers,
+    });
+    this.lockSourceErrors = new Counter({
+      name: `${PREFIX}lock_source_errors_total`,
+      help: 'Scrapes whose node-lock gauges could not be computed (the gauges are left out of that scrape)',
+      registers,
+      // Waits for this scrape's lock snapshot, so a failure is counted in the scrape that saw it.
+      collect: async () => { await this.samples(); },
+    });
+    this.bindDuration = new Histogram({
+      name: `${PREFIX}bind_duration_seconds`,
+      help: 'Scheduler extender bind calls, by outcome',
+      labelNames: ['outcome'],
+      buckets: BIND_BUCKETS,
+      registers,
+    });
+    this.filterDuration = new Histogram({
+      name: `${PREFIX}filter_duration_seconds`,
+      help: 'Scheduler extender filter calls',
+      buckets: FILTER_BUCKETS,
+      registers,
+    });
+    this.admissionDuration = new Histogram({
+      name: `${PREFIX}admission_duration_seconds`,
+      help: 'Admission webhook reviews, by operation (CREATE, DELETE, ...)',
+      labelNames: ['operation'],
+      buckets: ADMISSION_BUCKETS,
+      registers,
+    });
+    this.sweepDuration = new Histogram({
+      name: `${PREFIX}sweep_duration_seconds`,
+      help: 'Lock sweeper passes',
+      buckets: SWEEP_BUCKETS,
+      registers,
+    });
+    this.sweepPasses = new Counter({
+      name: `${PREFIX}sweep_passes_total`,
+      help: 'Lock sweeper passes, by result',
+      labelNames: ['result'],
+      registers,
+    });
+
+    // Known label values start at zero, so rate() and alerts see the series before the first event.
+    for (const outcome of ['acquired', 'reentrant', 'taken-over'] as const) this.acquisitions.inc({ outcome }, 0);
+    for (const result of ['ok', 'error'] as const) this.sweepPasses.inc({ result }, 0);
+
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** The Prometheus text exposition of every metric, node-lock gauges computed now. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  /** Where the node-lock gauges come from; without a source they are absent (this replica does not know). */
+  setLockSource(source: LockSource | undefined): void {
+    this.lockSource = source;
+  }
+
+  recordRelease(reason: string, path: string): void {
+    this.releases.inc({ reason, path });
+  }
+
+  /**
+   * A lock disappeared without any release of ours: normally the device plugin deleting it after
+   * Allocate. The node is not a label: releases are counted cluster-wide by reason and path, and
+   * the per-node view is node_lock_age_seconds.
+   */
+  recordExternalRelease(_node: string): void {
+    this.releases.inc({ reason: 'external', path: 'device-plugin' });
+  }
+
+  recordAcquisition(outcome: AcquisitionOutcome): void {
+    this.acquisitions.inc({ outcome });
+  }
+
+  recordContention(): void {
+    this.contentions.inc();
+  }
+
+  recordStalledReport(): void {
+    this.stalledReports.inc();
+  }
+
+  observeBind(seconds: number, outcome: BindOutcome): void {
+    this.bindDuration.observe({ outcome }, seconds);
+  }
+
+  observeFilter(seconds: number): void {
+    this.filterDuration.observe(seconds);
+  }
+
+  observeAdmission(operation: string, seconds: number): void {
+    this.admissionDuration.observe({ operation }, seconds);
+  }
+
+  observeSweep(seconds: number, result: SweepResult): void {
+    this.sweepDuration.observe(seconds);
+    this.sweepPasses.inc({ result });
+  }
+
+  /**
+   * Both lock gauges collect in the same scrape (prom-client starts every collect before awaiting
+   * any), so they share one call of the source: one consistent view, and one cluster read when
+   * the source is not cached.
+   */
+  private samples(): Promise<readonly LockSample[] | undefined> {
+    const source = this.lockSource;
+    if (source === undefined) return Promise.resolve(undefined);
+    this.lockSnapshot ??= Promise.resolve()
+      .then(source)
+      .catch((error: unknown) => {
+        this.lockSourceErrors.inc();
+        this.onLockSourceError(error);
+        return undefined;
+      })
+      .finally(() => { this.lockSnapshot = undefined; });
+    return this.lockSnapshot;
+  }
+}

@@ -1,0 +1,76 @@
+import { expect } from 'chai';
+import { NODE_LOCK_ANNOTATION, parseLockValue } from '../../src/lock/lock-value.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
+import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+
+type Path = 'webhook' | 'watch' | 'sweeper' | 'takeover';
+
+const OFF = { POD_WATCH_ENABLED: 'false', SWEEP_ENABLED: 'false' };
+const SETTINGS: Record<Path, Record<string, string>> = {
+  webhook: OFF,
+  watch: { ...OFF, POD_WATCH_ENABLED: 'true' },
+  sweeper: { ...OFF, SWEEP_ENABLED: 'true', SWEEP_SCHEDULE: '* * * * * *' },
+  takeover: OFF,
+};
+
+/**
+ * The seed scenario, once per release path with the others switched off: a GPU pod is deleted while
+ * it holds its node's lock (the simulated device plugin never allocates it), and a replacement GPU
+ * pod for the same node must bind. The pod is deleted once it is bound: deleted earlier, its bind in
+ * flight fails and frees the lock itself (the bind-failure path, covered by test/e2e/extender.test.ts),
+ * so waiting for the Binding makes the path under test the only one that can free the lock.
+ */
+describe('a lock whose pod is deleted mid-bind is freed by each path on its own', function () {
+  this.timeout(120_000);
+
+  for (const path of ['webhook', 'watch', 'sweeper', 'takeover'] as const) {
+    it(`${path}: the replacement pod binds`, async () => {
+      const { core, namespace } = testCluster();
+      const fixture = new ExtenderFixture(sharedControlPlane(), SETTINGS[path]);
+      await fixture.start();
+      let unregister: (() => Promise<void>) | undefined;
+      try {
+        if (path === 'webhook') unregister = await fixture.registerWebhook(namespace);
+        fixture.behaviour = (pod) => (pod.metadata?.name === 'victim' ? 'stall' : 'allocate');
+        const { group, nodes } = await fixture.createNodes(1);
+        const node = nodes[0] ?? '';
+        const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };
+        await core.createNamespacedPod({ namespace, body: gpuPodSpec('victim', group, limits) });
+        await eventually('the victim to hold the node lock', async () => {
+          const lock = (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+          const value = lock === undefined ? undefined : parseLockValue(lock);
+          return value?.kind === 'owned' && value.owner.name === 'victim' ? true : undefined;
+        }, 30_000, 20);
+        await eventually('the victim to be bound', async () => ((await core.readNamespacedPod({ name: 'victim', namespace })).spec?.nodeName === node ? true : undefined), 30_000, 20);
+
+        const deleted = Date.now();
+        await core.deleteNamespacedPod({ name: 'victim', namespace, gracePeriodSeconds: 0 });
+        const lockNow = async () => (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+        if (path === 'webhook') {
+          // Released inside the DELETE call itself.
+          expect(await lockNow()).to.equal(undefined);
+        } else if (path === 'takeover') {
+          await new Promise((resolve) => setTimeout(resolve, 2000));
+          expect(await lockNow(), 'no other path may have released it').to.not.equal(undefined);
+        } else {
+          await eventually(`the ${path} to release the lock`, async () => ((await lockNow()) === undefined ? true : undefined), 10_000, 20);
+        }
+        const released = Date.now();
+
+        await core.createNamespacedPod({ namespace, body: gpuPodSpec('replacement', group, limits) });
+        const bound = await eventually('the replacement to bind and be allocated', async () => {
+          const pod = await core.readNamespacedPod({ name: 'replacement', namespace });
+          return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? pod : undefined;
+        }, 60_000, 50);
+        const waitedMs = Date.now() - deleted;
+        console.log(`        ${path}: lock ${path === 'takeover' ? 'left in place' : `released ${released - deleted} ms after the delete`}; replacement bound ${waitedMs} ms after the delete`);
+        expect(bound.spec?.nodeName).to.equal(node);
+        expect(waitedMs).to.be.below(60_000);
+      } finally {
+        await unregister?.();
+        await fixture.stop();
+      }
+    });
+  }
+});

@@ -1,0 +1,99 @@
+import { request } from 'node:http';
+import { expect } from 'chai';
+import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
+import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+
+function scrape(port: number): Promise<string> {
+  return new Promise((done, fail) => {
+    request({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+      res.on('end', () => { done(text); });
+    }).on('error', fail).end();
+  });
+}
+
+/** The value of one sample line, e.g. sample(text, 'vgpu_warden_lock_releases_total{reason="x",path="y"}'). */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('telemetry of lock decisions (real kube-scheduler, apiserver, simulator)', function () {
+  this.timeout(120_000);
+
+  it('a stalled lock is never released before NODELOCK_FORCE_AFTER, and raises the event and the metric', async () => {
+    const { core, namespace } = testCluster();
+    const fixture = new ExtenderFixture(sharedControlPlane(), {
+      BIND_GRACE: '1s', NODELOCK_EXPIRE: '3s', NODELOCK_FORCE_AFTER: '8s', SWEEP_SCHEDULE: '* * * * * *', LEADER_ELECTION: 'false',
+    });
+    await fixture.start();
+    try {
+      fixture.behaviour = (pod) => (pod.metadata?.name === 'stuck' ? 'stall' : 'allocate');
+      const { group, nodes } = await fixture.createNodes(1);
+      const node = nodes[0] ?? '';
+      await core.createNamespacedPod({ namespace, body: gpuPodSpec('stuck', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' }) });
+      const lockedAt = await eventually('the lock to appear', async () =>
+        ((await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION] === undefined ? undefined : Date.now()), 30_000, 20);
+      const lockNow = async () => (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+
+      const stalledEvents = await eventually('NodeLockStalled on the node and on the pod', async () => {
+        const events = (await core.listEventForAllNamespaces()).items.filter((event) => event.reason === 'NodeLockStalled');
+        const onNode = events.some((event) => event.involvedObject.kind === 'Node' && event.involvedObject.name === node);
+        const onPod = events.some((event) => event.involvedObject.kind === 'Pod' && event.involvedObject.name === 'stuck');
+        return onNode && onPod ? events : undefined;
+      }, 15_000, 250);
+      expect(stalledEvents[0]?.type).to.equal('Warning');
+      const metrics = await scrape(fixture.server?.metricsPort ?? 0);
+      expect(sample(metrics, 'vgpu_warden_stalled_lock_reports_total')).to.be.greaterThan(0);
+      expect(sample(metrics, 'vgpu_warden_node_locks_held{state="stalled"}')).to.equal(1);
+
+      // Lock times have second precision: stay a second clear of the 8 s mark.
+      const beforeForce = lockedAt + 6500 - Date.now();
+      if (beforeForce > 0) await new Promise((resolve) => setTimeout(resolve, beforeForce));
+      expect(await lockNow(), 'released before NODELOCK_FORCE_AFTER').to.not.equal(undefined);
+      await eventually('the forced release', async () => ((await lockNow()) === undefined ? true : undefined), 10_000, 100);
+      const releasedAfterMs = Date.now() - lockedAt;
+      console.log(`        stalled lock released ${releasedAfterMs} ms after it was taken (NODELOCK_FORCE_AFTER 8s)`);
+      expect(releasedAfterMs).to.be.at.least(7000);
+      const after = await scrape(fixture.server?.metricsPort ?? 0);
+      expect(sample(after, 'vgpu_warden_lock_releases_total{reason="forced-after-stall",path="sweeper"}')).to.equal(1);
+      const released = await eventually('NodeLockReleased on the node', async () =>
+        (await core.listEventForAllNamespaces()).items.find((event) => event.reason === 'NodeLockReleased' && event.involvedObject.name === node), 10_000, 250);
+      expect(released.message).to.include('forced-after-stall').and.include('stuck');
+    } finally {
+      await fixture.stop();
+    }
+  });
+
+  it('exposes the documented metrics and events for a normal bind', async () => {
+    const { core, namespace } = testCluster();
+    const fixture = new ExtenderFixture(sharedControlPlane(), { SWEEP_SCHEDULE: '* * * * * *', LEADER_ELECTION: 'false' });
+    await fixture.start();
+    try {
+      const { group } = await fixture.createNodes(1);
+      await core.createNamespacedPod({ namespace, body: gpuPodSpec('normal', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' }) });
+      await eventually('the pod allocated', async () =>
+        ((await core.readNamespacedPod({ name: 'normal', namespace })).metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : undefined), 30_000, 100);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      const text = await scrape(fixture.server?.metricsPort ?? 0);
+      for (const name of [
+        'vgpu_warden_bind_duration_seconds_count{outcome="success"}',
+        'vgpu_warden_filter_duration_seconds_count',
+        'vgpu_warden_lock_acquisitions_total{outcome="acquired"}',
+        'vgpu_warden_sweep_passes_total{result="ok"}',
+      ]) {
+        expect(sample(text, name), name).to.be.greaterThan(0);
+      }
+      for (const name of ['vgpu_warden_admission_duration_seconds', 'vgpu_warden_lock_releases_total', 'vgpu_warden_node_locks_held', 'vgpu_warden_sweep_duration_seconds', 'vgpu_warden_lock_contentions_total']) {
+        expect(text, name).to.include(`# TYPE ${name} `);
+      }
+      const events = (await core.listNamespacedEvent({ namespace })).items.filter((event) => event.involvedObject.name === 'normal');
+      expect(events.map((event) => event.reason)).to.include('BindingSucceeded');
+    } finally {
+      await fixture.stop();
+    }
+  });
+});

@@ -1,0 +1,100 @@
+import { CoordinationV1Api } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { formatLockValue } from '../../src/lock/lock-value.js';
+import { NodeLocks, type ConditionalReleaseResult, type ReleasePath } from '../../src/lock/node-locks.js';
+import { LeaderElector } from '../../src/sweeper/leader-election.js';
+import { SweepSchedule } from '../../src/sweeper/sweep-schedule.js';
+import { createGpuNode, readLock, setLock } from '../support/lock-helpers.js';
+import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+
+interface Replica {
+  elector: LeaderElector;
+  sweeper: SweepSchedule;
+  releasedBy: string[];
+}
+
+describe('leader-elected sweeper with two replicas', function () {
+  this.timeout(90_000);
+
+  it('only the leader sweeps; when the leader dies mid-sweep the follower takes over within the lease duration', async () => {
+    const { core, kubeConfig, namespace } = testCluster();
+    const coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+    const leaseName = uniqueName('sweeper');
+    const nodes = await Promise.all(Array.from({ length: 6 }, () => createGpuNode(core)));
+    // Owners that do not exist: every lock is releasable.
+    for (const node of nodes) await setLock(core, node, formatLockValue(new Date(), { namespace, name: `gone-${node}` }));
+    const lockApi = new KubeNodeLockApi(core);
+    const replicas: Replica[] = ['a', 'b'].map((name) => {
+      const releasedBy: string[] = [];
+      const locks = new NodeLocks({ api: lockApi, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
+      const elector = new LeaderElector({ api: coordination, namespace, name: leaseName, identity: `replica-${name}_${uniqueName('id')}` });
+      // Slow releases (1 s each) so that a pass is still running when the leader is killed.
+      const slow = {
+        releaseIfReleasable: async (node: string, path: ReleasePath): Promise<ConditionalReleaseResult> => {
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+          const result = await locks.releaseIfReleasable(node, path);
+          if (result.outcome === 'released') releasedBy.push(node);
+          return result;
+        },
+      };
+      const sweeper = new SweepSchedule({
+        schedule: '* * * * * *', targets: { lockedNodes: () => nodes }, locks: slow, concurrency: 1,
+        isLeader: () => elector.isLeader(), stillLeading: () => true,
+      });
+      return { elector, sweeper, releasedBy };
+    });
+    const [first, second] = replicas as [Replica, Replica];
+    first.elector.start();
+    await eventually('replica a to lead', () => Promise.resolve(first.elector.isLeader() ? true : undefined), 10_000, 50);
+    second.elector.start();
+    first.sweeper.start();
+    second.sweeper.start();
+    try {
+      await eventually('the leader to release its first lock', () => Promise.resolve(first.releasedBy.length >= 1 ? true : undefined), 10_000, 50);
+      expect(second.elector.isLeader()).to.equal(false);
+      expect(second.releasedBy).to.deep.equal([]);
+
+      // Kill the leader mid-sweep: no lease release, no more renewals, its pass stops at once.
+      const killedAt = Date.now();
+      await first.elector.stop({ release: false });
+      await first.sweeper.stop();
+      const releasedByLeader = first.releasedBy.length;
+
+      await eventually('the follower to take over', () => Promise.resolve(second.elector.isLeader() ? true : undefined), 30_000, 100);
+      const takeoverMs = Date.now() - killedAt;
+      console.log(`        follower took over ${takeoverMs} ms after the leader died (lease 15 s)`);
+      expect(takeoverMs).to.be.below(15_000 + 2_000 * 1.2 + 1000);
+      await eventually('every lock released', async () => {
+        const locks = await Promise.all(nodes.map((node) => readLock(core, node)));
+        return locks.every((lock) => lock === undefined) ? true : undefined;
+      }, 30_000, 250);
+      expect(first.releasedBy.length).to.equal(releasedByLeader);
+      expect(first.releasedBy.length + second.releasedBy.length).to.equal(nodes.length);
+      expect(new Set([...first.releasedBy, ...second.releasedBy]).size).to.equal(nodes.length);
+    } finally {
+      await Promise.all(replicas.map(async (replica) => { await replica.sweeper.stop(); await replica.elector.stop({ release: true }); }));
+    }
+  });
+
+  it('a leader that stops cleanly hands the lease over at once', async () => {
+    const { kubeConfig, namespace } = testCluster();
+    const coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+    const name = uniqueName('handover');
+    const a = new LeaderElector({ api: coordination, namespace, name, identity: 'a_1', retryPeriodMs: 200 });
+    const b = new LeaderElector({ api: coordination, namespace, name, identity: 'b_1', retryPeriodMs: 200 });
+    a.start();
+    await eventually('a to lead', () => Promise.resolve(a.isLeader() ? true : undefined), 10_000, 20);
+    b.start();
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(b.isLeader()).to.equal(false);
+    const stopped = Date.now();
+    await a.stop({ release: true });
+    await eventually('b to lead', () => Promise.resolve(b.isLeader() ? true : undefined), 10_000, 20);
+    expect(Date.now() - stopped).to.be.below(3000);
+    const lease = await coordination.readNamespacedLease({ name, namespace });
+    expect(lease.spec?.holderIdentity).to.equal('b_1');
+    expect(lease.spec?.leaseTransitions).to.equal(1);
+    await b.stop({ release: true });
+  });
+});

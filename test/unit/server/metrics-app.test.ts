@@ -1,0 +1,58 @@
+import { request } from 'node:http';
+import { expect } from 'chai';
+import { startMetricsListener, type MetricsListener } from '../../../src/server/metrics-app.js';
+import { WardenMetrics } from '../../../src/telemetry/metrics.js';
+
+function get(port: number, path: string, method = 'GET'): Promise<{ status: number; type: string | undefined; body: string }> {
+  return new Promise((done, fail) => {
+    const req = request({ host: '127.0.0.1', port, path, method }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      res.on('end', () => { done({ status: res.statusCode ?? 0, type: res.headers['content-type'], body }); });
+    });
+    req.on('error', fail);
+    req.end();
+  });
+}
+
+describe('metrics listener', () => {
+  let listener: MetricsListener | undefined;
+  afterEach(async () => { await listener?.close(); listener = undefined; });
+
+  it('serves the registry on GET /metrics with its content type', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    metrics.observeSweep(0.5, 'ok');
+    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics });
+    const answer = await get(listener.port, '/metrics');
+    expect(answer.status).to.equal(200);
+    expect(answer.type).to.equal(metrics.contentType);
+    expect(answer.body).to.include('vgpu_warden_sweep_passes_total{result="ok"} 1');
+  });
+
+  it('answers /healthz, and 404 for other paths and methods', async () => {
+    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
+    expect(await get(listener.port, '/healthz')).to.deep.include({ status: 200, body: 'ok' });
+    expect((await get(listener.port, '/nope')).status).to.equal(404);
+    expect((await get(listener.port, '/metrics', 'POST')).status).to.equal(404);
+  });
+
+  it('answers 500 and reports when collecting fails', async () => {
+    const errors: string[] = [];
+    listener = await startMetricsListener({
+      host: '127.0.0.1', port: 0, onError: (message) => errors.push(message),
+      metrics: { contentType: 'text/plain', text: () => Promise.reject(new Error('registry broke')) },
+    });
+    const answer = await get(listener.port, '/metrics');
+    expect(answer.status).to.equal(500);
+    expect(answer.body).to.include('registry broke');
+    expect(errors).to.deep.equal(['registry broke']);
+  });
+
+  it('closes, freeing the port, and tolerates a second close', async () => {
+    const started = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
+    await started.close();
+    await started.close();
+    const error = await get(started.port, '/healthz').then(() => undefined, (failure: unknown) => failure);
+    expect((error as NodeJS.ErrnoException | undefined)?.code).to.equal('ECONNREFUSED');
+  });
+});

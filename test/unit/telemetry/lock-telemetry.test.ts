@@ -1,0 +1,165 @@
+import { expect } from 'chai';
+import { pino } from 'pino';
+import type { LockClassification } from '../../../src/lock/lock-rules.js';
+import type { LockEvent } from '../../../src/lock/node-locks.js';
+import type { EventTarget } from '../../../src/telemetry/events.js';
+import { LockTelemetry, type EventSink } from '../../../src/telemetry/lock-telemetry.js';
+import { WardenMetrics } from '../../../src/telemetry/metrics.js';
+
+interface Recorded {
+  target: EventTarget;
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+/** An in-memory stand-in for our EventRecorder: keeps what would have been written. */
+class RecordingEvents implements EventSink {
+  readonly recorded: Recorded[] = [];
+  record(target: EventTarget, type: 'Normal' | 'Warning', reason: string, message: string): void {
+    this.recorded.push({ target, type, reason, message });
+  }
+}
+
+const MINUTE = 60_000;
+const POD = { namespace: 'team-a', name: 'trainer-0' };
+const HOLDER = '2026-11-30T12:00:00Z,team-a,trainer-0';
+
+function setup(overrides: { intervalMs?: number } = {}) {
+  const metrics = new WardenMetrics({ processMetrics: false });
+  const events = new RecordingEvents();
+  const lines: Record<string, unknown>[] = [];
+  const log = pino({ level: 'debug' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>); } });
+  let now = 1_000_000;
+  const telemetry = new LockTelemetry({
+    metrics, events, log, now: () => now,
+    ...(overrides.intervalMs === undefined ? {} : { stalledEventIntervalMs: overrides.intervalMs }),
+  });
+  return { metrics, events, lines, telemetry, advance: (ms: number) => { now += ms; } };
+}
+
+async function sample(metrics: WardenMetrics, line: string): Promise<boolean> {
+  return (await metrics.text()).split('\n').includes(line);
+}
+
+const held: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: 4_200 };
+const stalled = (ageMs = 7 * MINUTE): LockEvent => ({ type: 'stalled', node: 'gpu-1', holder: HOLDER, ageMs });
+
+describe('LockTelemetry', () => {
+  it('counts an acquisition and a takeover, one log line each naming node, pod and the replaced holder', async () => {
+    const { metrics, lines, telemetry } = setup();
+    telemetry.onLockEvent({ type: 'acquired', node: 'gpu-1', pod: POD, value: HOLDER, attempts: 1 });
+    telemetry.onLockEvent({
+      type: 'acquired', node: 'gpu-2', pod: POD, value: HOLDER, attempts: 2,
+      replaced: { value: '2026-11-30T11:00:00Z,team-b,gone', reason: 'owner-not-found' },
+    });
+    telemetry.onLockEvent({ type: 'reentrant', node: 'gpu-1', pod: POD, value: HOLDER });
+
+    expect(await sample(metrics, 'vgpu_warden_lock_acquisitions_total{outcome="acquired"} 1')).to.equal(true);
+    expect(await sample(metrics, 'vgpu_warden_lock_acquisitions_total{outcome="taken-over"} 1')).to.equal(true);
+    expect(await sample(metrics, 'vgpu_warden_lock_acquisitions_total{outcome="reentrant"} 1')).to.equal(true);
+    expect(lines).to.have.length(3);
+    expect(lines[0]).to.deep.include({ component: 'lock', event: 'acquired', node: 'gpu-1', pod: 'team-a/trainer-0', outcome: 'acquired' });
+    expect(lines[1]).to.deep.include({ event: 'acquired', node: 'gpu-2', outcome: 'taken-over', previousHolder: 'team-b/gone', reason: 'owner-not-found' });
+    expect(lines[2]).to.deep.include({ event: 'reentrant', node: 'gpu-1', pod: 'team-a/trainer-0' });
+  });
+
+  it('counts a release by reason and path, logs it once and records NodeLockReleased on the node', async () => {
+    const { metrics, events, lines, telemetry } = setup();
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, reason: 'owner-not-found', path: 'sweeper', ageMs: 6 * MINUTE + 2_000 });
+
+    expect(await sample(metrics, 'vgpu_warden_lock_releases_total{reason="owner-not-found",path="sweeper"} 1')).to.equal(true);
+    expect(lines).to.have.length(1);
+    expect(lines[0]).to.deep.include({
+      level: 30, event: 'released', node: 'gpu-1', holder: 'team-a/trainer-0', reason: 'owner-not-found', path: 'sweeper', ageSeconds: 362, value: HOLDER,
+    });
+    expect(events.recorded).to.have.length(1);
+    const [event] = events.recorded;
+    expect(event?.target).to.deep.equal({ kind: 'Node', name: 'gpu-1', uid: 'gpu-1' });
+    expect(event?.type).to.equal('Normal');
+    expect(event?.reason).to.equal('NodeLockReleased');
+    expect(event?.message).to.include('pod team-a/trainer-0').and.include('owner-not-found').and.include('after 6m2s').and.include('the lock sweeper');
+  });
+
+  it('names legacy and malformed holders in release events and logs them with holder null', () => {
+    const { events, lines, telemetry } = setup();
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: '2026-11-30T12:00:00Z', reason: 'legacy-expired', path: 'takeover', ageMs: 10 * MINUTE });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-2', value: 'garbage', reason: 'malformed', path: 'watch', ageMs: undefined });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-3', value: HOLDER, reason: 'owner-request', path: 'bind-failure', ageMs: 1000 });
+    expect(lines.map((line) => line.holder)).to.deep.equal([null, null, 'team-a/trainer-0']);
+    expect(events.recorded[0]?.message).to.include('a legacy lock without owner').and.include('the next bind');
+    expect(events.recorded[1]?.message).to.include('an unreadable lock value ("garbage")').and.not.include(' after ');
+    expect(events.recorded[2]?.message).to.include('owner-request').and.include('the failed bind');
+  });
+
+  it('counts a contention and logs the holder and its state, without an Event', async () => {
+    const { metrics, events, lines, telemetry } = setup();
+    telemetry.onLockEvent({ type: 'contention', node: 'gpu-1', pod: { namespace: 'team-b', name: 'late' }, holder: HOLDER, classification: held });
+    expect(await sample(metrics, 'vgpu_warden_lock_contentions_total 1')).to.equal(true);
+    expect(lines).to.have.length(1);
+    expect(lines[0]).to.deep.include({ event: 'contention', node: 'gpu-1', pod: 'team-b/late', holder: 'team-a/trainer-0', state: 'held', reason: 'bind-in-progress', ageSeconds: 4.2 });
+    expect(events.recorded).to.deep.equal([]);
+  });
+
+  it('reports a stalled lock: a metric, a warning line and NodeLockStalled on the node and on the holder pod', async () => {
+    const { metrics, events, lines, telemetry } = setup();
+    telemetry.onLockEvent(stalled());
+    expect(await sample(metrics, 'vgpu_warden_stalled_lock_reports_total 1')).to.equal(true);
+    expect(lines).to.have.length(1);
+    expect(lines[0]).to.deep.include({ level: 40, event: 'stalled', node: 'gpu-1', holder: 'team-a/trainer-0', reason: 'awaiting-allocation-past-expiry', ageSeconds: 420 });
+    expect(events.recorded.map((event) => [event.target, event.type, event.reason])).to.deep.equal([
+      [{ kind: 'Node', name: 'gpu-1', uid: 'gpu-1' }, 'Warning', 'NodeLockStalled'],
+      [{ kind: 'Pod', namespace: 'team-a', name: 'trainer-0' }, 'Warning', 'NodeLockStalled'],
+    ]);
+    expect(events.recorded[0]?.message).to.include('pod team-a/trainer-0').and.include('7m').and.include('NODELOCK_FORCE_AFTER');
+    expect(events.recorded[1]?.message).to.include('node gpu-1');
+  });
+
+  it('puts the holder pod uid on its event when a resolver knows it', () => {
+    const events = new RecordingEvents();
+    const telemetry = new LockTelemetry({ metrics: new WardenMetrics({ processMetrics: false }), events, podUid: () => 'uid-123' });
+    telemetry.onLockEvent(stalled());
+    expect(events.recorded[1]?.target).to.deep.equal({ kind: 'Pod', namespace: 'team-a', name: 'trainer-0', uid: 'uid-123' });
+  });
+
+  it('records stall Events once per node and holder within the interval, while every report still counts', async () => {
+    const { metrics, events, lines, telemetry, advance } = setup();
+    for (let pass = 0; pass < 10; pass++) {
+      telemetry.onLockEvent(stalled(7 * MINUTE + pass * 30_000));
+      advance(30_000);
+    }
+    // 10 sweeps 30 s apart span 4.5 min, inside the default 5 min.
+    expect(events.recorded).to.have.length(2);
+    expect(lines).to.have.length(10);
+    expect(await sample(metrics, 'vgpu_warden_stalled_lock_reports_total 10')).to.equal(true);
+
+    advance(30_000);
+    telemetry.onLockEvent(stalled(12 * MINUTE));
+    expect(events.recorded).to.have.length(4);
+  });
+
+  it('keeps the de-duplication per node and per lock value', () => {
+    const { events, telemetry } = setup({ intervalMs: 60_000 });
+    telemetry.onLockEvent(stalled());
+    telemetry.onLockEvent({ ...stalled(), node: 'gpu-2' });
+    telemetry.onLockEvent({ type: 'stalled', node: 'gpu-1', holder: '2026-11-30T12:05:00Z,team-a,trainer-1', ageMs: 6 * MINUTE });
+    telemetry.onLockEvent(stalled());
+    expect(events.recorded.filter((event) => event.target.kind === 'Node').map((event) => event.target.name)).to.deep.equal(['gpu-1', 'gpu-2', 'gpu-1']);
+  });
+
+  it('counts a lock that vanished without us under path device-plugin and logs it, without an Event', async () => {
+    const { metrics, events, lines, telemetry } = setup();
+    telemetry.recordExternalRelease('gpu-1', HOLDER);
+    expect(await sample(metrics, 'vgpu_warden_lock_releases_total{reason="external",path="device-plugin"} 1')).to.equal(true);
+    expect(lines[0]).to.deep.include({ event: 'released', node: 'gpu-1', holder: 'team-a/trainer-0', reason: 'external', path: 'device-plugin' });
+    expect(events.recorded).to.deep.equal([]);
+  });
+
+  it('works with metrics only (no events, no logger)', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    const telemetry = new LockTelemetry({ metrics });
+    telemetry.onLockEvent(stalled());
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, reason: 'owner-terminal', path: 'watch', ageMs: 1 });
+    expect(await sample(metrics, 'vgpu_warden_lock_releases_total{reason="owner-terminal",path="watch"} 1')).to.equal(true);
+  });
+});
