@@ -16,16 +16,34 @@ import { locateBinaries } from '../local/k8s-binaries.js';
 import { ShutdownHooks, type ShutdownTarget } from '../local/shutdown-hooks.js';
 import { simulatedGpuNode } from '../local/simulated-gpu-node.js';
 import { NodeLocks } from '../lock/node-locks.js';
+import { NODE_LOCK_ANNOTATION } from '../lock/lock-value.js';
+import { renderLiveView } from '../local/live-view.js';
+import { runSeedDemo, SEED_VICTIM } from '../local/seed-demo.js';
 import { createLogger } from '../telemetry/logger.js';
 import { startServer } from './serve-command.js';
 
-function positiveInteger(flag: string, value: string | boolean | string[] | undefined, fallback: number): number {
+function positiveInteger(flag: string, value: string | boolean | string[] | undefined, fallback: number, max = 1000): number {
   if (value === undefined) return fallback;
   const text = String(value);
-  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > 1000) {
-    throw new UsageError(`invalid --${flag}=${JSON.stringify(text)}: expected a whole number from 1 to 1000`);
+  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > max) {
+    throw new UsageError(`invalid --${flag}=${JSON.stringify(text)}: expected a whole number from 1 to ${max}`);
   }
   return Number(text);
+}
+
+async function drawView(core: CoreV1Api, cache: ClusterCache, out: (line: string) => void): Promise<void> {
+  const nodes = cache.nodeNames().filter((name) => name.startsWith('gpu-node-')).sort().map((name) => ({
+    name,
+    inventory: cache.inventory(name),
+    usage: cache.usageOn(name),
+    lock: cache.node(name)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION],
+  }));
+  const listed = await core.listEventForAllNamespaces({ limit: 200 }).catch(() => ({ items: [] }));
+  const events = listed.items
+    .map((event) => ({ time: new Date(event.lastTimestamp ?? event.eventTime ?? 0), object: `${event.involvedObject.kind?.toLowerCase() ?? ''}/${event.involvedObject.name ?? ''}`, reason: event.reason ?? '', message: event.message ?? '' }))
+    .sort((a, b) => a.time.getTime() - b.time.getTime());
+  // Clear the screen and redraw from the top.
+  out(`\u001b[2J\u001b[H${renderLiveView(nodes, events, new Date()).join('\n')}`);
 }
 
 /**
@@ -43,11 +61,18 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       'gpu-nodes': { type: 'string', description: 'number of simulated GPU nodes (default 2)' },
       'gpus-per-node': { type: 'string', description: 'GPUs on each simulated node (default 4)' },
       'kubeconfig-out': { type: 'string', description: 'also copy the admin kubeconfig to this path' },
+      'gpu-memory': { type: 'string', description: 'memory of each simulated GPU in MiB (default 24576)' },
       'scheduler-name': { type: 'string', description: 'scheduler profile GPU pods are sent to (env SCHEDULER_NAME)' },
+      demo: { type: 'string', description: 'run a demo once ready: "seed" deletes a lock owner the moment its lock appears and binds a replacement' },
+      'exit-after-demo': { type: 'boolean', description: 'stop everything and exit 0 once the demo has finished (headless runs, tests)' },
+      'no-view': { type: 'boolean', description: 'do not redraw the live view of nodes, GPU use, locks and events' },
     },
     run: async ({ io, flags, config }) => {
       const nodeCount = positiveInteger('gpu-nodes', flags['gpu-nodes'], 2);
       const gpusPerNode = positiveInteger('gpus-per-node', flags['gpus-per-node'], 4);
+      const gpuMemoryMiB = flags['gpu-memory'] === undefined ? 24576 : positiveInteger('gpu-memory', flags['gpu-memory'], 24576, 1_048_576);
+      const demo = flags.demo;
+      if (demo !== undefined && demo !== 'seed') throw new UsageError(`invalid --demo=${JSON.stringify(demo)}: the only demo is "seed"`);
       const settings = config();
       const binaries = locateBinaries({ repoRoot: deps.repoRoot, env: io.env });
       const hooks = new ShutdownHooks(deps.shutdownTarget, 20_000, (line) => { io.stdout(`local: ${line}`); });
@@ -73,7 +98,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
         },
       });
       for (let index = 1; index <= nodeCount; index++) {
-        await core.createNode({ body: simulatedGpuNode({ name: `gpu-node-${index}`, gpus: gpusPerNode }) });
+        await core.createNode({ body: simulatedGpuNode({ name: `gpu-node-${index}`, gpus: gpusPerNode, gpuMemoryMiB }) });
       }
       const simulatorCache = new ClusterCache({ kubeConfig, core });
       await simulatorCache.start();
@@ -82,6 +107,8 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
         cache: simulatorCache,
         locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs } }),
         isSimulated: (node) => node.startsWith('gpu-node-'),
+        // The seed demo's victim must hold its lock as a pod still waiting for Allocate would.
+        behaviour: (pod) => (pod.metadata?.name === SEED_VICTIM ? 'stall' : 'allocate'),
       });
       simulator.start();
       await plane.startScheduler(kubeSchedulerConfiguration({
@@ -97,7 +124,22 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       }
       say(`ready; use it with: export KUBECONFIG=${kubeconfigPath}`);
       say('try: a pod with limits nvidia.com/gpu: 1 and nvidia.com/gpumem: 4000 (the webhook sends it to the extender)');
+      if (demo === 'seed') {
+        await runSeedDemo({ core, namespace: 'default', node: 'gpu-node-1', say });
+        if (flags['exit-after-demo'] === true) {
+          say('demo finished; stopping');
+          simulator.stop();
+          await simulatorCache.stop();
+          await server.stop();
+          await plane.stop();
+          rmSync(certDir, { recursive: true, force: true });
+          return 0;
+        }
+      }
       say('press Ctrl-C to stop and remove everything');
+      const viewTimer = flags['no-view'] !== true && process.stdout.isTTY
+        ? setInterval(() => { void drawView(core, simulatorCache, io.stdout); }, 2000)
+        : undefined;
       hooks.register({
         name: 'vgpu-warden',
         stop: async () => { simulator.stop(); await simulatorCache.stop(); await server.stop(); rmSync(certDir, { recursive: true, force: true }); },
@@ -108,6 +150,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       const keepAlive = setInterval(() => undefined, 60_000);
       const crashed = await plane.firstUnexpectedExit();
       clearInterval(keepAlive);
+      clearInterval(viewTimer);
       io.stderr(`local: ${crashed.name} exited unexpectedly; last log lines:\n${crashed.lastLogLines()}`);
       await server.stop();
       await plane.stop();
