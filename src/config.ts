@@ -260,7 +260,7 @@ export const SETTINGS = [
     allowed: 'expected a DNS label such as vgpu-warden', parse: dnsLabel,
   }),
   setting({
-    key: 'namespace', env: 'POD_NAMESPACE', flag: 'namespace', defaultValue: 'kube-system',
+    key: 'namespace', env: 'POD_NAMESPACE', flag: 'namespace', defaultValue: 'vgpu-warden',
     description: 'namespace vgpu-warden runs in (Service DNS names, the certificate Secret, the leader Lease)',
     allowed: 'expected a namespace name (DNS label)', parse: dnsLabel,
   }),

@@ -46,7 +46,7 @@ export class ExtenderFixture {
     const config = loadConfig({
       KUBECONFIG: this.plane.kubeconfigPath, CERT_DIR: this.certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
       EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', BIND_LOCK_WAIT: '25s', LEASE_NAME: uniqueName('lease'),
-      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()),
+      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), POD_NAMESPACE: 'default',
       ...this.env,
     });
     this.server = await startServer(config, createLogger('warn'));

@@ -35,7 +35,7 @@ describe('vgpu-warden certs', function () {
     expect(err).to.deep.equal([]);
     expect(out).to.have.members(['ca.key', 'ca.crt', 'tls.key', 'tls.crt'].map((name) => `wrote ${join(dir, name)}`));
     const leaf = new X509Certificate(readFileSync(join(dir, 'tls.crt')));
-    expect(leaf.subjectAltName).to.include('DNS:vgpu-warden.kube-system.svc, DNS:vgpu-warden.kube-system.svc.cluster.local');
+    expect(leaf.subjectAltName).to.include('DNS:vgpu-warden.vgpu-warden.svc, DNS:vgpu-warden.vgpu-warden.svc.cluster.local');
     expect(leaf.checkIssued(new X509Certificate(readFileSync(join(dir, 'ca.crt'))))).to.equal(true);
   });
 

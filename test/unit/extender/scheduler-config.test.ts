@@ -10,7 +10,7 @@ describe('kube-scheduler configuration', () => {
     expect(shipped).to.deep.equal(kubeSchedulerConfiguration({
       schedulerName: 'hami-scheduler',
       extenderUrl: 'https://127.0.0.1:9444',
-      leaderElection: { leaderElect: true, resourceNamespace: 'kube-system', resourceName: 'vgpu-warden-scheduler' },
+      leaderElection: { leaderElect: true, resourceNamespace: 'vgpu-warden', resourceName: 'vgpu-warden-scheduler' },
     }));
   });
 

@@ -1,0 +1,116 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { loadAllYaml, type V1Deployment } from '@kubernetes/client-node';
+import { expect } from 'chai';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+
+interface Instruction {
+  keyword: string;
+  args: string;
+}
+
+interface Stage {
+  image: string;
+  name: string | undefined;
+  instructions: Instruction[];
+}
+
+/** Dockerfile instructions: comments and blank lines dropped, backslash continuations joined. */
+function parseDockerfile(text: string): Instruction[] {
+  const instructions: Instruction[] = [];
+  let pending = '';
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (pending === '' && (line === '' || line.startsWith('#'))) continue;
+    if (line.endsWith('\\')) {
+      pending += `${line.slice(0, -1)} `;
+      continue;
+    }
+    const full = pending + line;
+    pending = '';
+    const match = /^(\S+)\s*(.*)$/.exec(full);
+    if (match) instructions.push({ keyword: match[1]!.toUpperCase(), args: match[2]!.trim() });
+  }
+  return instructions;
+}
+
+function stagesOf(instructions: Instruction[]): Stage[] {
+  const stages: Stage[] = [];
+  for (const instruction of instructions) {
+    if (instruction.keyword === 'FROM') {
+      const [image, as, name] = instruction.args.split(/\s+/).filter((word) => !word.startsWith('--'));
+      stages.push({ image: image ?? '', name: as?.toUpperCase() === 'AS' ? name : undefined, instructions: [] });
+    } else {
+      const current = stages.at(-1);
+      if (!current) throw new Error(`${instruction.keyword} before the first FROM`);
+      current.instructions.push(instruction);
+    }
+  }
+  return stages;
+}
+
+/** The exec (JSON array) form of ENTRYPOINT or CMD; the shell form would run under /bin/sh and swallow SIGTERM. */
+function execForm(stage: Stage, keyword: string): unknown {
+  const instruction = stage.instructions.filter((entry) => entry.keyword === keyword).at(-1);
+  if (!instruction) throw new Error(`no ${keyword} in the final stage`);
+  return JSON.parse(instruction.args);
+}
+
+const stages = stagesOf(parseDockerfile(readFileSync(resolve(ROOT, 'Dockerfile'), 'utf8')));
+const build = stages[0]!;
+const runtime = stages.at(-1)!;
+const runs = (stage: Stage) => stage.instructions.filter((entry) => entry.keyword === 'RUN').map((entry) => entry.args).join(' && ');
+
+describe('Dockerfile', () => {
+  it('builds in one node:24-slim stage and runs in another', () => {
+    expect(stages.length).to.be.at.least(2);
+    for (const stage of stages) expect(stage.image).to.equal('node:24-slim');
+    expect(build.name).to.be.a('string');
+  });
+
+  it('installs with npm ci, builds with npm run build and prunes the dev dependencies', () => {
+    const commands = runs(build);
+    expect(commands).to.match(/\bnpm ci\b/);
+    expect(commands).to.match(/\bnpm run build\b/);
+    expect(commands).to.match(/\bnpm prune\b[^&]*--omit=dev/);
+    expect(commands.indexOf('npm ci')).to.be.below(commands.indexOf('npm run build'));
+    expect(commands.indexOf('npm run build')).to.be.below(commands.indexOf('npm prune'));
+  });
+
+  it('copies only dist/, the pruned node_modules and package.json from the build stage into the final one', () => {
+    const copies = runtime.instructions.filter((entry) => entry.keyword === 'COPY' || entry.keyword === 'ADD');
+    expect(copies.every((entry) => entry.args.startsWith(`--from=${build.name ?? ''} `)), 'the runtime stage copies from the build stage only').to.equal(true);
+    const sources = copies.map((entry) => entry.args.split(/\s+/)[1]);
+    expect(sources).to.have.members(['/app/package.json', '/app/node_modules', '/app/dist']);
+    expect(runs(runtime), 'the runtime stage installs nothing').to.equal('');
+  });
+
+  it('runs as a non-root numeric user in the final stage, the one the Deployment asks for', () => {
+    const user = runtime.instructions.filter((entry) => entry.keyword === 'USER').at(-1)?.args ?? '';
+    const uid = user.split(':')[0] ?? '';
+    expect(uid).to.match(/^\d+$/, 'numeric, so that the kubelet can check runAsNonRoot');
+    expect(Number(uid)).to.be.above(0);
+    const [deployment] = (loadAllYaml(readFileSync(resolve(ROOT, 'manifests', 'deployment.yaml'), 'utf8')) as V1Deployment[]);
+    const warden = deployment?.spec?.template.spec?.containers.find((container) => container.name === 'vgpu-warden');
+    expect(warden?.securityContext?.runAsUser).to.equal(Number(uid));
+  });
+
+  it('starts dist/main.js serve in exec form', () => {
+    expect(execForm(runtime, 'ENTRYPOINT')).to.deep.equal(['node', 'dist/main.js']);
+    expect(execForm(runtime, 'CMD')).to.deep.equal(['serve']);
+  });
+
+  it('sends the build only what it copies: .dockerignore allows those paths and nothing else', () => {
+    const patterns = readFileSync(resolve(ROOT, '.dockerignore'), 'utf8').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+    expect(patterns[0]).to.equal('*');
+    const allowed = patterns.slice(1).map((pattern) => {
+      expect(pattern.startsWith('!'), `${pattern}: after *, only exceptions`).to.equal(true);
+      return pattern.slice(1).replace(/\/$/, '');
+    });
+    const copied = build.instructions
+      .filter((entry) => entry.keyword === 'COPY' && !entry.args.startsWith('--from='))
+      .flatMap((entry) => entry.args.split(/\s+/).slice(0, -1));
+    expect(allowed).to.have.members(copied);
+  });
+});

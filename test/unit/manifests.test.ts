@@ -1,0 +1,312 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { loadYaml, type V1Container, type V1PolicyRule } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { loadConfig } from '../../src/config.js';
+import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
+import { findObject, loadManifestObjects, MANIFESTS_DIR, objectsOfKind, readKustomization } from '../support/manifests.js';
+
+const NAMESPACE = 'vgpu-warden';
+const RBAC_KINDS = new Set(['ClusterRole', 'Role']);
+const BINDING_KINDS = new Set(['ClusterRoleBinding', 'RoleBinding']);
+const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration']);
+const REQUIRED_LABELS = ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/component', 'app.kubernetes.io/part-of'];
+// Roles the bindings may reference without shipping them: the apiserver's bootstrap roles.
+const BUILT_IN_ROLES = new Set(['ClusterRole/system:kube-scheduler', 'ClusterRole/system:volume-scheduler', 'Role/kube-system/extension-apiserver-authentication-reader']);
+
+const packageVersion = (JSON.parse(readFileSync(resolve(MANIFESTS_DIR, '..', 'package.json'), 'utf8')) as { version: string }).version;
+const kustomization = readKustomization();
+const objects = loadManifestObjects(kustomization);
+const deployment = findObject(objects, 'Deployment', 'vgpu-warden');
+const podSpec = deployment.spec!.template.spec!;
+const podLabels = deployment.spec!.template.metadata!.labels!;
+const container = (name: string): V1Container => {
+  const found = podSpec.containers.find((candidate) => candidate.name === name);
+  if (!found) throw new Error(`no container ${name} in the Deployment`);
+  return found;
+};
+const warden = container('vgpu-warden');
+const scheduler = container('kube-scheduler');
+const webhookService = findObject(objects, 'Service', 'vgpu-warden');
+const webhookConfig = findObject(objects, 'MutatingWebhookConfiguration', 'vgpu-warden');
+const schedulerConfigMap = findObject(objects, 'ConfigMap', 'vgpu-warden-scheduler-config');
+const roles = [...objectsOfKind(objects, 'Role'), ...objectsOfKind(objects, 'ClusterRole')];
+const bindings = [...objectsOfKind(objects, 'RoleBinding'), ...objectsOfKind(objects, 'ClusterRoleBinding')];
+
+/** The container port a Service targetPort or probe port names (by name or number). */
+function containerPort(ports: V1Container['ports'], target: number | string | undefined): number | undefined {
+  return (ports ?? []).find((port) => (typeof target === 'number' ? port.containerPort === target : port.name === target))?.containerPort;
+}
+
+const QUANTITY_SUFFIXES: Record<string, number> = { '': 1, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 };
+
+/** A Kubernetes resource quantity in the forms the manifests use (100m, 1, 128Mi, 1Gi). */
+function quantity(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(m|k|M|G|Ki|Mi|Gi)?$/.exec(text);
+  if (!match) throw new Error(`unsupported quantity ${JSON.stringify(text)}`);
+  return Number(match[1]) * (QUANTITY_SUFFIXES[match[2] ?? ''] ?? Number.NaN);
+}
+
+function selects(selector: Record<string, string> | undefined, labels: Record<string, string>): boolean {
+  return selector !== undefined && Object.keys(selector).length > 0 && Object.entries(selector).every(([key, value]) => labels[key] === value);
+}
+
+/** The resource names a namespaced Role of the manifests grants `verb` on, for `resource` in `namespace`. */
+function namedGrants(resource: string, verb: string, namespace: string): string[] {
+  return roles
+    .filter((role) => role.metadata?.namespace === namespace)
+    .flatMap((role) => role.rules ?? [])
+    .filter((rule) => rule.resources?.includes(resource) === true && rule.verbs.includes(verb))
+    .flatMap((rule) => rule.resourceNames ?? []);
+}
+
+/** The environment the vgpu-warden container would see, with the downward API filled in. */
+function wardenEnvironment(podName: string): Record<string, string> {
+  const fields: Record<string, string> = { 'metadata.name': podName, 'metadata.namespace': deployment.metadata!.namespace! };
+  return Object.fromEntries((warden.env ?? []).map((variable) => {
+    const field = variable.valueFrom?.fieldRef?.fieldPath;
+    return [variable.name, field === undefined ? variable.value ?? '' : fields[field] ?? ''];
+  }));
+}
+
+describe('manifests/ (the kustomize base)', () => {
+  describe('kustomization.yaml', () => {
+    it('lists resource files that exist and parse into named Kubernetes objects', () => {
+      expect(kustomization).to.deep.include({ apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization' });
+      expect(kustomization.resources).to.be.an('array').that.is.not.empty;
+      for (const file of kustomization.resources ?? []) {
+        expect(existsSync(resolve(MANIFESTS_DIR, file)), `${file} is listed but missing`).to.equal(true);
+        expect(objects.filter((entry) => entry.file === file), `${file} holds no object`).to.not.be.empty;
+      }
+      for (const { file, object } of objects) {
+        expect(object.apiVersion, file).to.be.a('string').and.not.empty;
+        expect(object.kind, file).to.be.a('string').and.not.empty;
+        expect(object.metadata?.name, `${file}: ${object.kind} without a name`).to.be.a('string').and.not.empty;
+      }
+      const keys = objects.map(({ object }) => `${object.kind}/${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`);
+      expect(new Set(keys).size, 'duplicate objects').to.equal(keys.length);
+    });
+
+    it('forgets no manifest and does not list the kube-scheduler configuration as a resource', () => {
+      const files = readdirSync(MANIFESTS_DIR).filter((file) => file.endsWith('.yaml'));
+      const notResources = ['kustomization.yaml', 'kube-scheduler-config.yaml'];
+      expect([...(kustomization.resources ?? [])].sort()).to.deep.equal(files.filter((file) => !notResources.includes(file)).sort());
+    });
+
+    it('sets no namespace: it would move the kube-system RoleBinding of the scheduler sidecar', () => {
+      expect(kustomization.namespace).to.equal(undefined);
+    });
+  });
+
+  it('puts every namespaced object in vgpu-warden, except the RoleBinding that must live in kube-system', () => {
+    findObject(objects, 'Namespace', NAMESPACE);
+    for (const { file, object } of objects) {
+      const where = `${file}: ${object.kind} ${object.metadata?.name ?? ''}`;
+      if (CLUSTER_SCOPED.has(object.kind ?? '')) {
+        expect(object.metadata?.namespace, where).to.equal(undefined);
+      } else if (object.kind === 'RoleBinding' && object.metadata?.name === 'vgpu-warden-extension-apiserver-authentication-reader') {
+        expect(object.metadata.namespace, where).to.equal('kube-system');
+      } else {
+        expect(object.metadata?.namespace, where).to.equal(NAMESPACE);
+      }
+    }
+  });
+
+  it('labels every object with app.kubernetes.io/*, and the pods with the version of package.json', () => {
+    for (const { file, object } of objects) {
+      for (const label of REQUIRED_LABELS) {
+        expect(object.metadata?.labels?.[label], `${file}: ${object.kind} ${object.metadata?.name ?? ''} lacks ${label}`).to.be.a('string').and.not.empty;
+      }
+      expect(object.metadata?.labels?.['app.kubernetes.io/name']).to.equal('vgpu-warden');
+    }
+    for (const label of REQUIRED_LABELS) expect(podLabels[label], label).to.be.a('string').and.not.empty;
+    expect(podLabels['app.kubernetes.io/version']).to.equal(packageVersion);
+    expect(deployment.metadata?.labels?.['app.kubernetes.io/version']).to.equal(packageVersion);
+    expect(warden.image).to.equal(`vgpu-warden:${packageVersion}`);
+  });
+
+  it('keeps vgpu-warden itself out of its webhook and enforces Pod Security restricted on its namespace', () => {
+    const namespace = findObject(objects, 'Namespace', NAMESPACE);
+    expect(namespace.metadata?.labels).to.deep.include({ 'hami.io/webhook': 'ignore', 'pod-security.kubernetes.io/enforce': 'restricted' });
+    expect(podLabels['hami.io/webhook']).to.equal('ignore');
+  });
+
+  describe('the Deployment', () => {
+    it('runs 2 replicas of vgpu-warden serve next to the stock kube-scheduler, spread over nodes', () => {
+      expect(deployment.spec?.replicas).to.equal(2);
+      expect(selects(deployment.spec?.selector.matchLabels, podLabels), 'selector does not match the pod labels').to.equal(true);
+      expect(podSpec.containers.map((entry) => entry.name)).to.have.members(['vgpu-warden', 'kube-scheduler']);
+      expect(warden.args).to.deep.equal(['serve']);
+      expect(scheduler.image).to.equal('registry.k8s.io/kube-scheduler:v1.34.4');
+      expect(scheduler.command).to.include('--config=/config/config.yaml');
+      expect(findObject(objects, 'ServiceAccount', podSpec.serviceAccountName ?? '', NAMESPACE).metadata?.name).to.equal('vgpu-warden');
+      const term = podSpec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.podAffinityTerm;
+      expect(term?.topologyKey).to.equal('kubernetes.io/hostname');
+      expect(selects(term?.labelSelector?.matchLabels, podLabels)).to.equal(true);
+    });
+
+    it('mounts the scheduler ConfigMap where --config points', () => {
+      const mount = scheduler.volumeMounts?.find((entry) => entry.mountPath === '/config');
+      const volume = podSpec.volumes?.find((entry) => entry.name === mount?.name);
+      expect(volume?.configMap?.name).to.equal(schedulerConfigMap.metadata?.name);
+      expect(volume?.configMap?.items).to.deep.equal([{ key: 'config.yaml', path: 'config.yaml' }]);
+      expect(schedulerConfigMap.data).to.have.property('config.yaml');
+    });
+
+    for (const name of ['vgpu-warden', 'kube-scheduler']) {
+      it(`runs ${name} non-root, read-only, without privileges or capabilities, under RuntimeDefault seccomp`, () => {
+        const entry = container(name);
+        expect(entry.securityContext).to.deep.include({
+          runAsNonRoot: true, runAsUser: 10001, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false,
+        });
+        expect(entry.securityContext?.privileged).to.not.equal(true);
+        expect(entry.securityContext?.capabilities).to.deep.equal({ drop: ['ALL'] });
+        expect(entry.securityContext?.seccompProfile).to.deep.equal({ type: 'RuntimeDefault' });
+        expect(entry.volumeMounts?.find((mount) => mount.mountPath === '/tmp'), 'a writable /tmp').to.not.equal(undefined);
+      });
+
+      it(`gives ${name} CPU and memory requests and limits, limits above requests`, () => {
+        const { requests, limits } = container(name).resources ?? {};
+        for (const resource of ['cpu', 'memory']) {
+          expect(requests?.[resource], `requests.${resource}`).to.be.a('string').and.not.empty;
+          expect(limits?.[resource], `limits.${resource}`).to.be.a('string').and.not.empty;
+          expect(quantity(limits?.[resource] ?? ''), resource).to.be.at.least(quantity(requests?.[resource] ?? ''));
+        }
+      });
+    }
+
+    it('probes vgpu-warden on /healthz (liveness) and /readyz (readiness) over HTTPS on its webhook port', () => {
+      for (const [probe, path] of [[warden.livenessProbe, '/healthz'], [warden.readinessProbe, '/readyz'], [warden.startupProbe, '/healthz']] as const) {
+        expect(probe?.httpGet?.path).to.equal(path);
+        expect(probe?.httpGet?.scheme).to.equal('HTTPS');
+        expect(containerPort(warden.ports, probe?.httpGet?.port)).to.equal(9443);
+      }
+      expect(scheduler.livenessProbe?.httpGet).to.deep.include({ path: '/healthz', scheme: 'HTTPS' });
+      expect(containerPort(scheduler.ports, scheduler.livenessProbe?.httpGet?.port)).to.equal(10259);
+    });
+
+    it('passes the pod name and namespace through the downward API and names the Secret, webhook config and Service', () => {
+      const env = Object.fromEntries((warden.env ?? []).map((variable) => [variable.name, variable]));
+      expect(env.POD_NAME?.valueFrom?.fieldRef?.fieldPath).to.equal('metadata.name');
+      expect(env.POD_NAMESPACE?.valueFrom?.fieldRef?.fieldPath).to.equal('metadata.namespace');
+      expect(env.CERT_SECRET_NAME?.value).to.equal('vgpu-warden-tls');
+      expect(env.WEBHOOK_CONFIG_NAME?.value).to.equal(webhookConfig.metadata?.name);
+      expect(env.SERVICE_NAME?.value).to.equal(webhookService.metadata?.name);
+    });
+
+    it('configures vgpu-warden consistently with the Service, the scheduler, the webhook and the RBAC', () => {
+      const config = loadConfig(wardenEnvironment('vgpu-warden-7d9f-abcde'));
+      const namespace = deployment.metadata!.namespace!;
+      expect(config.namespace).to.equal(namespace);
+      expect(config.podName).to.equal('vgpu-warden-7d9f-abcde');
+      expect(containerPort(warden.ports, 'webhook')).to.equal(config.webhookPort);
+      expect(containerPort(warden.ports, 'metrics')).to.equal(config.metricsPort);
+      const schedulerConfig = loadYaml<{ profiles: { schedulerName: string }[]; extenders: { urlPrefix: string }[]; leaderElection: { resourceNamespace: string; resourceName: string } }>(
+        schedulerConfigMap.data!['config.yaml']!,
+      );
+      expect(schedulerConfig.profiles.map((profile) => profile.schedulerName)).to.deep.equal([config.schedulerName]);
+      expect(config.extenderHost).to.equal('127.0.0.1');
+      expect(schedulerConfig.extenders[0]?.urlPrefix).to.equal(`https://127.0.0.1:${config.extenderPort}`);
+      expect(schedulerConfig.leaderElection.resourceNamespace).to.equal(namespace);
+      expect(namedGrants('leases', 'update', namespace)).to.include.members([config.leaseName, schedulerConfig.leaderElection.resourceName]);
+      expect(namedGrants('secrets', 'update', namespace)).to.deep.equal([config.certSecretName]);
+      expect(roles.filter((role) => role.kind === 'ClusterRole').flatMap((role) => role.rules ?? [])
+        .filter((rule) => rule.resources?.includes('mutatingwebhookconfigurations') === true)
+        .flatMap((rule) => rule.resourceNames ?? [])).to.deep.equal([config.webhookConfigName]);
+      expect(webhookService.metadata?.name).to.equal(config.serviceName);
+    });
+  });
+
+  describe('the kube-scheduler ConfigMap', () => {
+    it('carries manifests/kube-scheduler-config.yaml verbatim', () => {
+      expect(schedulerConfigMap.data?.['config.yaml']).to.equal(readFileSync(resolve(MANIFESTS_DIR, 'kube-scheduler-config.yaml'), 'utf8'));
+    });
+
+    it('is exactly what src/extender/scheduler-config.ts builds for the cluster', () => {
+      expect(loadYaml(schedulerConfigMap.data?.['config.yaml'] ?? '')).to.deep.equal(kubeSchedulerConfiguration({
+        schedulerName: 'hami-scheduler',
+        extenderUrl: 'https://127.0.0.1:9444',
+        leaderElection: { leaderElect: true, resourceNamespace: NAMESPACE, resourceName: 'vgpu-warden-scheduler' },
+      }));
+    });
+  });
+
+  describe('the Services and the webhook registration', () => {
+    it('routes the webhook Service (443) to the port vgpu-warden serves the webhook on', () => {
+      expect(selects(webhookService.spec?.selector, podLabels), 'the Service selects no vgpu-warden pod').to.equal(true);
+      const port = webhookService.spec?.ports?.find((entry) => entry.port === 443);
+      expect(containerPort(warden.ports, port?.targetPort)).to.equal(9443);
+    });
+
+    it('registers the webhook at that Service: its name, namespace, port 443 and /mutate', () => {
+      for (const webhook of webhookConfig.webhooks ?? []) {
+        expect(webhook.clientConfig.service).to.deep.equal({
+          name: webhookService.metadata?.name, namespace: webhookService.metadata?.namespace, path: '/mutate', port: 443,
+        });
+        expect(webhook.clientConfig.caBundle, 'vgpu-warden fills the caBundle in').to.equal('');
+      }
+    });
+
+    it('exposes the metrics port through the metrics Service', () => {
+      const metrics = findObject(objects, 'Service', 'vgpu-warden-metrics');
+      expect(selects(metrics.spec?.selector, podLabels)).to.equal(true);
+      expect(containerPort(warden.ports, metrics.spec?.ports?.[0]?.targetPort)).to.equal(9395);
+    });
+
+    it('keeps one replica through disruptions', () => {
+      const budget = findObject(objects, 'PodDisruptionBudget', 'vgpu-warden');
+      expect(budget.spec?.minAvailable).to.equal(1);
+      expect(selects(budget.spec?.selector?.matchLabels, podLabels)).to.equal(true);
+    });
+  });
+
+  describe('RBAC', () => {
+    it('has no wildcard in any rule', () => {
+      for (const role of roles) {
+        for (const rule of role.rules ?? []) {
+          const fields: (keyof V1PolicyRule)[] = ['verbs', 'resources', 'apiGroups', 'resourceNames', 'nonResourceURLs'];
+          for (const field of fields) {
+            expect(rule[field] ?? [], `${role.kind ?? ''} ${role.metadata?.name ?? ''} ${field}`).to.not.include('*');
+          }
+        }
+      }
+      expect(objects.every(({ object }) => !RBAC_KINDS.has(object.kind ?? '') || 'rules' in object)).to.equal(true);
+    });
+
+    it('grants vgpu-warden cluster-wide exactly what it calls', () => {
+      expect(findObject(objects, 'ClusterRole', 'vgpu-warden').rules).to.deep.equal([
+        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'patch'] },
+        { apiGroups: [''], resources: ['pods/binding'], verbs: ['create'] },
+        { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['vgpu-warden'], verbs: ['get', 'update'] },
+      ]);
+    });
+
+    it('grants Secrets and Leases only in its namespace, by name wherever the verb allows it', () => {
+      for (const role of roles) {
+        for (const rule of role.rules ?? []) {
+          const sensitive = rule.resources?.some((resource) => ['secrets', 'leases'].includes(resource)) === true;
+          if (!sensitive) continue;
+          expect(role.kind, `${role.metadata?.name ?? ''} grants ${rule.resources?.join(',') ?? ''} cluster-wide`).to.equal('Role');
+          expect(role.metadata?.namespace).to.equal(NAMESPACE);
+          expect(rule.verbs).to.not.include.members(['list', 'watch', 'delete', 'patch']);
+          if (rule.verbs.some((verb) => verb !== 'create')) expect(rule.resourceNames, `${role.metadata?.name ?? ''}: ${rule.verbs.join(',')}`).to.not.be.empty;
+        }
+      }
+    });
+
+    it('binds only the ServiceAccount, to shipped roles or the built-in kube-scheduler ones', () => {
+      const shipped = new Set(roles.map((role) => (role.kind === 'Role' ? `Role/${role.metadata?.namespace ?? ''}/${role.metadata?.name ?? ''}` : `ClusterRole/${role.metadata?.name ?? ''}`)));
+      const referenced = bindings.map((binding) => (binding.roleRef.kind === 'Role'
+        ? `Role/${binding.metadata?.namespace ?? ''}/${binding.roleRef.name}`
+        : `ClusterRole/${binding.roleRef.name}`));
+      for (const reference of referenced) expect(shipped.has(reference) || BUILT_IN_ROLES.has(reference), reference).to.equal(true);
+      expect(referenced).to.include.members([...BUILT_IN_ROLES]);
+      for (const binding of bindings) {
+        expect(BINDING_KINDS.has(binding.kind ?? '')).to.equal(true);
+        expect(binding.subjects).to.deep.equal([{ kind: 'ServiceAccount', name: podSpec.serviceAccountName, namespace: NAMESPACE }]);
+      }
+    });
+  });
+});
