@@ -10,6 +10,12 @@ import { serveCommand } from './commands/serve-command.js';
 // src/main.ts and dist/main.js both sit one level below the repository root.
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
+// `vgpu-warden --help | head` closes the pipe early: that is the reader's choice, not a crash.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(0);
+  throw error;
+});
+
 // Installed only by commands that run until stopped, so the others keep Node's default Ctrl-C.
 function waitForStopSignal(): Promise<string> {
   return new Promise((resolveSignal) => {
