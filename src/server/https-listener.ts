@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import type { RequestListener } from 'node:http';
+import type { RequestListener, Server as HttpServer } from 'node:http';
 
 export interface HttpsListenerOptions {
   host: string;
@@ -13,21 +13,32 @@ export interface HttpsListenerOptions {
   headersTimeoutMs?: number;
 }
 
+/**
+ * Applies the shared connection timeouts and listens; resolves once bound, rejects on a bind error
+ * (port in use, bad address). Used by the TLS listeners and the plain-HTTP metrics listener.
+ */
+export async function listenWithTimeouts(
+  server: HttpServer | Server,
+  options: { host: string; port: number; keepAliveTimeoutMs?: number; headersTimeoutMs?: number },
+): Promise<void> {
+  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 90_000;
+  server.headersTimeout = options.headersTimeoutMs ?? 32_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
 /** A TLS listener whose certificate can be swapped without a restart (hot reload). */
 export class HttpsListener {
   private constructor(readonly server: Server) {}
 
   static async start(app: RequestListener, options: HttpsListenerOptions): Promise<HttpsListener> {
     const server = createServer({ cert: options.certPem, key: options.keyPem }, app);
-    server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 90_000;
-    server.headersTimeout = options.headersTimeoutMs ?? 32_000;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(options.port, options.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    await listenWithTimeouts(server, options);
     return new HttpsListener(server);
   }
 

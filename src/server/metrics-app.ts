@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import { listenWithTimeouts } from './https-listener.js';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { describeError } from '../errors.js';
@@ -62,15 +63,7 @@ export interface MetricsListener {
 export async function startMetricsListener(options: MetricsListenerOptions): Promise<MetricsListener> {
   const server = createServer(createMetricsApp(options));
   // Same timeouts as the TLS listeners: Prometheus keeps its scrape connections alive.
-  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 90_000;
-  server.headersTimeout = options.headersTimeoutMs ?? 32_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  await listenWithTimeouts(server, options);
   const port = (server.address() as AddressInfo).port;
   return {
     port,
