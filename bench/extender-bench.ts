@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import { ClusterCache } from '../src/cluster/cluster-cache.js';
+import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
 import { startServer } from '../src/commands/serve-command.js';
 import { loadConfig } from '../src/config.js';
 import { ALLOCATED_ANNOTATION, encodeAllocation } from '../src/devices/allocation-codec.js';
@@ -100,7 +100,7 @@ try {
   // ---- 2. throughput through the real kube-scheduler at 100 nodes ----
   const small = Array.from({ length: 100 }, (_, index) => `t-node-${String(index).padStart(3, '0')}`);
   await inBatches(small, 32, (name) => core.createNode({ body: simulatedGpuNode({ name, gpus: 4, labels: { bench: 'throughput' } }) }));
-  const simulatorCache = new ClusterCache({ kubeConfig, core });
+  const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
   await simulatorCache.start();
   const simulator = new DevicePluginSimulator({
     core, cache: simulatorCache, allocationDelayMs: 0,

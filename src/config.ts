@@ -37,6 +37,8 @@ export interface Config {
   nodeSchedulerPolicy: 'binpack' | 'spread';
   gpuSchedulerPolicy: 'binpack' | 'spread';
   bindLockWaitMs: number;
+  bindTimeoutMs: number;
+  stateStaleAfterMs: number;
   leaderElection: boolean;
   leaseName: string;
   podName: string | undefined;
@@ -300,13 +302,27 @@ export const SETTINGS = [
     allowed: 'expected binpack or spread', parse: placementPolicy,
   }),
   setting({
-    key: 'bindLockWaitMs', env: 'BIND_LOCK_WAIT', flag: 'bind-lock-wait', defaultValue: '25s',
-    description: 'how long a bind waits for a busy node\'s lock before failing (kube-scheduler then retries); keep it below the extender httpTimeout (30s)',
-    allowed: 'expected a positive duration below 30s such as 25s', parse: (raw) => {
+    key: 'bindLockWaitMs', env: 'BIND_LOCK_WAIT', flag: 'bind-lock-wait', defaultValue: '15s',
+    description: 'how long a bind waits for a busy node\'s lock before failing (kube-scheduler then retries); must be below BIND_TIMEOUT',
+    allowed: 'expected a positive duration below 30s such as 15s', parse: (raw) => {
       const value = positiveDuration(raw);
       if (value >= 30_000) throw new InvalidValue();
       return value;
     },
+  }),
+  setting({
+    key: 'bindTimeoutMs', env: 'BIND_TIMEOUT', flag: 'bind-timeout', defaultValue: '25s',
+    description: 'one deadline for a whole bind, lock wait, API calls and clean-up included; below the extender httpTimeout (30s) and BIND_GRACE',
+    allowed: 'expected a duration from 100ms to below 30s such as 25s', parse: (raw) => {
+      const value = positiveDuration(raw);
+      if (value < 100 || value >= 30_000) throw new InvalidValue();
+      return value;
+    },
+  }),
+  setting({
+    key: 'stateStaleAfterMs', env: 'STATE_STALE_AFTER', flag: 'state-stale-after', defaultValue: '30s',
+    description: 'a node or pod watch down this long makes the state store stale: filter answers with an error and /readyz fails until it recovers',
+    allowed: 'expected a positive duration such as 30s', parse: positiveDuration,
   }),
   setting({
     key: 'leaderElection', env: 'LEADER_ELECTION', flag: 'leader-election', defaultValue: 'true',
@@ -384,6 +400,14 @@ function checkRelations(config: Config, sources: Partial<Record<keyof Config, Ra
     const { source, raw } = describeSource('bindGraceMs', sources);
     throw new ConfigError(source, raw,
       `must be shorter than NODELOCK_EXPIRE (${formatDuration(config.nodeLockExpireMs)}), or a bind in progress would count as expired`);
+  }
+  if (config.bindLockWaitMs >= config.bindTimeoutMs) {
+    const { source, raw } = describeSource('bindLockWaitMs', sources);
+    throw new ConfigError(source, raw, `must be shorter than BIND_TIMEOUT (${formatDuration(config.bindTimeoutMs)}): the lock wait is part of the bind`);
+  }
+  if (config.bindTimeoutMs >= config.bindGraceMs) {
+    const { source, raw } = describeSource('bindTimeoutMs', sources);
+    throw new ConfigError(source, raw, `must be shorter than BIND_GRACE (${formatDuration(config.bindGraceMs)}), or the sweeper could free a lock while its bind still runs`);
   }
   if (config.certRenewBeforeMs >= config.certValidityMs) {
     const { source, raw } = describeSource('certRenewBeforeMs', sources);

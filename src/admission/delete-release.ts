@@ -1,11 +1,12 @@
+import { deletionFence, deletionTimestampOf, type FenceView } from '../lock/deletion-fence.js';
 import type { PodRef } from '../lock/lock-value.js';
-import type { ReleasePath, ReleaseResult } from '../lock/node-locks.js';
+import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/node-locks.js';
 
 /** hami.io/vgpu-node: the node the scheduler chose, set before the Binding exists. */
 export const VGPU_NODE_ANNOTATION = 'hami.io/vgpu-node';
 
 export interface LockReleaser {
-  release(node: string, pod: PodRef, path: ReleasePath): Promise<ReleaseResult>;
+  release(node: string, pod: PodRef, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
 }
 
 export type DeleteOutcome =
@@ -36,7 +37,7 @@ export function nodeOfPod(pod: Record<string, unknown>): string | undefined {
 export async function releaseLockOfDeletedPod(
   oldObject: unknown,
   request: { name?: string; namespace?: string; dryRun?: boolean },
-  deps: { locks: LockReleaser; timeoutMs: number },
+  deps: { locks: LockReleaser; timeoutMs: number; fenceView?: FenceView; clock?: () => Date },
 ): Promise<DeleteOutcome> {
   if (request.dryRun === true) return { kind: 'skipped', reason: 'dry-run' };
   if (!isRecord(oldObject)) return { kind: 'skipped', reason: 'no-pod' };
@@ -50,7 +51,11 @@ export async function releaseLockOfDeletedPod(
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => { resolve('timeout'); }, deps.timeoutMs); });
   try {
-    const outcome = await Promise.race([deps.locks.release(node, { namespace, name }, 'webhook'), timeout]);
+    const uid = typeof metadata.uid === 'string' ? metadata.uid : undefined;
+    const fence = deps.fenceView === undefined
+      ? undefined
+      : deletionFence({ uid, deletionTimestamp: deletionTimestampOf(metadata), observedAt: deps.clock?.() ?? new Date() }, deps.fenceView);
+    const outcome = await Promise.race([deps.locks.release(node, { namespace, name }, 'webhook', fence === undefined ? {} : { fence }), timeout]);
     return outcome === 'timeout' ? { kind: 'timed-out', node } : { kind: 'done', node, result: outcome };
   } catch (error) {
     return { kind: 'failed', node, error };

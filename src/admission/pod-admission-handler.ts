@@ -1,4 +1,5 @@
 import { respond, type AdmissionRequest, type AdmissionResponse } from './admission-types.js';
+import type { FenceView } from '../lock/deletion-fence.js';
 import { releaseLockOfDeletedPod, type DeleteOutcome, type LockReleaser } from './delete-release.js';
 import { mutatePodOnCreate, type MutationDecision, type PodMutationConfig } from './pod-mutation.js';
 
@@ -13,6 +14,8 @@ export interface PodAdmissionDeps {
   locks: LockReleaser;
   /** Upper bound for the lock release on DELETE; keep it well under the webhook's timeoutSeconds. */
   deleteTimeoutMs: number;
+  /** The state store: releases on DELETE never touch a lock stamped after the deletion. */
+  fenceView?: FenceView;
   onOutcome?: (request: AdmissionRequest, outcome: AdmissionOutcome) => void;
 }
 
@@ -39,7 +42,9 @@ export class PodAdmissionHandler {
       }
     }
     if (request.operation === 'DELETE' && isPod) {
-      const outcome = await releaseLockOfDeletedPod(request.oldObject, request, { locks: this.deps.locks, timeoutMs: this.deps.deleteTimeoutMs });
+      const outcome = await releaseLockOfDeletedPod(request.oldObject, request, {
+        locks: this.deps.locks, timeoutMs: this.deps.deleteTimeoutMs, ...(this.deps.fenceView ? { fenceView: this.deps.fenceView } : {}),
+      });
       this.report(request, { operation: 'DELETE', outcome });
       // A DELETE is never denied and never patched: the apiserver rejects patches on DELETE.
       return respond.allowed(request.uid);

@@ -1,119 +1,155 @@
-import { makeInformer, type CoreV1Api, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
-import { parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
+import type { CoreV1Api, KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
+import { DEVICE_CORDON_ANNOTATION, NODE_REGISTER_ANNOTATION, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
 import type { GpuUse } from '../devices/usage.js';
+import { withSignal } from '../kube/call-options.js';
+import { kubeListWatchSource } from '../kube/list-watch-source.js';
+import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
+import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
+import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
+import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
+import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
 
 export interface ClusterCacheDeps {
-  kubeConfig: KubeConfig;
-  core: CoreV1Api;
+  /** Where nodes and pods come from; `kubeSources` builds the real ones. */
+  sources: { nodes: ListWatchSource<V1Node>; pods: ListWatchSource<V1Pod> };
   log?: (level: 'info' | 'warn', message: string) => void;
-  /** Pause before an informer that failed is started again. */
-  restartDelayMs?: number;
+  /** A watch down longer than this makes the store stale (filter refuses, /readyz fails). */
+  staleAfterMs?: number;
+  clock?: () => number;
+  reflector?: ReflectorOptions;
 }
 
-type NodeListener = (node: V1Node) => void;
-type PodListener = (pod: V1Pod, change: 'add' | 'update' | 'delete') => void;
+/** The real list-watch sources for nodes and pods. */
+export function kubeSources(kubeConfig: KubeConfig, core: CoreV1Api): ClusterCacheDeps['sources'] {
+  return {
+    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', (signal) => core.listNode({}, withSignal(signal))),
+    pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', (signal) => core.listPodForAllNamespaces({}, withSignal(signal))),
+  };
+}
 
-interface Watched<T> {
-  informer: ReturnType<typeof makeInformer<T & { metadata?: { name?: string } }>>;
-  synced: boolean;
+export type PodChange = 'add' | 'update' | 'delete';
+type NodeListener = (node: V1Node, change: PodChange) => void;
+type PodListener = (pod: V1Pod, change: PodChange) => void;
+
+interface NodeState {
+  inventory: NodeInventory;
+  /** Bumped on every change that can change a fit or a lock decision on this node. */
+  generation: number;
+  lock: { raw: string; firstSeenMs: number } | undefined;
 }
 
 /**
- * Informer-backed view of nodes (with their parsed GPU inventory) and of GPU usage from pods.
- * Informers restart themselves after errors (client-node stops a ListWatch on any non-410 error).
- * `synced` turns true once both initial lists have been delivered; /readyz and filter wait for it.
+ * The one cluster state store (ARCHITECTURE §3 `cluster/`): nodes with their parsed GPU inventory,
+ * pods, GPU usage per node (bound plus assumed pods), and each node's lock with the time this
+ * process first saw that value. Filter, prioritize, bind, the sweeper, the pod watch, metrics and
+ * the CLI all read it.
+ *
+ * Synced only after a successful LIST of both nodes and pods; stale while a watch has been down
+ * longer than `staleAfterMs`. Relists are reconciled by UID (ObjectStore), so a pod recreated under
+ * the same name while the watch was down is a delete of the old incarnation and an add of the new.
  */
 export class ClusterCache {
-  readonly usage = new PodUsageIndex();
-  private readonly inventories = new Map<string, NodeInventory>();
+  readonly usage: PodUsageIndex;
+  /** The store as the lock service sees it (first reads, lock ages, our own writes fed back). */
+  readonly lockView: LockView;
+  private readonly nodes = new ObjectStore<V1Node>();
+  private readonly pods = new ObjectStore<V1Pod>();
+  private readonly nodeStates = new Map<string, NodeState>();
   private readonly nodeListeners = new Set<NodeListener>();
   private readonly podListeners = new Set<PodListener>();
-  private nodes: Watched<V1Node> | undefined;
-  private pods: Watched<V1Pod> | undefined;
-  private stopped = false;
-  private readonly syncWaiters: (() => void)[] = [];
+  private readonly lockListeners = new Map<string, Set<() => void>>();
+  private readonly reflectors: Reflector<V1Node | V1Pod>[];
+  private readonly clock: () => number;
+  private globalGeneration = 0;
 
-  constructor(private readonly deps: ClusterCacheDeps) {}
-
-  get synced(): boolean {
-    return this.nodes?.synced === true && this.pods?.synced === true;
+  constructor(private readonly deps: ClusterCacheDeps) {
+    this.clock = deps.clock ?? Date.now;
+    this.usage = new PodUsageIndex(this.clock, undefined, (node) => { this.bump(node); });
+    const log = deps.log;
+    this.reflectors = [
+      new Reflector<V1Node>({
+        what: 'nodes', source: deps.sources.nodes, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
+        sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items)); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, node)); } },
+      }),
+      new Reflector<V1Pod>({
+        what: 'pods', source: deps.sources.pods, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
+        sink: { replace: (items) => { this.applyPods(this.pods.replace(items)); }, apply: (type, pod) => { this.applyPods(this.pods.apply(type, pod)); } },
+      }),
+    ];
+    this.lockView = {
+      node: (name) => this.nodeSnapshot(name),
+      ownerPod: (ref) => this.ownerPod(ref),
+      lockSeenAt: (node, value) => this.lockSeenAt(node, value),
+      observeWrite: (snapshot) => { this.observeNodeWrite(snapshot); },
+    };
   }
 
-  async start(): Promise<void> {
-    const { kubeConfig, core } = this.deps;
-    const nodeInformer = makeInformer<V1Node>(kubeConfig, '/api/v1/nodes', () => core.listNode());
-    const podInformer = makeInformer<V1Pod>(kubeConfig, '/api/v1/pods', () => core.listPodForAllNamespaces());
-    this.nodes = { informer: nodeInformer, synced: false };
-    this.pods = { informer: podInformer, synced: false };
+  /** True once both nodes and pods have been listed successfully. */
+  get synced(): boolean {
+    return this.reflectors.every((reflector) => reflector.synced);
+  }
 
-    const onNode = (node: V1Node) => {
-      const name = node.metadata?.name;
-      if (name === undefined) return;
-      this.inventories.set(name, parseNodeInventory(node.metadata?.annotations));
-      for (const listener of this.nodeListeners) listener(node);
-    };
-    nodeInformer.on('add', onNode);
-    nodeInformer.on('update', onNode);
-    nodeInformer.on('delete', (node) => {
-      if (node.metadata?.name !== undefined) this.inventories.delete(node.metadata.name);
-      for (const listener of this.nodeListeners) listener(node);
-    });
-    const onPod = (change: 'add' | 'update') => (pod: V1Pod) => {
-      const problem = this.usage.upsert(pod);
-      if (problem !== undefined) this.deps.log?.('warn', problem);
-      for (const listener of this.podListeners) listener(pod, change);
-    };
-    podInformer.on('add', onPod('add'));
-    podInformer.on('update', onPod('update'));
-    podInformer.on('delete', (pod) => {
-      if (pod.metadata?.uid !== undefined) this.usage.remove(pod.metadata.uid);
-      for (const listener of this.podListeners) listener(pod, 'delete');
-    });
-
-    for (const [what, watched] of [['nodes', this.nodes], ['pods', this.pods]] as const) {
-      watched.informer.on('error', (error: unknown) => {
-        if (this.stopped) return;
-        this.deps.log?.('warn', `${what} informer failed (${String((error as Error | undefined)?.message ?? error)}); restarting`);
-        setTimeout(() => { if (!this.stopped) void watched.informer.start().catch(() => undefined); }, this.deps.restartDelayMs ?? 1000).unref();
-      });
+  /** Why the store cannot be trusted right now; empty when it can. */
+  problems(): string[] {
+    const problems: string[] = [];
+    const now = this.clock();
+    const staleAfter = this.deps.staleAfterMs ?? 30_000;
+    for (const [what, reflector] of [['nodes', this.reflectors[0]], ['pods', this.reflectors[1]]] as const) {
+      if (reflector === undefined) continue;
+      if (!reflector.synced) problems.push(`${what} not listed yet`);
+      const down = reflector.downSince;
+      if (reflector.synced && down !== undefined && now - down > staleAfter) problems.push(`${what} watch down for ${Math.round((now - down) / 1000)}s`);
     }
-    // start() resolves after the initial list has been delivered to the handlers.
-    await Promise.all([
-      nodeInformer.start().then(() => { this.markSynced(this.nodes); }),
-      podInformer.start().then(() => { this.markSynced(this.pods); }),
-    ]);
-    this.deps.log?.('info', `cluster cache synced: ${this.inventories.size} nodes`);
+    return problems;
+  }
+
+  /** Starts both reflectors; resolves once synced (or when stopped first). */
+  async start(): Promise<void> {
+    for (const reflector of this.reflectors) reflector.start();
+    await Promise.all(this.reflectors.map((reflector) => reflector.waitForSync(2_147_483_647)));
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    await Promise.all([this.nodes?.informer.stop(), this.pods?.informer.stop()]);
+    await Promise.all(this.reflectors.map((reflector) => reflector.stop()));
   }
 
-  /** Resolves once synced, or false after `timeoutMs`. */
+  /** Resolves true once synced, or false after `timeoutMs`. */
   async waitForSync(timeoutMs: number): Promise<boolean> {
-    if (this.synced) return true;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => { resolve(this.synced); }, timeoutMs);
-      this.syncWaiters.push(() => { clearTimeout(timer); resolve(true); });
-    });
+    const results = await Promise.all(this.reflectors.map((reflector) => reflector.waitForSync(timeoutMs)));
+    return results.every(Boolean);
   }
 
   inventory(nodeName: string): NodeInventory | undefined {
-    return this.inventories.get(nodeName);
+    return this.nodeStates.get(nodeName)?.inventory;
   }
 
   node(nodeName: string): V1Node | undefined {
-    return this.nodes?.informer.get(nodeName);
+    return this.nodes.get(nodeName);
   }
 
   pod(namespace: string, name: string): V1Pod | undefined {
-    return this.pods?.informer.get(name, namespace);
+    return this.pods.get(`${namespace}/${name}`);
+  }
+
+  /** Changes whenever anything that can change a fit or lock decision on any node changes. */
+  get generation(): number {
+    return this.globalGeneration;
+  }
+
+  /** This node's generation: filter and prioritize results for a node are valid while it holds. */
+  nodeGeneration(nodeName: string): number | undefined {
+    return this.nodeStates.get(nodeName)?.generation;
   }
 
   usageOn(nodeName: string, excludeUid?: string): Map<string, GpuUse> {
     return this.usage.usageOn(nodeName, excludeUid);
+  }
+
+  /** The node's lock as the store has it, with the time this process first saw the value. */
+  lockOf(nodeName: string): { raw: string; firstSeen: Date } | undefined {
+    const lock = this.nodeStates.get(nodeName)?.lock;
+    return lock === undefined ? undefined : { raw: lock.raw, firstSeen: new Date(lock.firstSeenMs) };
   }
 
   /** Calls `listener` on every node add, update or delete until the returned function is called. */
@@ -128,21 +164,148 @@ export class ClusterCache {
     return () => { this.podListeners.delete(listener); };
   }
 
-  /** Nodes carrying hami.io/mutex.lock now, from the cache (the sweeper's work list). */
+  /**
+   * Calls `listener` when the lock value of `nodeName` changes or when the pod it names changes
+   * (its holder's state decides whether a waiter may take over). Lock waiters park here.
+   */
+  onLockChange(nodeName: string, listener: () => void): () => void {
+    let listeners = this.lockListeners.get(nodeName);
+    if (!listeners) this.lockListeners.set(nodeName, (listeners = new Set()));
+    listeners.add(listener);
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.lockListeners.get(nodeName) === listeners) this.lockListeners.delete(nodeName);
+    };
+  }
+
+  /** Nodes carrying hami.io/mutex.lock now (the sweeper's work list). */
   lockedNodes(): string[] {
-    return (this.nodes?.informer.list() ?? [])
-      .filter((node) => node.metadata?.annotations?.['hami.io/mutex.lock'] !== undefined)
-      .map((node) => node.metadata?.name ?? '')
-      .filter((name) => name !== '');
+    const names: string[] = [];
+    for (const [name, state] of this.nodeStates) if (state.lock !== undefined) names.push(name);
+    return names;
   }
 
-  /** Every node in the cache (for simulators and diagnostics). */
   nodeNames(): string[] {
-    return [...this.inventories.keys()];
+    return [...this.nodeStates.keys()];
   }
 
-  private markSynced(watched: Watched<V1Node> | Watched<V1Pod> | undefined): void {
-    if (watched) watched.synced = true;
-    if (this.synced) for (const waiter of this.syncWaiters.splice(0)) waiter();
+  /** The pod a lock names, as lock rules see it; undefined when the store has no such pod. */
+  ownerPod(ref: PodRef): OwnerPod | undefined {
+    const pod = this.pod(ref.namespace, ref.name);
+    return pod === undefined ? undefined : ownerPodFrom(pod);
   }
+
+  /** UID of the pod of that name that is not being deleted, if the store has one. */
+  liveIncarnationUid(namespace: string, name: string): string | undefined {
+    const pod = this.pod(namespace, name);
+    return pod === undefined || pod.metadata?.deletionTimestamp != null ? undefined : pod.metadata?.uid;
+  }
+
+  lockSeenAt(nodeName: string, value: string): Date | undefined {
+    const lock = this.nodeStates.get(nodeName)?.lock;
+    return lock?.raw === value ? new Date(lock.firstSeenMs) : undefined;
+  }
+
+  nodeSnapshot(nodeName: string): NodeSnapshot | undefined {
+    const node = this.nodes.get(nodeName);
+    if (node === undefined) return undefined;
+    return { name: nodeName, resourceVersion: node.metadata?.resourceVersion ?? '', lock: node.metadata?.annotations?.[NODE_LOCK_ANNOTATION], object: node };
+  }
+
+  /** Feeds back a node we just wrote (a lock write's answer) so waiters see it before its watch event. */
+  observeNodeWrite(snapshot: NodeSnapshot): void {
+    const object = snapshot.object as V1Node | undefined;
+    if (object?.metadata?.name === undefined) return;
+    this.applyNodes(this.nodes.observeWrite(object));
+  }
+
+  private bump(nodeName: string): void {
+    this.globalGeneration++;
+    const state = this.nodeStates.get(nodeName);
+    if (state) state.generation = this.globalGeneration;
+  }
+
+  private applyNodes(changes: ObjectChange<V1Node>[]): void {
+    for (const change of changes) {
+      const node = change.object;
+      const name = node.metadata?.name;
+      if (name === undefined) continue;
+      if (change.type === 'delete') {
+        this.nodeStates.delete(name);
+        this.globalGeneration++;
+        this.notifyLock(name);
+      } else {
+        this.updateNodeState(name, node, change.type === 'update' ? change.previous : undefined);
+      }
+      this.emit(this.nodeListeners, (listener) => { listener(node, change.type); });
+    }
+  }
+
+  private updateNodeState(name: string, node: V1Node, previous: V1Node | undefined): void {
+    const annotations = node.metadata?.annotations ?? {};
+    let state = this.nodeStates.get(name);
+    if (state === undefined) {
+      state = { inventory: parseNodeInventory(annotations), generation: 0, lock: undefined };
+      this.nodeStates.set(name, state);
+      this.bump(name);
+    } else if (!sameInventoryAnnotations(previous?.metadata?.annotations, annotations)) {
+      state.inventory = parseNodeInventory(annotations);
+      this.bump(name);
+    }
+    const raw = annotations[NODE_LOCK_ANNOTATION];
+    if (raw !== state.lock?.raw) {
+      state.lock = raw === undefined ? undefined : { raw, firstSeenMs: this.clock() };
+      this.bump(name);
+      this.notifyLock(name);
+    }
+  }
+
+  private applyPods(changes: ObjectChange<V1Pod>[]): void {
+    for (const change of changes) {
+      const pod = change.object;
+      const uid = pod.metadata?.uid;
+      if (change.type === 'delete') {
+        if (uid !== undefined) this.usage.remove(uid);
+      } else {
+        const problem = this.usage.upsert(pod);
+        if (problem !== undefined) this.deps.log?.('warn', problem);
+      }
+      this.notifyHolder(pod);
+      this.emit(this.podListeners, (listener) => { listener(pod, change.type); });
+    }
+  }
+
+  /** Wakes the waiters of every node whose lock names this pod. */
+  private notifyHolder(pod: V1Pod): void {
+    const namespace = pod.metadata?.namespace;
+    const name = pod.metadata?.name;
+    if (namespace === undefined || name === undefined) return;
+    for (const node of this.lockListeners.keys()) {
+      const lock = this.nodeStates.get(node)?.lock;
+      if (lock === undefined) continue;
+      const value = parseLockValue(lock.raw);
+      if (value.kind === 'owned' && value.owner.namespace === namespace && value.owner.name === name) this.notifyLock(node);
+    }
+  }
+
+  private notifyLock(nodeName: string): void {
+    const listeners = this.lockListeners.get(nodeName);
+    if (listeners) this.emit(listeners, (listener) => { listener(); });
+  }
+
+  private emit<L>(listeners: Set<L>, call: (listener: L) => void): void {
+    for (const listener of [...listeners]) {
+      try {
+        call(listener);
+      } catch (error) {
+        this.deps.log?.('warn', `a cluster-state listener failed: ${(error as Error).message}`);
+      }
+    }
+  }
+}
+
+const INVENTORY_KEYS = [NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION];
+
+function sameInventoryAnnotations(before: Record<string, string> | undefined, after: Record<string, string>): boolean {
+  return before !== undefined && INVENTORY_KEYS.every((key) => before[key] === after[key]);
 }

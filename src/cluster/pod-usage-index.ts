@@ -12,6 +12,8 @@ interface PodLike {
 interface Entry {
   node: string;
   usage: Map<string, GpuUse>;
+  /** The annotation it was decoded from: an update that leaves it alone changes nothing. */
+  encoded?: string;
 }
 
 /**
@@ -25,7 +27,12 @@ export class PodUsageIndex {
   // Filter asks for the usage of every candidate node: index by node so that costs O(pods on it).
   private readonly byNode = new Map<string, Set<string>>();
 
-  constructor(private readonly clock: () => number = Date.now, private readonly assumeTtlMs = 10 * 60_000) {}
+  /** `onNodeChanged` hears of every change to a node's usage (the store bumps that node's generation). */
+  constructor(
+    private readonly clock: () => number = Date.now,
+    private readonly assumeTtlMs = 10 * 60_000,
+    private readonly onNodeChanged: (node: string) => void = () => undefined,
+  ) {}
 
   /** Applies an informer add/update. Returns a problem string when the pod's annotation is unreadable. */
   upsert(pod: PodLike): string | undefined {
@@ -40,13 +47,18 @@ export class PodUsageIndex {
       if (finished) this.dropAssumed(uid);
       return undefined;
     }
+    const known = this.pods.get(uid);
+    if (known !== undefined && known.node === node && known.encoded === encoded) {
+      this.dropAssumed(uid);
+      return undefined;
+    }
     const allocation = decodeAllocation(encoded);
     if ('error' in allocation) {
       this.dropPod(uid);
       return `pod ${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}: unreadable ${ALLOCATED_ANNOTATION}: ${allocation.error}`;
     }
     this.dropPod(uid);
-    this.pods.set(uid, { node, usage: podDeviceUsage(allocation, pod.spec?.initContainers?.length ?? 0) });
+    this.pods.set(uid, { node, usage: podDeviceUsage(allocation, pod.spec?.initContainers?.length ?? 0), encoded });
     this.link(node, uid);
     // The informer now accounts for it: the assumption has done its job.
     this.dropAssumed(uid);
@@ -97,12 +109,14 @@ export class PodUsageIndex {
   }
 
   private link(node: string, uid: string): void {
+    this.onNodeChanged(node);
     let uids = this.byNode.get(node);
     if (!uids) this.byNode.set(node, (uids = new Set()));
     uids.add(uid);
   }
 
   private unlink(node: string, uid: string): void {
+    this.onNodeChanged(node);
     // Keep the link while the other map still places this uid on the node.
     if (this.pods.get(uid)?.node === node || this.assumed.get(uid)?.node === node) return;
     const uids = this.byNode.get(node);

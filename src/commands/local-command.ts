@@ -5,7 +5,7 @@ import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, type V1MutatingWebhook
 import type { Command } from '../cli.js';
 import { UsageError } from '../cli.js';
 import { loadConfig } from '../config.js';
-import { ClusterCache } from '../cluster/cluster-cache.js';
+import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
 import { kubeSchedulerConfiguration } from '../extender/scheduler-config.js';
 import { loadKubeConfig } from '../kube/client.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
@@ -83,7 +83,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       const server = await startServer(loadConfig({
         ...io.env, KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
         EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', SCHEDULER_NAME: settings.schedulerName,
-        METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), POD_NAMESPACE: 'default',
+        METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), POD_NAMESPACE: 'default', NODE_SCHEDULER_POLICY: settings.nodeSchedulerPolicy,
       }), createLogger(settings.logLevel === 'info' ? 'warn' : settings.logLevel));
       say(`vgpu-warden webhook on https://127.0.0.1:${webhookPort}, extender on https://127.0.0.1:${extenderPort}`);
 
@@ -100,7 +100,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       for (let index = 1; index <= nodeCount; index++) {
         await core.createNode({ body: simulatedGpuNode({ name: `gpu-node-${index}`, gpus: gpusPerNode, gpuMemoryMiB }) });
       }
-      const simulatorCache = new ClusterCache({ kubeConfig, core });
+      const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
       await simulatorCache.start();
       const simulator = new DevicePluginSimulator({
         core,
@@ -113,6 +113,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       simulator.start();
       await plane.startScheduler(kubeSchedulerConfiguration({
         schedulerName: settings.schedulerName, extenderUrl: `https://127.0.0.1:${extenderPort}`, caPem, includeDefaultProfile: true,
+        nodePolicy: settings.nodeSchedulerPolicy,
       }));
       say(`kube-scheduler with profiles default-scheduler and ${settings.schedulerName} (extender: filter, prioritize, bind)`);
       say(`${nodeCount} simulated GPU nodes with ${gpusPerNode} GPUs each, and a device-plugin simulator`);

@@ -4,7 +4,7 @@ import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api } from '@kuber
 import { configFlags, EXIT_OK, type Command } from '../cli.js';
 import type { Config } from '../config.js';
 import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
-import { ClusterCache } from '../cluster/cluster-cache.js';
+import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { Binder } from '../extender/binder.js';
 import { ExtenderService } from '../extender/extender-service.js';
@@ -82,13 +82,14 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   });
   const material = await keeper.ensure();
 
-  const cache = new ClusterCache({ kubeConfig, core, log: (level, message) => { log[level]({ component: 'cache' }, message); } });
+  const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core), staleAfterMs: config.stateStaleAfterMs, log: (level, message) => { log[level]({ component: 'cache' }, message); } });
   const cacheStarted = cache.start().catch((error: unknown) => { log.error({ component: 'cache', err: error }, 'cluster cache failed to start'); });
   const metrics = new WardenMetrics({ onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
   const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); });
   const lockConfig = { bindGraceMs: config.bindGraceMs, expireMs: config.nodeLockExpireMs, forceAfterMs: config.nodeLockForceAfterMs };
   const locks = new NodeLocks({
     api: new KubeNodeLockApi(core),
+    view: cache.lockView,
     config: lockConfig,
     // Metrics, Kubernetes Events and one JSON log line per lock decision.
     observer: new LockTelemetry({ metrics, events, log, podUid: (pod) => cache.pod(pod.namespace, pod.name)?.metadata?.uid }),
@@ -99,6 +100,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const admission = new PodAdmissionHandler({
     mutation: { schedulerName: config.schedulerName, overwriteDefaultScheduler: config.overwriteDefaultScheduler, defaultGpuCount: config.defaultGpuCount },
     locks,
+    fenceView: cache,
     deleteTimeoutMs: config.webhookDeleteTimeoutMs,
     onOutcome: (request, outcome) => {
       log.debug({ component: 'admission', uid: request.uid, namespace: request.namespace, name: request.name, outcome }, `admission ${outcome.operation}`);
@@ -114,11 +116,11 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     onBadRequest: (status, message) => { log.warn({ component: 'admission', status }, `bad admission request: ${message}`); },
   });
   const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
-  const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, log: (message) => { log.warn({ component: 'bind' }, message); } });
+  const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, log: (message) => { log.warn({ component: 'bind' }, message); } });
   const extenderApp = createExtenderApp({
     handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000 }), metrics),
     readiness: () => {
-      const reasons = [...certLoaded(), ...(cache.synced ? [] : ['cluster cache not synced'])];
+      const reasons = [...certLoaded(), ...cache.problems()];
       return { ready: reasons.length === 0, reasons };
     },
     onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },

@@ -120,3 +120,46 @@ export function memoryOnGpu(request: ContainerGpuRequest, gpuMemoryMiB: number):
   if (request.memoryPercentage === undefined) return 0;
   return Math.floor((gpuMemoryMiB * request.memoryPercentage) / 100);
 }
+
+const GPU_RESOURCES = [GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, GPU_CORES] as const;
+
+function describeValue(value: unknown): string {
+  const text = typeof value === 'string' ? value : typeof value === 'number' ? String(value) : `a ${typeof value}`;
+  // Tenant-written: never echo it unbounded.
+  return JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
+}
+
+/**
+ * Why a pod's GPU shares cannot be read: one message per container and resource whose value is
+ * not an integer quantity within int32 (or negative). HAMi drops such a request silently and the
+ * pod then gets a GPU-less bind; we refuse to place it instead. Empty when every share is readable.
+ */
+export function gpuRequestProblems(pod: unknown): string[] {
+  const spec = asRecord(asRecord(pod)?.spec);
+  const problems: string[] = [];
+  for (const [kind, list] of [['init container', spec?.initContainers], ['container', spec?.containers]] as const) {
+    for (const [position, container] of containerList(list).entries()) {
+      const record = asRecord(container);
+      const name = typeof record?.name === 'string' ? record.name.slice(0, 63) : `#${position}`;
+      const resources = asRecord(record?.resources);
+      for (const [which, values] of [['limits', asRecord(resources?.limits)], ['requests', asRecord(resources?.requests)]] as const) {
+        for (const resource of GPU_RESOURCES) {
+          const value = values?.[resource];
+          if (value === undefined || value === null) continue;
+          const parsed = int32Quantity(value);
+          if (parsed === undefined || parsed < 0) problems.push(`${kind} ${name}: ${which} ${resource} ${describeValue(value)} is not a whole number from 0 to ${INT32_MAX}`);
+        }
+      }
+    }
+  }
+  return problems;
+}
+
+/** Does any container name a GPU resource at all (readable or not)? */
+export function namesGpuResource(pod: unknown): boolean {
+  const spec = asRecord(asRecord(pod)?.spec);
+  return [...containerList(spec?.initContainers), ...containerList(spec?.containers)].some((container) => {
+    const resources = asRecord(asRecord(container)?.resources);
+    return GPU_RESOURCES.some((resource) => asRecord(resources?.limits)?.[resource] !== undefined || asRecord(resources?.requests)?.[resource] !== undefined);
+  });
+}

@@ -2,24 +2,28 @@ import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@ku
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
 import { ALLOCATED_ANNOTATION, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
+import { gpuRequestProblems } from '../devices/requests.js';
 import { podDeviceUsage } from '../devices/usage.js';
 import { describeError, WardenError } from '../errors.js';
+import { withSignal } from '../kube/call-options.js';
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
-import { LockContentionError } from '../lock/lock-errors.js';
+import { LockContentionError, LockOutcomeUnknownError } from '../lock/lock-errors.js';
+import { NodeLockQueue } from '../lock/lock-queue.js';
 import type { PodRef } from '../lock/lock-value.js';
 import type { AcquireResult, NodeLocks } from '../lock/node-locks.js';
 import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
-import type { EventRecorder } from '../telemetry/events.js';
+import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { evaluateNode, viewPod, type PlacementDefaults } from './gpu-placement.js';
 import type { BindingArgs } from './protocol.js';
 
 export const VGPU_TIME_ANNOTATION = 'hami.io/vgpu-time';
 export const BIND_TIME_ANNOTATION = 'hami.io/bind-time';
-const SCHEDULER_ANNOTATIONS = [VGPU_NODE_ANNOTATION, VGPU_TIME_ANNOTATION, TO_ALLOCATE_ANNOTATION, ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION];
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export class BindError extends WardenError {}
+/** The bind ran out of its one deadline. */
+export class BindDeadlineError extends BindError {}
 
 export interface BinderDeps {
   core: CoreV1Api;
@@ -27,148 +31,291 @@ export interface BinderDeps {
   locks: NodeLocks;
   events: EventRecorder;
   defaults: PlacementDefaults;
-  /** How long a bind waits for a held lock on the node; keep it below the extender httpTimeout. */
+  /** How long a bind waits for a held lock on the node (BIND_LOCK_WAIT). */
   lockWaitMs: number;
+  /** The whole bind, clean-up included (BIND_TIMEOUT): below the extender httpTimeout and BIND_GRACE. */
+  timeoutMs: number;
+  /** Part of timeoutMs kept for clean-up after a failure (re-read the pod, release the lock). */
+  cleanupReserveMs?: number;
+  /** A waiter re-checks the lock this often even without a change (ages alone can make it releasable). */
+  waitPollMs?: number;
   clock?: () => Date;
   log?: (message: string) => void;
 }
+
+export type BindOutcome = { error?: string };
 
 function apiMessage(error: unknown): string {
   return apiStatusOf(error)?.message ?? describeError(error);
 }
 
+/** Resolves when `promise` does, rejects with the signal's reason when it aborts first. */
+function until<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => { reject(signal.reason as Error); };
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => { signal.removeEventListener('abort', onAbort); resolve(value); },
+      (error: unknown) => { signal.removeEventListener('abort', onAbort); reject(error instanceof Error ? error : new Error(String(error))); },
+    );
+  });
+}
+
+function timeoutSignal(ms: number, error: () => Error): { signal: AbortSignal; clear: () => void } {
+  const controller = new AbortController();
+  const timer = setTimeout(() => { controller.abort(error()); }, Math.max(0, ms));
+  timer.unref();
+  return { signal: controller.signal, clear: () => { clearTimeout(timer); } };
+}
+
 /**
- * The extender's bind (ARCHITECTURE §6): choose GPUs, take the node lock (waiting a bounded time
- * for a busy node, taking over a releasable lock), write HAMi's annotations, create the Binding with
- * the pod UID as precondition, and assume the usage until the informer sees it. Every failure after
- * the lock was taken releases it and undoes the annotations (invariant 3).
+ * The extender's bind (ARCHITECTURE §6) under one deadline passed to every API call:
+ * 1. the pod from the state store (the API only when the store lags); already bound here → success,
+ *    bound elsewhere → error with nothing written;
+ * 2. the node lock, taken or re-stamped (an RV-guarded write either way), waiting in the node's FIFO
+ *    while another pod holds it;
+ * 3. GPUs chosen from the store (bound plus assumed usage) and assumed;
+ * 4. one Binding whose annotations carry HAMi's, with the pod UID as precondition: kube-apiserver
+ *    writes them together with spec.nodeName, so no annotation ever lands on another incarnation;
+ * 5. the hami.io/vgpu-node label, best effort.
+ * Any failure after the lock: re-read the pod when the outcome is unknown, and release the lock only
+ * when the pod is certainly not bound here, and only the exact value this bind wrote.
+ *
+ * API requests per bind on the happy path: the lock write, the Binding and the label patch.
  */
 export class Binder {
   private readonly clock: () => Date;
+  private readonly queue = new NodeLockQueue();
+  /** node → the bind call in this process that owns its lock (incarnations of one name never share it). */
+  private readonly lockOwners = new Map<string, symbol>();
 
   constructor(private readonly deps: BinderDeps) {
     this.clock = deps.clock ?? (() => new Date());
   }
 
-  async bind(args: BindingArgs): Promise<{ error?: string }> {
-    const ref: PodRef = { namespace: args.podNamespace, name: args.podName };
-    let pod: V1Pod;
-    try {
-      pod = await this.deps.core.readNamespacedPod({ name: args.podName, namespace: args.podNamespace });
-    } catch (error) {
-      return { error: httpStatusOf(error) === 404 ? `pod ${args.podNamespace}/${args.podName} not found` : `reading pod ${args.podNamespace}/${args.podName}: ${apiMessage(error)}` };
-    }
-    const target = { kind: 'Pod' as const, name: args.podName, namespace: args.podNamespace, uid: args.podUid };
-    if (pod.metadata?.uid !== args.podUid) {
-      return { error: `pod ${args.podNamespace}/${args.podName} was recreated (uid ${pod.metadata?.uid ?? 'none'}, bind asked for ${args.podUid})` };
-    }
-    const view = viewPod(pod, this.deps.defaults);
-    if (!view.wantsGpu) return this.plainBind(args, target);
+  /** Clean-up's share of the deadline: 3 s, or a quarter of a short BIND_TIMEOUT. */
+  private get cleanupReserveMs(): number {
+    return this.deps.cleanupReserveMs ?? Math.min(3000, this.deps.timeoutMs / 4);
+  }
 
-    let lock: AcquireResult;
+  async bind(args: BindingArgs): Promise<BindOutcome> {
+    const cleanupReserveMs = this.cleanupReserveMs;
+    const deadline = timeoutSignal(this.deps.timeoutMs - cleanupReserveMs,
+      () => new BindDeadlineError(`bind of ${args.podNamespace}/${args.podName} to ${args.node} ran out of its ${Math.round(this.deps.timeoutMs / 1000)}s deadline`));
+    const target: EventTarget = { kind: 'Pod', name: args.podName, namespace: args.podNamespace, uid: args.podUid };
     try {
-      lock = await this.acquireWithWait(args.node, ref, target);
+      return await this.bindWithin(args, target, deadline.signal);
     } catch (error) {
-      const message = error instanceof LockContentionError ? `${error.message} (waited ${Math.round(this.deps.lockWaitMs / 1000)}s)` : describeError(error);
+      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${error instanceof LockContentionError ? error.message : apiMessage(error)}`;
       this.deps.events.record(target, 'Warning', 'BindingFailed', message);
       return { error: message };
+    } finally {
+      deadline.clear();
+    }
+  }
+
+  private async bindWithin(args: BindingArgs, target: EventTarget, signal: AbortSignal): Promise<BindOutcome> {
+    const pod = await this.currentPod(args, signal);
+    const boundTo = pod.spec?.nodeName;
+    if (boundTo !== undefined && boundTo !== '') {
+      if (boundTo === args.node) return {};
+      throw new BindError(`pod is already bound to node ${boundTo}`);
+    }
+    const problems = gpuRequestProblems(pod);
+    if (problems.length > 0) throw new BindError(`unreadable GPU request: ${problems.slice(0, 3).join('; ')}`);
+    const view = viewPod(pod, this.deps.defaults);
+    if (!view.wantsGpu) {
+      // kube-scheduler sends only pods with a managed resource; a pod that names none gets a plain bind.
+      await this.createBinding(args, {}, signal);
+      return {};
     }
 
-    let annotated = false;
+    const ref: PodRef = { namespace: args.podNamespace, name: args.podName };
+    const token = Symbol(args.podUid);
+    let lock: AcquireResult | undefined;
     try {
+      try {
+        lock = await this.acquireInTurn(args, ref, token, target, signal);
+      } catch (error) {
+        // A lock write that may have landed: ours to clean up, the pod is certainly not bound yet.
+        if (error instanceof LockOutcomeUnknownError) await this.release(args, ref, error.written);
+        throw error;
+      }
+      this.lockOwners.set(args.node, token);
       const evaluation = evaluateNode(this.deps.cache, args.node, view);
       if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
       this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, view.requests.initContainers.length));
       const encoded = encodeAllocation(evaluation.allocation);
       const seconds = String(Math.floor(this.clock().getTime() / 1000));
-      annotated = true;
+      const annotations = {
+        [VGPU_NODE_ANNOTATION]: args.node,
+        [VGPU_TIME_ANNOTATION]: seconds,
+        [TO_ALLOCATE_ANNOTATION]: encoded,
+        [ALLOCATED_ANNOTATION]: encoded,
+        [BIND_PHASE_ANNOTATION]: 'allocating',
+        [BIND_TIME_ANNOTATION]: seconds,
+      };
+      try {
+        await this.createBinding(args, annotations, signal);
+      } catch (error) {
+        if (await this.boundHereAfterAll(args)) {
+          this.deps.log?.(`the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
+        } else {
+          throw error;
+        }
+      }
+      lock = undefined;
+      await this.labelBestEffort(args, signal);
+      this.deps.log?.(`bound ${args.podNamespace}/${args.podName} to ${args.node} with GPUs ${encoded}`);
+      return {};
+    } catch (error) {
+      if (lock !== undefined) await this.undo(args, ref, [lock.value]);
+      throw error;
+    } finally {
+      if (this.lockOwners.get(args.node) === token) this.lockOwners.delete(args.node);
+    }
+  }
+
+  /** The pod from the store when it has this incarnation, else from the API. */
+  private async currentPod(args: BindingArgs, signal: AbortSignal): Promise<V1Pod> {
+    const cached = this.deps.cache.pod(args.podNamespace, args.podName);
+    if (cached?.metadata?.uid === args.podUid) return cached;
+    let pod: V1Pod;
+    try {
+      pod = await this.deps.core.readNamespacedPod({ name: args.podName, namespace: args.podNamespace }, withSignal(signal));
+    } catch (error) {
+      if (httpStatusOf(error) === 404) throw new BindError('pod not found', { cause: error });
+      throw error;
+    }
+    if (pod.metadata?.uid !== args.podUid) throw new BindError(`pod was recreated (uid ${pod.metadata?.uid ?? 'none'}, bind asked for ${args.podUid})`);
+    return pod;
+  }
+
+  /** Throws when the store shows another incarnation under this name: this bind is for a pod that is gone. */
+  private checkIncarnation(args: BindingArgs): void {
+    const cached = this.deps.cache.pod(args.podNamespace, args.podName);
+    if (cached?.metadata?.uid !== undefined && cached.metadata.uid !== args.podUid) {
+      throw new BindError(`pod was recreated while this bind waited (uid ${cached.metadata.uid}, bind asked for ${args.podUid})`);
+    }
+  }
+
+  /** Takes the lock in the node's FIFO turn: only the head tries, woken when the lock or its holder changes. */
+  private async acquireInTurn(args: BindingArgs, ref: PodRef, token: symbol, target: EventTarget, signal: AbortSignal): Promise<AcquireResult> {
+    const node = args.node;
+    const wait = timeoutSignal(this.deps.lockWaitMs, () => new BindDeadlineError(`gave up waiting for the lock on node ${node} after ${Math.round(this.deps.lockWaitMs / 1000)}s`));
+    const waitSignal = AbortSignal.any([signal, wait.signal]);
+    const turn = this.queue.enter(node);
+    let announced = false;
+    let lastContention: LockContentionError | undefined;
+    try {
+      await until(turn.ready, waitSignal);
+      for (;;) {
+        this.checkIncarnation(args);
+        let wake: () => void = () => undefined;
+        const changed = new Promise<void>((resolve) => { wake = resolve; });
+        const unsubscribe = this.deps.cache.onLockChange(node, () => { wake(); });
+        try {
+          return await this.deps.locks.acquire(node, ref, {
+            signal,
+            mayReenter: () => { const owner = this.lockOwners.get(node); return owner === undefined || owner === token; },
+          });
+        } catch (error) {
+          if (!(error instanceof LockContentionError)) throw error;
+          lastContention = error;
+          if (!announced) {
+            announced = true;
+            this.deps.events.record(target, 'Normal', 'NodeLockWait', `waiting for the lock on node ${node}: ${error.message}`);
+          }
+          const poll = timeoutSignal(this.deps.waitPollMs ?? 2000, () => new Error('poll'));
+          try {
+            await until(changed, AbortSignal.any([waitSignal, poll.signal])).catch((reason: unknown) => {
+              if (!poll.signal.aborted || waitSignal.aborted) throw reason;
+            });
+          } finally {
+            poll.clear();
+          }
+        } finally {
+          unsubscribe();
+        }
+      }
+    } catch (error) {
+      if (wait.signal.aborted && !signal.aborted && lastContention !== undefined) {
+        throw new BindError(`${lastContention.message} (waited ${Math.round(this.deps.lockWaitMs / 1000)}s)`, { cause: lastContention });
+      }
+      throw error;
+    } finally {
+      wait.clear();
+      turn.leave();
+    }
+  }
+
+  private async createBinding(args: BindingArgs, annotations: Record<string, string>, signal: AbortSignal): Promise<void> {
+    await this.deps.core.createNamespacedPodBinding({
+      name: args.podName,
+      namespace: args.podNamespace,
+      body: {
+        metadata: { name: args.podName, uid: args.podUid, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
+        target: { apiVersion: 'v1', kind: 'Node', name: args.node },
+      },
+    }, withSignal(signal));
+  }
+
+  /**
+   * After a Binding error: is this incarnation bound to the node anyway (the Binding committed and
+   * its answer was lost, or an earlier try of this bind succeeded)? Reads the pod with its own short
+   * budget, since the bind's deadline may be what failed. A read that fails counts as "maybe".
+   */
+  private async boundHereAfterAll(args: BindingArgs): Promise<boolean | undefined> {
+    const budget = timeoutSignal(this.cleanupReserveMs, () => new BindDeadlineError('re-reading the pod timed out'));
+    try {
+      const pod = await this.deps.core.readNamespacedPod({ name: args.podName, namespace: args.podNamespace }, withSignal(budget.signal));
+      return pod.metadata?.uid === args.podUid && pod.spec?.nodeName === args.node;
+    } catch (error) {
+      if (httpStatusOf(error) === 404) return false;
+      this.deps.log?.(`could not re-read ${args.podNamespace}/${args.podName} after a failed Binding: ${apiMessage(error)}`);
+      return undefined;
+    } finally {
+      budget.clear();
+    }
+  }
+
+  /** The hami.io/vgpu-node label (vGPUmonitor lists pods by it); the bind stands without it. */
+  private async labelBestEffort(args: BindingArgs, signal: AbortSignal): Promise<void> {
+    try {
       await this.deps.core.patchNamespacedPod({
         name: args.podName,
         namespace: args.podNamespace,
-        body: {
-          metadata: {
-            labels: { [VGPU_NODE_ANNOTATION]: args.node },
-            annotations: {
-              [VGPU_NODE_ANNOTATION]: args.node,
-              [VGPU_TIME_ANNOTATION]: seconds,
-              [TO_ALLOCATE_ANNOTATION]: encoded,
-              [ALLOCATED_ANNOTATION]: encoded,
-              [BIND_PHASE_ANNOTATION]: 'allocating',
-              [BIND_TIME_ANNOTATION]: seconds,
-            },
-          },
-        },
-      }, mergePatch);
-      await this.deps.core.createNamespacedPodBinding({
-        name: args.podName,
-        namespace: args.podNamespace,
-        body: { metadata: { name: args.podName, uid: args.podUid }, target: { apiVersion: 'v1', kind: 'Node', name: args.node } },
-      });
-      this.deps.events.record(target, 'Normal', 'BindingSucceeded', `Successfully bound ${args.podNamespace}/${args.podName} to ${args.node} with GPUs ${encoded} (lock ${lock.outcome})`);
-      return {};
+        // The uid makes the patch fail rather than label another incarnation.
+        body: { metadata: { uid: args.podUid, labels: { [VGPU_NODE_ANNOTATION]: args.node } } },
+      }, withSignal(signal, mergePatch));
     } catch (error) {
-      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${apiMessage(error)}`;
-      await this.undo(args, ref, annotated);
-      this.deps.events.record(target, 'Warning', 'BindingFailed', message);
-      return { error: message };
+      this.deps.log?.(`could not label ${args.podNamespace}/${args.podName} with ${VGPU_NODE_ANNOTATION} (the bind stands): ${apiMessage(error)}`);
     }
   }
 
-  private async plainBind(args: BindingArgs, target: { kind: 'Pod'; name: string; namespace: string; uid: string }): Promise<{ error?: string }> {
-    try {
-      await this.deps.core.createNamespacedPodBinding({
-        name: args.podName,
-        namespace: args.podNamespace,
-        body: { metadata: { name: args.podName, uid: args.podUid }, target: { apiVersion: 'v1', kind: 'Node', name: args.node } },
-      });
-      return {};
-    } catch (error) {
-      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${apiMessage(error)}`;
-      this.deps.events.record(target, 'Warning', 'BindingFailed', message);
-      return { error: message };
+  /**
+   * After a failure with the lock taken: if the pod might be bound here, keep everything (the device
+   * plugin needs the lock); otherwise forget the assumed usage and release exactly the value we wrote.
+   */
+  private async undo(args: BindingArgs, ref: PodRef, values: readonly string[]): Promise<void> {
+    const bound = await this.boundHereAfterAll(args);
+    if (bound !== false) {
+      this.deps.log?.(`kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod ${bound === true ? 'is' : 'may be'} bound there`);
+      return;
     }
-  }
-
-  /** Release, forget and un-annotate, each step on its own so one failure does not skip the others. */
-  private async undo(args: BindingArgs, ref: PodRef, annotated: boolean): Promise<void> {
     this.deps.cache.usage.forget(args.podUid);
+    await this.release(args, ref, values);
+  }
+
+  private async release(args: BindingArgs, ref: PodRef, values: readonly string[]): Promise<void> {
+    const budget = timeoutSignal(this.cleanupReserveMs, () => new BindDeadlineError('releasing the lock timed out'));
     try {
-      await this.deps.locks.release(args.node, ref, 'bind-failure');
+      await this.deps.locks.release(args.node, ref, 'bind-failure', { expectValues: values, signal: budget.signal });
     } catch (error) {
       this.deps.log?.(`could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the sweeper will): ${describeError(error)}`);
+    } finally {
+      budget.clear();
     }
-    if (!annotated) return;
-    try {
-      const annotations = Object.fromEntries(SCHEDULER_ANNOTATIONS.map((key) => [key, null]));
-      await this.deps.core.patchNamespacedPod({ name: args.podName, namespace: args.podNamespace, body: { metadata: { annotations, labels: { [VGPU_NODE_ANNOTATION]: null } } } }, mergePatch);
-    } catch (error) {
-      this.deps.log?.(`could not remove the scheduler annotations of ${ref.namespace}/${ref.name}: ${apiMessage(error)}`);
-    }
-  }
-
-  /** acquire(), retried while the lock is held, until lockWaitMs; woken by node changes. */
-  private async acquireWithWait(node: string, ref: PodRef, target: { kind: 'Pod'; name: string; namespace: string; uid: string }): Promise<AcquireResult> {
-    const deadline = Date.now() + this.deps.lockWaitMs;
-    let announced = false;
-    for (;;) {
-      try {
-        return await this.deps.locks.acquire(node, ref);
-      } catch (error) {
-        if (!(error instanceof LockContentionError) || Date.now() >= deadline) throw error;
-        if (!announced) {
-          announced = true;
-          this.deps.events.record(target, 'Normal', 'NodeLockWait', `waiting for the lock on node ${node}: ${error.message}`);
-        }
-        await this.nodeChangeOrTimeout(node, Math.min(1000, deadline - Date.now()));
-      }
-    }
-  }
-
-  private nodeChangeOrTimeout(node: string, timeoutMs: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => { clearTimeout(timer); stop(); resolve(); };
-      const timer = setTimeout(done, Math.max(10, timeoutMs));
-      const stop = this.deps.cache.onNodeChange((changed) => { if (changed.metadata?.name === node) done(); });
-    });
   }
 }

@@ -1,21 +1,96 @@
+import type { NodePolicy } from '../devices/score.js';
+
 /**
  * The one KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) that runs kube-scheduler next
  * to vgpu-warden: a profile with our scheduler name and one extender for filter, prioritize and
  * bind over TLS on loopback. Used by the e2e tests, local mode and manifests/ (a unit test keeps the
  * manifest equal to what this builds).
+ *
+ * How the node policy (NODE_SCHEDULER_POLICY) decides placement through kube-scheduler v1.34:
+ *
+ * - kube-scheduler adds the extender's score to its own score plugins' as
+ *   `score * weight * (MaxNodeScore 100 / MaxExtenderPriority 10)` (pkg/scheduler/schedule_one.go,
+ *   prioritizeNodes). Each score plugin gives 0..100 times its weight, and the default profile's
+ *   score plugins weigh TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1, PodTopologySpread 2,
+ *   InterPodAffinity 2, NodeResourcesBalancedAllocation 1, ImageLocality 1 and VolumeBinding 1
+ *   (pkg/scheduler/apis/config/v1/default_plugins.go; no weight means 1): together they can tell two
+ *   nodes apart by at most 13 * 100 = 1300. At weight 1 one extender point is worth 10, so
+ *   NodeResourcesFit's LeastAllocated and PodTopologySpread's system default constraints (hostname
+ *   maxSkew 3 and zone maxSkew 5, ScheduleAnyway, for pods selected by a Service, ReplicaSet,
+ *   StatefulSet or ReplicationController) spread GPU pods whatever the node policy says.
+ *   EXTENDER_WEIGHT makes one point worth 1310: any difference in our 0..10 score beats every
+ *   plugin together, and the plugins only break ties between nodes with the same score. That also
+ *   keeps the pod annotation hami.io/node-scheduler-policy in charge when it names the other
+ *   policy. Hard constraints (filters: taints, required affinity, DoNotSchedule spread, resources)
+ *   are untouched; the soft preferences of GPU pods (preferred affinity, PreferNoSchedule taints,
+ *   ScheduleAnyway spread) become tie-breakers.
+ * - Ties are common: the score is a rounded 0..10, so a node gains a point only every few small
+ *   pods (1 GPU + 2000 MiB on 4 x 24 GiB GPUs: about every 6 or 7). The profile's plugins must
+ *   therefore break ties in the policy's direction, or binpack still spreads within a tie.
+ *   binpack: NodeResourcesFit scores MostAllocated (the busiest node by cpu and memory requests);
+ *   NodeResourcesBalancedAllocation is disabled (it favours nodes whose cpu and memory shares are
+ *   alike, usually the empty ones); PodTopologySpread keeps the pod's own constraints but loses the
+ *   system default constraints (defaultingType List, none), which spread every Deployment.
+ *   spread: the stock plugins, which all spread already; NodeResourcesFit LeastAllocated, spelled out.
+ *
+ * NODE_SCHEDULER_POLICY and the configuration kube-scheduler runs with must name the same policy;
+ * the shipped manifests are built for binpack, the default.
  */
 export const GPU_MANAGED_RESOURCES = ['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpumem-percentage', 'nvidia.com/gpucores', 'nvidia.com/priority'] as const;
+
+/** kube-scheduler's MaxNodeScore and the extender protocol's MaxExtenderPriority (k8s v1.34). */
+export const MAX_NODE_SCORE = 100;
+export const MAX_EXTENDER_PRIORITY = 10;
+
+/** Weights of kube-scheduler v1.34's default score plugins (default_plugins.go). */
+export const DEFAULT_SCORE_PLUGIN_WEIGHTS: Readonly<Record<string, number>> = {
+  TaintToleration: 3,
+  NodeAffinity: 2,
+  NodeResourcesFit: 1,
+  PodTopologySpread: 2,
+  InterPodAffinity: 2,
+  NodeResourcesBalancedAllocation: 1,
+  ImageLocality: 1,
+  VolumeBinding: 1,
+};
+
+/** The most the score plugins together can tell two nodes apart by: 1300. */
+const MAX_PLUGIN_DIFFERENCE = Object.values(DEFAULT_SCORE_PLUGIN_WEIGHTS).reduce((sum, weight) => sum + weight, 0) * MAX_NODE_SCORE;
+
+/** The smallest weight at which one point of our 0..10 score outweighs all score plugins: 131. */
+export const EXTENDER_WEIGHT = Math.floor(MAX_PLUGIN_DIFFERENCE / (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)) + 1;
 
 export interface SchedulerConfigOptions {
   schedulerName: string;
   /** e.g. https://127.0.0.1:9444; the verbs are appended. */
   extenderUrl: string;
+  /** The extender's NODE_SCHEDULER_POLICY; the GPU profile's score plugins follow it. Default binpack. */
+  nodePolicy?: NodePolicy;
   /** CA that signed the extender's certificate; without it the scheduler skips verification (loopback only). */
   caPem?: string;
   /** Also keep a default-scheduler profile (tests and local mode schedule plain pods too). */
   includeDefaultProfile?: boolean;
   leaderElection?: { leaderElect: boolean; resourceNamespace?: string; resourceName?: string };
   kubeconfigPath?: string;
+}
+
+/** The GPU profile's plugins and their arguments for a node policy (see the top of this file). */
+function gpuProfile(schedulerName: string, nodePolicy: NodePolicy): Record<string, unknown> {
+  const cpuAndMemory = [{ name: 'cpu', weight: 1 }, { name: 'memory', weight: 1 }];
+  if (nodePolicy === 'spread') {
+    return {
+      schedulerName,
+      pluginConfig: [{ name: 'NodeResourcesFit', args: { scoringStrategy: { type: 'LeastAllocated', resources: cpuAndMemory } } }],
+    };
+  }
+  return {
+    schedulerName,
+    plugins: { multiPoint: { disabled: [{ name: 'NodeResourcesBalancedAllocation' }] } },
+    pluginConfig: [
+      { name: 'NodeResourcesFit', args: { scoringStrategy: { type: 'MostAllocated', resources: cpuAndMemory } } },
+      { name: 'PodTopologySpread', args: { defaultingType: 'List', defaultConstraints: [] } },
+    ],
+  };
 }
 
 export function kubeSchedulerConfiguration(options: SchedulerConfigOptions): Record<string, unknown> {
@@ -26,14 +101,14 @@ export function kubeSchedulerConfiguration(options: SchedulerConfigOptions): Rec
     leaderElection: options.leaderElection ?? { leaderElect: false },
     profiles: [
       ...(options.includeDefaultProfile === true ? [{ schedulerName: 'default-scheduler' }] : []),
-      { schedulerName: options.schedulerName },
+      gpuProfile(options.schedulerName, options.nodePolicy ?? 'binpack'),
     ],
     extenders: [{
       urlPrefix: options.extenderUrl,
       filterVerb: 'filter',
       prioritizeVerb: 'prioritize',
       bindVerb: 'bind',
-      weight: 1,
+      weight: EXTENDER_WEIGHT,
       enableHTTPS: true,
       tlsConfig: options.caPem === undefined ? { insecure: true } : { caData: Buffer.from(options.caPem).toString('base64') },
       nodeCacheCapable: true,

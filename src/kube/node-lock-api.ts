@@ -3,6 +3,7 @@ import { NodeNotFoundError, WriteConflictError, WriteRejectedError } from '../lo
 import { NODE_LOCK_ANNOTATION, type PodRef } from '../lock/lock-value.js';
 import type { NodeLockApi, NodeSnapshot } from '../lock/node-lock-api.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
+import { withSignal } from './call-options.js';
 import { apiStatusOf, httpStatusOf } from './errors.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -12,6 +13,7 @@ function snapshotOf(node: V1Node, name: string): NodeSnapshot {
     name: node.metadata?.name ?? name,
     resourceVersion: node.metadata?.resourceVersion ?? '',
     lock: node.metadata?.annotations?.[NODE_LOCK_ANNOTATION],
+    object: node,
   };
 }
 
@@ -32,26 +34,26 @@ function translate(error: unknown, node: string): unknown {
 export class KubeNodeLockApi implements NodeLockApi {
   constructor(private readonly core: CoreV1Api) {}
 
-  async readNode(name: string): Promise<NodeSnapshot> {
+  async readNode(name: string, signal?: AbortSignal): Promise<NodeSnapshot> {
     try {
-      return snapshotOf(await this.core.readNode({ name }), name);
+      return snapshotOf(await this.core.readNode({ name }, withSignal(signal)), name);
     } catch (error) {
       throw translate(error, name);
     }
   }
 
-  async writeLock(name: string, resourceVersion: string, value: string | null): Promise<NodeSnapshot> {
+  async writeLock(name: string, resourceVersion: string, value: string | null, signal?: AbortSignal): Promise<NodeSnapshot> {
     const body = { metadata: { resourceVersion, annotations: { [NODE_LOCK_ANNOTATION]: value } } };
     try {
-      return snapshotOf(await this.core.patchNode({ name, body }, mergePatch), name);
+      return snapshotOf(await this.core.patchNode({ name, body }, withSignal(signal, mergePatch)), name);
     } catch (error) {
       throw translate(error, name);
     }
   }
 
-  async readPod(pod: PodRef): Promise<OwnerPod | undefined> {
+  async readPod(pod: PodRef, signal?: AbortSignal): Promise<OwnerPod | undefined> {
     try {
-      return ownerPodFrom(await this.core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }));
+      return ownerPodFrom(await this.core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }, withSignal(signal)));
     } catch (error) {
       if (httpStatusOf(error) === 404) return undefined;
       throw error;

@@ -43,3 +43,14 @@ export class LockContentionError extends NodeLockError {
 
 /** The lock could not be written or read back within the retry budget. */
 export class LockUnavailableError extends NodeLockError {}
+
+/**
+ * acquire() failed after it had sent a lock write whose outcome it could not learn (a lost answer,
+ * then a failed or aborted re-read): one of `written` may be on the node now. The caller, who knows
+ * whether its pod can still use the lock, must release exactly those values if it cannot.
+ */
+export class LockOutcomeUnknownError extends NodeLockError {
+  constructor(message: string, readonly written: readonly string[], options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}

@@ -22,6 +22,7 @@ export type HeldReason = 'bind-in-progress' | 'awaiting-allocation' | 'legacy-fr
 export type ReleaseReason =
   | 'owner-not-found'
   | 'owner-replaced'
+  | 'owner-bound-elsewhere'
   | 'owner-terminal'
   | 'owner-deleting'
   | 'allocation-finished'
@@ -38,6 +39,7 @@ export type LockClassification =
 export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
   'owner-not-found': 'the pod named by the lock does not exist',
   'owner-replaced': 'the pod of that name is not bound to this node and the bind grace is over (another incarnation, or bound elsewhere)',
+  'owner-bound-elsewhere': 'the pod is bound to another node, so no bind to this node can still be running',
   'owner-terminal': 'the pod has Succeeded or Failed',
   'owner-deleting': 'the pod is being deleted',
   'allocation-finished': 'the pod is bound here and its allocation is over (bind-phase success or failed); the lock was left behind',
@@ -50,6 +52,11 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
 /**
  * Classifies `lock` on node `nodeName` at `now`. `owner` is the pod the lock names (undefined when
  * it does not exist); it is ignored for legacy and malformed values, which name no pod.
+ *
+ * `seenAt` is when this process first saw this exact lock value (the state store records it). Age
+ * is judged from it, by our own clock, so a writer whose clock runs behind cannot make a fresh lock
+ * look expired. Without it (a one-off read, e.g. `vgpu-warden locks`) the writer's stamp is used.
+ * Either way a stamp in the future counts as written now.
  */
 export function classifyLock(
   lock: LockValue,
@@ -57,14 +64,13 @@ export function classifyLock(
   nodeName: string,
   now: Date,
   config: LockRulesConfig,
+  seenAt?: Date,
 ): LockClassification {
   if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
 
-  // A lock stamped in the future (writer's clock ahead of ours) counts as just written; the
-  // rules that do not depend on age still apply at once.
-  const rawAgeMs = now.getTime() - lock.time.getTime();
-  const ageMs = Math.max(0, rawAgeMs);
-  const skew = rawAgeMs < 0 ? { clockSkewMs: -rawAgeMs } : {};
+  const stampAgeMs = now.getTime() - lock.time.getTime();
+  const skew = stampAgeMs < 0 ? { clockSkewMs: -stampAgeMs } : {};
+  const ageMs = Math.max(0, seenAt === undefined ? stampAgeMs : now.getTime() - seenAt.getTime());
 
   if (lock.kind === 'legacy') {
     return ageMs > config.expireMs
@@ -76,6 +82,9 @@ export function classifyLock(
   if (owner === undefined) return releasable('owner-not-found');
   if (owner.phase === 'Succeeded' || owner.phase === 'Failed') return releasable('owner-terminal');
   if (owner.deleting) return releasable('owner-deleting');
+  // Bound elsewhere decides at once, before any age rule: kube-scheduler has re-placed the pod (e.g.
+  // after our bind died mid-way), so no bind to this node can still be running for it.
+  if (owner.nodeName !== undefined && owner.nodeName !== nodeName) return releasable('owner-bound-elsewhere');
   const boundHere = owner.nodeName === nodeName;
   // Only a pod bound to this node can have finished allocating *here*; an unbound pod may still
   // carry bind-phase from an earlier attempt while a new bind runs.

@@ -6,6 +6,8 @@ export interface NodeSnapshot {
   name: string;
   resourceVersion: string;
   lock: string | undefined;
+  /** The whole Node object the API returned, when there is one (fed back into the state store). */
+  object?: unknown;
 }
 
 /**
@@ -15,9 +17,26 @@ export interface NodeSnapshot {
  * may or may not have happened.
  */
 export interface NodeLockApi {
-  readNode(name: string): Promise<NodeSnapshot>;
+  readNode(name: string, signal?: AbortSignal): Promise<NodeSnapshot>;
   /** Merge-patches the lock annotation (null deletes it), guarded by `resourceVersion`. */
-  writeLock(name: string, resourceVersion: string, value: string | null): Promise<NodeSnapshot>;
+  writeLock(name: string, resourceVersion: string, value: string | null, signal?: AbortSignal): Promise<NodeSnapshot>;
   /** The pod a lock names, or undefined when it does not exist. */
-  readPod(pod: PodRef): Promise<OwnerPod | undefined>;
+  readPod(pod: PodRef, signal?: AbortSignal): Promise<OwnerPod | undefined>;
+}
+
+/**
+ * What the cluster state store already knows, so lock decisions that are safe to make from a
+ * possibly lagging view cost no API call: a lock that looks held is waited for, a node that looks
+ * free is written with the cached resourceVersion (a stale one only costs a 409 and a re-read).
+ * Anything that would free another pod's lock is confirmed by API reads first.
+ */
+export interface LockView {
+  /** The node as last seen; undefined when the store does not know it. */
+  node(name: string): NodeSnapshot | undefined;
+  /** The pod as last seen; undefined when the store has no such pod. */
+  ownerPod(pod: PodRef): OwnerPod | undefined;
+  /** When this process first saw `value` as the lock of `node`; undefined when it has not. */
+  lockSeenAt(node: string, value: string): Date | undefined;
+  /** Our own write's result, so readers of the view see it before its watch event arrives. */
+  observeWrite(snapshot: NodeSnapshot): void;
 }

@@ -1,6 +1,8 @@
 import { KeyedMutex } from './keyed-mutex.js';
+import { describeError } from '../errors.js';
 import {
   LockContentionError,
+  LockOutcomeUnknownError,
   LockUnavailableError,
   NodeNotFoundError,
   WriteConflictError,
@@ -8,7 +10,7 @@ import {
 } from './lock-errors.js';
 import { classifyLock, type LockClassification, type LockRulesConfig, type ReleaseReason } from './lock-rules.js';
 import { formatLockValue, isOwnedBy, parseLockValue, type LockValue, type PodRef } from './lock-value.js';
-import type { NodeLockApi, NodeSnapshot } from './node-lock-api.js';
+import type { LockView, NodeLockApi, NodeSnapshot } from './node-lock-api.js';
 import type { OwnerPod } from './owner-pod.js';
 
 /** Who released a lock: metrics and events report releases by path. */
@@ -16,7 +18,7 @@ export type ReleasePath = 'owner' | 'bind-failure' | 'webhook' | 'watch' | 'swee
 
 export type LockEvent =
   | { type: 'acquired'; node: string; pod: PodRef; value: string; attempts: number; replaced?: { value: string; reason: ReleaseReason } }
-  | { type: 'reentrant'; node: string; pod: PodRef; value: string }
+  | { type: 'reentrant'; node: string; pod: PodRef; value: string; previous: string }
   | { type: 'released'; node: string; value: string; reason: ReleaseReason | 'owner-request'; path: ReleasePath; ageMs: number | undefined }
   | { type: 'contention'; node: string; pod: PodRef; holder: string; classification: LockClassification }
   | { type: 'stalled'; node: string; holder: string; ageMs: number };
@@ -84,12 +86,36 @@ class RetryBudget {
 
 export interface NodeLocksDeps {
   api: NodeLockApi;
+  /** The state store: first reads come from it, and our writes are fed back to it. */
+  view?: LockView;
   config: LockRulesConfig;
   clock?: () => Date;
   observer?: LockObserver;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
   retry?: RetryPolicy;
+}
+
+export interface AcquireOptions {
+  /** Aborts reads, writes and retry pauses (a bind's deadline). */
+  signal?: AbortSignal;
+  /**
+   * Asked when the lock already names this pod: may this call re-stamp it as its own? The binder
+   * answers no while another bind call in this process (an older incarnation of the same name)
+   * still owns it, so the two never share one lock.
+   */
+  mayReenter?: () => boolean;
+}
+
+export interface ReleaseOptions {
+  signal?: AbortSignal;
+  /** Release only these exact values (the ones this caller wrote); a re-stamped or newer lock is kept. */
+  expectValues?: readonly string[];
+  /**
+   * Release on behalf of a deleted pod only if this returns true for the current value: a lock
+   * first seen after the deletion belongs to a newer pod of the same name and is never touched.
+   */
+  fence?: (node: string, value: string) => boolean;
 }
 
 export interface AcquireResult {
@@ -104,7 +130,7 @@ export interface AcquireResult {
 }
 
 export interface ReleaseResult {
-  outcome: 'released' | 'not-locked' | 'not-owner';
+  outcome: 'released' | 'not-locked' | 'not-owner' | 'fenced';
   node: string;
   /** The lock value found (for not-owner: the other holder's). */
   value?: string;
@@ -152,91 +178,149 @@ export class NodeLocks {
   }
 
   /**
-   * Takes the lock on `node` for `pod`: re-entrant for the same pod, takes over a releasable lock,
-   * and throws LockContentionError (without retrying) while another pod holds it.
+   * Takes the lock on `node` for `pod`: takes over a releasable lock (confirmed by API reads first),
+   * re-stamps a lock that already names the pod (an RV-guarded write, so a retried bind renews the
+   * lock's age instead of keeping an old stamp), and throws LockContentionError (without retrying)
+   * while another pod holds it. The first read comes from the state store when there is one.
    */
-  acquire(node: string, pod: PodRef): Promise<AcquireResult> {
-    return this.mutex.run(node, async () => {
+  acquire(node: string, pod: PodRef, options: AcquireOptions = {}): Promise<AcquireResult> {
+    const written: string[] = [];
+    return this.mutex.run(node, () => this.acquireLocked(node, pod, options, written)).catch((error: unknown) => {
+      if (written.length === 0 || error instanceof LockContentionError || error instanceof LockOutcomeUnknownError) throw error;
+      throw new LockOutcomeUnknownError(`the lock write on node ${node} for ${pod.namespace}/${pod.name} may have landed: ${describeError(error)}`, written, { cause: error });
+    });
+  }
+
+  private async acquireLocked(node: string, pod: PodRef, options: AcquireOptions, written: string[]): Promise<AcquireResult> {
+    {
+      const { signal } = options;
       let wrote: string | undefined;
       let replaced: AcquireResult['replaced'];
+      let previous: string | undefined;
       const budget = this.budget();
+      let fromView = this.deps.view !== undefined;
       for (;;) {
-        const snapshot = await this.deps.api.readNode(node);
+        signal?.throwIfAborted();
+        const snapshot = (fromView ? this.deps.view?.node(node) : undefined) ?? await this.deps.api.readNode(node, signal);
         const current = snapshot.lock;
+        replaced = undefined;
+        previous = undefined;
         if (current !== undefined) {
           const value = parseLockValue(current);
           if (isOwnedBy(value, pod)) {
             // Our own earlier write whose answer was lost still counts as this call's acquisition.
-            if (wrote !== undefined) return this.acquired(snapshot, pod, current, budget.attempts, replaced);
-            this.emit({ type: 'reentrant', node, pod, value: current });
-            return { outcome: 'reentrant', node, value: current, resourceVersion: snapshot.resourceVersion, attempts: budget.attempts };
+            if (wrote !== undefined && current === wrote) return this.acquired(snapshot, pod, current, budget.attempts, undefined);
+            if (options.mayReenter?.() === false) {
+              const classification: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: this.ageOf(node, value) ?? 0 };
+              this.emit({ type: 'contention', node, pod, holder: current, classification });
+              throw new LockContentionError(node, pod, value, classification);
+            }
+            previous = current;
+          } else {
+            const decided = await this.classify(node, value, fromView ? 'view' : 'api', signal);
+            if (decided.classification.state === 'releasable' && fromView) {
+              // Never free another pod's lock on the word of a possibly lagging view.
+              fromView = false;
+              continue;
+            }
+            if (decided.classification.state !== 'releasable') {
+              this.emit({ type: 'contention', node, pod, holder: current, classification: decided.classification });
+              if (decided.classification.state === 'stalled') this.emit({ type: 'stalled', node, holder: current, ageMs: decided.classification.ageMs });
+              throw new LockContentionError(node, pod, value, decided.classification);
+            }
+            replaced = { value: current, reason: decided.classification.reason };
           }
-          const { classification } = await this.classify(node, value);
-          if (classification.state !== 'releasable') {
-            this.emit({ type: 'contention', node, pod, holder: current, classification });
-            if (classification.state === 'stalled') this.emit({ type: 'stalled', node, holder: current, ageMs: classification.ageMs });
-            throw new LockContentionError(node, pod, value, classification);
-          }
-          replaced = { value: current, reason: classification.reason };
-        } else {
-          replaced = undefined;
         }
         const value = formatLockValue(this.clock(), pod);
+        const fresh = !written.includes(value);
+        if (fresh) written.push(value);
         try {
           wrote = value;
-          const written = await this.deps.api.writeLock(node, snapshot.resourceVersion, value);
-          return this.acquired(written, pod, value, budget.attempts, replaced);
+          const result = await this.deps.api.writeLock(node, snapshot.resourceVersion, value, signal);
+          this.deps.view?.observeWrite(result);
+          if (previous !== undefined) {
+            this.emit({ type: 'reentrant', node, pod, value, previous });
+            return { outcome: 'reentrant', node, value, resourceVersion: result.resourceVersion, attempts: budget.attempts };
+          }
+          return this.acquired(result, pod, value, budget.attempts, replaced);
         } catch (error) {
-          await this.sleep(budget.next(error, `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`));
+          fromView = false;
+          // A definite refusal wrote nothing: forget that value again.
+          if (fresh && (error instanceof WriteConflictError || error instanceof WriteRejectedError || error instanceof NodeNotFoundError)) written.splice(written.indexOf(value), 1);
+          await this.pause(budget.next(error, `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`), signal);
+        }
+      }
+    }
+  }
+
+  /**
+   * Removes `pod`'s lock from `node`. Owner-checked (another pod's lock is never touched, even one
+   * taken while we retried), RV-guarded and idempotent; `expectValue` and `fence` narrow it further.
+   */
+  release(node: string, pod: PodRef, path: ReleasePath = 'owner', options: ReleaseOptions = {}): Promise<ReleaseResult> {
+    return this.mutex.run(node, async () => {
+      const { signal } = options;
+      const budget = this.budget();
+      // A caller releasing its own write (a failed bind) reads the API: the view may not show that
+      // write yet, and a missed release would keep the node locked until the bind grace is over.
+      let fromView = this.deps.view !== undefined && options.expectValues === undefined;
+      for (;;) {
+        signal?.throwIfAborted();
+        const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
+        if (snapshot === undefined) return { outcome: 'not-locked', node };
+        const current = snapshot.lock;
+        const value = parseLockValue(current);
+        if (!isOwnedBy(value, pod)) return { outcome: 'not-owner', node, value: current };
+        if (options.expectValues !== undefined && !options.expectValues.includes(current)) return { outcome: 'not-owner', node, value: current };
+        if (options.fence?.(node, current) === false) return { outcome: 'fenced', node, value: current };
+        try {
+          const written = await this.deps.api.writeLock(node, snapshot.resourceVersion, null, signal);
+          this.deps.view?.observeWrite(written);
+          this.emit({ type: 'released', node, value: current, reason: 'owner-request', path, ageMs: this.ageOf(node, value) });
+          return { outcome: 'released', node, value: current, resourceVersion: written.resourceVersion };
+        } catch (error) {
+          fromView = false;
+          await this.pause(budget.next(error, `release the lock on node ${node} for ${pod.namespace}/${pod.name}`), signal);
         }
       }
     });
   }
 
   /**
-   * Removes `pod`'s lock from `node`. Owner-checked (another pod's lock is never touched, even one
-   * taken while we retried), RV-guarded and idempotent.
+   * Releases the node's lock only if the rules say nobody will use it (sweeper, webhook, watch).
+   * With a state store, a lock the store shows as held costs no API call; one it shows as
+   * releasable is confirmed by reading the node and its owner from the API before it is freed.
    */
-  release(node: string, pod: PodRef, path: ReleasePath = 'owner'): Promise<ReleaseResult> {
+  releaseIfReleasable(node: string, path: ReleasePath, options: { signal?: AbortSignal } = {}): Promise<ConditionalReleaseResult> {
     return this.mutex.run(node, async () => {
+      const { signal } = options;
       const budget = this.budget();
+      let fromView = this.deps.view !== undefined;
       for (;;) {
-        const snapshot = await this.readLockedNode(node);
-        if (snapshot === undefined) return { outcome: 'not-locked', node };
-        const current = snapshot.lock;
-        const value = parseLockValue(current);
-        if (!isOwnedBy(value, pod)) return { outcome: 'not-owner', node, value: current };
-        try {
-          const written = await this.deps.api.writeLock(node, snapshot.resourceVersion, null);
-          this.emit({ type: 'released', node, value: current, reason: 'owner-request', path, ageMs: this.ageOf(value) });
-          return { outcome: 'released', node, value: current, resourceVersion: written.resourceVersion };
-        } catch (error) {
-          await this.sleep(budget.next(error, `release the lock on node ${node} for ${pod.namespace}/${pod.name}`));
+        signal?.throwIfAborted();
+        const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
+        if (snapshot === undefined) {
+          if (fromView) { fromView = false; continue; }
+          return { outcome: 'not-locked', node };
         }
-      }
-    });
-  }
-
-  /** Releases the node's lock only if the rules say nobody will use it (sweeper, webhook, watch). */
-  releaseIfReleasable(node: string, path: ReleasePath): Promise<ConditionalReleaseResult> {
-    return this.mutex.run(node, async () => {
-      const budget = this.budget();
-      for (;;) {
-        const snapshot = await this.readLockedNode(node);
-        if (snapshot === undefined) return { outcome: 'not-locked', node };
         const current = snapshot.lock;
         const value = parseLockValue(current);
-        const { classification } = await this.classify(node, value);
+        const { classification } = await this.classify(node, value, fromView ? 'view' : 'api', signal);
         if (classification.state !== 'releasable') {
           if (classification.state === 'stalled') this.emit({ type: 'stalled', node, holder: current, ageMs: classification.ageMs });
           return { outcome: 'kept', node, value: current, classification, resourceVersion: snapshot.resourceVersion };
         }
+        if (fromView) {
+          fromView = false;
+          continue;
+        }
         try {
-          const written = await this.deps.api.writeLock(node, snapshot.resourceVersion, null);
+          const written = await this.deps.api.writeLock(node, snapshot.resourceVersion, null, signal);
+          this.deps.view?.observeWrite(written);
           this.emit({ type: 'released', node, value: current, reason: classification.reason, path, ageMs: classification.ageMs });
           return { outcome: 'released', node, value: current, classification, resourceVersion: written.resourceVersion };
         } catch (error) {
-          await this.sleep(budget.next(error, `release the releasable lock on node ${node}`));
+          await this.pause(budget.next(error, `release the releasable lock on node ${node}`), signal);
         }
       }
     });
@@ -253,10 +337,15 @@ export class NodeLocks {
     return { node, resourceVersion: snapshot.resourceVersion, raw: snapshot.lock, value, owner, classification };
   }
 
+  private lockedFromView(node: string): (NodeSnapshot & { lock: string }) | undefined {
+    const snapshot = this.deps.view?.node(node);
+    return snapshot?.lock === undefined ? undefined : { ...snapshot, lock: snapshot.lock };
+  }
+
   /** The node when it exists and carries a lock; undefined when there is nothing to release. */
-  private async readLockedNode(node: string): Promise<(NodeSnapshot & { lock: string }) | undefined> {
+  private async readLockedNode(node: string, signal?: AbortSignal): Promise<(NodeSnapshot & { lock: string }) | undefined> {
     try {
-      const snapshot = await this.deps.api.readNode(node);
+      const snapshot = await this.deps.api.readNode(node, signal);
       return snapshot.lock === undefined ? undefined : { ...snapshot, lock: snapshot.lock };
     } catch (error) {
       if (error instanceof NodeNotFoundError) return undefined;
@@ -264,15 +353,25 @@ export class NodeLocks {
     }
   }
 
-  private async classify(node: string, value: LockValue): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
-    const owner = value.kind === 'owned' ? ((await this.deps.api.readPod(value.owner)) ?? null) : undefined;
-    return { owner, classification: classifyLock(value, owner ?? undefined, node, this.clock(), this.deps.config) };
+  private async classify(node: string, value: LockValue, source: 'view' | 'api' = 'api', signal?: AbortSignal): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
+    let owner: OwnerPod | null | undefined;
+    if (value.kind === 'owned') {
+      owner = (source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? null;
+    }
+    const seenAt = this.deps.view?.lockSeenAt(node, value.raw);
+    return { owner, classification: classifyLock(value, owner ?? undefined, node, this.clock(), this.deps.config, seenAt) };
+  }
+
+  private async pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    signal?.throwIfAborted();
+    await this.sleep(ms);
+    signal?.throwIfAborted();
   }
 
   private acquired(snapshot: NodeSnapshot, pod: PodRef, value: string, attempts: number, replaced: AcquireResult['replaced']): AcquireResult {
     const node = snapshot.name;
     if (replaced) {
-      this.emit({ type: 'released', node, value: replaced.value, reason: replaced.reason, path: 'takeover', ageMs: this.ageOf(parseLockValue(replaced.value)) });
+      this.emit({ type: 'released', node, value: replaced.value, reason: replaced.reason, path: 'takeover', ageMs: this.ageOf(node, parseLockValue(replaced.value)) });
     }
     this.emit({ type: 'acquired', node, pod, value, attempts, ...(replaced ? { replaced } : {}) });
     return {
@@ -289,8 +388,10 @@ export class NodeLocks {
     return new RetryBudget(this.retry, this.random);
   }
 
-  private ageOf(value: LockValue): number | undefined {
-    return value.kind === 'malformed' ? undefined : Math.max(0, this.clock().getTime() - value.time.getTime());
+  private ageOf(node: string, value: LockValue): number | undefined {
+    if (value.kind === 'malformed') return undefined;
+    const since = this.deps.view?.lockSeenAt(node, value.raw) ?? value.time;
+    return Math.max(0, this.clock().getTime() - since.getTime());
   }
 
   private emit(event: LockEvent): void {

@@ -3,10 +3,11 @@ import { nodeOfPod } from '../admission/delete-release.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { describeError } from '../errors.js';
 import { isOwnedBy, NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
-import type { ReleasePath, ReleaseResult } from '../lock/node-locks.js';
+import { deletionFence, deletionTimestampOf } from '../lock/deletion-fence.js';
+import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/node-locks.js';
 
 export interface WatchReleaser {
-  release(node: string, pod: { namespace: string; name: string }, path: ReleasePath): Promise<ReleaseResult>;
+  release(node: string, pod: { namespace: string; name: string }, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
 }
 
 /**
@@ -24,7 +25,8 @@ export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchRe
     if (node === undefined) return;
     const lock = deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
     if (lock === undefined || !isOwnedBy(parseLockValue(lock), { namespace, name })) return;
-    void deps.locks.release(node, { namespace, name }, 'watch').catch((error: unknown) => {
+    const fence = deletionFence({ uid: pod.metadata?.uid, deletionTimestamp: deletionTimestampOf(pod.metadata), observedAt: new Date() }, deps.cache);
+    void deps.locks.release(node, { namespace, name }, 'watch', { fence }).catch((error: unknown) => {
       deps.log?.(`could not release the lock of ${namespace}/${name} on ${node} after its deletion: ${describeError(error)}`);
     });
   });

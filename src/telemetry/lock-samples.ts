@@ -11,6 +11,8 @@ export interface LockedNodeView {
   lockedNodes(): string[];
   node(name: string): { metadata?: { annotations?: Record<string, string> } } | undefined;
   pod(namespace: string, name: string): PodLike | undefined;
+  /** When this process first saw the lock value (ages are judged by our clock). */
+  lockSeenAt?(node: string, value: string): Date | undefined;
 }
 
 /** One inspected node as a gauge sample; undefined when the node carries no lock. */
@@ -34,7 +36,7 @@ export function cachedLockSource(view: LockedNodeView, config: LockRulesConfig, 
       if (raw === undefined) continue;
       const value = parseLockValue(raw);
       const pod = value.kind === 'owned' ? view.pod(value.owner.namespace, value.owner.name) : undefined;
-      const { ageMs, state } = classifyLock(value, pod === undefined ? undefined : ownerPodFrom(pod), node, now, config);
+      const { ageMs, state } = classifyLock(value, pod === undefined ? undefined : ownerPodFrom(pod), node, now, config, view.lockSeenAt?.(node, raw));
       samples.push({ node, ageSeconds: ageMs === undefined ? undefined : ageMs / 1000, state });
     }
     return samples;

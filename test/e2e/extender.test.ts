@@ -106,7 +106,7 @@ describe('scheduler extender with the real kube-scheduler and the device-plugin 
     expect(elapsedMs).to.be.below(120_000);
   });
 
-  it('leaves no lock behind when the annotation patch fails, and binds once the cause is gone', async () => {
+  it('leaves no lock behind when the Binding is refused, and binds once the cause is gone', async () => {
     const { core, kubeConfig, namespace } = testCluster();
     const admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
     const { group, nodes } = await fixture.createNodes(1);
@@ -118,7 +118,8 @@ describe('scheduler extender with the real kube-scheduler and the device-plugin 
         metadata: { name: policyName },
         spec: {
           failurePolicy: 'Fail',
-          matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['pods'] }] },
+          // The annotations travel on the Binding (pods/binding CREATE), not on a pod UPDATE.
+          matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods/binding'] }] },
           validations: [{ expression: `!has(object.metadata.annotations) || !('${ALLOCATED_ANNOTATION}' in object.metadata.annotations)`, message: 'GPU annotations are blocked by the test' }],
         },
       },
@@ -132,7 +133,10 @@ describe('scheduler extender with the real kube-scheduler and the device-plugin 
     try {
       await core.createNamespacedPod({ namespace, body: { metadata: { name: 'probe' }, spec: { schedulerName: 'nobody', containers: [{ name: 'c', image: 'x' }] } } });
       await eventually('the policy to take effect', async () => {
-        const denied = await core.patchNamespacedPod({ name: 'probe', namespace, body: { metadata: { annotations: { [ALLOCATED_ANNOTATION]: 'x' } } }, dryRun: 'All' }, mergePatch).then(() => false, () => true);
+        const denied = await core.createNamespacedPodBinding({
+          name: 'probe', namespace, dryRun: 'All',
+          body: { metadata: { name: 'probe', annotations: { [ALLOCATED_ANNOTATION]: 'x' } }, target: { apiVersion: 'v1', kind: 'Node', name: node } },
+        }).then(() => false, () => true);
         return denied ? true : undefined;
       }, 20_000, 250);
 

@@ -4,10 +4,11 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1Pod } from '@kubernetes/client-node';
-import { ClusterCache } from '../../src/cluster/cluster-cache.js';
+import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
 import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
 import { loadConfig } from '../../src/config.js';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
+import type { NodePolicy } from '../../src/devices/score.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
@@ -36,16 +37,22 @@ export class ExtenderFixture {
   private readonly certDir = mkdtempSync(join(tmpdir(), 'extender-certs-'));
   readonly core: CoreV1Api;
 
-  /** `env` overrides vgpu-warden settings (e.g. SWEEP_ENABLED=false) for this fixture's server. */
-  constructor(private readonly plane: ControlPlane, private readonly env: Record<string, string> = {}) {
+  private readonly env: Record<string, string>;
+
+  /**
+   * `env` overrides vgpu-warden settings (e.g. SWEEP_ENABLED=false) for this fixture's server;
+   * `options.nodePolicy` sets NODE_SCHEDULER_POLICY there and the matching kube-scheduler profile.
+   */
+  constructor(private readonly plane: ControlPlane, env: Record<string, string> = {}, options: { nodePolicy?: NodePolicy } = {}) {
     this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
+    this.env = options.nodePolicy === undefined ? env : { ...env, NODE_SCHEDULER_POLICY: options.nodePolicy };
   }
 
   async start(): Promise<void> {
     const [webhookPort, extenderPort] = [await findFreePort(), await findFreePort()];
     const config = loadConfig({
       KUBECONFIG: this.plane.kubeconfigPath, CERT_DIR: this.certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
-      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', BIND_LOCK_WAIT: '25s', LEASE_NAME: uniqueName('lease'),
+      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', LEASE_NAME: uniqueName('lease'),
       METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), POD_NAMESPACE: 'default',
       ...this.env,
     });
@@ -53,7 +60,7 @@ export class ExtenderFixture {
     await this.server.cache.waitForSync(30_000);
 
     const kubeConfig = loadKubeConfig(this.plane.kubeconfigPath);
-    this.simulatorCache = new ClusterCache({ kubeConfig, core: this.core });
+    this.simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, this.core) });
     await this.simulatorCache.start();
     const simulatorCache = this.simulatorCache;
     this.simulator = new DevicePluginSimulator({
@@ -69,6 +76,7 @@ export class ExtenderFixture {
     const caPem = this.server.keeper.current()?.caBundlePem;
     this.scheduler = await this.plane.startScheduler(kubeSchedulerConfiguration({
       schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${this.server.extender.port}`, ...(caPem ? { caPem } : {}),
+      nodePolicy: config.nodeSchedulerPolicy,
     }));
   }
 

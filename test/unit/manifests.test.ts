@@ -222,10 +222,14 @@ describe('manifests/ (the kustomize base)', () => {
       expect(schedulerConfigMap.data?.['config.yaml']).to.equal(readFileSync(resolve(MANIFESTS_DIR, 'kube-scheduler-config.yaml'), 'utf8'));
     });
 
-    it('is exactly what src/extender/scheduler-config.ts builds for the cluster', () => {
+    it('is exactly what src/extender/scheduler-config.ts builds for the cluster, for the node policy vgpu-warden runs with', () => {
+      // NODE_SCHEDULER_POLICY of the Deployment (unset: the default, binpack) and the profile must match.
+      const nodePolicy = loadConfig(wardenEnvironment('vgpu-warden-7d9f-abcde')).nodeSchedulerPolicy;
+      expect(nodePolicy).to.equal('binpack');
       expect(loadYaml(schedulerConfigMap.data?.['config.yaml'] ?? '')).to.deep.equal(kubeSchedulerConfiguration({
         schedulerName: 'hami-scheduler',
         extenderUrl: 'https://127.0.0.1:9444',
+        nodePolicy,
         leaderElection: { leaderElect: true, resourceNamespace: NAMESPACE, resourceName: 'vgpu-warden-scheduler' },
       }));
     });

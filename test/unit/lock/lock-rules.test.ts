@@ -49,9 +49,16 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
         .to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
     });
 
-    it('releasable: P bound to another node past the bind grace', () => {
+    it('releasable at once: P bound to another node, even inside the bind grace (re-placed after a bind died)', () => {
       expect(classifyLock(lockAged(61 * SECOND), boundAllocating({ nodeName: 'gpu-node-2' }), NODE, NOW, CONFIG))
-        .to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
+        .to.deep.include({ state: 'releasable', reason: 'owner-bound-elsewhere' });
+      expect(classifyLock(lockAged(1 * SECOND), pod({ nodeName: 'gpu-node-2' }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'owner-bound-elsewhere' });
+    });
+
+    it('releasable at once: an owner name that is not a valid pod name', () => {
+      expect(classifyLock(parseLockValue(`${formatRfc3339(NOW)},ns,Not_A_Pod`), pod(), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'malformed' });
     });
 
     for (const phase of ['Succeeded', 'Failed']) {
@@ -113,6 +120,22 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
     });
   });
 
+  describe('age by this process\'s clock (first seen)', () => {
+    it('judges age from when the value was first seen, not from the writer\'s stamp', () => {
+      // The writer's clock runs 10 minutes behind: by its stamp the lock would be stalled at once.
+      const behind = lockAged(600 * SECOND);
+      const seenAt = new Date(NOW.getTime() - 5 * SECOND);
+      expect(classifyLock(behind, boundAllocating(), NODE, NOW, CONFIG, seenAt)).to.deep.equal({ state: 'held', reason: 'bind-in-progress', ageMs: 5000 });
+      expect(classifyLock(behind, boundAllocating(), NODE, NOW, CONFIG).state).to.equal('stalled');
+    });
+
+    it('a value first seen long ago expires by that time even if its stamp is in the future', () => {
+      const ahead = lockAged(-600 * SECOND);
+      const seenAt = new Date(NOW.getTime() - 301 * SECOND);
+      expect(classifyLock(ahead, boundAllocating(), NODE, NOW, CONFIG, seenAt)).to.deep.equal({ state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 301_000, clockSkewMs: 600_000 });
+    });
+  });
+
   describe('clock skew', () => {
     it('treats a lock stamped in the future as just written and reports the skew', () => {
       expect(classifyLock(lockAged(-90 * SECOND), pod(), NODE, NOW, CONFIG))
@@ -130,6 +153,6 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
   });
 
   it('uses the node name exactly: a pod bound to a node with a longer name is not bound here', () => {
-    expect(classifyLock(lockAged(61 * SECOND), boundAllocating({ nodeName: `${NODE}0` }), NODE, NOW, CONFIG).state).to.equal('releasable');
+    expect(classifyLock(lockAged(61 * SECOND), boundAllocating({ nodeName: `${NODE}0` }), NODE, NOW, CONFIG)).to.deep.include({ state: 'releasable', reason: 'owner-bound-elsewhere' });
   });
 });

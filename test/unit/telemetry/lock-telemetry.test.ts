@@ -53,7 +53,7 @@ describe('LockTelemetry', () => {
       type: 'acquired', node: 'gpu-2', pod: POD, value: HOLDER, attempts: 2,
       replaced: { value: '2026-11-30T11:00:00Z,team-b,gone', reason: 'owner-not-found' },
     });
-    telemetry.onLockEvent({ type: 'reentrant', node: 'gpu-1', pod: POD, value: HOLDER });
+    telemetry.onLockEvent({ type: 'reentrant', node: 'gpu-1', pod: POD, value: HOLDER, previous: HOLDER });
 
     expect(await sample(metrics, 'vgpu_warden_lock_acquisitions_total{outcome="acquired"} 1')).to.equal(true);
     expect(await sample(metrics, 'vgpu_warden_lock_acquisitions_total{outcome="taken-over"} 1')).to.equal(true);

@@ -1,0 +1,76 @@
+// Filter + prioritize from the state store, in process (no HTTP, no apiserver): 1000 nodes x 8 GPUs
+// with 5000 bound GPU pods. Each sample is one GPU pod's filter over all 1000 node names followed
+// by its prioritize, as kube-scheduler calls them; before each sample one node's usage changes
+// (a pod assumed there), so caches keyed by node generation are exercised honestly.
+// Baseline in the same run: a non-GPU pod's filter + prioritize (the pass-through path).
+//   npm run bench:filter
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { ClusterCache } from '../src/cluster/cluster-cache.js';
+import type { ListWatchSource } from '../src/cluster/reflector.js';
+import { ALLOCATED_ANNOTATION } from '../src/devices/allocation-codec.js';
+import { DEFAULT_REQUEST_DEFAULTS } from '../src/devices/requests.js';
+import type { Binder } from '../src/extender/binder.js';
+import { ExtenderService } from '../src/extender/extender-service.js';
+import { simulatedGpuNode } from '../src/local/simulated-gpu-node.js';
+import type { EventRecorder } from '../src/telemetry/events.js';
+
+const NODES = 1000;
+const GPUS = 8;
+const BOUND_PODS = 5000;
+const SAMPLES = 2000;
+
+function staticSource<T>(items: T[]): ListWatchSource<T> {
+  return {
+    list: () => Promise.resolve({ items, resourceVersion: '1' }),
+    watch: (_rv, _handlers, signal) => new Promise((resolve) => { signal.addEventListener('abort', () => { resolve(); }, { once: true }); }),
+  };
+}
+
+const nodeNames = Array.from({ length: NODES }, (_, index) => `node-${String(index).padStart(4, '0')}`);
+const nodes: V1Node[] = nodeNames.map((name) => simulatedGpuNode({ name, gpus: GPUS }));
+const pods: V1Pod[] = Array.from({ length: BOUND_PODS }, (_, index) => {
+  const node = nodeNames[index % NODES] ?? '';
+  const gpu = `GPU-${node}-${index % GPUS}`;
+  return {
+    metadata: { name: `bound-${index}`, namespace: 'bench', uid: `uid-${index}`, resourceVersion: '1', annotations: { [ALLOCATED_ANNOTATION]: `${gpu},NVIDIA,3000,10:;`, 'hami.io/vgpu-node': node } },
+    spec: { nodeName: node, containers: [{ name: 'c' }] },
+    status: { phase: 'Running' },
+  };
+});
+const cache = new ClusterCache({ sources: { nodes: staticSource(nodes), pods: staticSource(pods) } });
+await cache.start();
+const service = new ExtenderService({
+  cache,
+  binder: {} as Binder,
+  events: { record: () => undefined } as unknown as EventRecorder,
+  defaults: { nodePolicy: 'binpack', gpuPolicy: 'spread', requestDefaults: DEFAULT_REQUEST_DEFAULTS },
+  syncWaitMs: 1000,
+});
+
+const podOf = (index: number, gpu: boolean) => ({
+  metadata: { name: `p-${index}`, namespace: 'bench', uid: `new-${index}` },
+  spec: { containers: [{ name: 'c', resources: { limits: gpu ? { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000', 'nvidia.com/gpucores': '20' } : { cpu: '1' } } }] },
+});
+
+async function run(gpu: boolean): Promise<number[]> {
+  const times: number[] = [];
+  for (let index = 0; index < SAMPLES; index++) {
+    // One node changes between samples, as binds land.
+    cache.usage.assume(`churn-${index}`, nodeNames[index % NODES] ?? '', new Map([[`GPU-${nodeNames[index % NODES] ?? ''}-0`, { slots: 1, memoryMiB: 1, cores: 0 }]]));
+    const pod = podOf(index, gpu);
+    const started = performance.now();
+    const filtered = await service.filter({ pod, nodeNames });
+    await service.prioritize({ pod, nodeNames: filtered.NodeNames ?? [] });
+    times.push(performance.now() - started);
+  }
+  return times.sort((a, b) => a - b);
+}
+
+const q = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0;
+await run(true); // warm up the JIT
+const baseline = await run(false);
+const gpu = await run(true);
+console.log(`filter + prioritize over ${NODES} nodes x ${GPUS} GPUs, ${BOUND_PODS} bound pods, ${SAMPLES} samples each (in process):`);
+console.log(`  non-GPU pod (baseline, pass-through)  p50 ${q(baseline, 0.5).toFixed(3)} ms  p99 ${q(baseline, 0.99).toFixed(3)} ms`);
+console.log(`  GPU pod                               p50 ${q(gpu, 0.5).toFixed(3)} ms  p99 ${q(gpu, 0.99).toFixed(3)} ms  (${(q(gpu, 0.5) / q(baseline, 0.5)).toFixed(1)}x baseline at p50)`);
+await cache.stop();

@@ -1,0 +1,123 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
+import { ResourceExpiredError, type ListWatchSource, type WatchEventType, type WatchHandlers } from '../../../src/cluster/reflector.js';
+import { ALLOCATED_ANNOTATION } from '../../../src/devices/allocation-codec.js';
+import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
+
+/** A source whose LIST answers and watch endings are scripted by the test. */
+class ScriptedSource<T> implements ListWatchSource<T> {
+  items: T[] = [];
+  listFailures = 0;
+  lists = 0;
+  private current: { handlers: WatchHandlers<T>; end: (error?: Error) => void } | undefined;
+
+  list(): Promise<{ items: T[]; resourceVersion: string }> {
+    this.lists++;
+    if (this.listFailures > 0) {
+      this.listFailures--;
+      return Promise.reject(new Error('HTTP 429 throttled'));
+    }
+    return Promise.resolve({ items: [...this.items], resourceVersion: '1' });
+  }
+
+  watch(_rv: string, handlers: WatchHandlers<T>, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.current = { handlers, end: (error) => { this.current = undefined; if (error) reject(error); else resolve(); } };
+      signal.addEventListener('abort', () => { resolve(); }, { once: true });
+    });
+  }
+
+  emit(type: WatchEventType, object: T): void {
+    this.current?.handlers.onEvent(type, object);
+  }
+
+  /** Ends the open watch with `error`. */
+  fail(error: Error): void {
+    this.current?.end(error);
+  }
+}
+
+const usedPod = (name: string, uid: string, node: string): V1Pod => ({
+  metadata: { name, namespace: 'ns', uid, resourceVersion: '1', annotations: { [ALLOCATED_ANNOTATION]: `GPU-${node}-0,NVIDIA,8000,0:;`, 'hami.io/vgpu-node': node } },
+  spec: { containers: [{ name: 'c' }], nodeName: node },
+  status: { phase: 'Running' },
+});
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('ClusterCache (the state store)', () => {
+  let cache: ClusterCache | undefined;
+  afterEach(async () => { await cache?.stop(); cache = undefined; });
+
+  function build(options: { staleAfterMs?: number; clock?: () => number } = {}) {
+    const nodes = new ScriptedSource<V1Node>();
+    const pods = new ScriptedSource<V1Pod>();
+    nodes.items = [simulatedGpuNode({ name: 'gpu-1', gpus: 1 })];
+    cache = new ClusterCache({ sources: { nodes, pods }, reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 }, ...options });
+    return { nodes, pods, cache };
+  }
+
+  it('is not synced while the first LIST fails, and syncs after a good one (a throttled restart never filters on an empty view)', async () => {
+    const { pods, cache } = build();
+    pods.items = [usedPod('running', 'u1', 'gpu-1')];
+    pods.listFailures = 2;
+    const started = cache.start();
+    expect(cache.synced).to.equal(false);
+    expect(cache.problems()).to.include('pods not listed yet');
+    await started;
+    expect(pods.lists).to.equal(3);
+    expect(cache.synced).to.equal(true);
+    expect(cache.usageOn('gpu-1').get('GPU-gpu-1-0')?.memoryMiB).to.equal(8000);
+  });
+
+  it('a 410 relist across a same-name recreate drops the old incarnation\'s usage and reports its delete', async () => {
+    const { pods, cache } = build();
+    pods.items = [usedPod('sts-0', 'old', 'gpu-1')];
+    await cache.start();
+    const deleted: string[] = [];
+    cache.onPodChange((pod, change) => { if (change === 'delete') deleted.push(pod.metadata?.uid ?? ''); });
+    // While the watch is gone, sts-0 is deleted and recreated, not yet placed.
+    pods.items = [{ metadata: { name: 'sts-0', namespace: 'ns', uid: 'new', resourceVersion: '7' }, spec: { containers: [{ name: 'c' }] } }];
+    pods.fail(new ResourceExpiredError('too old resource version'));
+    await until(() => cache.pod('ns', 'sts-0')?.metadata?.uid === 'new', 'the relist');
+    expect(deleted).to.deep.equal(['old']);
+    expect(cache.usageOn('gpu-1').size).to.equal(0);
+  });
+
+  it('turns stale when a watch stays down longer than the bound, and recovers', async () => {
+    let now = 1_000_000;
+    const { nodes, cache } = build({ staleAfterMs: 30_000, clock: () => now });
+    await cache.start();
+    expect(cache.problems()).to.deep.equal([]);
+    nodes.listFailures = 1_000_000;
+    nodes.fail(new Error('connection reset'));
+    await until(() => nodes.lists > 2, 'relist attempts');
+    now += 31_000;
+    expect(cache.problems().join()).to.match(/nodes watch down for 31s/);
+    nodes.listFailures = 0;
+    await until(() => cache.problems().length === 0, 'recovery');
+  });
+
+  it('records when it first saw each lock value and wakes lock waiters on a change', async () => {
+    let now = 5_000;
+    const { nodes, cache } = build({ clock: () => now });
+    await cache.start();
+    let woken = 0;
+    cache.onLockChange('gpu-1', () => { woken++; });
+    const locked = (value: string, rv: string) => ({ ...simulatedGpuNode({ name: 'gpu-1', gpus: 1 }), metadata: { ...simulatedGpuNode({ name: 'gpu-1', gpus: 1 }).metadata, resourceVersion: rv, annotations: { ...simulatedGpuNode({ name: 'gpu-1', gpus: 1 }).metadata?.annotations, 'hami.io/mutex.lock': value } } });
+    nodes.emit('MODIFIED', locked('2020-01-01T00:00:00Z,ns,p', '2'));
+    expect(cache.lockOf('gpu-1')?.firstSeen.getTime()).to.equal(5_000);
+    now = 9_000;
+    nodes.emit('MODIFIED', locked('2020-01-01T00:00:00Z,ns,p', '3'));
+    expect(cache.lockSeenAt('gpu-1', '2020-01-01T00:00:00Z,ns,p')?.getTime()).to.equal(5_000);
+    expect(woken).to.equal(1);
+    expect(cache.lockedNodes()).to.deep.equal(['gpu-1']);
+  });
+});

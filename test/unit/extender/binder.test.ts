@@ -1,0 +1,275 @@
+import { ApiException, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
+import type { ListWatchSource, WatchEventType } from '../../../src/cluster/reflector.js';
+import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../../src/devices/allocation-codec.js';
+import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
+import { Binder } from '../../../src/extender/binder.js';
+import { WriteConflictError } from '../../../src/lock/lock-errors.js';
+import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../../../src/lock/lock-value.js';
+import type { NodeLockApi, NodeSnapshot } from '../../../src/lock/node-lock-api.js';
+import { NodeLocks } from '../../../src/lock/node-locks.js';
+import { ownerPodFrom, type OwnerPod } from '../../../src/lock/owner-pod.js';
+import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
+import type { EventRecorder } from '../../../src/telemetry/events.js';
+
+/** A list-watch source over a fixed list whose watch stays open; `emit` pushes events. */
+class StaticSource<T> implements ListWatchSource<T> {
+  private handlers: ((type: WatchEventType, object: T) => void)[] = [];
+  constructor(private readonly items: () => T[]) {}
+  list(): Promise<{ items: T[]; resourceVersion: string }> {
+    return Promise.resolve({ items: this.items(), resourceVersion: '1' });
+  }
+  watch(_rv: string, handlers: { onEvent(type: WatchEventType, object: T): void }, signal: AbortSignal): Promise<void> {
+    this.handlers.push((type, object) => { handlers.onEvent(type, object); });
+    return new Promise((resolve) => { signal.addEventListener('abort', () => { resolve(); }, { once: true }); });
+  }
+  emit(type: WatchEventType, object: T): void {
+    for (const handler of this.handlers) handler(type, object);
+  }
+}
+
+type Fault = 'lose-answer' | 'hang' | 'conflict' | undefined;
+
+/** The apiserver as far as bind is concerned: one node, pods, Bindings with UID preconditions. */
+class FakeApi implements NodeLockApi {
+  node: V1Node;
+  pods = new Map<string, V1Pod>();
+  calls: string[] = [];
+  bindingFault: Fault;
+  lockWriteFault: Fault;
+  /** Faults for the next node reads, one each. */
+  readFaults: Fault[] = [];
+  private rv = 10;
+
+  constructor(node: V1Node) {
+    this.node = { ...node, metadata: { ...node.metadata, resourceVersion: '10' } };
+  }
+
+  private async fault<T>(fault: Fault, signal: AbortSignal | undefined, commit: () => T): Promise<T> {
+    if (fault === 'hang') {
+      // fetch rejects with the signal's reason when it aborts.
+      await new Promise<void>((_resolve, reject) => { signal?.addEventListener('abort', () => { reject(signal.reason as Error); }, { once: true }); });
+    }
+    if (fault === 'conflict') throw new ApiException(409, 'Conflict', '{"message":"conflict"}', {});
+    const result = commit();
+    if (fault === 'lose-answer') throw new Error('socket hang up');
+    return result;
+  }
+
+  readNode(_name: string, signal?: AbortSignal): Promise<NodeSnapshot> {
+    this.calls.push('GET node');
+    return this.fault(this.readFaults.shift(), signal, () => this.snapshot());
+  }
+
+  writeLock(_name: string, resourceVersion: string, value: string | null, signal?: AbortSignal): Promise<NodeSnapshot> {
+    this.calls.push('PATCH node');
+    return this.fault(this.lockWriteFault, signal, () => {
+      if (resourceVersion !== this.node.metadata?.resourceVersion) throw new WriteConflictError('conflict');
+      const others = Object.fromEntries(Object.entries(this.node.metadata.annotations ?? {}).filter(([key]) => key !== NODE_LOCK_ANNOTATION));
+      const annotations = value === null ? others : { ...others, [NODE_LOCK_ANNOTATION]: value };
+      this.node = { ...this.node, metadata: { ...this.node.metadata, annotations, resourceVersion: String(++this.rv) } };
+      return this.snapshot();
+    });
+  }
+
+  readPod(pod: PodRef): Promise<OwnerPod | undefined> {
+    this.calls.push('GET pod');
+    const found = this.pods.get(`${pod.namespace}/${pod.name}`);
+    return Promise.resolve(found === undefined ? undefined : ownerPodFrom(found));
+  }
+
+  get lock(): string | undefined {
+    return this.node.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+  }
+
+  snapshot(): NodeSnapshot {
+    return { name: this.node.metadata?.name ?? '', resourceVersion: this.node.metadata?.resourceVersion ?? '', lock: this.lock, object: this.node };
+  }
+
+  core(): CoreV1Api {
+    const api = {
+      readNamespacedPod: ({ name, namespace }: { name: string; namespace: string }) => {
+        this.calls.push('GET pod');
+        const pod = this.pods.get(`${namespace}/${name}`);
+        return pod ? Promise.resolve(pod) : Promise.reject(new ApiException(404, 'NotFound', '{"message":"not found"}', {}));
+      },
+      createNamespacedPodBinding: (request: { name: string; namespace: string; body: { metadata: { uid: string; annotations?: Record<string, string> }; target: { name: string } } }, options?: { middleware?: { pre(context: unknown): unknown }[] }) => {
+        this.calls.push('POST binding');
+        const signal = signalOf(options);
+        return this.fault(this.bindingFault, signal, () => {
+          const key = `${request.namespace}/${request.name}`;
+          const pod = this.pods.get(key);
+          if (!pod) throw new ApiException(404, 'NotFound', '{"message":"not found"}', {});
+          if (pod.metadata?.uid !== request.body.metadata.uid) throw new ApiException(409, 'Conflict', '{"message":"Precondition failed: UID"}', {});
+          if (pod.spec?.nodeName) throw new ApiException(409, 'Conflict', '{"message":"pod is already assigned"}', {});
+          this.pods.set(key, {
+            ...pod,
+            metadata: { ...pod.metadata, annotations: { ...pod.metadata.annotations, ...request.body.metadata.annotations } },
+            spec: { ...pod.spec, containers: pod.spec?.containers ?? [], nodeName: request.body.target.name },
+          });
+          return {};
+        });
+      },
+      patchNamespacedPod: ({ name, namespace, body }: { name: string; namespace: string; body: { metadata: { uid?: string; labels?: Record<string, string> } } }) => {
+        this.calls.push('PATCH pod');
+        const key = `${namespace}/${name}`;
+        const pod = this.pods.get(key);
+        if (!pod || pod.metadata?.uid !== body.metadata.uid) return Promise.reject(new ApiException(409, 'Conflict', '{"message":"uid"}', {}));
+        this.pods.set(key, { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata?.labels, ...body.metadata.labels } } });
+        return Promise.resolve(pod);
+      },
+    };
+    return api as unknown as CoreV1Api;
+  }
+}
+
+/** The AbortSignal a withSignal() middleware would put on the request. */
+function signalOf(options: { middleware?: { pre(context: unknown): unknown }[] } | undefined): AbortSignal | undefined {
+  let signal: AbortSignal | undefined;
+  for (const middleware of options?.middleware ?? []) middleware.pre({ setSignal: (value: AbortSignal) => { signal = value; }, setHeaderParam: () => undefined });
+  return signal;
+}
+
+function gpuPod(name: string, uid: string, gpumem = '4000'): V1Pod {
+  return {
+    metadata: { name, namespace: 'ns', uid, resourceVersion: '5' },
+    spec: { schedulerName: 'hami-scheduler', containers: [{ name: 'main', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': gpumem } } }] },
+    status: { phase: 'Pending' },
+  };
+}
+
+const events = { record: () => undefined } as unknown as EventRecorder;
+const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
+
+async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: number } = {}) {
+  const api = new FakeApi(simulatedGpuNode({ name: 'gpu-1', gpus: 2 }));
+  for (const pod of pods) api.pods.set(`ns/${pod.metadata?.name ?? ''}`, pod);
+  const nodeSource = new StaticSource<V1Node>(() => [api.node]);
+  const podSource = new StaticSource<V1Pod>(() => [...api.pods.values()]);
+  const cache = new ClusterCache({ sources: { nodes: nodeSource, pods: podSource } });
+  await cache.start();
+  const locks = new NodeLocks({ api, view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 }, sleep: () => Promise.resolve() });
+  const binder = new Binder({
+    core: api.core(), cache, locks, events, defaults, lockWaitMs: options.lockWaitMs ?? 1000, timeoutMs: options.timeoutMs ?? 6000, cleanupReserveMs: 1000, waitPollMs: 50,
+  });
+  return { api, cache, binder, nodeSource, podSource, locks };
+}
+
+const args = (name: string, uid: string) => ({ podName: name, podNamespace: 'ns', podUid: uid, node: 'gpu-1' });
+
+describe('Binder (bind against a fake API with faults)', () => {
+  let stop: (() => Promise<void>) | undefined;
+  afterEach(async () => { await stop?.(); stop = undefined; });
+
+  it('happy path: one lock write, one Binding carrying HAMi annotations with the UID precondition, one label patch; no annotation patch', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
+    stop = () => cache.stop();
+    expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+    expect(api.calls).to.deep.equal(['PATCH node', 'POST binding', 'PATCH pod']);
+    const pod = api.pods.get('ns/a');
+    expect(pod?.spec?.nodeName).to.equal('gpu-1');
+    expect(pod?.metadata?.annotations?.[TO_ALLOCATE_ANNOTATION]).to.match(/^GPU-gpu-1-\d,NVIDIA,4000,0:;$/);
+    expect(pod?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.equal(pod?.metadata?.annotations?.[TO_ALLOCATE_ANNOTATION]);
+    expect(pod?.metadata?.annotations?.['hami.io/bind-phase']).to.equal('allocating');
+    expect(pod?.metadata?.labels?.['hami.io/vgpu-node']).to.equal('gpu-1');
+    const lock = parseLockValue(api.lock ?? '');
+    expect(lock.kind === 'owned' && lock.owner.name).to.equal('a');
+  });
+
+  it('a Binding that commits and loses its answer is a success: lock and annotations stay', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
+    stop = () => cache.stop();
+    api.bindingFault = 'lose-answer';
+    expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+    expect(api.pods.get('ns/a')?.spec?.nodeName).to.equal('gpu-1');
+    expect(api.pods.get('ns/a')?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.be.a('string');
+    expect(api.lock).to.match(/,ns,a$/);
+    expect(cache.usage.isAssumed('uid-a')).to.equal(true);
+  });
+
+  it('a Binding refused for another incarnation releases exactly our lock and forgets the usage', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
+    stop = () => cache.stop();
+    api.pods.set('ns/a', gpuPod('a', 'uid-new'));
+    // The store still has the old incarnation (watch lag), so the bind gets as far as the Binding.
+    const result = await binder.bind(args('a', 'uid-a'));
+    expect(result.error).to.match(/Precondition failed: UID/);
+    expect(api.lock).to.equal(undefined);
+    expect(api.pods.get('ns/a')?.metadata?.annotations).to.equal(undefined);
+    expect(cache.usage.isAssumed('uid-a')).to.equal(false);
+  });
+
+  it('a Binding that hangs past the deadline fails within BIND_TIMEOUT and releases the lock', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')], { timeoutMs: 2500 });
+    stop = () => cache.stop();
+    api.bindingFault = 'hang';
+    const started = Date.now();
+    const result = await binder.bind(args('a', 'uid-a'));
+    expect(Date.now() - started).to.be.lessThan(2500);
+    expect(result.error).to.match(/deadline/);
+    expect(api.lock).to.equal(undefined);
+  });
+
+  it('a lock write whose answer is lost and whose re-read fails leaves no lock behind', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')], { timeoutMs: 2500 });
+    stop = () => cache.stop();
+    api.lockWriteFault = 'lose-answer';
+    api.readFaults = ['hang'];
+    const result = await binder.bind(args('a', 'uid-a'));
+    expect(result.error).to.match(/may have landed/);
+    expect(api.lock).to.equal(undefined);
+    expect(api.pods.get('ns/a')?.spec?.nodeName).to.equal(undefined);
+  });
+
+  it('is idempotent: already bound here answers success with no write; bound elsewhere is an error with no write', async () => {
+    const here = { ...gpuPod('a', 'uid-a'), spec: { ...gpuPod('a', 'uid-a').spec, containers: [], nodeName: 'gpu-1' } };
+    const elsewhere = { ...gpuPod('b', 'uid-b'), spec: { ...gpuPod('b', 'uid-b').spec, containers: [], nodeName: 'gpu-2' } };
+    const { api, cache, binder } = await setup([here, elsewhere]);
+    stop = () => cache.stop();
+    expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+    expect((await binder.bind(args('b', 'uid-b'))).error).to.match(/already bound to node gpu-2/);
+    expect(api.calls).to.deep.equal([]);
+  });
+
+  it('refuses a GPU pod whose share cannot be read, writing nothing', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a', '99999999999999')]);
+    stop = () => cache.stop();
+    expect((await binder.bind(args('a', 'uid-a'))).error).to.match(/unreadable GPU request.*nvidia.com\/gpumem/);
+    expect(api.calls).to.deep.equal([]);
+  });
+
+  it('re-stamps a lock it already holds with an RV-guarded write (a retried bind renews its age)', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
+    stop = () => cache.stop();
+    api.node = { ...api.node, metadata: { ...api.node.metadata, annotations: { ...api.node.metadata?.annotations, [NODE_LOCK_ANNOTATION]: '2020-01-01T00:00:00Z,ns,a' } } };
+    cache.observeNodeWrite({ ...api.snapshot(), object: { ...api.node, metadata: { ...api.node.metadata, resourceVersion: '10' } } });
+    expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+    expect(api.lock).to.not.equal('2020-01-01T00:00:00Z,ns,a');
+    expect(api.calls[0]).to.equal('PATCH node');
+  });
+
+  it('a bind waiting for a busy node gives up without touching the lock when its pod is recreated meanwhile', async () => {
+    const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('sts-0', 'uid-old'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+    stop = () => cache.stop();
+    // Another pod holds the lock, bound and awaiting allocation.
+    const holder = { ...gpuPod('holder', 'uid-h'), metadata: { ...gpuPod('holder', 'uid-h').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } }, spec: { containers: [], nodeName: 'gpu-1' } };
+    api.pods.set('ns/holder', holder);
+    podSource.emit('MODIFIED', holder);
+    await api.writeLock('gpu-1', '10', `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},ns,holder`);
+    nodeSource.emit('MODIFIED', api.node);
+    api.calls = [];
+    const waiting = binder.bind(args('sts-0', 'uid-old'));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // sts-0 is deleted and recreated under the same name; then the holder's lock is freed.
+    podSource.emit('DELETED', gpuPod('sts-0', 'uid-old'));
+    podSource.emit('ADDED', gpuPod('sts-0', 'uid-new'));
+    api.pods.set('ns/sts-0', gpuPod('sts-0', 'uid-new'));
+    const lockValue = api.lock;
+    expect(lockValue).to.be.a('string');
+    const result = await waiting;
+    expect(result.error).to.match(/recreated/);
+    expect(api.calls.filter((call) => call !== 'GET pod')).to.deep.equal([]);
+    expect(api.lock).to.equal(lockValue);
+  });
+});
