@@ -56,6 +56,7 @@ export class ClusterCache {
   private readonly nodes = new ObjectStore<V1Node>();
   private readonly pods = new ObjectStore<V1Pod>();
   private readonly nodeStates = new Map<string, NodeState>();
+  private readonly usageSums = new Map<string, { generation: number; usage: ReadonlyMap<string, GpuUse>; validUntil: number | undefined }>();
   private readonly nodeListeners = new Set<NodeListener>();
   private readonly podListeners = new Set<PodListener>();
   private readonly lockListeners = new Map<string, Set<() => void>>();
@@ -142,8 +143,20 @@ export class ClusterCache {
     return this.nodeStates.get(nodeName)?.generation;
   }
 
-  usageOn(nodeName: string, excludeUid?: string): Map<string, GpuUse> {
-    return this.usage.usageOn(nodeName, excludeUid);
+  /**
+   * Usage on the node by bound and assumed pods, leaving out `excludeUid` (the pod being placed).
+   * The sum is cached per node generation: filter asks for every candidate node on every call.
+   * Callers must not modify the map.
+   */
+  usageOn(nodeName: string, excludeUid?: string): ReadonlyMap<string, GpuUse> {
+    if (excludeUid !== undefined && this.usage.isOn(nodeName, excludeUid)) return this.usage.usageOn(nodeName, excludeUid);
+    const generation = this.nodeStates.get(nodeName)?.generation;
+    const cached = this.usageSums.get(nodeName);
+    const now = this.clock();
+    if (cached !== undefined && generation !== undefined && cached.generation === generation && (cached.validUntil === undefined || now < cached.validUntil)) return cached.usage;
+    const usage = this.usage.usageOn(nodeName);
+    if (generation !== undefined) this.usageSums.set(nodeName, { generation: this.nodeStates.get(nodeName)?.generation ?? generation, usage, validUntil: this.usage.nextExpiryOn(nodeName) });
+    return usage;
   }
 
   /** The node's lock as the store has it, with the time this process first saw the value. */
@@ -232,6 +245,7 @@ export class ClusterCache {
       if (name === undefined) continue;
       if (change.type === 'delete') {
         this.nodeStates.delete(name);
+        this.usageSums.delete(name);
         this.globalGeneration++;
         this.notifyLock(name);
       } else {

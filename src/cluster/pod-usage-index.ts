@@ -103,6 +103,21 @@ export class PodUsageIndex {
     return total;
   }
 
+  /** Is `uid` accounted on `node` (bound or assumed)? */
+  isOn(node: string, uid: string): boolean {
+    return this.byNode.get(node)?.has(uid) === true;
+  }
+
+  /** Earliest expiry of an assumption on `node`, so a cached sum knows when it goes stale. */
+  nextExpiryOn(node: string): number | undefined {
+    let earliest: number | undefined;
+    for (const uid of this.byNode.get(node) ?? []) {
+      const assumed = this.assumed.get(uid);
+      if (assumed?.node === node && (earliest === undefined || assumed.expiresAt < earliest)) earliest = assumed.expiresAt;
+    }
+    return earliest;
+  }
+
   /** Pods accounted on `node` (bound or assumed), for diagnostics and tests. */
   podsOn(node: string): string[] {
     return [...(this.byNode.get(node) ?? [])];

@@ -26,6 +26,14 @@ interface RememberedFilter {
 
 /** Pods whose filter results are kept for the prioritize call that follows. */
 const REMEMBERED_PODS = 64;
+/** Pod shapes whose evaluation is kept per node (replicas of one workload share a shape). */
+const SHAPES_PER_NODE = 8;
+
+/** Everything about a pod that a fit depends on, as one string; pods with equal shapes fit alike. */
+function shapeOf(pod: PodView): string {
+  const relevant = Object.entries(pod.annotations).filter(([key]) => key.startsWith('nvidia.com/') || key.startsWith('hami.io/')).sort(([a], [b]) => a.localeCompare(b));
+  return JSON.stringify([pod.requests, pod.policies, relevant]);
+}
 
 /**
  * filter, prioritize and bind over validated arguments. Filter and prioritize have no side effects
@@ -35,6 +43,8 @@ const REMEMBERED_PODS = 64;
  */
 export class ExtenderService {
   private readonly remembered = new Map<string, RememberedFilter>();
+  /** node → its generation and the evaluations of recent pod shapes at that generation. */
+  private readonly byShape = new Map<string, { generation: number; evaluations: Map<string, NodeEvaluation> }>();
 
   constructor(private readonly deps: ExtenderServiceDeps) {}
 
@@ -52,8 +62,9 @@ export class ExtenderService {
     const passed: string[] = [];
     const failed: Record<string, string> = {};
     const remembered: RememberedFilter = { evaluations: new Map() };
+    const shape = shapeOf(pod);
     for (const node of args.nodeNames) {
-      const evaluation = evaluateNode(cache, node, pod);
+      const evaluation = this.evaluate(node, pod, shape);
       remembered.evaluations.set(node, { generation: cache.nodeGeneration(node), evaluation });
       if (evaluation.fits) passed.push(node);
       else failed[node] = evaluation.reason;
@@ -97,6 +108,27 @@ export class ExtenderService {
   async bind(args: BindingArgs): Promise<ExtenderBindingResult> {
     const result = await this.deps.binder.bind(args);
     return { Error: result.error ?? '' };
+  }
+
+  /** The pod's fit on the node, from the shape cache when the node has not changed since. */
+  private evaluate(node: string, pod: PodView, shape: string): NodeEvaluation {
+    const { cache } = this.deps;
+    const generation = cache.nodeGeneration(node);
+    // A pod already accounted on the node (a retried placement) is fitted without its own usage.
+    if (generation === undefined || (pod.uid !== undefined && cache.usage.isOn(node, pod.uid))) return evaluateNode(cache, node, pod);
+    let entry = this.byShape.get(node);
+    if (entry?.generation !== generation) {
+      entry = { generation, evaluations: new Map() };
+      this.byShape.set(node, entry);
+    }
+    const known = entry.evaluations.get(shape);
+    if (known !== undefined) return known;
+    const evaluation = evaluateNode(cache, node, pod);
+    // evaluateNode may drop an expired assumption and so move the generation: cache only if it held.
+    if (cache.nodeGeneration(node) !== generation) return evaluation;
+    if (entry.evaluations.size >= SHAPES_PER_NODE) entry.evaluations.delete(entry.evaluations.keys().next().value ?? '');
+    entry.evaluations.set(shape, evaluation);
+    return evaluation;
   }
 
   private remember(pod: PodView, filter: RememberedFilter): void {
