@@ -136,7 +136,7 @@ export class Binder {
     let lock: AcquireResult | undefined;
     try {
       try {
-        lock = await this.acquireInTurn(args, ref, token, target, signal);
+        lock = await this.acquireInTurn(args, ref, token, target, signal, pod.metadata?.resourceVersion);
       } catch (error) {
         // A lock write that may have landed: ours to clean up, the pod is certainly not bound yet.
         if (error instanceof LockOutcomeUnknownError) await this.release(args, ref, error.written);
@@ -192,16 +192,24 @@ export class Binder {
     return pod;
   }
 
-  /** Throws when the store shows another incarnation under this name: this bind is for a pod that is gone. */
-  private checkIncarnation(args: BindingArgs): void {
+  /**
+   * Throws when the store shows a newer incarnation under this name: this bind is for a pod that is
+   * gone. A store that still shows an older incarnation (it lags the pod we read from the API) is no
+   * reason to stop. resourceVersions are compared as the integers every etcd-backed apiserver uses;
+   * when one is not, the bind stops (kube-scheduler retries it).
+   */
+  private checkIncarnation(args: BindingArgs, validatedVersion: string | undefined): void {
     const cached = this.deps.cache.pod(args.podNamespace, args.podName);
     if (cached?.metadata?.uid !== undefined && cached.metadata.uid !== args.podUid) {
+      const seen = cached.metadata.resourceVersion;
+      const storeIsOlder = seen !== undefined && validatedVersion !== undefined && /^\d+$/.test(seen) && /^\d+$/.test(validatedVersion) && BigInt(seen) < BigInt(validatedVersion);
+      if (storeIsOlder) return;
       throw new BindError(`pod was recreated while this bind waited (uid ${cached.metadata.uid}, bind asked for ${args.podUid})`);
     }
   }
 
   /** Takes the lock in the node's FIFO turn: only the head tries, woken when the lock or its holder changes. */
-  private async acquireInTurn(args: BindingArgs, ref: PodRef, token: symbol, target: EventTarget, signal: AbortSignal): Promise<AcquireResult> {
+  private async acquireInTurn(args: BindingArgs, ref: PodRef, token: symbol, target: EventTarget, signal: AbortSignal, validatedVersion: string | undefined): Promise<AcquireResult> {
     const node = args.node;
     const wait = timeoutSignal(this.deps.lockWaitMs, () => new BindDeadlineError(`gave up waiting for the lock on node ${node} after ${Math.round(this.deps.lockWaitMs / 1000)}s`));
     const waitSignal = AbortSignal.any([signal, wait.signal]);
@@ -211,7 +219,7 @@ export class Binder {
     try {
       await until(turn.ready, waitSignal);
       for (;;) {
-        this.checkIncarnation(args);
+        this.checkIncarnation(args, validatedVersion);
         let wake: () => void = () => undefined;
         const changed = new Promise<void>((resolve) => { wake = resolve; });
         const unsubscribe = this.deps.cache.onLockChange(node, () => { wake(); });

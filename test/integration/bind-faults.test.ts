@@ -1,0 +1,385 @@
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
+import { VGPU_NODE_ANNOTATION } from '../../src/cluster/pod-usage-index.js';
+import { ALLOCATED_ANNOTATION, decodeAllocation, isDecodeError, TO_ALLOCATE_ANNOTATION } from '../../src/devices/allocation-codec.js';
+import { DEFAULT_REQUEST_DEFAULTS } from '../../src/devices/requests.js';
+import { Binder } from '../../src/extender/binder.js';
+import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { formatLockValue, parseLockValue } from '../../src/lock/lock-value.js';
+import { NodeLocks } from '../../src/lock/node-locks.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
+import { EventRecorder } from '../../src/telemetry/events.js';
+import { FaultProxy } from '../support/fault-proxy.js';
+import { readLock, setLock } from '../support/lock-helpers.js';
+import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
+
+const FULL_CARD_MIB = 24576;
+const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
+
+/** A full-card GPU pod that nothing else will bind. */
+function gpuPod(name: string): V1Pod {
+  return {
+    metadata: { name },
+    spec: {
+      schedulerName: 'nobody',
+      containers: [{
+        name: 'main',
+        image: 'registry.invalid/none:1',
+        resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(FULL_CARD_MIB) } },
+      }],
+    },
+  };
+}
+
+async function createGpuPod(core: CoreV1Api, namespace: string, name: string): Promise<string> {
+  const created = await core.createNamespacedPod({ namespace, body: gpuPod(name) });
+  const uid = created.metadata?.uid;
+  if (uid === undefined) throw new Error(`pod ${name} was created without a uid`);
+  return uid;
+}
+
+async function createGpuNode(core: CoreV1Api, gpus = 2): Promise<string> {
+  const name = uniqueName('bind-faults');
+  await core.createNode({ body: simulatedGpuNode({ name, gpus }) });
+  return name;
+}
+
+/** GPU memory per device UUID used by the pods bound to `node` (from their allocated annotation). */
+async function gpuMemoryOn(core: CoreV1Api, namespace: string, node: string): Promise<Map<string, number>> {
+  const used = new Map<string, number>();
+  const pods = await core.listNamespacedPod({ namespace });
+  for (const pod of pods.items) {
+    if (pod.spec?.nodeName !== node) continue;
+    const encoded = pod.metadata?.annotations?.[ALLOCATED_ANNOTATION];
+    if (encoded === undefined) continue;
+    const allocation = decodeAllocation(encoded);
+    if (isDecodeError(allocation)) throw new Error(`unreadable allocation on ${pod.metadata?.name ?? '?'}: ${allocation.error}`);
+    for (const container of allocation) for (const device of container) used.set(device.uuid, (used.get(device.uuid) ?? 0) + device.memoryMiB);
+  }
+  return used;
+}
+
+interface Harness {
+  proxy: FaultProxy;
+  core: CoreV1Api;
+  cache: ClusterCache;
+  binder: Binder;
+  logs: string[];
+}
+
+describe('Binder against the real apiserver through a fault proxy', function () {
+  this.timeout(60_000);
+  const cleanups: (() => Promise<void>)[] = [];
+
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) {
+      try {
+        await cleanup();
+      } catch (error) {
+        process.stderr.write(`cleanup failed: ${(error as Error).message}\n`);
+      }
+    }
+  });
+
+  async function startProxy(): Promise<FaultProxy> {
+    const proxy = await FaultProxy.start({ upstream: sharedControlPlane() });
+    cleanups.push(() => proxy.stop());
+    return proxy;
+  }
+
+  /** Proxy, cache, locks and binder wired as in serve-command.ts, every client going through the proxy. */
+  async function harness(): Promise<Harness> {
+    const proxy = await startProxy();
+    const kubeConfig = proxy.kubeConfig();
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const logs: string[] = [];
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core), log: (level, message) => { logs.push(`[cache ${level}] ${message}`); } });
+    cleanups.push(() => cache.stop());
+    const started = cache.start();
+    expect(await cache.waitForSync(20_000), 'cache synced through the proxy').to.equal(true);
+    await started;
+    const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
+    const binder = new Binder({
+      core, cache, locks, events: new EventRecorder(core, 'test'), defaults, lockWaitMs: 5000, timeoutMs: 8000,
+      log: (message) => { logs.push(`[bind] ${message}`); },
+    });
+    return { proxy, core, cache, binder, logs };
+  }
+
+  /** Waits until the store has the node's inventory and this incarnation of the pod. */
+  async function cacheHas(cache: ClusterCache, node: string, namespace: string, pod: string, uid: string): Promise<void> {
+    await eventually(`the store to have node ${node} and pod ${pod} (${uid})`,
+      () => Promise.resolve(cache.inventory(node) !== undefined && cache.pod(namespace, pod)?.metadata?.uid === uid ? true : undefined), 10_000, 20);
+  }
+
+  it('a Binding whose answer is dropped after commit is a success; annotations and lock stay', async () => {
+    const { namespace, core: direct } = testCluster();
+    const { proxy, cache, binder, logs } = await harness();
+    const node = await createGpuNode(direct);
+    const uid = await createGpuPod(direct, namespace, 'dropped');
+    await cacheHas(cache, node, namespace, 'dropped', uid);
+    const rule = proxy.addRule({
+      match: { method: 'POST', path: new RegExp(`^/api/v1/namespaces/${namespace}/pods/dropped/binding$`) },
+      action: { kind: 'drop-after-commit' },
+      times: 1,
+    });
+
+    const outcome = await binder.bind({ podName: 'dropped', podNamespace: namespace, podUid: uid, node });
+
+    expect(outcome, logs.join('\n')).to.deep.equal({});
+    expect(rule.hits, 'the Binding answer was dropped').to.equal(1);
+    expect(proxy.requestsWhere({ fault: 'drop-after-commit' }).map((entry) => [entry.status, entry.upstreamStatus])).to.deep.equal([['dropped', 201]]);
+    const pod = await direct.readNamespacedPod({ namespace, name: 'dropped' });
+    expect(pod.spec?.nodeName).to.equal(node);
+    const annotations = pod.metadata?.annotations ?? {};
+    expect(annotations[ALLOCATED_ANNOTATION]).to.match(new RegExp(`^GPU-${node}-\\d,NVIDIA,${FULL_CARD_MIB},\\d+:;$`));
+    expect(annotations[TO_ALLOCATE_ANNOTATION]).to.equal(annotations[ALLOCATED_ANNOTATION]);
+    expect(annotations[BIND_PHASE_ANNOTATION]).to.equal('allocating');
+    expect(annotations[VGPU_NODE_ANNOTATION]).to.equal(node);
+    const lock = parseLockValue((await readLock(direct, node)) ?? '');
+    expect(lock.kind === 'owned' ? `${lock.owner.namespace}/${lock.owner.name}` : lock.kind).to.equal(`${namespace}/dropped`);
+  });
+
+  it('a GPU pod bind makes at most 3 API requests (lock write, Binding, label patch)', async () => {
+    const { namespace, core: direct } = testCluster();
+    const { proxy, cache, binder, logs } = await harness();
+    const node = await createGpuNode(direct);
+    const uid = await createGpuPod(direct, namespace, 'counted');
+    await cacheHas(cache, node, namespace, 'counted', uid);
+
+    const firstSeq = proxy.requests.at(-1)?.seq ?? 0;
+    const outcome = await binder.bind({ podName: 'counted', podNamespace: namespace, podUid: uid, node });
+    const lastSeq = proxy.requests.at(-1)?.seq ?? 0;
+
+    expect(outcome, logs.join('\n')).to.deep.equal({});
+    const during = { watch: false, where: (entry: { seq: number }) => entry.seq > firstSeq && entry.seq <= lastSeq };
+    const count = proxy.countRequests(during);
+    const tally = proxy.tally(during);
+    console.log(`      API requests for one GPU pod bind: ${count} ${JSON.stringify(tally)}`);
+    expect(count, JSON.stringify(tally)).to.be.at.most(3);
+    expect(tally).to.deep.equal({
+      [`PATCH /api/v1/nodes/${node}`]: 1,
+      [`POST /api/v1/namespaces/${namespace}/pods/counted/binding`]: 1,
+      [`PATCH /api/v1/namespaces/${namespace}/pods/counted`]: 1,
+    });
+    const pod = await direct.readNamespacedPod({ namespace, name: 'counted' });
+    expect(pod.spec?.nodeName).to.equal(node);
+    expect(pod.metadata?.labels?.[VGPU_NODE_ANNOTATION]).to.equal(node);
+  });
+
+  it('a bind waiting for the lock fails when its pod is recreated, writes nothing onto the new incarnation, which then binds', async () => {
+    const { namespace, core: direct } = testCluster();
+    const { cache, binder, logs } = await harness();
+    const node = await createGpuNode(direct, 2);
+
+    // holder: bound to the node with a full card, awaiting allocation, holding the lock.
+    const holderUid = await createGpuPod(direct, namespace, 'holder');
+    const holderAllocation = `GPU-${node}-0,NVIDIA,${FULL_CARD_MIB},0:;`;
+    await direct.createNamespacedPodBinding({
+      name: 'holder',
+      namespace,
+      body: {
+        metadata: {
+          name: 'holder',
+          uid: holderUid,
+          annotations: {
+            [VGPU_NODE_ANNOTATION]: node,
+            [TO_ALLOCATE_ANNOTATION]: holderAllocation,
+            [ALLOCATED_ANNOTATION]: holderAllocation,
+            [BIND_PHASE_ANNOTATION]: 'allocating',
+          },
+        },
+        target: { apiVersion: 'v1', kind: 'Node', name: node },
+      },
+    });
+    const holderLock = formatLockValue(new Date(), { namespace, name: 'holder' });
+    await setLock(direct, node, holderLock);
+
+    const uidA = await createGpuPod(direct, namespace, 'sts-0');
+    await cacheHas(cache, node, namespace, 'sts-0', uidA);
+    await eventually('the store to see the holder bound and the lock', () => Promise.resolve(
+      cache.lockOf(node)?.raw === holderLock && cache.pod(namespace, 'holder')?.spec?.nodeName === node ? true : undefined), 10_000, 20);
+
+    const started = Date.now();
+    const oldBind = binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidA, node });
+    let settled = false;
+    void oldBind.then(() => { settled = true; });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(settled, 'the bind of sts-0 waits while holder holds the lock').to.equal(false);
+
+    await direct.deleteNamespacedPod({ namespace, name: 'sts-0', gracePeriodSeconds: 0 });
+    await eventually('sts-0 to be gone', () => direct.readNamespacedPod({ namespace, name: 'sts-0' }).then(() => undefined, () => true), 10_000, 20);
+    const uidB = await createGpuPod(direct, namespace, 'sts-0');
+    expect(uidB).to.not.equal(uidA);
+    await cacheHas(cache, node, namespace, 'sts-0', uidB);
+    await setLock(direct, node, null);
+
+    const oldOutcome = await oldBind;
+    console.log(`      old incarnation's bind after ${Date.now() - started} ms: ${JSON.stringify(oldOutcome)}`);
+    expect(oldOutcome.error, logs.join('\n')).to.be.a('string').and.match(/recreated/);
+    const afterOld = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
+    expect(afterOld.metadata?.uid).to.equal(uidB);
+    expect(afterOld.spec?.nodeName ?? '', 'the new sts-0 was not bound by the old bind').to.equal('');
+    expect(Object.keys(afterOld.metadata?.annotations ?? {}).filter((key) => key.startsWith('hami.io/vgpu-'))).to.deep.equal([]);
+    expect(afterOld.metadata?.labels?.[VGPU_NODE_ANNOTATION]).to.equal(undefined);
+    const lockAfterOld = await readLock(direct, node);
+    expect(lockAfterOld, 'the old bind left no lock behind').to.equal(undefined);
+
+    const newOutcome = await binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidB, node });
+    expect(newOutcome, logs.join('\n')).to.deep.equal({});
+    const bound = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
+    expect(bound.metadata?.uid).to.equal(uidB);
+    expect(bound.spec?.nodeName).to.equal(node);
+    const annotations = bound.metadata?.annotations ?? {};
+    // holder has GPU 0 in full; the new incarnation must get GPU 1.
+    expect(annotations[ALLOCATED_ANNOTATION]).to.match(new RegExp(`^GPU-${node}-1,NVIDIA,${FULL_CARD_MIB},\\d+:;$`));
+    expect(annotations[TO_ALLOCATE_ANNOTATION]).to.equal(annotations[ALLOCATED_ANNOTATION]);
+    expect(annotations[BIND_PHASE_ANNOTATION]).to.equal('allocating');
+    expect(annotations[VGPU_NODE_ANNOTATION]).to.equal(node);
+    const lock = parseLockValue((await readLock(direct, node)) ?? '');
+    expect(lock.kind === 'owned' ? lock.owner.name : lock.kind).to.equal('sts-0');
+
+    const used = await gpuMemoryOn(direct, namespace, node);
+    for (const [uuid, mib] of used) expect(mib, `GPU ${uuid} memory in use`).to.be.at.most(FULL_CARD_MIB);
+    expect([...used.keys()].sort()).to.deep.equal([`GPU-${node}-0`, `GPU-${node}-1`]);
+  });
+
+  /**
+   * holder (bound, allocating) holds the lock on a 2-GPU node; sts-0 (uid A) is created and seen by
+   * the store. Then the pod watch goes dark for `lagMs` (every pods watch is delayed) and sts-0 is
+   * deleted and recreated (uid B) behind the store's back.
+   */
+  async function recreateBehindLaggingStore(lagMs: number) {
+    const { namespace, core: direct } = testCluster();
+    const h = await harness();
+    const { proxy, cache } = h;
+    const node = await createGpuNode(direct, 2);
+    const holderUid = await createGpuPod(direct, namespace, 'holder');
+    await direct.createNamespacedPodBinding({
+      name: 'holder',
+      namespace,
+      body: { metadata: { name: 'holder', uid: holderUid, annotations: { [BIND_PHASE_ANNOTATION]: 'allocating' } }, target: { apiVersion: 'v1', kind: 'Node', name: node } },
+    });
+    const holderLock = formatLockValue(new Date(), { namespace, name: 'holder' });
+    await setLock(direct, node, holderLock);
+    const uidA = await createGpuPod(direct, namespace, 'sts-0');
+    await cacheHas(cache, node, namespace, 'sts-0', uidA);
+    await eventually('the store to see the lock', () => Promise.resolve(cache.lockOf(node)?.raw === holderLock ? true : undefined), 10_000, 20);
+    const goDark = async () => {
+      const dark = proxy.addRule({ match: { path: /^\/api\/v1\/pods$/, watch: true }, action: { kind: 'delay', ms: lagMs }, times: 1 });
+      proxy.breakWatches();
+      await dark.whenHit();
+      await direct.deleteNamespacedPod({ namespace, name: 'sts-0', gracePeriodSeconds: 0 });
+      await eventually('sts-0 to be gone', () => direct.readNamespacedPod({ namespace, name: 'sts-0' }).then(() => undefined, () => true), 10_000, 20);
+      const uidB = await createGpuPod(direct, namespace, 'sts-0');
+      expect(cache.pod(namespace, 'sts-0')?.metadata?.uid, 'the store still has the old incarnation').to.equal(uidA);
+      return uidB;
+    };
+    return { ...h, namespace, direct, node, uidA, goDark };
+  }
+
+  it('a recreate the store has not seen yet: the Binding UID precondition refuses the old bind, which releases its lock and writes nothing', async () => {
+    const { proxy, cache, binder, logs, namespace, direct, node, uidA, goDark } = await recreateBehindLaggingStore(4000);
+
+    const oldBind = binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidA, node });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const uidB = await goDark();
+    await setLock(direct, node, null);
+
+    const oldOutcome = await oldBind;
+    console.log(`      old bind with a lagging store: ${JSON.stringify(oldOutcome)}; writes: ${JSON.stringify(proxy.tally({ watch: false, method: ['POST', 'PATCH'] }))}`);
+    expect(oldOutcome.error, logs.join('\n')).to.be.a('string').and.match(/recreated|Precondition failed: UID/i);
+    const after = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
+    expect(after.metadata?.uid).to.equal(uidB);
+    expect(after.spec?.nodeName ?? '').to.equal('');
+    expect(Object.keys(after.metadata?.annotations ?? {}).filter((key) => key.startsWith('hami.io/'))).to.deep.equal([]);
+    expect(after.metadata?.labels?.[VGPU_NODE_ANNOTATION]).to.equal(undefined);
+    expect(await readLock(direct, node), 'the old bind released the lock it took').to.equal(undefined);
+    expect(cache.usage.isAssumed(uidA)).to.equal(false);
+
+    await cacheHas(cache, node, namespace, 'sts-0', uidB);
+    const newOutcome = await binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidB, node });
+    expect(newOutcome, logs.join('\n')).to.deep.equal({});
+    const bound = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
+    expect(bound.spec?.nodeName).to.equal(node);
+    expect(bound.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.match(new RegExp(`^GPU-${node}-\\d,NVIDIA,${FULL_CARD_MIB},\\d+:;$`));
+  });
+
+  // Known bug (reported, src/extender/binder.ts checkIncarnation): while the store still holds the
+  // OLDER incarnation, a bind of the current one (confirmed by its API read) is refused as "recreated".
+  it.skip('BUG: binding the new incarnation while the store still has the old one succeeds', async () => {
+    const { binder, logs, namespace, node, goDark } = await recreateBehindLaggingStore(4000);
+    const uidB = await goDark();
+    const outcome = await binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidB, node: node });
+    // The lock is still holder's: the bind may wait and time out, but must not claim a recreate.
+    expect(outcome.error ?? '', logs.join('\n')).to.not.match(/recreated/);
+  });
+
+  it('a lock write whose answer is dropped after commit: the bind still succeeds and the lock names the pod', async () => {
+    const { namespace, core: direct } = testCluster();
+    const { proxy, cache, binder, logs } = await harness();
+    const node = await createGpuNode(direct);
+    const uid = await createGpuPod(direct, namespace, 'lockdrop');
+    await cacheHas(cache, node, namespace, 'lockdrop', uid);
+    const rule = proxy.addRule({ match: { method: 'PATCH', path: new RegExp(`^/api/v1/nodes/${node}$`) }, action: { kind: 'drop-after-commit' }, times: 1 });
+
+    const outcome = await binder.bind({ podName: 'lockdrop', podNamespace: namespace, podUid: uid, node });
+    console.log(`      lock-write drop: ${JSON.stringify(outcome)} ${JSON.stringify(proxy.tally({ watch: false, where: (entry) => !entry.path.endsWith('/events') && entry.path !== '/api/v1/pods' && entry.path !== '/api/v1/nodes' }))}`);
+    expect(rule.hits).to.equal(1);
+    expect(outcome, logs.join('\n')).to.deep.equal({});
+    expect((await direct.readNamespacedPod({ namespace, name: 'lockdrop' })).spec?.nodeName).to.equal(node);
+    const lock = parseLockValue((await readLock(direct, node)) ?? '');
+    expect(lock.kind === 'owned' ? lock.owner.name : lock.kind).to.equal('lockdrop');
+  });
+
+  it('a Binding refused with 503 (nothing committed) fails the bind and releases the lock', async () => {
+    const { namespace, core: direct } = testCluster();
+    const { proxy, cache, binder } = await harness();
+    const node = await createGpuNode(direct);
+    const uid = await createGpuPod(direct, namespace, 'refused');
+    await cacheHas(cache, node, namespace, 'refused', uid);
+    proxy.addRule({ match: { method: 'POST', path: /\/pods\/refused\/binding$/ }, action: { kind: 'fail', status: 503 }, times: 1 });
+
+    const outcome = await binder.bind({ podName: 'refused', podNamespace: namespace, podUid: uid, node });
+    expect(outcome.error).to.be.a('string');
+    expect(await readLock(direct, node)).to.equal(undefined);
+    const pod = await direct.readNamespacedPod({ namespace, name: 'refused' });
+    expect(pod.spec?.nodeName ?? '').to.equal('');
+    expect(cache.usage.isAssumed(uid)).to.equal(false);
+    // A retry binds.
+    expect(await binder.bind({ podName: 'refused', podNamespace: namespace, podUid: uid, node })).to.deep.equal({});
+  });
+
+  it('a cache whose first pod LISTs fail is not synced, reports problems, then syncs with the pods', async () => {
+    const { namespace, core: direct } = testCluster();
+    const uid = await createGpuPod(direct, namespace, 'listed');
+    const proxy = await startProxy();
+    const rule = proxy.addRule({
+      match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: false },
+      action: { kind: 'fail', status: 503 },
+      times: 2,
+    });
+    const kubeConfig = proxy.kubeConfig();
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+    cleanups.push(() => cache.stop());
+
+    const started = cache.start();
+    await rule.whenHit(1);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(cache.synced, 'not synced while the pod LIST fails').to.equal(false);
+    expect(cache.problems()).to.include('pods not listed yet');
+    expect(cache.pod(namespace, 'listed')).to.equal(undefined);
+
+    expect(await cache.waitForSync(30_000), 'synced once the LIST succeeds').to.equal(true);
+    await started;
+    expect(rule.hits).to.equal(2);
+    expect(cache.synced).to.equal(true);
+    expect(cache.problems()).to.deep.equal([]);
+    expect(cache.pod(namespace, 'listed')?.metadata?.uid).to.equal(uid);
+    expect(proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 503 })).to.equal(2);
+    expect(proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 200 })).to.be.at.least(1);
+  });
+});
