@@ -307,14 +307,24 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(bound.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.match(new RegExp(`^GPU-${node}-\\d,NVIDIA,${FULL_CARD_MIB},\\d+:;$`));
   });
 
-  // Known bug (reported, src/extender/binder.ts checkIncarnation): while the store still holds the
-  // OLDER incarnation, a bind of the current one (confirmed by its API read) is refused as "recreated".
-  it.skip('BUG: binding the new incarnation while the store still has the old one succeeds', async () => {
-    const { binder, logs, namespace, node, goDark } = await recreateBehindLaggingStore(4000);
+  it('binds the new incarnation while the store still has the old one (the API read is newer than the store)', async () => {
+    const { cache, binder, logs, namespace, direct, node, uidA, goDark } = await recreateBehindLaggingStore(4000);
     const uidB = await goDark();
-    const outcome = await binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidB, node: node });
-    // The lock is still holder's: the bind may wait and time out, but must not claim a recreate.
-    expect(outcome.error ?? '', logs.join('\n')).to.not.match(/recreated/);
+    await setLock(direct, node, null);
+
+    const started = Date.now();
+    const outcome = await binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidB, node });
+    const elapsed = Date.now() - started;
+
+    expect(outcome, logs.join('\n')).to.deep.equal({});
+    expect(cache.pod(namespace, 'sts-0')?.metadata?.uid, 'the bind finished while the store still lagged').to.equal(uidA);
+    expect(elapsed).to.be.lessThan(3000);
+    const bound = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
+    expect(bound.metadata?.uid).to.equal(uidB);
+    expect(bound.spec?.nodeName).to.equal(node);
+    expect(bound.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.match(new RegExp(`^GPU-${node}-\\d,NVIDIA,${FULL_CARD_MIB},\\d+:;$`));
+    const lock = parseLockValue((await readLock(direct, node)) ?? '');
+    expect(lock.kind === 'owned' ? lock.owner.name : lock.kind).to.equal('sts-0');
   });
 
   it('a lock write whose answer is dropped after commit: the bind still succeeds and the lock names the pod', async () => {
