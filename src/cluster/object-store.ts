@@ -78,22 +78,25 @@ export class ObjectStore<T extends StoredObject> {
   }
 
   /**
-   * Puts in an object we just wrote ourselves, unless the store already holds a newer version of it.
-   * resourceVersions are opaque by contract; every etcd-backed apiserver hands out increasing integers,
-   * and when one is not an integer we simply do not take the shortcut (the watch event follows anyway).
+   * Puts in an object we just wrote ourselves, unless the store already holds a newer version of it
+   * (when versions cannot be compared the watch event brings it anyway).
    */
   observeWrite(object: T): ObjectChange<T>[] {
     const key = objectKey(object);
     if (key === undefined) return [];
     const previous = this.objects.get(key);
     if (previous === undefined || previous.metadata?.uid !== object.metadata?.uid) return [];
-    if (!isNewer(object.metadata?.resourceVersion, previous.metadata?.resourceVersion)) return [];
+    if (!isNewerVersion(object.metadata?.resourceVersion, previous.metadata?.resourceVersion)) return [];
     this.objects.set(key, object);
     return [{ type: 'update', object, previous }];
   }
 }
 
-function isNewer(candidate: string | undefined, current: string | undefined): boolean {
+/**
+ * Is resourceVersion `candidate` newer than `current`? Opaque by contract; every etcd-backed
+ * apiserver hands out increasing integers, and anything else answers false (no shortcut taken).
+ */
+export function isNewerVersion(candidate: string | undefined, current: string | undefined): boolean {
   if (candidate === undefined || current === undefined || !/^\d+$/.test(candidate) || !/^\d+$/.test(current)) return false;
   return BigInt(candidate) > BigInt(current);
 }

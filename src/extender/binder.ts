@@ -1,5 +1,6 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
+import { isNewerVersion } from '../cluster/object-store.js';
 import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
 import { ALLOCATED_ANNOTATION, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
 import { gpuRequestProblems } from '../devices/requests.js';
@@ -159,18 +160,22 @@ export class Binder {
       try {
         await this.createBinding(args, annotations, signal);
       } catch (error) {
-        if (await this.boundHereAfterAll(args)) {
-          this.deps.log?.(`the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
-        } else {
+        const bound = await this.boundHereAfterAll(args);
+        if (bound !== true) {
+          await this.undo(args, ref, [lock.value], bound);
+          lock = undefined;
           throw error;
         }
+        this.deps.log?.(`the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
       }
       lock = undefined;
       await this.labelBestEffort(args, signal);
       this.deps.log?.(`bound ${args.podNamespace}/${args.podName} to ${args.node} with GPUs ${encoded}`);
       return {};
     } catch (error) {
-      if (lock !== undefined) await this.undo(args, ref, [lock.value]);
+      // Before its Binding was sent this bind cannot have bound the pod here (a second bind of it
+      // waits for this one's lock), so nothing needs re-reading.
+      if (lock !== undefined) await this.undo(args, ref, [lock.value], false);
       throw error;
     } finally {
       if (this.lockOwners.get(args.node) === token) this.lockOwners.delete(args.node);
@@ -201,9 +206,7 @@ export class Binder {
   private checkIncarnation(args: BindingArgs, validatedVersion: string | undefined): void {
     const cached = this.deps.cache.pod(args.podNamespace, args.podName);
     if (cached?.metadata?.uid !== undefined && cached.metadata.uid !== args.podUid) {
-      const seen = cached.metadata.resourceVersion;
-      const storeIsOlder = seen !== undefined && validatedVersion !== undefined && /^\d+$/.test(seen) && /^\d+$/.test(validatedVersion) && BigInt(seen) < BigInt(validatedVersion);
-      if (storeIsOlder) return;
+      if (isNewerVersion(validatedVersion, cached.metadata.resourceVersion)) return;
       throw new BindError(`pod was recreated while this bind waited (uid ${cached.metadata.uid}, bind asked for ${args.podUid})`);
     }
   }
@@ -303,11 +306,11 @@ export class Binder {
   }
 
   /**
-   * After a failure with the lock taken: if the pod might be bound here, keep everything (the device
-   * plugin needs the lock); otherwise forget the assumed usage and release exactly the value we wrote.
+   * After a failure with the lock taken: if the pod is or may be bound here (`bound` true or
+   * undefined), keep everything (the device plugin needs the lock); otherwise forget the assumed
+   * usage and release exactly the values we wrote.
    */
-  private async undo(args: BindingArgs, ref: PodRef, values: readonly string[]): Promise<void> {
-    const bound = await this.boundHereAfterAll(args);
+  private async undo(args: BindingArgs, ref: PodRef, values: readonly string[], bound: boolean | undefined): Promise<void> {
     if (bound !== false) {
       this.deps.log?.(`kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod ${bound === true ? 'is' : 'may be'} bound there`);
       return;

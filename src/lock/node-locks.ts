@@ -192,70 +192,66 @@ export class NodeLocks {
   }
 
   private async acquireLocked(node: string, pod: PodRef, options: AcquireOptions, written: string[]): Promise<AcquireResult> {
-    {
-      const { signal } = options;
-      let wrote: string | undefined;
-      let replaced: AcquireResult['replaced'];
-      let previous: string | undefined;
-      const budget = this.budget();
-      let fromView = this.deps.view !== undefined;
-      for (;;) {
-        signal?.throwIfAborted();
-        const snapshot = (fromView ? this.deps.view?.node(node) : undefined) ?? await this.deps.api.readNode(node, signal);
-        const current = snapshot.lock;
-        replaced = undefined;
-        previous = undefined;
-        if (current !== undefined) {
-          const value = parseLockValue(current);
-          if (isOwnedBy(value, pod)) {
-            // Our own earlier write whose answer was lost still counts as this call's acquisition.
-            if (wrote !== undefined && current === wrote) return this.acquired(snapshot, pod, current, budget.attempts, undefined);
-            if (options.mayReenter?.() === false) {
-              const classification: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: this.ageOf(node, value) ?? 0 };
-              this.emit({ type: 'contention', node, pod, holder: current, classification });
-              throw new LockContentionError(node, pod, value, classification);
-            }
-            previous = current;
-          } else {
-            const decided = await this.classify(node, value, fromView ? 'view' : 'api', signal);
-            if (decided.classification.state === 'releasable' && fromView) {
-              // Never free another pod's lock on the word of a possibly lagging view.
-              fromView = false;
-              continue;
-            }
-            if (decided.classification.state !== 'releasable') {
-              this.emit({ type: 'contention', node, pod, holder: current, classification: decided.classification });
-              if (decided.classification.state === 'stalled') this.emit({ type: 'stalled', node, holder: current, ageMs: decided.classification.ageMs });
-              throw new LockContentionError(node, pod, value, decided.classification);
-            }
-            replaced = { value: current, reason: decided.classification.reason };
+    const { signal } = options;
+    let replaced: AcquireResult['replaced'];
+    let previous: string | undefined;
+    const budget = this.budget();
+    let fromView = this.deps.view !== undefined;
+    for (;;) {
+      signal?.throwIfAborted();
+      const snapshot = (fromView ? this.deps.view?.node(node) : undefined) ?? await this.deps.api.readNode(node, signal);
+      const current = snapshot.lock;
+      replaced = undefined;
+      previous = undefined;
+      if (current !== undefined) {
+        const value = parseLockValue(current);
+        if (isOwnedBy(value, pod)) {
+          // Our own earlier write whose answer was lost still counts as this call's acquisition.
+          if (written.includes(current)) return this.acquired(snapshot, pod, current, budget.attempts, undefined);
+          if (options.mayReenter?.() === false) {
+            const classification: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: this.ageOf(node, value) ?? 0 };
+            this.emit({ type: 'contention', node, pod, holder: current, classification });
+            throw new LockContentionError(node, pod, value, classification);
           }
-        }
-        const value = formatLockValue(this.clock(), pod);
-        const fresh = !written.includes(value);
-        if (fresh) written.push(value);
-        try {
-          wrote = value;
-          const result = await this.deps.api.writeLock(node, snapshot.resourceVersion, value, signal);
-          this.deps.view?.observeWrite(result);
-          if (previous !== undefined) {
-            this.emit({ type: 'reentrant', node, pod, value, previous });
-            return { outcome: 'reentrant', node, value, resourceVersion: result.resourceVersion, attempts: budget.attempts };
+          previous = current;
+        } else {
+          const decided = await this.classify(node, value, fromView ? 'view' : 'api', signal);
+          if (decided.classification.state === 'releasable' && fromView) {
+            // Never free another pod's lock on the word of a possibly lagging view.
+            fromView = false;
+            continue;
           }
-          return this.acquired(result, pod, value, budget.attempts, replaced);
-        } catch (error) {
-          fromView = false;
-          // A definite refusal wrote nothing: forget that value again.
-          if (fresh && (error instanceof WriteConflictError || error instanceof WriteRejectedError || error instanceof NodeNotFoundError)) written.splice(written.indexOf(value), 1);
-          await this.pause(budget.next(error, `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`), signal);
+          if (decided.classification.state !== 'releasable') {
+            this.emit({ type: 'contention', node, pod, holder: current, classification: decided.classification });
+            if (decided.classification.state === 'stalled') this.emit({ type: 'stalled', node, holder: current, ageMs: decided.classification.ageMs });
+            throw new LockContentionError(node, pod, value, decided.classification);
+          }
+          replaced = { value: current, reason: decided.classification.reason };
         }
+      }
+      const value = formatLockValue(this.clock(), pod);
+      const fresh = !written.includes(value);
+      if (fresh) written.push(value);
+      try {
+        const result = await this.deps.api.writeLock(node, snapshot.resourceVersion, value, signal);
+        this.deps.view?.observeWrite(result);
+        if (previous !== undefined) {
+          this.emit({ type: 'reentrant', node, pod, value, previous });
+          return { outcome: 'reentrant', node, value, resourceVersion: result.resourceVersion, attempts: budget.attempts };
+        }
+        return this.acquired(result, pod, value, budget.attempts, replaced);
+      } catch (error) {
+        fromView = false;
+        // A definite refusal wrote nothing: forget that value again.
+        if (fresh && (error instanceof WriteConflictError || error instanceof WriteRejectedError || error instanceof NodeNotFoundError)) written.splice(written.indexOf(value), 1);
+        await this.pause(budget.next(error, `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`), signal);
       }
     }
   }
 
   /**
    * Removes `pod`'s lock from `node`. Owner-checked (another pod's lock is never touched, even one
-   * taken while we retried), RV-guarded and idempotent; `expectValue` and `fence` narrow it further.
+   * taken while we retried), RV-guarded and idempotent; `expectValues` and `fence` narrow it further.
    */
   release(node: string, pod: PodRef, path: ReleasePath = 'owner', options: ReleaseOptions = {}): Promise<ReleaseResult> {
     return this.mutex.run(node, async () => {
