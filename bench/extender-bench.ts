@@ -87,8 +87,8 @@ try {
     for (let i = 0; i < count; i++) samples.push((await post(agent, extenderPort, '/filter', body)).ms);
     return samples.sort((a, b) => a - b);
   };
-  const plain = await measure(plainArgs, 100);
-  const gpu = await measure(gpuArgs, 100);
+  const plain = await measure(plainArgs, 1000);
+  const gpu = await measure(gpuArgs, 1000);
   const check = JSON.parse((await post(agent, extenderPort, '/filter', gpuArgs)).text) as { NodeNames: string[] | null };
   console.log(`filter over 1000 nodes x 8 GPUs, 5000 bound pods (${check.NodeNames?.length ?? 0} nodes fit):`);
   console.log(`  non-GPU pod (baseline)  p50 ${percentile(plain, 0.5).toFixed(2)} ms  p99 ${percentile(plain, 0.99).toFixed(2)} ms`);

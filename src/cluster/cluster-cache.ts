@@ -60,6 +60,8 @@ export class ClusterCache {
   private readonly nodeListeners = new Set<NodeListener>();
   private readonly podListeners = new Set<PodListener>();
   private readonly lockListeners = new Map<string, Set<() => void>>();
+  /** `namespace/name` of each lock owner -> the nodes whose lock names it (usually one). */
+  private readonly lockHolders = new Map<string, Set<string>>();
   private readonly reflectors: Reflector<V1Node | V1Pod>[];
   private readonly clock: () => number;
   private globalGeneration = 0;
@@ -191,6 +193,12 @@ export class ClusterCache {
     };
   }
 
+  /** Nodes whose lock names this pod (by namespace/name, as the lock does); O(1). */
+  nodesLockedBy(namespace: string, name: string): string[] {
+    const nodes = this.lockHolders.get(`${namespace}/${name}`);
+    return nodes === undefined ? [] : [...nodes];
+  }
+
   /** Nodes carrying hami.io/mutex.lock now (the sweeper's work list). */
   lockedNodes(): string[] {
     const names: string[] = [];
@@ -244,6 +252,7 @@ export class ClusterCache {
       const name = node.metadata?.name;
       if (name === undefined) continue;
       if (change.type === 'delete') {
+        this.indexLockHolder(name, this.nodeStates.get(name)?.lock?.raw, undefined);
         this.nodeStates.delete(name);
         this.usageSums.delete(name);
         this.globalGeneration++;
@@ -268,6 +277,7 @@ export class ClusterCache {
     }
     const raw = annotations[NODE_LOCK_ANNOTATION];
     if (raw !== state.lock?.raw) {
+      this.indexLockHolder(name, state.lock?.raw, raw);
       state.lock = raw === undefined ? undefined : { raw, firstSeenMs: this.clock() };
       this.bump(name);
       this.notifyLock(name);
@@ -294,11 +304,26 @@ export class ClusterCache {
     const namespace = pod.metadata?.namespace;
     const name = pod.metadata?.name;
     if (namespace === undefined || name === undefined) return;
-    for (const node of this.lockListeners.keys()) {
-      const lock = this.nodeStates.get(node)?.lock;
-      if (lock === undefined) continue;
-      const value = parseLockValue(lock.raw);
-      if (value.kind === 'owned' && value.owner.namespace === namespace && value.owner.name === name) this.notifyLock(node);
+    for (const node of this.nodesLockedBy(namespace, name)) this.notifyLock(node);
+  }
+
+  private indexLockHolder(node: string, before: string | undefined, after: string | undefined): void {
+    const holderKey = (raw: string | undefined): string | undefined => {
+      if (raw === undefined) return undefined;
+      const value = parseLockValue(raw);
+      return value.kind === 'owned' ? `${value.owner.namespace}/${value.owner.name}` : undefined;
+    };
+    const [old, next] = [holderKey(before), holderKey(after)];
+    if (old === next) return;
+    if (old !== undefined) {
+      const nodes = this.lockHolders.get(old);
+      nodes?.delete(node);
+      if (nodes?.size === 0) this.lockHolders.delete(old);
+    }
+    if (next !== undefined) {
+      let nodes = this.lockHolders.get(next);
+      if (!nodes) this.lockHolders.set(next, (nodes = new Set()));
+      nodes.add(node);
     }
   }
 

@@ -116,7 +116,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     onBadRequest: (status, message) => { log.warn({ component: 'admission', status }, `bad admission request: ${message}`); },
   });
   const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
-  const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, log: (message) => { log.warn({ component: 'bind' }, message); } });
+  const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, log: (level, message) => { log[level]({ component: 'bind' }, message); } });
   const extenderApp = createExtenderApp({
     handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000 }), metrics),
     readiness: () => {

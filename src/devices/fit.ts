@@ -4,7 +4,7 @@ import { orderGpus, type GpuPolicy } from './gpu-order.js';
 import type { GpuDevice } from './inventory.js';
 import { memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from './requests.js';
 import { parseScoringWeights, type ScoringWeights } from './scoring-weights.js';
-import { addUsage, copyUsage, NO_USE, podDeviceUsage, type GpuUse } from './usage.js';
+import { addUsage, NO_USE, podDeviceUsage, UsageOverlay, type GpuUse } from './usage.js';
 
 /**
  * Fitting a pod's GPU requests onto one node (hami-wire-contract.md §3.3 step 6 and §4.4,
@@ -24,6 +24,16 @@ export interface FitInput {
   /** use/nouse-gpuuuid, use/nouse-gputype, vgpu-mode and device-scoring-weights are honoured. */
   podAnnotations: Readonly<Record<string, string>>;
   gpuPolicy: GpuPolicy;
+  /** `prepareFit(podAnnotations)`, when the caller fits the same pod onto many nodes. */
+  prepared?: PreparedFit;
+}
+
+/** What a fit reads from the pod's annotations, parsed once per pod rather than once per node. */
+export type PreparedFit = { filters: CardFilters; weights: ScoringWeights } | { error: string };
+
+export function prepareFit(podAnnotations: Readonly<Record<string, string>>): PreparedFit {
+  const weights = parseScoringWeights(podAnnotations);
+  return 'error' in weights ? weights : { filters: cardFilters(podAnnotations), weights };
 }
 
 export type FitResult =
@@ -56,7 +66,7 @@ interface FitContext {
  * Takes `request.count` distinct GPUs for one container, trying them in policy order, and adds the
  * shares to `usage` on success. Each GPU rejected counts once under its first failing reason.
  */
-function fitContainer(context: FitContext, usage: Map<string, GpuUse>, request: ContainerGpuRequest): AllocatedDevice[] | FitFailure {
+function fitContainer(context: FitContext, usage: UsageOverlay, request: ContainerGpuRequest): AllocatedDevice[] | FitFailure {
   const { gpus } = context;
   if (request.count > gpus.length) {
     // HAMi reports this one bare, without a GPU count.
@@ -84,18 +94,20 @@ function fitContainer(context: FitContext, usage: Map<string, GpuUse>, request: 
   return taken;
 }
 
+const NVIDIA_IN_TYPE = new RegExp(NVIDIA_DEVICE_TYPE, 'i');
+
 function isNvidiaGpu(device: GpuDevice): boolean {
-  return device.type.toUpperCase().includes(NVIDIA_DEVICE_TYPE);
+  return NVIDIA_IN_TYPE.test(device.type);
 }
 
 export function fitPod(input: FitInput): FitResult {
-  const weights = parseScoringWeights(input.podAnnotations);
-  if ('error' in weights) return { fits: false, reason: weights.error, reasonCounts: { [INVALID_SCORING_WEIGHTS]: 1 } };
+  const prepared = input.prepared ?? prepareFit(input.podAnnotations);
+  if ('error' in prepared) return { fits: false, reason: prepared.error, reasonCounts: { [INVALID_SCORING_WEIGHTS]: 1 } };
   const context: FitContext = {
     gpus: input.devices.filter(isNvidiaGpu),
-    filters: cardFilters(input.podAnnotations),
+    filters: prepared.filters,
     policy: input.gpuPolicy,
-    weights,
+    weights: prepared.weights,
   };
 
   const allocation: PodAllocation = [];
@@ -105,12 +117,12 @@ export function fitPod(input: FitInput): FitResult {
       allocation.push([]);
       continue;
     }
-    const devices = fitContainer(context, copyUsage(input.usage), request);
+    const devices = fitContainer(context, new UsageOverlay(input.usage), request);
     if (!Array.isArray(devices)) return devices;
     allocation.push(devices);
   }
   // App containers run together: their shares accumulate.
-  const appUsage = copyUsage(input.usage);
+  const appUsage = new UsageOverlay(input.usage);
   for (const request of input.requests.containers) {
     if (request === undefined) {
       allocation.push([]);
@@ -121,7 +133,8 @@ export function fitPod(input: FitInput): FitResult {
     allocation.push(devices);
   }
 
-  const usageAfter = copyUsage(input.usage);
+  // A shallow copy is enough: addUsage replaces the entries it changes and never mutates them.
+  const usageAfter = new Map(input.usage);
   addUsage(usageAfter, podDeviceUsage(allocation, input.requests.initContainers.length));
   return { fits: true, allocation, usageAfter };
 }

@@ -1,7 +1,7 @@
 import type { GpuDevice } from './inventory.js';
 import { memoryOnGpu, type ContainerGpuRequest } from './requests.js';
 import type { ScoringWeights } from './scoring-weights.js';
-import { NO_USE, type GpuUse } from './usage.js';
+import { NO_USE, type GpuUse, type UsageLookup } from './usage.js';
 
 /**
  * The order in which a container's request tries GPUs (hami-wire-contract.md §3.4). Pure.
@@ -31,7 +31,7 @@ export function gpuScore(device: GpuDevice, use: GpuUse, request: ContainerGpuRe
  */
 export function orderGpus(
   devices: readonly GpuDevice[],
-  usage: ReadonlyMap<string, GpuUse>,
+  usage: UsageLookup,
   request: ContainerGpuRequest,
   policy: GpuPolicy,
   weights: ScoringWeights,

@@ -11,6 +11,28 @@ export interface GpuUse {
   cores: number;
 }
 
+/** What reading usage needs: a Map, or a scratch overlay on one. */
+export interface UsageLookup {
+  get(uuid: string): GpuUse | undefined;
+}
+
+/**
+ * Scratch usage for one fit: writes land in a small overlay, reads fall through to the base. A fit
+ * touches one or two GPUs, so this spares copying every GPU's usage for every node tried.
+ */
+export class UsageOverlay implements UsageLookup {
+  private readonly changed = new Map<string, GpuUse>();
+  constructor(private readonly base: ReadonlyMap<string, GpuUse>) {}
+
+  get(uuid: string): GpuUse | undefined {
+    return this.changed.get(uuid) ?? this.base.get(uuid);
+  }
+
+  set(uuid: string, use: GpuUse): void {
+    this.changed.set(uuid, use);
+  }
+}
+
 interface Tally {
   memoryMiB: number;
   cores: number;

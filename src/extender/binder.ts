@@ -41,7 +41,8 @@ export interface BinderDeps {
   /** A waiter re-checks the lock this often even without a change (ages alone can make it releasable). */
   waitPollMs?: number;
   clock?: () => Date;
-  log?: (message: string) => void;
+  /** Successful binds at info; everything that went wrong (or was recovered) at warn. */
+  log?: (level: 'info' | 'warn', message: string) => void;
 }
 
 export type BindOutcome = { error?: string };
@@ -166,11 +167,11 @@ export class Binder {
           lock = undefined;
           throw error;
         }
-        this.deps.log?.(`the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
+        this.deps.log?.('warn', `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
       }
       lock = undefined;
       await this.labelBestEffort(args, signal);
-      this.deps.log?.(`bound ${args.podNamespace}/${args.podName} to ${args.node} with GPUs ${encoded}`);
+      this.deps.log?.('info', `bound ${args.podNamespace}/${args.podName} to ${args.node} with GPUs ${encoded}`);
       return {};
     } catch (error) {
       // Before its Binding was sent this bind cannot have bound the pod here (a second bind of it
@@ -284,7 +285,7 @@ export class Binder {
       return pod.metadata?.uid === args.podUid && pod.spec?.nodeName === args.node;
     } catch (error) {
       if (httpStatusOf(error) === 404) return false;
-      this.deps.log?.(`could not re-read ${args.podNamespace}/${args.podName} after a failed Binding: ${apiMessage(error)}`);
+      this.deps.log?.('warn', `could not re-read ${args.podNamespace}/${args.podName} after a failed Binding: ${apiMessage(error)}`);
       return undefined;
     } finally {
       budget.clear();
@@ -301,7 +302,7 @@ export class Binder {
         body: { metadata: { uid: args.podUid, labels: { [VGPU_NODE_ANNOTATION]: args.node } } },
       }, withSignal(signal, mergePatch));
     } catch (error) {
-      this.deps.log?.(`could not label ${args.podNamespace}/${args.podName} with ${VGPU_NODE_ANNOTATION} (the bind stands): ${apiMessage(error)}`);
+      this.deps.log?.('warn', `could not label ${args.podNamespace}/${args.podName} with ${VGPU_NODE_ANNOTATION} (the bind stands): ${apiMessage(error)}`);
     }
   }
 
@@ -312,7 +313,7 @@ export class Binder {
    */
   private async undo(args: BindingArgs, ref: PodRef, values: readonly string[], bound: boolean | undefined): Promise<void> {
     if (bound !== false) {
-      this.deps.log?.(`kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod ${bound === true ? 'is' : 'may be'} bound there`);
+      this.deps.log?.('warn', `kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod ${bound === true ? 'is' : 'may be'} bound there`);
       return;
     }
     this.deps.cache.usage.forget(args.podUid);
@@ -324,7 +325,7 @@ export class Binder {
     try {
       await this.deps.locks.release(args.node, ref, 'bind-failure', { expectValues: values, signal: budget.signal });
     } catch (error) {
-      this.deps.log?.(`could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the sweeper will): ${describeError(error)}`);
+      this.deps.log?.('warn', `could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the sweeper will): ${describeError(error)}`);
     } finally {
       budget.clear();
     }

@@ -3,7 +3,7 @@ import { gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import type { EventRecorder } from '../telemetry/events.js';
 import type { Binder } from './binder.js';
-import { evaluateNode, scoreNode, summarizeFailures, viewPod, type NodeEvaluation, type PlacementDefaults, type PodView } from './gpu-placement.js';
+import { evaluateNode, scoreNode, summarizeFailures, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
 import { filterResult, type BindingArgs, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type HostPriority } from './protocol.js';
 
 export interface ExtenderServiceDeps {
@@ -19,13 +19,29 @@ interface PodIdentity {
   metadata?: { name?: string; namespace?: string; uid?: string };
 }
 
-/** Filter's evaluations of one pod, each valid while its node's generation holds. */
+/**
+ * What filter and prioritize need of a fit: whether it fits, and the node-policy score (0..10) or
+ * why not. Kept instead of the whole evaluation (allocation, usage after) so that the caches hold
+ * a few numbers per node, not objects that live just long enough to be promoted and then die.
+ */
+type NodeVerdict = { fits: true; score: number } | { fits: false; reason: string };
+
+/** Filter's verdicts for one pod, each valid while its node's generation holds. */
 interface RememberedFilter {
-  evaluations: Map<string, { generation: number | undefined; evaluation: NodeEvaluation }>;
+  verdicts: Map<string, { generation: number | undefined; verdict: NodeVerdict }>;
 }
 
-/** Pods whose filter results are kept for the prioritize call that follows. */
-const REMEMBERED_PODS = 64;
+/**
+ * Pods whose filter results are kept for the prioritize call that follows. kube-scheduler runs one
+ * scheduling cycle at a time (filter, then prioritize, of one pod), so a few are plenty; more would
+ * keep thousands of evaluations alive just long enough to be promoted and then die (GC pauses).
+ */
+const REMEMBERED_PODS = 4;
+/**
+ * Shapes seen recently. A shape's per-node evaluations are cached only from its second pod on:
+ * replicas share a shape, while a one-off pod's evaluations would only churn the cache.
+ */
+const RECENT_SHAPES = 256;
 /** Pod shapes whose evaluation is kept per node (replicas of one workload share a shape). */
 const SHAPES_PER_NODE = 8;
 
@@ -44,7 +60,8 @@ function shapeOf(pod: PodView): string {
 export class ExtenderService {
   private readonly remembered = new Map<string, RememberedFilter>();
   /** node → its generation and the evaluations of recent pod shapes at that generation. */
-  private readonly byShape = new Map<string, { generation: number; evaluations: Map<string, NodeEvaluation> }>();
+  private readonly byShape = new Map<string, { generation: number; verdicts: Map<string, NodeVerdict> }>();
+  private readonly recentShapes = new Set<string>();
 
   constructor(private readonly deps: ExtenderServiceDeps) {}
 
@@ -61,13 +78,14 @@ export class ExtenderService {
     if (!pod.wantsGpu) return filterResult.passed(args.nodeNames, {});
     const passed: string[] = [];
     const failed: Record<string, string> = {};
-    const remembered: RememberedFilter = { evaluations: new Map() };
+    const remembered: RememberedFilter = { verdicts: new Map() };
     const shape = shapeOf(pod);
+    const repeated = this.noteShape(shape);
     for (const node of args.nodeNames) {
-      const evaluation = this.evaluate(node, pod, shape);
-      remembered.evaluations.set(node, { generation: cache.nodeGeneration(node), evaluation });
-      if (evaluation.fits) passed.push(node);
-      else failed[node] = evaluation.reason;
+      const verdict = repeated ? this.cachedVerdict(node, pod, shape) : this.verdict(node, pod);
+      remembered.verdicts.set(node, { generation: cache.nodeGeneration(node), verdict });
+      if (verdict.fits) passed.push(node);
+      else failed[node] = verdict.reason;
     }
     this.remember(pod, remembered);
     if (passed.length === 0) {
@@ -95,13 +113,13 @@ export class ExtenderService {
     const remembered = pod.uid === undefined ? undefined : this.remembered.get(pod.uid);
     const identity = (args.pod as PodIdentity).metadata ?? {};
     return args.nodeNames.map((node) => {
-      const known = remembered?.evaluations.get(node);
-      const evaluation = known !== undefined && known.generation === cache.nodeGeneration(node) ? known.evaluation : evaluateNode(cache, node, pod);
-      if (!evaluation.fits) return { Host: node, Score: 0 };
+      const known = remembered?.verdicts.get(node);
+      const verdict = known !== undefined && known.generation === cache.nodeGeneration(node) ? known.verdict : this.verdict(node, pod);
+      if (!verdict.fits) return { Host: node, Score: 0 };
       const lock = cache.lockOf(node);
       const lockedByOther = lock !== undefined && !isOwnedBy(parseLockValue(lock.raw), { namespace: identity.namespace ?? '', name: identity.name ?? '' });
       if (lockedByOther) return { Host: node, Score: 0 };
-      return { Host: node, Score: 1 + Math.round(scoreNode(cache, evaluation, pod) * 0.9) };
+      return { Host: node, Score: 1 + Math.round(verdict.score * 0.9) };
     });
   }
 
@@ -110,25 +128,39 @@ export class ExtenderService {
     return { Error: result.error ?? '' };
   }
 
-  /** The pod's fit on the node, from the shape cache when the node has not changed since. */
-  private evaluate(node: string, pod: PodView, shape: string): NodeEvaluation {
+  /** The pod's fit on the node and its score there, computed now. */
+  private verdict(node: string, pod: PodView): NodeVerdict {
+    const evaluation = evaluateNode(this.deps.cache, node, pod);
+    return evaluation.fits ? { fits: true, score: scoreNode(this.deps.cache, evaluation, pod) } : { fits: false, reason: evaluation.reason };
+  }
+
+  /** The pod's verdict on the node, from the shape cache when the node has not changed since. */
+  private cachedVerdict(node: string, pod: PodView, shape: string): NodeVerdict {
     const { cache } = this.deps;
     const generation = cache.nodeGeneration(node);
     // A pod already accounted on the node (a retried placement) is fitted without its own usage.
-    if (generation === undefined || (pod.uid !== undefined && cache.usage.isOn(node, pod.uid))) return evaluateNode(cache, node, pod);
+    if (generation === undefined || (pod.uid !== undefined && cache.usage.isOn(node, pod.uid))) return this.verdict(node, pod);
     let entry = this.byShape.get(node);
     if (entry?.generation !== generation) {
-      entry = { generation, evaluations: new Map() };
+      entry = { generation, verdicts: new Map() };
       this.byShape.set(node, entry);
     }
-    const known = entry.evaluations.get(shape);
+    const known = entry.verdicts.get(shape);
     if (known !== undefined) return known;
-    const evaluation = evaluateNode(cache, node, pod);
+    const verdict = this.verdict(node, pod);
     // evaluateNode may drop an expired assumption and so move the generation: cache only if it held.
-    if (cache.nodeGeneration(node) !== generation) return evaluation;
-    if (entry.evaluations.size >= SHAPES_PER_NODE) entry.evaluations.delete(entry.evaluations.keys().next().value ?? '');
-    entry.evaluations.set(shape, evaluation);
-    return evaluation;
+    if (cache.nodeGeneration(node) !== generation) return verdict;
+    if (entry.verdicts.size >= SHAPES_PER_NODE) entry.verdicts.delete(entry.verdicts.keys().next().value ?? '');
+    entry.verdicts.set(shape, verdict);
+    return verdict;
+  }
+
+  /** Whether `shape` was seen recently (then its evaluations are worth caching); records it. */
+  private noteShape(shape: string): boolean {
+    const seen = this.recentShapes.delete(shape);
+    this.recentShapes.add(shape);
+    if (this.recentShapes.size > RECENT_SHAPES) this.recentShapes.delete(this.recentShapes.values().next().value ?? '');
+    return seen;
   }
 
   private remember(pod: PodView, filter: RememberedFilter): void {

@@ -1,5 +1,5 @@
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { fitPod, type FitResult, type GpuPolicy } from '../devices/fit.js';
+import { fitPod, prepareFit, type FitResult, type GpuPolicy, type PreparedFit } from '../devices/fit.js';
 import { hasGpuRequest, podGpuRequests, type PodGpuRequests, type RequestDefaults } from '../devices/requests.js';
 import { nodeScore, policiesFor, type NodePolicy } from '../devices/score.js';
 
@@ -15,6 +15,8 @@ export interface PodView {
   requests: PodGpuRequests;
   policies: { node: NodePolicy; gpu: GpuPolicy };
   wantsGpu: boolean;
+  /** The annotations a fit reads, parsed once for all the nodes this pod is fitted onto. */
+  fit: PreparedFit;
 }
 
 export type NodeEvaluation = (FitResult & { node: string }) | { node: string; fits: false; reason: string; reasonCounts: Record<string, number> };
@@ -34,6 +36,7 @@ export function viewPod(pod: unknown, defaults: PlacementDefaults): PodView {
     requests,
     policies: policiesFor(annotations, { node: defaults.nodePolicy, gpu: defaults.gpuPolicy }),
     wantsGpu: hasGpuRequest(requests),
+    fit: prepareFit(annotations),
   };
 }
 
@@ -50,6 +53,7 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView): N
     requests: pod.requests,
     podAnnotations: pod.annotations,
     gpuPolicy: pod.policies.gpu,
+    prepared: pod.fit,
   });
   return { ...result, node };
 }

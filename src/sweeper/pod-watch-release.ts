@@ -8,19 +8,42 @@ import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/node-lo
 
 export interface WatchReleaser {
   release(node: string, pod: { namespace: string; name: string }, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
+  /** Classifies the node's lock (store first, confirmed by the API) and frees it only if releasable. */
+  releaseIfReleasable(node: string, path: ReleasePath): Promise<unknown>;
 }
 
 /**
  * Frees a pod's node lock when the pod watch shows it DELETED or with deletionTimestamp set, so locks
  * are freed even while the webhook is down. It checks the cached node first: a pod that holds no lock
  * costs no API call; the release itself is owner-checked and RV-guarded through NodeLocks.
+ *
+ * It also frees, at once, a lock left on one node by a pod that the watch shows bound to another
+ * (a replica killed mid-bind, then kube-scheduler placed the pod elsewhere): no bind to the first
+ * node can still succeed, and its waiters should not wait for BIND_GRACE or the next sweep.
  */
 export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchReleaser; log?: (message: string) => void }): () => void {
+  // One check per node at a time: a burst of updates of the same pod must not queue API reads.
+  const checking = new Set<string>();
+  const releaseLeftBehind = (pod: V1Pod, namespace: string, name: string): void => {
+    const boundTo = pod.spec?.nodeName;
+    if (boundTo === undefined || boundTo === '') return;
+    for (const node of deps.cache.nodesLockedBy(namespace, name)) {
+      if (node === boundTo || checking.has(node)) continue;
+      checking.add(node);
+      void deps.locks.releaseIfReleasable(node, 'watch')
+        .catch((error: unknown) => { deps.log?.(`could not release the lock ${namespace}/${name} left on ${node} (the pod is bound to ${boundTo}): ${describeError(error)}`); })
+        .finally(() => { checking.delete(node); });
+    }
+  };
   return deps.cache.onPodChange((pod: V1Pod, change) => {
     const deleting = change === 'delete' || pod.metadata?.deletionTimestamp !== undefined;
     const name = pod.metadata?.name;
     const namespace = pod.metadata?.namespace;
-    if (!deleting || name === undefined || namespace === undefined) return;
+    if (name === undefined || namespace === undefined) return;
+    if (!deleting) {
+      releaseLeftBehind(pod, namespace, name);
+      return;
+    }
     const node = nodeOfPod(pod as unknown as Record<string, unknown>);
     if (node === undefined) return;
     const lock = deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];

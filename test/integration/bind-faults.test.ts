@@ -2,7 +2,7 @@ import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
 import { VGPU_NODE_ANNOTATION } from '../../src/cluster/pod-usage-index.js';
-import { ALLOCATED_ANNOTATION, decodeAllocation, isDecodeError, TO_ALLOCATE_ANNOTATION } from '../../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION, decodeAllocation, encodeAllocation, isDecodeError, TO_ALLOCATE_ANNOTATION } from '../../src/devices/allocation-codec.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../src/devices/requests.js';
 import { Binder } from '../../src/extender/binder.js';
 import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
@@ -103,7 +103,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
     const binder = new Binder({
       core, cache, locks, events: new EventRecorder(core, 'test'), defaults, lockWaitMs: 5000, timeoutMs: 8000,
-      log: (message) => { logs.push(`[bind] ${message}`); },
+      log: (level, message) => { logs.push(`[bind ${level}] ${message}`); },
     });
     return { proxy, core, cache, binder, logs };
   }
@@ -360,6 +360,42 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(cache.usage.isAssumed(uid)).to.equal(false);
     // A retry binds.
     expect(await binder.bind({ podName: 'refused', podNamespace: namespace, podUid: uid, node })).to.deep.equal({});
+  });
+
+  it('a pod recreated under the same name while the pod watch is down: the relist drops the old incarnation\'s usage and reports its delete', async () => {
+    const { proxy, cache, namespace, direct, node } = await (async () => {
+      const { namespace, core: direct } = testCluster();
+      const h = await harness();
+      return { ...h, namespace, direct, node: await createGpuNode(direct) };
+    })();
+    // A pod bound to `node` that uses `gpu` (as a running pod placed by an earlier bind would).
+    const boundPod = async (gpu: number, memoryMiB: number): Promise<string> => {
+      const created = await direct.createNamespacedPod({ namespace, body: {
+        metadata: { name: 'sts-0', annotations: { [ALLOCATED_ANNOTATION]: encodeAllocation([[{ uuid: `GPU-${node}-${gpu}`, type: 'NVIDIA', memoryMiB, cores: 0 }]]), [VGPU_NODE_ANNOTATION]: node } },
+        spec: { ...gpuPod('sts-0').spec, nodeName: node, containers: [{ name: 'main', image: 'registry.invalid/none:1', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(memoryMiB) } } }] },
+      } });
+      return created.metadata?.uid ?? '';
+    };
+    const uidA = await boundPod(0, 8000);
+    await cacheHas(cache, node, namespace, 'sts-0', uidA);
+    expect(cache.usageOn(node).get(`GPU-${node}-0`)?.memoryMiB).to.equal(8000);
+    const changes: string[] = [];
+    cache.onPodChange((pod, change) => { if (pod.metadata?.name === 'sts-0') changes.push(`${change}:${pod.metadata.uid ?? ''}`); });
+
+    // The next pod watch fails; the reflector pauses (about 1 s) and then relists.
+    const down = proxy.addRule({ match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: true }, action: { kind: 'fail', status: 503 }, times: 1 });
+    proxy.breakWatches();
+    await down.whenHit();
+    await direct.deleteNamespacedPod({ namespace, name: 'sts-0', gracePeriodSeconds: 0 });
+    const uidB = await boundPod(1, 4000);
+    expect(changes, 'nothing seen while the watch is down').to.deep.equal([]);
+
+    await cacheHas(cache, node, namespace, 'sts-0', uidB);
+    expect(changes).to.deep.equal([`delete:${uidA}`, `add:${uidB}`]);
+    const usage = cache.usageOn(node);
+    expect(usage.get(`GPU-${node}-0`)?.memoryMiB ?? 0, 'the old incarnation no longer counts').to.equal(0);
+    expect(usage.get(`GPU-${node}-1`)?.memoryMiB).to.equal(4000);
+    expect(proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 200 }), 'a relist after the start-up LIST').to.be.at.least(2);
   });
 
   it('a cache whose first pod LISTs fail is not synced, reports problems, then syncs with the pods', async () => {

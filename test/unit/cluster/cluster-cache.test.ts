@@ -1,42 +1,10 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
-import { ResourceExpiredError, type ListWatchSource, type WatchEventType, type WatchHandlers } from '../../../src/cluster/reflector.js';
+import { ResourceExpiredError } from '../../../src/cluster/reflector.js';
 import { ALLOCATED_ANNOTATION } from '../../../src/devices/allocation-codec.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
-
-/** A source whose LIST answers and watch endings are scripted by the test. */
-class ScriptedSource<T> implements ListWatchSource<T> {
-  items: T[] = [];
-  listFailures = 0;
-  lists = 0;
-  private current: { handlers: WatchHandlers<T>; end: (error?: Error) => void } | undefined;
-
-  list(): Promise<{ items: T[]; resourceVersion: string }> {
-    this.lists++;
-    if (this.listFailures > 0) {
-      this.listFailures--;
-      return Promise.reject(new Error('HTTP 429 throttled'));
-    }
-    return Promise.resolve({ items: [...this.items], resourceVersion: '1' });
-  }
-
-  watch(_rv: string, handlers: WatchHandlers<T>, signal: AbortSignal): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.current = { handlers, end: (error) => { this.current = undefined; if (error) reject(error); else resolve(); } };
-      signal.addEventListener('abort', () => { resolve(); }, { once: true });
-    });
-  }
-
-  emit(type: WatchEventType, object: T): void {
-    this.current?.handlers.onEvent(type, object);
-  }
-
-  /** Ends the open watch with `error`. */
-  fail(error: Error): void {
-    this.current?.end(error);
-  }
-}
+import { ScriptedSource } from '../../support/scripted-source.js';
 
 const usedPod = (name: string, uid: string, node: string): V1Pod => ({
   metadata: { name, namespace: 'ns', uid, resourceVersion: '1', annotations: { [ALLOCATED_ANNOTATION]: `GPU-${node}-0,NVIDIA,8000,0:;`, 'hami.io/vgpu-node': node } },
@@ -119,5 +87,27 @@ describe('ClusterCache (the state store)', () => {
     expect(cache.lockSeenAt('gpu-1', '2020-01-01T00:00:00Z,ns,p')?.getTime()).to.equal(5_000);
     expect(woken).to.equal(1);
     expect(cache.lockedNodes()).to.deep.equal(['gpu-1']);
+  });
+
+  it('indexes lock owners: nodesLockedBy follows lock writes, owner changes and node deletes', async () => {
+    const { nodes, cache } = build();
+    nodes.items.push(simulatedGpuNode({ name: 'gpu-2', gpus: 1 }));
+    await cache.start();
+    const locked = (name: string, value: string | undefined, rv: string): V1Node => {
+      const base = simulatedGpuNode({ name, gpus: 1 });
+      const annotations = { ...base.metadata?.annotations, ...(value === undefined ? {} : { 'hami.io/mutex.lock': value }) };
+      return { ...base, metadata: { ...base.metadata, resourceVersion: rv, annotations } };
+    };
+    nodes.emit('MODIFIED', locked('gpu-1', '2020-01-01T00:00:00Z,ns,p', '2'));
+    nodes.emit('MODIFIED', locked('gpu-2', '2020-01-01T00:00:00Z,ns,p', '3'));
+    expect(cache.nodesLockedBy('ns', 'p').sort()).to.deep.equal(['gpu-1', 'gpu-2']);
+    expect(cache.nodesLockedBy('ns', 'q')).to.deep.equal([]);
+    nodes.emit('MODIFIED', locked('gpu-1', '2020-01-01T00:00:01Z,ns,q', '4'));
+    expect(cache.nodesLockedBy('ns', 'p')).to.deep.equal(['gpu-2']);
+    expect(cache.nodesLockedBy('ns', 'q')).to.deep.equal(['gpu-1']);
+    nodes.emit('DELETED', locked('gpu-2', '2020-01-01T00:00:00Z,ns,p', '5'));
+    nodes.emit('MODIFIED', locked('gpu-1', undefined, '6'));
+    expect(cache.nodesLockedBy('ns', 'p')).to.deep.equal([]);
+    expect(cache.nodesLockedBy('ns', 'q')).to.deep.equal([]);
   });
 });

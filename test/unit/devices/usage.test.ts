@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { AllocatedDevice } from '../../../src/devices/allocation-codec.js';
-import { addUsage, copyUsage, podDeviceUsage, subtractUsage, type GpuUse } from '../../../src/devices/usage.js';
+import { addUsage, copyUsage, podDeviceUsage, subtractUsage, UsageOverlay, type GpuUse } from '../../../src/devices/usage.js';
 
 const d = (uuid: string, memoryMiB: number, cores: number): AllocatedDevice => ({ uuid, type: 'NVIDIA', memoryMiB, cores });
 const use = (slots: number, memoryMiB: number, cores: number): GpuUse => ({ slots, memoryMiB, cores });
@@ -87,5 +87,17 @@ describe('devices: usage accounting (HAMi §3.5 collapse)', () => {
     addUsage(copy, new Map([['a', use(1, 1, 1)]]));
     copy.get('a')!.slots = 99;
     expect(original.get('a')).to.deep.equal(use(1, 1000, 10));
+  });
+
+  it('UsageOverlay reads through to its base and keeps its writes to itself', () => {
+    const base = new Map<string, GpuUse>([['a', { slots: 1, memoryMiB: 100, cores: 10 }]]);
+    const overlay = new UsageOverlay(base);
+    expect(overlay.get('a')).to.deep.equal({ slots: 1, memoryMiB: 100, cores: 10 });
+    expect(overlay.get('b')).to.equal(undefined);
+    overlay.set('a', { slots: 2, memoryMiB: 300, cores: 20 });
+    overlay.set('b', { slots: 1, memoryMiB: 50, cores: 0 });
+    expect(overlay.get('a')).to.deep.equal({ slots: 2, memoryMiB: 300, cores: 20 });
+    expect(overlay.get('b')).to.deep.equal({ slots: 1, memoryMiB: 50, cores: 0 });
+    expect([...base]).to.deep.equal([['a', { slots: 1, memoryMiB: 100, cores: 10 }]]);
   });
 });

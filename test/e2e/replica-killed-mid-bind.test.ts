@@ -1,0 +1,132 @@
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Readable } from 'node:stream';
+import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
+import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import type { SchedulerHandle } from '../../src/local/control-plane.js';
+import { DevicePluginSimulator } from '../../src/local/device-plugin-simulator.js';
+import { findFreePort } from '../../src/local/free-port.js';
+import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
+import { NODE_LOCK_ANNOTATION, parseLockValue } from '../../src/lock/lock-value.js';
+import { NodeLocks } from '../../src/lock/node-locks.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { FaultProxy } from '../support/fault-proxy.js';
+import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
+
+const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const BIND_GRACE_MS = 60_000;
+
+function readyz(port: number, caPem: string): Promise<number> {
+  return new Promise((done) => {
+    request({ host: '127.0.0.1', port, path: '/readyz', ca: caPem }, (res) => { res.resume(); done(res.statusCode ?? 0); })
+      .on('error', () => { done(0); })
+      .end();
+  });
+}
+
+/**
+ * The real process, SIGKILLed between its lock write and its Binding (the apiserver never answers
+ * the Binding: the fault proxy holds it). kube-scheduler sees the bind fail and, with the first node
+ * cordoned, places the pod on another node through the restarted process. The first node's lock
+ * names a pod now bound elsewhere: it must be free at once, not after BIND_GRACE (60 s) and not only
+ * at the next sweep (the sweeper is off here), so pods waiting for that node are not held up.
+ */
+describe('a replica SIGKILLed mid-bind', function () {
+  this.timeout(150_000);
+
+  it('leaves no lock behind once kube-scheduler places the pod on another node', async () => {
+    const { core, namespace } = testCluster();
+    const plane = sharedControlPlane();
+    const proxy = await FaultProxy.start({ upstream: plane });
+    const certDir = mkdtempSync(join(tmpdir(), 'killed-mid-bind-'));
+    const [webhookPort, extenderPort, metricsPort] = [await findFreePort(), await findFreePort(), await findFreePort()];
+    let child: ChildProcessByStdio<null, Readable, Readable> | undefined;
+    let scheduler: SchedulerHandle | undefined;
+    let output = '';
+    const serve = async () => {
+      // Through the proxy, so the Binding can be held; same ports and CERT_DIR across restarts.
+      const started = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
+        env: {
+          ...process.env, KUBECONFIG: proxy.kubeconfigPath, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1',
+          WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort), METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort),
+          SWEEP_ENABLED: 'false', POD_WATCH_ENABLED: 'true', POD_NAMESPACE: 'default', LOG_LEVEL: 'info',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      started.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+      started.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+      child = started;
+      const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
+        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch { return undefined; }
+      })()), 30_000, 100);
+      await eventually('serve to be ready', async () => ((await readyz(webhookPort, caPem)) === 200 ? true : undefined), 30_000, 100);
+      return caPem;
+    };
+
+    const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
+    const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, kubeConfig.makeApiClient(CoreV1Api)) });
+    const group = uniqueName('killed');
+    const [first, second] = [`${group}-a`, `${group}-b`];
+    const simulator = new DevicePluginSimulator({
+      core, cache: simulatorCache, allocationDelayMs: 10,
+      locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: BIND_GRACE_MS, expireMs: 300_000 } }),
+      isSimulated: (node) => node === first || node === second,
+    });
+    try {
+      await core.createNode({ body: simulatedGpuNode({ name: first, gpus: 2, labels: { 'vgpu-warden.test/group': group } }) });
+      const secondNode = simulatedGpuNode({ name: second, gpus: 2, labels: { 'vgpu-warden.test/group': group } });
+      await core.createNode({ body: { ...secondNode, spec: { ...secondNode.spec, unschedulable: true } } });
+      await simulatorCache.start();
+      simulator.start();
+
+      const caPem = await serve();
+      scheduler = await plane.startScheduler(kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extenderPort}`, caPem }));
+      const held = proxy.addRule({ match: { method: 'POST', path: new RegExp(`^/api/v1/namespaces/${namespace}/pods/victim/binding$`) }, action: { kind: 'hang' } });
+      await core.createNamespacedPod({ namespace, body: {
+        metadata: { name: 'victim' },
+        spec: { schedulerName: 'hami-scheduler', nodeSelector: { 'vgpu-warden.test/group': group }, containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' } } }] },
+      } });
+      await held.whenHit();
+      const lockOnFirst = async () => (await core.readNode({ name: first })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+      const taken = await lockOnFirst();
+      expect(taken && parseLockValue(taken), 'the lock was written before the Binding').to.deep.include({ kind: 'owned', owner: { namespace, name: 'victim' } });
+
+      child?.kill('SIGKILL');
+      await new Promise((done) => child?.once('exit', done));
+      held.remove();
+      await core.patchNode({ name: first, body: { spec: { unschedulable: true } } }, mergePatch);
+      await core.patchNode({ name: second, body: { spec: { unschedulable: false } } }, mergePatch);
+      await serve();
+
+      const bound = await eventually('kube-scheduler to place the pod on the second node', async () => {
+        const pod = await core.readNamespacedPod({ name: 'victim', namespace });
+        return pod.spec?.nodeName === second ? Date.now() : undefined;
+      }, 60_000, 50);
+      const freed = await eventually('the first node\'s lock to be freed', async () => ((await lockOnFirst()) === undefined ? Date.now() : undefined), 30_000, 50);
+      expect(freed - bound, 'freed at once, not after BIND_GRACE or a sweep').to.be.below(5_000);
+      await eventually('the pod to be allocated on the second node', async () => {
+        const pod = await core.readNamespacedPod({ name: 'victim', namespace });
+        return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : undefined;
+      }, 30_000, 50);
+      expect(await lockOnFirst()).to.equal(undefined);
+      expect(output).to.include('released').and.include(first);
+    } finally {
+      child?.kill('SIGKILL');
+      await scheduler?.stop();
+      simulator.stop();
+      await simulatorCache.stop();
+      await proxy.stop();
+      rmSync(certDir, { recursive: true, force: true });
+      await core.deleteNode({ name: first }).catch(() => undefined);
+      await core.deleteNode({ name: second }).catch(() => undefined);
+    }
+  });
+});

@@ -1,0 +1,110 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
+import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
+import type { Binder } from '../../../src/extender/binder.js';
+import { ExtenderService } from '../../../src/extender/extender-service.js';
+import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
+import type { EventRecorder } from '../../../src/telemetry/events.js';
+import { ScriptedSource } from '../../support/scripted-source.js';
+
+const GPU_MIB = 24576;
+
+const gpuPod = (name: string, memoryMiB: number, extra: Record<string, string> = {}) => ({
+  metadata: { name, namespace: 'ns', uid: `uid-${name}` },
+  spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(memoryMiB), ...extra } } }] },
+});
+
+const locked = (name: string, lock: string): V1Node => {
+  const base = simulatedGpuNode({ name, gpus: 1 });
+  return { ...base, metadata: { ...base.metadata, resourceVersion: '2', annotations: { ...base.metadata?.annotations, 'hami.io/mutex.lock': lock } } };
+};
+
+describe('ExtenderService (filter and prioritize from the state store)', () => {
+  let cache: ClusterCache | undefined;
+  afterEach(async () => { await cache?.stop(); cache = undefined; });
+
+  async function build(options: { start?: boolean } = {}) {
+    const nodes = new ScriptedSource<V1Node>();
+    const pods = new ScriptedSource<V1Pod>();
+    nodes.items = ['n1', 'n2', 'n3'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
+    cache = new ClusterCache({ sources: { nodes, pods }, staleAfterMs: 50, reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 } });
+    if (options.start !== false) await cache.start();
+    const events: string[] = [];
+    const service = new ExtenderService({
+      cache,
+      binder: {} as Binder,
+      events: { record: (_ref: unknown, _type: string, reason: string) => { events.push(reason); } } as unknown as EventRecorder,
+      defaults: { nodePolicy: 'binpack', gpuPolicy: 'spread', requestDefaults: DEFAULT_REQUEST_DEFAULTS },
+      syncWaitMs: 20,
+    });
+    return { nodes, pods, cache, service, events };
+  }
+
+  it('passes nodes where the share fits and names why the others fail', async () => {
+    const { cache, service } = await build();
+    cache.usage.assume('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 20_000, cores: 0 }]]));
+    const result = await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'n2', 'n3'] });
+    expect(result.Error).to.equal('');
+    expect(result.NodeNames).to.deep.equal(['n1', 'n3']);
+    expect(result.FailedNodes?.n2).to.match(/CardInsufficientMemory/);
+  });
+
+  it('answers an Error, never a pass-through, for an unreadable GPU share', async () => {
+    const { service } = await build();
+    const result = await service.filter({ pod: gpuPod('p', 1, { 'nvidia.com/gpumem': '1.5' }), nodeNames: ['n1'] });
+    expect(result.Error).to.match(/unreadable GPU request/);
+    expect(result.NodeNames ?? []).to.deep.equal([]);
+  });
+
+  it('answers an Error while the store has not synced', async () => {
+    const { service } = await build({ start: false });
+    const result = await service.filter({ pod: gpuPod('p', 1000), nodeNames: ['n1'] });
+    expect(result.Error).to.match(/not synced/);
+  });
+
+  it('prioritize scores from filter\'s verdicts what a fresh fit would score, and follows node changes', async () => {
+    const { cache, service } = await build();
+    cache.usage.assume('a', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 12_000, cores: 0 }]]));
+    const pod = gpuPod('p', 4000);
+    await service.filter({ pod, nodeNames: ['n1', 'n2'] });
+    const fromFilter = await service.prioritize({ pod, nodeNames: ['n1', 'n2'] });
+    // binpack: the node already half used scores higher than the empty one.
+    expect(fromFilter[0]?.Score).to.be.greaterThan(fromFilter[1]?.Score ?? 0);
+    const fresh = await service.prioritize({ pod: { ...pod, metadata: { ...pod.metadata, uid: 'never-filtered' } }, nodeNames: ['n1', 'n2'] });
+    expect(fromFilter).to.deep.equal(fresh);
+
+    // n1 fills up after filter: prioritize must not reuse the old verdict for it.
+    cache.usage.assume('b', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: GPU_MIB - 12_000, cores: 0 }]]));
+    const after = await service.prioritize({ pod, nodeNames: ['n1', 'n2'] });
+    expect(after[0]).to.deep.equal({ Host: 'n1', Score: 0 });
+  });
+
+  it('replicas of one shape are served from the per-node cache, which a node change invalidates', async () => {
+    const { cache, service } = await build();
+    for (const name of ['r1', 'r2', 'r3']) expect((await service.filter({ pod: gpuPod(name, 20_000), nodeNames: ['n1', 'n2'] })).NodeNames).to.deep.equal(['n1', 'n2']);
+    cache.usage.assume('big', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 10_000, cores: 0 }]]));
+    const result = await service.filter({ pod: gpuPod('r4', 20_000), nodeNames: ['n1', 'n2'] });
+    expect(result.NodeNames).to.deep.equal(['n1']);
+    expect(result.FailedNodes?.n2).to.match(/CardInsufficientMemory/);
+  });
+
+  it('scores a node whose lock another pod holds below every free node, and the holder\'s own node normally', async () => {
+    const { nodes, service } = await build();
+    nodes.emit('MODIFIED', locked('n1', '2026-01-01T00:00:00Z,ns,someone-else'));
+    nodes.emit('MODIFIED', locked('n2', '2026-01-01T00:00:00Z,ns,p'));
+    const pod = gpuPod('p', 1000);
+    await service.filter({ pod, nodeNames: ['n1', 'n2', 'n3'] });
+    const scores = await service.prioritize({ pod, nodeNames: ['n1', 'n2', 'n3'] });
+    expect(scores[0]).to.deep.equal({ Host: 'n1', Score: 0 });
+    expect(scores[1]?.Score).to.be.at.least(1);
+    expect(scores[2]?.Score).to.be.at.least(1);
+  });
+
+  it('records FilteringFailed when no node fits', async () => {
+    const { service, events } = await build();
+    const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames: ['n1', 'n2'] });
+    expect(result.NodeNames).to.deep.equal([]);
+    expect(events).to.deep.equal(['FilteringFailed']);
+  });
+});

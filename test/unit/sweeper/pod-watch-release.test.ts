@@ -1,0 +1,77 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
+import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
+import type { ReleaseOptions, ReleasePath } from '../../../src/lock/node-locks.js';
+import { startPodWatchRelease, type WatchReleaser } from '../../../src/sweeper/pod-watch-release.js';
+import { ScriptedSource } from '../../support/scripted-source.js';
+
+const lockedNode = (name: string, lock: string | undefined, rv: string): V1Node => {
+  const base = simulatedGpuNode({ name, gpus: 1 });
+  return { ...base, metadata: { ...base.metadata, resourceVersion: rv, annotations: { ...base.metadata?.annotations, ...(lock === undefined ? {} : { 'hami.io/mutex.lock': lock }) } } };
+};
+
+const pod = (name: string, rv: string, extra: { nodeName?: string; deleting?: boolean } = {}): V1Pod => ({
+  metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: rv, ...(extra.deleting === true ? { deletionTimestamp: new Date('2026-01-01T00:00:00Z') } : {}) },
+  spec: { containers: [{ name: 'c' }], ...(extra.nodeName === undefined ? {} : { nodeName: extra.nodeName }) },
+  status: { phase: 'Pending' },
+});
+
+/** Records what the watch asked the lock service to do. */
+class RecordingReleaser implements WatchReleaser {
+  readonly released: string[] = [];
+  readonly checked: string[] = [];
+  pending: (() => void)[] = [];
+  release(node: string, owner: { namespace: string; name: string }, path: ReleasePath, _options?: ReleaseOptions) {
+    this.released.push(`${node}:${owner.namespace}/${owner.name}:${path}`);
+    return Promise.resolve({ outcome: 'released' } as never);
+  }
+  releaseIfReleasable(node: string, path: ReleasePath) {
+    this.checked.push(`${node}:${path}`);
+    return new Promise<void>((done) => { this.pending.push(done); });
+  }
+}
+
+describe('pod-watch release', () => {
+  let cache: ClusterCache | undefined;
+  let stop: (() => void) | undefined;
+  afterEach(async () => { stop?.(); await cache?.stop(); });
+
+  async function build() {
+    const nodes = new ScriptedSource<V1Node>();
+    const pods = new ScriptedSource<V1Pod>();
+    nodes.items = [lockedNode('gpu-a', '2026-01-01T00:00:00Z,ns,p', '1'), lockedNode('gpu-b', undefined, '1')];
+    cache = new ClusterCache({ sources: { nodes, pods } });
+    await cache.start();
+    const locks = new RecordingReleaser();
+    stop = startPodWatchRelease({ cache, locks });
+    return { nodes, pods, locks };
+  }
+
+  it('asks to free a lock left on another node once its owner is bound elsewhere, one check per node at a time', async () => {
+    const { pods, locks } = await build();
+    pods.emit('ADDED', pod('p', '2'));
+    expect(locks.checked, 'an unbound owner is not checked').to.deep.equal([]);
+    pods.emit('MODIFIED', pod('p', '3', { nodeName: 'gpu-b' }));
+    pods.emit('MODIFIED', pod('p', '4', { nodeName: 'gpu-b' }));
+    expect(locks.checked).to.deep.equal(['gpu-a:watch']);
+    locks.pending.splice(0).forEach((done) => { done(); });
+    await new Promise((resolve) => setImmediate(resolve));
+    pods.emit('MODIFIED', pod('p', '5', { nodeName: 'gpu-b' }));
+    expect(locks.checked).to.deep.equal(['gpu-a:watch', 'gpu-a:watch']);
+    expect(locks.released).to.deep.equal([]);
+  });
+
+  it('leaves the lock of a pod bound to the locked node itself to the device plugin', async () => {
+    const { pods, locks } = await build();
+    pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a' }));
+    expect(locks.checked).to.deep.equal([]);
+    expect(locks.released).to.deep.equal([]);
+  });
+
+  it('releases the lock of a pod being deleted, by owner', async () => {
+    const { pods, locks } = await build();
+    pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a', deleting: true }));
+    expect(locks.released).to.deep.equal(['gpu-a:ns/p:watch']);
+  });
+});
