@@ -30,6 +30,20 @@ export interface ControlPlaneOptions {
 
 export class ControlPlaneStartError extends WardenError {}
 
+/** The components a test can crash and bring back (same ports, same data). */
+export type RestartableComponent = 'etcd' | 'kube-apiserver';
+
+interface ComponentSpec {
+  command: string;
+  args: string[];
+  ready: (child: ManagedProcess) => Promise<void>;
+}
+
+export interface ControllerManagerHandle {
+  readonly process: ManagedProcess;
+  stop(): Promise<void>;
+}
+
 export interface SchedulerHandle {
   readonly process: ManagedProcess;
   readonly healthzUrl: string;
@@ -47,6 +61,9 @@ const ADMIN_USER = 'vgpu-warden-admin';
 export class ControlPlane {
   private readonly schedulers = new Set<SchedulerHandle>();
   private readonly processes: ManagedProcess[] = [];
+  private readonly components = new Map<RestartableComponent, { spec: ComponentSpec; process: ManagedProcess }>();
+  /** Processes killed on purpose by restart(): their exit is not a crash. */
+  private readonly restarted = new WeakSet<ManagedProcess>();
   private unregisterHooks: (() => void) | undefined;
   private stopped: Promise<void> | undefined;
 
@@ -91,18 +108,21 @@ export class ControlPlane {
     const [clientPort, peerPort] = [await findFreePort(), await findFreePort()];
     const etcdUrl = `http://127.0.0.1:${clientPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
-    const etcd = this.spawn('etcd', this.binaries.etcd, [
-      `--data-dir=${join(this.runDir, 'etcd-data')}`,
-      `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`,
-      `--initial-cluster=default=${peerUrl}`,
-      // A throwaway test store: durability is not worth the fsync latency.
-      '--unsafe-no-fsync', '--log-level=warn',
-    ]);
-    await waitUntilReady(etcd, { url: `${etcdUrl}/health`, timeoutMs: this.startTimeoutMs, expectBody: '"health":"true"' });
+    await this.startComponent('etcd', {
+      command: this.binaries.etcd,
+      args: [
+        `--data-dir=${join(this.runDir, 'etcd-data')}`,
+        `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`,
+        `--initial-cluster=default=${peerUrl}`,
+        // A throwaway test store: durability is not worth the fsync latency.
+        '--unsafe-no-fsync', '--log-level=warn',
+      ],
+      ready: (child) => waitUntilReady(child, { url: `${etcdUrl}/health`, timeoutMs: this.startTimeoutMs, expectBody: '"health":"true"' }),
+    });
     this.progress(`etcd ready on ${etcdUrl}`);
 
-    const apiserver = this.spawn('kube-apiserver', this.binaries.kubeApiserver, [
+    await this.startComponent('kube-apiserver', { command: this.binaries.kubeApiserver, args: [
       `--etcd-servers=${etcdUrl}`,
       '--bind-address=127.0.0.1', `--secure-port=${apiPort}`,
       // Loopback advertise address plus no endpoint reconciler: the built-in "kubernetes" Endpoints
@@ -118,9 +138,62 @@ export class ControlPlane {
       // remove the not-ready taint from kubelet-less nodes.
       '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition',
       '--allow-privileged=true', '--profiling=false', '--v=1',
-    ]);
-    await waitUntilReady(apiserver, { url: `${this.server}/readyz`, caPem: this.caPem, timeoutMs: this.startTimeoutMs });
+    ], ready: (child) => waitUntilReady(child, { url: `${this.server}/readyz`, caPem: this.caPem, timeoutMs: this.startTimeoutMs }) });
     this.progress(`kube-apiserver ready on ${this.server}`);
+  }
+
+  private async startComponent(name: RestartableComponent, spec: ComponentSpec): Promise<void> {
+    const child = this.spawn(name, spec.command, spec.args);
+    this.components.set(name, { spec, process: child });
+    await spec.ready(child);
+  }
+
+  /**
+   * Crashes a component (SIGKILL, as an OOM kill or a node loss would), keeps it down for `downMs`,
+   * then starts it again on the same ports with the same data and waits until it is ready. For
+   * fault-injection tests: clients see refused connections, then a fresh process.
+   */
+  async restart(name: RestartableComponent, options: { downMs?: number } = {}): Promise<void> {
+    const current = this.components.get(name);
+    if (current === undefined) throw new ControlPlaneStartError(`${name} is not running`);
+    this.restarted.add(current.process);
+    current.process.killNow();
+    await current.process.exited;
+    // Same place in the start order, so stop() still takes kube-apiserver down before etcd.
+    const position = this.processes.indexOf(current.process);
+    this.processes.splice(position, 1);
+    await new Promise((resolve) => setTimeout(resolve, options.downMs ?? 0));
+    const started = this.startComponent(name, current.spec);
+    const fresh = this.processes.pop();
+    if (fresh !== undefined) this.processes.splice(position, 0, fresh);
+    await started;
+    this.progress(`${name} restarted`);
+  }
+
+  /**
+   * Starts kube-controller-manager with only `controllers` (default: deployment, replicaset and the
+   * garbage collector). Never the node lifecycle controller: it would taint kubelet-less nodes.
+   * Controllers use their own ServiceAccounts, so their writes come from the identities a real
+   * cluster's do (the ReplicaSet controller creates pods as system:serviceaccount:kube-system:replicaset-controller).
+   */
+  async startControllerManager(options: { controllers?: string[] } = {}): Promise<ControllerManagerHandle> {
+    const binary = this.binaries.kubeControllerManager;
+    if (binary === undefined) throw new ControlPlaneStartError('kube-controller-manager is not built; run "bash tools/k8s/build.sh"');
+    const port = await findFreePort();
+    const child = this.spawn(`kube-controller-manager:${port}`, binary, [
+      `--kubeconfig=${this.kubeconfigPath}`, `--authentication-kubeconfig=${this.kubeconfigPath}`, `--authorization-kubeconfig=${this.kubeconfigPath}`,
+      `--controllers=${(options.controllers ?? ['deployment-controller', 'replicaset-controller', 'garbage-collector-controller']).join(',')}`,
+      '--use-service-account-credentials=true', '--leader-elect=false',
+      '--bind-address=127.0.0.1', `--secure-port=${port}`, '--v=1',
+    ]);
+    try {
+      await waitUntilReady(child, { url: `https://127.0.0.1:${port}/healthz`, timeoutMs: this.startTimeoutMs });
+    } catch (error) {
+      await child.stop();
+      throw error;
+    }
+    this.progress(`kube-controller-manager ready on port ${port}`);
+    return { process: child, stop: () => child.stop() };
   }
 
   /** Starts a kube-scheduler with `config` (kubeconfig and leader election are filled in). */
@@ -173,7 +246,7 @@ export class ControlPlane {
   /** Resolves with the first component that exits on its own, e.g. a crashed kube-apiserver; exits caused by stop() do not count. */
   firstUnexpectedExit(): Promise<ManagedProcess> {
     const never = new Promise<never>(() => undefined);
-    return Promise.race(this.processes.map((child) => child.exited.then(() => (this.stopped ? never : child))));
+    return Promise.race(this.processes.map((child) => child.exited.then(() => (this.stopped || this.restarted.has(child) ? never : child))));
   }
 
   /** Pids (process groups) of everything this control plane started, for leak checks. */

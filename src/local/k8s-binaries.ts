@@ -7,6 +7,8 @@ export interface ControlPlaneBinaries {
   etcd: string;
   kubeApiserver: string;
   kubeScheduler: string;
+  /** Optional: only tests that need Deployments, ReplicaSets or garbage collection start it. */
+  kubeControllerManager?: string;
 }
 
 export class MissingBinariesError extends WardenError {}
@@ -32,6 +34,7 @@ export function locateBinaries(options: { repoRoot: string; env: Readonly<Record
     kubeApiserver: join(binDir, 'kube-apiserver'),
     kubeScheduler: join(binDir, 'kube-scheduler'),
   };
+  const controllerManager = join(binDir, 'kube-controller-manager');
   for (const path of Object.values(binaries)) {
     try {
       accessSync(path, constants.X_OK);
@@ -42,5 +45,10 @@ export function locateBinaries(options: { repoRoot: string; env: Readonly<Record
       );
     }
   }
-  return binaries;
+  try {
+    accessSync(controllerManager, constants.X_OK);
+    return { ...binaries, kubeControllerManager: controllerManager };
+  } catch {
+    return binaries;
+  }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-scheduler (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3)
+# Builds kube-apiserver, kube-scheduler, kube-controller-manager (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3)
 # from Go modules into a cache directory outside git, at the versions pinned in versions.env.
 #
 # Usage: tools/k8s/build.sh [--print-bin-dir]
@@ -32,7 +32,7 @@ step() { printf '[k8s-build] %s\n' "$*"; }
 
 # The stamp records exactly what was built; binaries without a matching stamp are rebuilt.
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$build_key" ]] \
-   && [[ -x "$bin_dir/kube-apiserver" && -x "$bin_dir/kube-scheduler" && -x "$bin_dir/etcd" ]]; then
+   && [[ -x "$bin_dir/kube-apiserver" && -x "$bin_dir/kube-scheduler" && -x "$bin_dir/kube-controller-manager" && -x "$bin_dir/etcd" ]]; then
   step "cached: $bin_dir ($build_key)"
   exit 0
 fi
@@ -46,8 +46,11 @@ mkdir -p "$out_dir"
 log="$out_dir/build.log"
 : >"$log"
 work="$out_dir/work"
-rm -rf "$work" "$bin_dir"
-mkdir -p "$work/kube" "$work/etcd" "$bin_dir"
+# Compile into a staging directory and swap it in at the end: control planes started from the old
+# binaries (tests running meanwhile) keep finding them until the new ones are complete.
+new_bin="$out_dir/bin.partial"
+rm -rf "$work" "$new_bin"
+mkdir -p "$work/kube" "$work/etcd" "$new_bin"
 
 run() {
   # Runs one step quietly; on failure prints the log's tail and where the whole log is.
@@ -88,6 +91,7 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 )
 GO
   go get "k8s.io/kubernetes@$KUBERNETES_VERSION"
@@ -113,22 +117,23 @@ build_kube() {
   local v=$KUBERNETES_VERSION
   go build -trimpath -tags=selinux,notest,grpcnotrace \
     -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$kube_minor -X k8s.io/client-go/pkg/version.gitVersion=$v" \
-    -o "$bin_dir/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
+    -o "$new_bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager
 }
 
 build_etcd() {
   cd "$work/etcd"
-  go build -trimpath -ldflags="-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3
+  go build -trimpath -ldflags="-s -w" -o "$new_bin/etcd" go.etcd.io/etcd/server/v3
 }
 
 check_versions() {
   # Captured, not piped into grep -q: with pipefail an early-exiting grep fails the step via SIGPIPE.
-  local apiserver scheduler etcd
-  apiserver=$("$bin_dir/kube-apiserver" --version)
-  scheduler=$("$bin_dir/kube-scheduler" --version)
-  etcd=$("$bin_dir/etcd" --version)
-  printf '%s\n' "$apiserver" "$scheduler" "$etcd"
-  [[ "$apiserver" == *"$KUBERNETES_VERSION"* && "$scheduler" == *"$KUBERNETES_VERSION"* ]] \
+  local apiserver scheduler controller_manager etcd
+  apiserver=$("$new_bin/kube-apiserver" --version)
+  scheduler=$("$new_bin/kube-scheduler" --version)
+  controller_manager=$("$new_bin/kube-controller-manager" --version)
+  etcd=$("$new_bin/etcd" --version)
+  printf '%s\n' "$apiserver" "$scheduler" "$controller_manager" "$etcd"
+  [[ "$apiserver" == *"$KUBERNETES_VERSION"* && "$scheduler" == *"$KUBERNETES_VERSION"* && "$controller_manager" == *"$KUBERNETES_VERSION"* ]] \
     || { echo "expected Kubernetes $KUBERNETES_VERSION"; return 1; }
   [[ "$etcd" == *"${ETCD_VERSION#v}"* ]] || { echo "expected etcd $ETCD_VERSION"; return 1; }
 }
@@ -136,9 +141,11 @@ check_versions() {
 step "building into $out_dir (log: $log)"
 run "resolve k8s.io/kubernetes $KUBERNETES_VERSION modules" make_kube_module
 run "resolve go.etcd.io/etcd/server/v3 $ETCD_VERSION modules" make_etcd_module
-run "compile kube-apiserver and kube-scheduler" build_kube
+run "compile kube-apiserver, kube-scheduler and kube-controller-manager" build_kube
 run "compile etcd" build_etcd
 run "check binary versions" check_versions
+rm -rf "$bin_dir"
+mv "$new_bin" "$bin_dir"
 echo "$build_key" >"$stamp"
 rm -rf "$work"
 step "done: $bin_dir"
