@@ -1,6 +1,7 @@
 import { validateCronExpression } from 'cron';
 import { parseDuration, formatDuration } from './duration.js';
 import { WardenError } from './errors.js';
+import { isLoopbackHost } from './server/loopback-host.js';
 import { servingNames } from './tls/serving-names.js';
 
 /**
@@ -16,6 +17,8 @@ export interface Config {
   webhookPort: number;
   extenderHost: string;
   extenderPort: number;
+  extenderClientAuth: boolean;
+  extenderClientSecretName: string;
   metricsHost: string;
   metricsPort: number;
   certDir: string;
@@ -197,12 +200,22 @@ export const SETTINGS = [
   }),
   setting({
     key: 'extenderHost', env: 'EXTENDER_HOST', flag: 'extender-host', defaultValue: '127.0.0.1',
-    description: 'address the scheduler extender listener binds (keep it on loopback, next to kube-scheduler)',
+    description: 'address the scheduler extender listener binds; anything but loopback (127.0.0.0/8, ::1, localhost) needs EXTENDER_CLIENT_AUTH=true',
     allowed: 'expected a host name or IP address', parse: host,
   }),
   setting({
     key: 'extenderPort', env: 'EXTENDER_PORT', flag: 'extender-port', defaultValue: '9444',
     description: 'TLS port of the scheduler extender', allowed: 'expected a port number from 1 to 65535', parse: port,
+  }),
+  setting({
+    key: 'extenderClientAuth', env: 'EXTENDER_CLIENT_AUTH', flag: 'extender-client-auth', defaultValue: 'false',
+    description: 'serve the extender only to kube-scheduler\'s client certificate (CN vgpu-warden-scheduler, clientAuth, issued by vgpu-warden\'s CA into EXTENDER_CLIENT_SECRET_NAME); needs CERT_SECRET_NAME',
+    allowed: 'expected true or false', parse: boolean,
+  }),
+  setting({
+    key: 'extenderClientSecretName', env: 'EXTENDER_CLIENT_SECRET_NAME', flag: 'extender-client-secret-name', defaultValue: 'vgpu-warden-scheduler-client',
+    description: 'Secret in POD_NAMESPACE that vgpu-warden keeps kube-scheduler\'s client certificate in (tls.crt, tls.key, ca.crt; no CA key), when EXTENDER_CLIENT_AUTH is on',
+    allowed: 'expected a Secret name (DNS subdomain)', parse: dnsSubdomain,
   }),
   setting({
     key: 'metricsHost', env: 'METRICS_HOST', flag: 'metrics-host', defaultValue: '0.0.0.0',
@@ -396,6 +409,7 @@ function describeSource(key: keyof Config, sources: Partial<Record<keyof Config,
 }
 
 function checkRelations(config: Config, sources: Partial<Record<keyof Config, RawValue>>): void {
+  checkExtenderExposure(config, sources);
   if (config.bindGraceMs >= config.nodeLockExpireMs) {
     const { source, raw } = describeSource('bindGraceMs', sources);
     throw new ConfigError(source, raw,
@@ -417,5 +431,27 @@ function checkRelations(config: Config, sources: Partial<Record<keyof Config, Ra
     const { source, raw } = describeSource('nodeLockForceAfterMs', sources);
     throw new ConfigError(source, raw,
       `must be longer than NODELOCK_EXPIRE (${formatDuration(config.nodeLockExpireMs)}): it forces release of locks already past expiry`);
+  }
+}
+
+/**
+ * The extender binds pods, so it is served unauthenticated only on loopback (kube-scheduler on the
+ * same machine). Anywhere else it must demand kube-scheduler's client certificate, which is issued
+ * from the CA in CERT_SECRET_NAME into a Secret of its own that never holds the CA key.
+ */
+function checkExtenderExposure(config: Config, sources: Partial<Record<keyof Config, RawValue>>): void {
+  if (!config.extenderClientAuth && !isLoopbackHost(config.extenderHost)) {
+    const { source, raw } = describeSource('extenderHost', sources);
+    throw new ConfigError(source, raw,
+      'not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods');
+  }
+  if (!config.extenderClientAuth) return;
+  if (config.certSecretName === undefined) {
+    const { source, raw } = describeSource('extenderClientAuth', sources);
+    throw new ConfigError(source, raw, 'needs CERT_SECRET_NAME: kube-scheduler\'s client certificate is issued from the CA kept in that Secret');
+  }
+  if (config.extenderClientSecretName === config.certSecretName) {
+    const { source, raw } = describeSource('extenderClientSecretName', sources);
+    throw new ConfigError(source, raw, 'must differ from CERT_SECRET_NAME: kube-scheduler mounts it, and must never see the CA key');
   }
 }

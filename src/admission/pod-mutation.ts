@@ -13,7 +13,6 @@ export const GPU_RESOURCES = {
   priority: 'nvidia.com/priority',
 } as const;
 
-export const WEBHOOK_IGNORE_LABEL = 'hami.io/webhook';
 export const TASK_PRIORITY_ENV = 'CUDA_TASK_PRIORITY';
 
 /** Annotations only the scheduler writes; a pod arriving with them could steer the device plugin (HAMi #3041). */
@@ -138,9 +137,8 @@ function containerOps(plan: ContainerPlan): JsonPatchOp[] {
 export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): MutationDecision {
   if (!isRecord(pod) || !isRecord(pod.spec)) return { kind: 'deny', code: 400, message: 'request object is not a Pod' };
   const metadata = isRecord(pod.metadata) ? pod.metadata : {};
-  const labels = isRecord(metadata.labels) ? metadata.labels : {};
-  if (labels[WEBHOOK_IGNORE_LABEL] === 'ignore') return { kind: 'skip', reason: `pod opted out with ${WEBHOOK_IGNORE_LABEL}=ignore` };
-
+  // No per-pod opt-out: whoever creates a pod writes its labels. Opting out is a namespace label
+  // that only cluster admins set, applied by the webhook's namespaceSelector before we are called.
   const annotations = isRecord(metadata.annotations) ? Object.keys(metadata.annotations) : [];
   const forged = annotations.filter(isSchedulerOwnedAnnotation);
   if (forged.length > 0) {

@@ -11,6 +11,7 @@ import { ExtenderService } from '../extender/extender-service.js';
 import { loadKubeConfig } from '../kube/client.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
 import { NodeLocks } from '../lock/node-locks.js';
+import { requireClientIdentity } from '../server/client-identity.js';
 import { createExtenderApp } from '../server/extender-app.js';
 import { HttpsListener } from '../server/https-listener.js';
 import { createWebhookApp } from '../server/webhook-app.js';
@@ -24,8 +25,10 @@ import { createLogger, type Logger } from '../telemetry/logger.js';
 import { CaBundlePatcher } from '../tls/ca-bundle-patcher.js';
 import { CertKeeper } from '../tls/cert-keeper.js';
 import type { CertStore } from '../tls/cert-store.js';
+import { CLIENT_CERT_LAYOUT, ClientCertPublisher } from '../tls/client-cert-publisher.js';
+import { SCHEDULER_CLIENT_COMMON_NAME } from '../tls/client-cert-policy.js';
 import { FileCertStore } from '../tls/file-cert-store.js';
-import { SecretCertStore } from '../tls/secret-cert-store.js';
+import { SecretCertStore, SecretStore } from '../tls/secret-cert-store.js';
 import { servingNames } from '../tls/serving-names.js';
 import { LeaderElector } from '../sweeper/leader-election.js';
 import { startPodWatchRelease } from '../sweeper/pod-watch-release.js';
@@ -54,19 +57,35 @@ export interface RunningServer {
 
 /**
  * Wires everything from configuration: certificates, the cluster cache, NodeLocks, the webhook on
- * its public listener and the extender on loopback. Both listeners serve the keeper's certificate
- * and reload it together.
+ * its public listener and the extender (loopback, or anywhere with EXTENDER_CLIENT_AUTH). Both
+ * listeners serve the keeper's certificate and reload it together; with client authentication the
+ * extender also trusts the keeper's caBundle for kube-scheduler's client certificate, which the
+ * keeper's rounds keep issued (ClientCertPublisher).
  */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const core = kubeConfig.makeApiClient(CoreV1Api);
+  const labels = { 'app.kubernetes.io/name': 'vgpu-warden' };
   const store: CertStore = config.certSecretName === undefined
     ? new FileCertStore({ dir: config.certDir })
-    : new SecretCertStore({ core, namespace: config.namespace, name: config.certSecretName, labels: { 'app.kubernetes.io/name': 'vgpu-warden' } });
+    : new SecretCertStore({ core, namespace: config.namespace, name: config.certSecretName, labels });
   const caBundleTarget = config.webhookConfigName === undefined
     ? undefined
     : new CaBundlePatcher({ api: kubeConfig.makeApiClient(AdmissionregistrationV1Api), configurationName: config.webhookConfigName });
-  const listeners: HttpsListener[] = [];
+  const certLog = (line: string) => { log.info({ component: 'certs' }, line); };
+  // loadConfig guarantees CERT_SECRET_NAME with client authentication: the client certificate is
+  // issued from the CA shared in that Secret and published for kube-scheduler in another one.
+  const clientCerts = config.extenderClientAuth
+    ? new ClientCertPublisher({
+      store: new SecretStore({ core, namespace: config.namespace, name: config.extenderClientSecretName, labels, layout: CLIENT_CERT_LAYOUT }),
+      commonName: SCHEDULER_CLIENT_COMMON_NAME,
+      validityDays: config.certValidityMs / DAY_MS,
+      renewBeforeMs: config.certRenewBeforeMs,
+      log: certLog,
+    })
+    : undefined;
+  // Filled in once listening; the keeper may hand out material before (the first ensure) and after.
+  const listening: { webhook?: HttpsListener; extender?: HttpsListener } = {};
   const keeper = new CertKeeper({
     store,
     names: servingNames({ serviceName: config.serviceName, namespace: config.namespace, extraHosts: config.certHosts }),
@@ -75,10 +94,12 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     renewBeforeMs: config.certRenewBeforeMs,
     ...(caBundleTarget ? { caBundleTarget } : {}),
     onChange: (material) => {
-      for (const listener of listeners) listener.updateCertificate(material.certPem, material.keyPem);
+      listening.webhook?.updateCertificate(material.certPem, material.keyPem);
+      listening.extender?.updateCertificate(material.certPem, material.keyPem, clientCerts ? material.caBundlePem : undefined);
       log.info({ component: 'certs' }, 'serving certificate reloaded');
     },
-    log: (line) => { log.info({ component: 'certs' }, line); },
+    ...(clientCerts ? { onSettled: (bundle) => clientCerts.publish(bundle) } : {}),
+    log: certLog,
   });
   const material = await keeper.ensure();
 
@@ -110,7 +131,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const webhookApp = createWebhookApp({
     handler: timedAdmissionHandler(admission, metrics),
     readiness: () => {
-      const reasons = [...certLoaded(), ...(listeners[0]?.listening === true ? [] : ['listener not answering'])];
+      const reasons = [...certLoaded(), ...(listening.webhook?.listening === true ? [] : ['listener not answering'])];
       return { ready: reasons.length === 0, reasons };
     },
     onBadRequest: (status, message) => { log.warn({ component: 'admission', status }, `bad admission request: ${message}`); },
@@ -124,6 +145,9 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       return { ready: reasons.length === 0, reasons };
     },
     onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },
+    ...(clientCerts
+      ? { guard: requireClientIdentity({ commonName: SCHEDULER_CLIENT_COMMON_NAME }, (problem) => { log.warn({ component: 'extender' }, `refused a client: ${problem}`); }) }
+      : {}),
   });
 
   // The lock sweeper runs on the elected leader only; the pod watch runs on every replica (releases
@@ -159,9 +183,16 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   sweeper?.start();
 
   const webhook = await HttpsListener.start(webhookApp, { host: config.webhookHost, port: config.webhookPort, certPem: material.certPem, keyPem: material.keyPem });
-  listeners.push(webhook);
-  const extender = await HttpsListener.start(extenderApp, { host: config.extenderHost, port: config.extenderPort, certPem: material.certPem, keyPem: material.keyPem });
-  listeners.push(extender);
+  listening.webhook = webhook;
+  const extender = await HttpsListener.start(extenderApp, {
+    host: config.extenderHost, port: config.extenderPort, certPem: material.certPem, keyPem: material.keyPem,
+    ...(clientCerts ? { clientCaPem: material.caBundlePem } : {}),
+  });
+  listening.extender = extender;
+  if (clientCerts) {
+    // Refused at TLS (no certificate, or not from our CA): the app never sees these, so say so here.
+    extender.server.on('tlsClientError', (error: Error) => { log.warn({ component: 'extender' }, `TLS handshake refused: ${error.message.trim()}`); });
+  }
   const metricsListener = await startMetricsListener({
     host: config.metricsHost, port: config.metricsPort, metrics,
     onError: (message) => { log.warn({ component: 'metrics' }, `scrape failed: ${message}`); },
@@ -169,7 +200,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   keeper.start(CERT_CHECK_INTERVAL_MS);
   log.info({ component: 'metrics', host: config.metricsHost, port: metricsListener.port }, 'metrics listening');
   log.info({ component: 'webhook', host: config.webhookHost, port: webhook.port }, 'admission webhook listening');
-  log.info({ component: 'extender', host: config.extenderHost, port: extender.port }, 'scheduler extender listening');
+  log.info({ component: 'extender', host: config.extenderHost, port: extender.port, clientAuth: config.extenderClientAuth }, 'scheduler extender listening');
   return {
     webhook,
     extender,

@@ -1,10 +1,10 @@
 import type { NodePolicy } from '../devices/score.js';
 
 /**
- * The one KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) that runs kube-scheduler next
- * to vgpu-warden: a profile with our scheduler name and one extender for filter, prioritize and
- * bind over TLS on loopback. Used by the e2e tests, local mode and manifests/ (a unit test keeps the
- * manifest equal to what this builds).
+ * The one KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) that runs kube-scheduler with
+ * vgpu-warden: a profile with our scheduler name and one extender for filter, prioritize and bind
+ * over TLS (on loopback, or over the network with kube-scheduler's client certificate). Used by the
+ * e2e tests, local mode and manifests/ (a unit test keeps the manifest equal to what this builds).
  *
  * How the node policy (NODE_SCHEDULER_POLICY) decides placement through kube-scheduler v1.34:
  *
@@ -66,8 +66,15 @@ export interface SchedulerConfigOptions {
   extenderUrl: string;
   /** The extender's NODE_SCHEDULER_POLICY; the GPU profile's score plugins follow it. Default binpack. */
   nodePolicy?: NodePolicy;
-  /** CA that signed the extender's certificate; without it the scheduler skips verification (loopback only). */
+  /** CA that signed the extender's certificate, inline; without it or clientTls the scheduler skips verification (loopback only). */
   caPem?: string;
+  /**
+   * Mutual TLS from files, as the extender requires off loopback (EXTENDER_CLIENT_AUTH): the client
+   * certificate and key kube-scheduler presents and the CAs it verifies the extender with, e.g. the
+   * mounted Secret EXTENDER_CLIENT_SECRET_NAME. kube-scheduler re-reads certFile and keyFile on new
+   * connections (so a renewed client certificate needs no restart) but caFile only at start.
+   */
+  clientTls?: { certFile: string; keyFile: string; caFile: string };
   /** Also keep a default-scheduler profile (tests and local mode schedule plain pods too). */
   includeDefaultProfile?: boolean;
   leaderElection?: { leaderElect: boolean; resourceNamespace?: string; resourceName?: string };
@@ -93,6 +100,12 @@ function gpuProfile(schedulerName: string, nodePolicy: NodePolicy): Record<strin
   };
 }
 
+function tlsConfigOf(options: SchedulerConfigOptions): Record<string, unknown> {
+  if (options.clientTls !== undefined && options.caPem !== undefined) throw new TypeError('give the extender CA either inline (caPem) or as a file (clientTls), not both');
+  if (options.clientTls !== undefined) return { ...options.clientTls };
+  return options.caPem === undefined ? { insecure: true } : { caData: Buffer.from(options.caPem).toString('base64') };
+}
+
 export function kubeSchedulerConfiguration(options: SchedulerConfigOptions): Record<string, unknown> {
   return {
     apiVersion: 'kubescheduler.config.k8s.io/v1',
@@ -110,7 +123,7 @@ export function kubeSchedulerConfiguration(options: SchedulerConfigOptions): Rec
       bindVerb: 'bind',
       weight: EXTENDER_WEIGHT,
       enableHTTPS: true,
-      tlsConfig: options.caPem === undefined ? { insecure: true } : { caData: Buffer.from(options.caPem).toString('base64') },
+      tlsConfig: tlsConfigOf(options),
       nodeCacheCapable: true,
       // The extender's bind waits for a busy node's lock for up to BIND_LOCK_WAIT (25 s): stay above it.
       httpTimeout: '30s',

@@ -62,8 +62,8 @@ export class ControlPlane {
   private readonly schedulers = new Set<SchedulerHandle>();
   private readonly processes: ManagedProcess[] = [];
   private readonly components = new Map<RestartableComponent, { spec: ComponentSpec; process: ManagedProcess }>();
-  /** Processes killed on purpose by restart(): their exit is not a crash. */
-  private readonly restarted = new WeakSet<ManagedProcess>();
+  /** Processes stopped or killed on purpose (restart, a scheduler's stop): their exit is not a crash. */
+  private readonly retired = new WeakSet<ManagedProcess>();
   private unregisterHooks: (() => void) | undefined;
   private stopped: Promise<void> | undefined;
 
@@ -156,12 +156,11 @@ export class ControlPlane {
   async restart(name: RestartableComponent, options: { downMs?: number } = {}): Promise<void> {
     const current = this.components.get(name);
     if (current === undefined) throw new ControlPlaneStartError(`${name} is not running`);
-    this.restarted.add(current.process);
-    current.process.killNow();
-    await current.process.exited;
     // Same place in the start order, so stop() still takes kube-apiserver down before etcd.
     const position = this.processes.indexOf(current.process);
-    this.processes.splice(position, 1);
+    this.retire(current.process);
+    current.process.killNow();
+    await current.process.exited;
     await new Promise((resolve) => setTimeout(resolve, options.downMs ?? 0));
     const started = this.startComponent(name, current.spec);
     const fresh = this.processes.pop();
@@ -186,14 +185,18 @@ export class ControlPlane {
       '--use-service-account-credentials=true', '--leader-elect=false',
       '--bind-address=127.0.0.1', `--secure-port=${port}`, '--v=1',
     ]);
+    const stop = async () => {
+      this.retire(child);
+      await child.stop();
+    };
     try {
       await waitUntilReady(child, { url: `https://127.0.0.1:${port}/healthz`, timeoutMs: this.startTimeoutMs });
     } catch (error) {
-      await child.stop();
+      await stop();
       throw error;
     }
     this.progress(`kube-controller-manager ready on port ${port}`);
-    return { process: child, stop: () => child.stop() };
+    return { process: child, stop };
   }
 
   /** Starts a kube-scheduler with `config` (kubeconfig and leader election are filled in). */
@@ -218,6 +221,7 @@ export class ControlPlane {
       configPath,
       stop: async () => {
         this.schedulers.delete(handle);
+        this.retire(scheduler);
         await scheduler.stop();
       },
     };
@@ -246,12 +250,19 @@ export class ControlPlane {
   /** Resolves with the first component that exits on its own, e.g. a crashed kube-apiserver; exits caused by stop() do not count. */
   firstUnexpectedExit(): Promise<ManagedProcess> {
     const never = new Promise<never>(() => undefined);
-    return Promise.race(this.processes.map((child) => child.exited.then(() => (this.stopped || this.restarted.has(child) ? never : child))));
+    return Promise.race(this.processes.map((child) => child.exited.then(() => (this.stopped || this.retired.has(child) ? never : child))));
   }
 
   /** Pids (process groups) of everything this control plane started, for leak checks. */
   get processGroupIds(): number[] {
     return this.processes.map((child) => child.pid);
+  }
+
+  /** Takes a process out of the crash watch and the stop order; its exit is expected. */
+  private retire(child: ManagedProcess): void {
+    this.retired.add(child);
+    const position = this.processes.indexOf(child);
+    if (position >= 0) this.processes.splice(position, 1);
   }
 
   private killSync(): void {

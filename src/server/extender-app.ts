@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response } from 'express';
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { parseBindingArgs, parseFilterArgs, filterResult, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type BindingArgs, type HostPriority, type Parsed } from '../extender/protocol.js';
 
 export interface ExtenderHandlers {
@@ -12,6 +12,8 @@ export interface ExtenderAppDeps {
   readiness: () => { ready: boolean; reasons: string[] };
   bodyLimitBytes?: number;
   onBadRequest?: (path: string, message: string) => void;
+  /** Runs before every route, health checks included (the client-certificate check of serve-command). */
+  guard?: RequestHandler;
 }
 
 function decode(req: Request): unknown {
@@ -29,6 +31,7 @@ function decode(req: Request): unknown {
 export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  if (deps.guard !== undefined) app.use(deps.guard);
   const raw = express.raw({ type: () => true, limit: deps.bodyLimitBytes ?? 16 * 1024 * 1024 });
   const send = (res: Response, status: number, body: unknown) => { res.status(status).type('application/json').send(JSON.stringify(body)); };
 

@@ -7,6 +7,11 @@ export interface HttpsListenerOptions {
   port: number;
   certPem: string;
   keyPem: string;
+  /**
+   * Mutual TLS: when set, a client must present a certificate that chains to one of these CAs, or
+   * the TLS handshake fails before any HTTP is read. (Who the client is, is the app's to check.)
+   */
+  clientCaPem?: string;
   /** Idle keep-alive connections live this long (apiserver and kube-scheduler reuse connections). */
   keepAliveTimeoutMs?: number;
   /** A client must send complete headers within this time (slowloris guard). */
@@ -32,14 +37,19 @@ export async function listenWithTimeouts(
   });
 }
 
-/** A TLS listener whose certificate can be swapped without a restart (hot reload). */
+/** A TLS listener whose certificate (and client CAs) can be swapped without a restart (hot reload). */
 export class HttpsListener {
-  private constructor(readonly server: Server) {}
+  private constructor(readonly server: Server, readonly requiresClientCertificate: boolean) {}
 
   static async start(app: RequestListener, options: HttpsListenerOptions): Promise<HttpsListener> {
-    const server = createServer({ cert: options.certPem, key: options.keyPem }, app);
+    const clientAuth = options.clientCaPem !== undefined;
+    const server = createServer({
+      cert: options.certPem,
+      key: options.keyPem,
+      ...(clientAuth ? { ca: options.clientCaPem, requestCert: true, rejectUnauthorized: true } : {}),
+    }, app);
     await listenWithTimeouts(server, options);
-    return new HttpsListener(server);
+    return new HttpsListener(server, clientAuth);
   }
 
   get port(): number {
@@ -50,9 +60,17 @@ export class HttpsListener {
     return this.server.listening;
   }
 
-  /** New connections get the new certificate; established ones keep theirs until they close. */
-  updateCertificate(certPem: string, keyPem: string): void {
-    this.server.setSecureContext({ cert: certPem, key: keyPem });
+  /**
+   * New connections get the new certificate (and, with client authentication, trust the new client
+   * CAs); established ones keep theirs until they close.
+   */
+  updateCertificate(certPem: string, keyPem: string, clientCaPem?: string): void {
+    // A context without CAs would refuse every client: a listener that demands client certificates
+    // must always be given them.
+    if (this.requiresClientCertificate && clientCaPem === undefined) {
+      throw new TypeError('this listener requires client certificates: updateCertificate needs the client CAs');
+    }
+    this.server.setSecureContext({ cert: certPem, key: keyPem, ...(clientCaPem === undefined ? {} : { ca: clientCaPem }) });
   }
 
   async close(): Promise<void> {

@@ -36,6 +36,12 @@ export interface CertKeeperDeps {
   sleep?: (ms: number) => Promise<void>;
   /** Gets the new material to serve; called only after the caBundle that trusts it was applied. */
   onChange?: (material: ServingMaterial) => void;
+  /**
+   * Runs at the end of every ensure() with the stored bundle, CA key included, after the material
+   * was handed out: e.g. to keep kube-scheduler's client certificate issued by the current CA. A
+   * throw fails that ensure() (at start: the server does not start; later: retried next tick).
+   */
+  onSettled?: (bundle: CertBundle) => Promise<unknown>;
   log?: (line: string) => void;
   /** Load-decide-save rounds per ensure() before giving up when the store keeps changing under us. */
   attempts?: number;
@@ -216,6 +222,7 @@ export class CertKeeper {
       const material = servingMaterialOf(current.bundle);
       if (!(await this.publishCaBundle(material.caBundlePem))) continue;
       await this.handOut(material, current.bundle);
+      await this.deps.onSettled?.(current.bundle);
       return material;
     }
     throw new CertKeeperError(`${store.description} kept changing; gave up after ${this.attempts} attempts`, { cause: lastConflict });

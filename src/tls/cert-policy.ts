@@ -57,7 +57,8 @@ function parseKey(pem: string): KeyObject | undefined {
   }
 }
 
-function keyMatches(cert: X509Certificate, key: KeyObject): boolean {
+/** Whether `key` is the private key of `cert` (false for a key of another algorithm, which throws). */
+export function keyMatches(cert: X509Certificate, key: KeyObject): boolean {
   try {
     return cert.checkPrivateKey(key);
   } catch {

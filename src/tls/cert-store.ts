@@ -1,8 +1,8 @@
 import type { CertBundle } from './cert-bundle.js';
 
 /** A bundle as read from a store, with the version that a guarded save must still find there. */
-export interface StoredBundle {
-  bundle: CertBundle;
+export interface StoredBundle<T = CertBundle> {
+  bundle: T;
   /** Opaque: a Secret's resourceVersion, a content hash for files. */
   version: string;
 }
@@ -12,15 +12,15 @@ export interface StoredBundle {
  * Incomplete sets load with empty strings in the missing fields, so that cert-policy.ts renews them
  * rather than the store guessing.
  */
-export interface CertStore {
+export interface CertStore<T = CertBundle> {
   /** For logs, e.g. "secret kube-system/vgpu-warden-certs". */
   readonly description: string;
   /** The stored bundle, or undefined when nothing is stored yet. */
-  load(): Promise<StoredBundle | undefined>;
+  load(): Promise<StoredBundle<T> | undefined>;
   /**
    * Writes `bundle` if the store still holds `expected` (undefined: if it still holds nothing) and
    * returns what is stored now. Throws CertStoreConflictError when someone else wrote first, having
    * written nothing itself; the caller loads again and decides again.
    */
-  save(bundle: CertBundle, expected: StoredBundle | undefined): Promise<StoredBundle>;
+  save(bundle: T, expected: StoredBundle<T> | undefined): Promise<StoredBundle<T>>;
 }

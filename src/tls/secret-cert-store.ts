@@ -13,6 +13,19 @@ export interface SecretCertStoreOptions {
   labels?: Record<string, string>;
 }
 
+/** How a value maps onto a Secret's `data` (base64 values). */
+export interface SecretLayout<T> {
+  /** The keys this layout owns: a save rewrites them (and drops those the value leaves out); other keys stay. */
+  keys: readonly string[];
+  toData(value: T): Record<string, string>;
+  /** Absent keys must come back as something the caller's policy judges (empty strings), not as a throw. */
+  fromData(data: Record<string, string> | undefined): T;
+}
+
+export interface SecretStoreOptions<T> extends SecretCertStoreOptions {
+  layout: SecretLayout<T>;
+}
+
 const TLS_SECRET_TYPE = 'kubernetes.io/tls';
 
 function decode(data: Record<string, string> | undefined, key: string): string | undefined {
@@ -48,31 +61,38 @@ export function secretDataOf(bundle: CertBundle): Record<string, string> {
   return data;
 }
 
-function stored(secret: V1Secret, fallback: CertBundle): StoredBundle {
-  return { bundle: secret.data === undefined ? fallback : bundleFromSecretData(secret.data), version: secret.metadata?.resourceVersion ?? '' };
-}
+/** The webhook's CA and serving certificate: the kubernetes.io/tls keys plus ca.key and ca-previous.crt. */
+export const CERT_BUNDLE_LAYOUT: SecretLayout<CertBundle> = {
+  keys: Object.values(CERT_FILES),
+  toData: secretDataOf,
+  fromData: bundleFromSecretData,
+};
 
 /**
- * CertStore in one `kubernetes.io/tls` Secret shared by all replicas (tls.crt, tls.key, ca.crt,
- * ca.key, ca-previous.crt). The first save creates it, and a create that loses the race gets 409;
- * later saves replace it carrying the resourceVersion that was read, so a replica that decided on
- * an old state gets 409 too. Both surface as CertStoreConflictError: the caller reads the winner's
- * bundle and adopts it, which is how replicas never keep two different CAs alive.
+ * A value kept in one `kubernetes.io/tls` Secret shared by all replicas, laid out by `layout`. The
+ * first save creates it, and a create that loses the race gets 409; later saves replace it carrying
+ * the resourceVersion that was read, so a replica that decided on an old state gets 409 too. Both
+ * surface as CertStoreConflictError: the caller reads the winner's value and adopts it, which is how
+ * replicas never keep two different CAs (or client certificates) alive.
  */
-export class SecretCertStore implements CertStore {
+export class SecretStore<T> implements CertStore<T> {
   readonly description: string;
 
-  constructor(private readonly options: SecretCertStoreOptions) {
+  constructor(private readonly options: SecretStoreOptions<T>) {
     this.description = `secret ${options.namespace}/${options.name}`;
   }
 
-  async load(): Promise<StoredBundle | undefined> {
+  async load(): Promise<StoredBundle<T> | undefined> {
     const secret = await this.read();
-    return secret === undefined ? undefined : stored(secret, bundleFromSecretData(secret.data));
+    return secret === undefined ? undefined : this.stored(secret, this.options.layout.fromData(secret.data));
   }
 
-  async save(bundle: CertBundle, expected: StoredBundle | undefined): Promise<StoredBundle> {
+  async save(bundle: T, expected: StoredBundle<T> | undefined): Promise<StoredBundle<T>> {
     return expected === undefined ? this.create(bundle) : this.replace(bundle, expected.version);
+  }
+
+  private stored(secret: V1Secret, fallback: T): StoredBundle<T> {
+    return { bundle: secret.data === undefined ? fallback : this.options.layout.fromData(secret.data), version: secret.metadata?.resourceVersion ?? '' };
   }
 
   private async read(): Promise<V1Secret | undefined> {
@@ -85,15 +105,15 @@ export class SecretCertStore implements CertStore {
     }
   }
 
-  private async create(bundle: CertBundle): Promise<StoredBundle> {
-    const { core, namespace, name, labels } = this.options;
+  private async create(bundle: T): Promise<StoredBundle<T>> {
+    const { core, namespace, name, labels, layout } = this.options;
     const body: V1Secret = {
       metadata: { name, namespace, ...(labels ? { labels } : {}) },
       type: TLS_SECRET_TYPE,
-      data: secretDataOf(bundle),
+      data: layout.toData(bundle),
     };
     try {
-      return stored(await core.createNamespacedSecret({ namespace, body }), bundle);
+      return this.stored(await core.createNamespacedSecret({ namespace, body }), bundle);
     } catch (error) {
       if (httpStatusOf(error) === 409) {
         throw new CertStoreConflictError(`${this.description} was created by someone else first`, { cause: error });
@@ -102,8 +122,8 @@ export class SecretCertStore implements CertStore {
     }
   }
 
-  private async replace(bundle: CertBundle, version: string): Promise<StoredBundle> {
-    const { core, namespace, name } = this.options;
+  private async replace(bundle: T, version: string): Promise<StoredBundle<T>> {
+    const { core, namespace, name, layout } = this.options;
     // Read-modify-replace keeps what others put on the Secret (labels, annotations, other keys,
     // its type, which is immutable); the resourceVersion makes the replace fail if it moved on.
     const current = await this.read();
@@ -111,12 +131,12 @@ export class SecretCertStore implements CertStore {
     if (current.metadata?.resourceVersion !== version) {
       throw new CertStoreConflictError(`${this.description} changed since it was read`);
     }
-    // Other keys stay; ours are all rewritten, and ca-previous.crt goes when the bundle has none.
-    const others = Object.entries(current.data ?? {}).filter(([key]) => !Object.values<string>(CERT_FILES).includes(key));
-    current.data = { ...Object.fromEntries(others), ...secretDataOf(bundle) };
+    // Other keys stay; ours are all rewritten, and one the value leaves out (ca-previous.crt) goes.
+    const others = Object.entries(current.data ?? {}).filter(([key]) => !layout.keys.includes(key));
+    current.data = { ...Object.fromEntries(others), ...layout.toData(bundle) };
     (current.metadata ??= {}).resourceVersion = version;
     try {
-      return stored(await core.replaceNamespacedSecret({ name, namespace, body: current }), bundle);
+      return this.stored(await core.replaceNamespacedSecret({ name, namespace, body: current }), bundle);
     } catch (error) {
       const status = httpStatusOf(error);
       if (status === 409 || status === 404) {
@@ -130,5 +150,12 @@ export class SecretCertStore implements CertStore {
     const status = httpStatusOf(error);
     const detail = apiStatusOf(error)?.message ?? (error instanceof Error ? error.message : String(error));
     return new CertStoreError(`cannot ${verb} ${this.description}${status === undefined ? '' : ` (HTTP ${status})`}: ${detail}`, { cause: error });
+  }
+}
+
+/** CertStore of the webhook's CA and serving certificate in one Secret (see CERT_BUNDLE_LAYOUT). */
+export class SecretCertStore extends SecretStore<CertBundle> {
+  constructor(options: SecretCertStoreOptions) {
+    super({ ...options, layout: CERT_BUNDLE_LAYOUT });
   }
 }

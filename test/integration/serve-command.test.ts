@@ -82,4 +82,26 @@ describe('vgpu-warden serve (the real process)', function () {
       rmSync(certDir, { recursive: true, force: true });
     }
   });
+
+  it('refuses to start with the extender off loopback and no client authentication: exit 2, one line, no stack', async () => {
+    const { controlPlane } = testCluster();
+    const run = (args: string[], env: Record<string, string>) => new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
+      const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('EXTENDER_')));
+      const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve', ...args], {
+        env: { ...inherited, KUBECONFIG: controlPlane.kubeconfigPath, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+      child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+      child.once('exit', (code) => { done({ code, stdout, stderr }); });
+    });
+    const why = 'not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods';
+    expect(await run([], { EXTENDER_HOST: '0.0.0.0' })).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: invalid EXTENDER_HOST="0.0.0.0": ${why}\n` });
+    expect(await run(['--extender-host', '10.1.2.3'], {})).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: invalid --extender-host="10.1.2.3": ${why}\n` });
+    // Client authentication on, but no Secret to keep the CA in: refused just as plainly.
+    expect(await run([], { EXTENDER_HOST: '0.0.0.0', EXTENDER_CLIENT_AUTH: 'true' })).to.deep.equal({
+      code: 2, stdout: '', stderr: 'vgpu-warden: invalid EXTENDER_CLIENT_AUTH="true": needs CERT_SECRET_NAME: kube-scheduler\'s client certificate is issued from the CA kept in that Secret\n',
+    });
+  });
 });

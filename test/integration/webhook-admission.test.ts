@@ -77,11 +77,15 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       expect(created.spec?.containers[0]?.resources?.limits).to.deep.equal({ 'nvidia.com/gpu': '1' });
     });
 
-    it('skips pods labelled hami.io/webhook=ignore (objectSelector)', async () => {
+    it('gives a pod label hami.io/webhook=ignore no effect: the pod is mutated, forged annotations denied', async () => {
       const { core, namespace } = testCluster();
       const body = gpuPod('opted-out');
       body.metadata = { name: 'opted-out', labels: { 'hami.io/webhook': 'ignore' } };
-      expect((await core.createNamespacedPod({ namespace, body })).spec?.schedulerName).to.equal('default-scheduler');
+      expect((await core.createNamespacedPod({ namespace, body })).spec?.schedulerName).to.equal('hami-scheduler');
+      body.metadata = { name: 'opted-out-forger', labels: { 'hami.io/webhook': 'ignore' }, annotations: { 'hami.io/vgpu-devices-allocated': 'GPU-0,NVIDIA,1000,10:;' } };
+      const error: unknown = await core.createNamespacedPod({ namespace, body }).then(() => undefined, (caught: unknown) => caught);
+      expect(httpStatusOf(error)).to.equal(403);
+      expect(apiStatusOf(error)?.message).to.include('scheduler-owned annotations (hami.io/vgpu-devices-allocated)');
     });
   });
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -18,6 +18,7 @@ import { findFreePort } from '../../src/local/free-port.js';
 import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-node.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { createLogger } from '../../src/telemetry/logger.js';
+import { nonLoopbackAddress } from './mtls-request.js';
 import { eventually, uniqueName } from './test-cluster.js';
 
 export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
@@ -38,14 +39,26 @@ export class ExtenderFixture {
   readonly core: CoreV1Api;
 
   private readonly env: Record<string, string>;
+  /** With client authentication: the Secrets (in default) and the address kube-scheduler dials. */
+  private readonly clientAuth: { caSecret: string; clientSecret: string; address: string } | undefined;
 
   /**
    * `env` overrides vgpu-warden settings (e.g. SWEEP_ENABLED=false) for this fixture's server;
-   * `options.nodePolicy` sets NODE_SCHEDULER_POLICY there and the matching kube-scheduler profile.
+   * `options.nodePolicy` sets NODE_SCHEDULER_POLICY there and the matching kube-scheduler profile;
+   * `options.clientAuth` runs the extender as deployed: on all interfaces, serving only the client
+   * certificate vgpu-warden issues into a Secret, which kube-scheduler reads from files (as from the
+   * mounted Secret), dialling this machine's non-loopback address.
    */
-  constructor(private readonly plane: ControlPlane, env: Record<string, string> = {}, options: { nodePolicy?: NodePolicy } = {}) {
+  constructor(private readonly plane: ControlPlane, env: Record<string, string> = {}, options: { nodePolicy?: NodePolicy; clientAuth?: boolean } = {}) {
     this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
-    this.env = options.nodePolicy === undefined ? env : { ...env, NODE_SCHEDULER_POLICY: options.nodePolicy };
+    this.clientAuth = options.clientAuth === true
+      ? { caSecret: uniqueName('e2e-tls'), clientSecret: uniqueName('e2e-scheduler-client'), address: nonLoopbackAddress() }
+      : undefined;
+    const clientAuthEnv: Record<string, string> = this.clientAuth === undefined ? {} : {
+      EXTENDER_HOST: '0.0.0.0', EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: this.clientAuth.caSecret,
+      EXTENDER_CLIENT_SECRET_NAME: this.clientAuth.clientSecret, CERT_HOSTS: `127.0.0.1,${this.clientAuth.address}`,
+    };
+    this.env = { ...clientAuthEnv, ...env, ...(options.nodePolicy === undefined ? {} : { NODE_SCHEDULER_POLICY: options.nodePolicy }) };
   }
 
   async start(): Promise<void> {
@@ -74,10 +87,21 @@ export class ExtenderFixture {
     this.simulator.start();
 
     const caPem = this.server.keeper.current()?.caBundlePem;
+    const extenderTls = this.clientAuth === undefined
+      ? { extenderUrl: `https://127.0.0.1:${this.server.extender.port}`, ...(caPem ? { caPem } : {}) }
+      : { extenderUrl: `https://${this.clientAuth.address}:${this.server.extender.port}`, clientTls: await this.mountClientSecret(this.clientAuth.clientSecret) };
     this.scheduler = await this.plane.startScheduler(kubeSchedulerConfiguration({
-      schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${this.server.extender.port}`, ...(caPem ? { caPem } : {}),
-      nodePolicy: config.nodeSchedulerPolicy,
+      schedulerName: 'hami-scheduler', ...extenderTls, nodePolicy: config.nodeSchedulerPolicy,
     }));
+  }
+
+  /** Writes the client-certificate Secret into files, as the kubelet mounts it for kube-scheduler. */
+  private async mountClientSecret(name: string): Promise<{ certFile: string; keyFile: string; caFile: string }> {
+    const secret = await this.core.readNamespacedSecret({ name, namespace: 'default' });
+    const dir = join(this.certDir, 'extender-client');
+    mkdirSync(dir, { mode: 0o700 });
+    for (const [key, value] of Object.entries(secret.data ?? {})) writeFileSync(join(dir, key), Buffer.from(value, 'base64'), { mode: 0o600 });
+    return { certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key'), caFile: join(dir, 'ca.crt') };
   }
 
   /**
@@ -114,6 +138,9 @@ export class ExtenderFixture {
     this.simulator?.stop();
     await this.simulatorCache?.stop();
     await this.server?.stop();
+    for (const name of this.clientAuth === undefined ? [] : [this.clientAuth.caSecret, this.clientAuth.clientSecret]) {
+      await this.core.deleteNamespacedSecret({ name, namespace: 'default' }).catch(() => undefined);
+    }
     rmSync(this.certDir, { recursive: true, force: true });
   }
 

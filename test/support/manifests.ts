@@ -15,6 +15,8 @@ import {
   type V1RoleBinding,
   type V1Service,
   type V1ServiceAccount,
+  type V1ValidatingAdmissionPolicy,
+  type V1ValidatingAdmissionPolicyBinding,
 } from '@kubernetes/client-node';
 
 /** Where the kustomize base lives. */
@@ -61,6 +63,8 @@ export interface ManifestKinds {
   Service: V1Service;
   PodDisruptionBudget: V1PodDisruptionBudget;
   MutatingWebhookConfiguration: V1MutatingWebhookConfiguration;
+  ValidatingAdmissionPolicy: V1ValidatingAdmissionPolicy;
+  ValidatingAdmissionPolicyBinding: V1ValidatingAdmissionPolicyBinding;
 }
 
 /** Every object of `kind`, in order. */

@@ -70,6 +70,15 @@ describe('cli', () => {
     expect(seen).to.have.length(0);
   });
 
+  it('refuses an extender off loopback without client authentication with exit 2 and one line, running nothing', async () => {
+    const seen: CommandContext[] = [];
+    const { io, err, out } = recorder({ EXTENDER_HOST: '0.0.0.0' });
+    expect(await runCli(['echo'], [echoCommand(seen)], io)).to.equal(EXIT_USAGE);
+    expect(err).to.deep.equal(['vgpu-warden: invalid EXTENDER_HOST="0.0.0.0": not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods']);
+    expect(out).to.deep.equal([]);
+    expect(seen).to.have.length(0);
+  });
+
   it('passes parsed flags and the validated config (flag over env) to the command', async () => {
     const seen: CommandContext[] = [];
     const { io } = recorder({ NODELOCK_EXPIRE: '10m' });

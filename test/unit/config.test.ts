@@ -66,6 +66,16 @@ describe('config', () => {
     [{ CERT_HOSTS: '010.0.0.1' }, 'invalid CERT_HOSTS="010.0.0.1"'],
     [{ CERT_SECRET_NAME: 'Not/A/Name' }, 'invalid CERT_SECRET_NAME="Not/A/Name"'],
     [{ CERT_RENEW_BEFORE: '9000h' }, 'invalid CERT_RENEW_BEFORE="9000h": must be shorter than CERT_VALIDITY (8760h)'],
+    [{ EXTENDER_HOST: '0.0.0.0' }, 'invalid EXTENDER_HOST="0.0.0.0": not a loopback address, so EXTENDER_CLIENT_AUTH=true is required'],
+    [{ EXTENDER_HOST: '::' }, 'invalid EXTENDER_HOST="::": not a loopback address'],
+    [{ EXTENDER_HOST: '10.0.0.7', EXTENDER_CLIENT_AUTH: 'false' }, 'invalid EXTENDER_HOST="10.0.0.7": not a loopback address'],
+    [{ EXTENDER_HOST: 'gpu.example.com' }, 'invalid EXTENDER_HOST="gpu.example.com": not a loopback address'],
+    [{ EXTENDER_HOST: '::ffff:10.0.0.7' }, 'invalid EXTENDER_HOST="::ffff:10.0.0.7": not a loopback address'],
+    [{ EXTENDER_CLIENT_AUTH: 'yes please' }, 'invalid EXTENDER_CLIENT_AUTH="yes please": expected true or false'],
+    [{ EXTENDER_CLIENT_AUTH: 'true' }, 'invalid EXTENDER_CLIENT_AUTH="true": needs CERT_SECRET_NAME'],
+    [{ EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: 'same', EXTENDER_CLIENT_SECRET_NAME: 'same' },
+      'invalid EXTENDER_CLIENT_SECRET_NAME="same": must differ from CERT_SECRET_NAME: kube-scheduler mounts it, and must never see the CA key'],
+    [{ EXTENDER_CLIENT_SECRET_NAME: 'Not/A/Name' }, 'invalid EXTENDER_CLIENT_SECRET_NAME="Not/A/Name"'],
   ];
   for (const [env, message] of invalid) {
     it(`fails on ${JSON.stringify(env)} with one line naming variable, value and rule`, () => {
@@ -92,6 +102,17 @@ describe('config', () => {
   it('reads the webhook and certificate settings', () => {
     const config = loadConfig({ CERT_HOSTS: 'gpu.example.com, 10.0.0.7', CERT_SECRET_NAME: 'vgpu-warden-tls', DEFAULT_GPU_NUM: '0', POD_NAMESPACE: 'gpu-system' });
     expect(config).to.deep.include({ certHosts: ['gpu.example.com', '10.0.0.7'], certSecretName: 'vgpu-warden-tls', defaultGpuCount: 0, namespace: 'gpu-system', webhookConfigName: undefined });
+  });
+
+  it('serves the extender without client certificates on loopback only', () => {
+    for (const host of ['127.0.0.1', '127.0.0.53', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1']) {
+      expect(loadConfig({ EXTENDER_HOST: host }), host).to.deep.include({ extenderHost: host, extenderClientAuth: false });
+    }
+    expect(loadConfig({ EXTENDER_HOST: '0.0.0.0', EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: 'vgpu-warden-tls' })).to.deep.include({
+      extenderHost: '0.0.0.0', extenderClientAuth: true, extenderClientSecretName: 'vgpu-warden-scheduler-client',
+    });
+    // A flag names itself in the refusal.
+    expect(() => loadConfig({}, { 'extender-host': '0.0.0.0' })).to.throw(ConfigError, 'invalid --extender-host="0.0.0.0": not a loopback address');
   });
 
   it('treats an empty NODELOCK_FORCE_AFTER as never', () => {

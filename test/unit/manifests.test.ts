@@ -4,12 +4,13 @@ import { loadYaml, type V1Container, type V1PolicyRule } from '@kubernetes/clien
 import { expect } from 'chai';
 import { loadConfig } from '../../src/config.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
+import { servingNames } from '../../src/tls/serving-names.js';
 import { findObject, loadManifestObjects, MANIFESTS_DIR, objectsOfKind, readKustomization } from '../support/manifests.js';
 
 const NAMESPACE = 'vgpu-warden';
 const RBAC_KINDS = new Set(['ClusterRole', 'Role']);
 const BINDING_KINDS = new Set(['ClusterRoleBinding', 'RoleBinding']);
-const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration']);
+const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
 const REQUIRED_LABELS = ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/component', 'app.kubernetes.io/part-of'];
 // Roles the bindings may reference without shipping them: the apiserver's bootstrap roles.
 const BUILT_IN_ROLES = new Set(['ClusterRole/system:kube-scheduler', 'ClusterRole/system:volume-scheduler', 'Role/kube-system/extension-apiserver-authentication-reader']);
@@ -20,9 +21,12 @@ const objects = loadManifestObjects(kustomization);
 const deployment = findObject(objects, 'Deployment', 'vgpu-warden');
 const podSpec = deployment.spec!.template.spec!;
 const podLabels = deployment.spec!.template.metadata!.labels!;
+const schedulerDeployment = findObject(objects, 'Deployment', 'vgpu-warden-scheduler');
+const schedulerPodSpec = schedulerDeployment.spec!.template.spec!;
+const schedulerPodLabels = schedulerDeployment.spec!.template.metadata!.labels!;
 const container = (name: string): V1Container => {
-  const found = podSpec.containers.find((candidate) => candidate.name === name);
-  if (!found) throw new Error(`no container ${name} in the Deployment`);
+  const found = [...podSpec.containers, ...schedulerPodSpec.containers].find((candidate) => candidate.name === name);
+  if (!found) throw new Error(`no container ${name} in the Deployments`);
   return found;
 };
 const warden = container('vgpu-warden');
@@ -93,7 +97,7 @@ describe('manifests/ (the kustomize base)', () => {
       expect([...(kustomization.resources ?? [])].sort()).to.deep.equal(files.filter((file) => !notResources.includes(file)).sort());
     });
 
-    it('sets no namespace: it would move the kube-system RoleBinding of the scheduler sidecar', () => {
+    it('sets no namespace: it would move the kube-system RoleBinding of kube-scheduler', () => {
       expect(kustomization.namespace).to.equal(undefined);
     });
   });
@@ -119,38 +123,74 @@ describe('manifests/ (the kustomize base)', () => {
       }
       expect(object.metadata?.labels?.['app.kubernetes.io/name']).to.equal('vgpu-warden');
     }
-    for (const label of REQUIRED_LABELS) expect(podLabels[label], label).to.be.a('string').and.not.empty;
-    expect(podLabels['app.kubernetes.io/version']).to.equal(packageVersion);
+    for (const labels of [podLabels, schedulerPodLabels]) {
+      for (const label of REQUIRED_LABELS) expect(labels[label], label).to.be.a('string').and.not.empty;
+      expect(labels['app.kubernetes.io/version']).to.equal(packageVersion);
+    }
     expect(deployment.metadata?.labels?.['app.kubernetes.io/version']).to.equal(packageVersion);
+    expect(schedulerDeployment.metadata?.labels?.['app.kubernetes.io/version']).to.equal(packageVersion);
     expect(warden.image).to.equal(`vgpu-warden:${packageVersion}`);
   });
 
   it('keeps vgpu-warden itself out of its webhook and enforces Pod Security restricted on its namespace', () => {
     const namespace = findObject(objects, 'Namespace', NAMESPACE);
     expect(namespace.metadata?.labels).to.deep.include({ 'hami.io/webhook': 'ignore', 'pod-security.kubernetes.io/enforce': 'restricted' });
-    expect(podLabels['hami.io/webhook']).to.equal('ignore');
+    // The opt-out is the namespace label only (cluster admins set it); a pod label would be the tenant's own.
+    for (const webhook of webhookConfig.webhooks ?? []) {
+      expect(webhook.objectSelector, webhook.name).to.equal(undefined);
+      expect(webhook.namespaceSelector?.matchExpressions).to.deep.include({ key: 'hami.io/webhook', operator: 'NotIn', values: ['ignore'] });
+    }
   });
 
   describe('the Deployment', () => {
-    it('runs 2 replicas of vgpu-warden serve next to the stock kube-scheduler, spread over nodes', () => {
+    it('runs 2 replicas of vgpu-warden serve alone, under its own ServiceAccount, spread over nodes', () => {
       expect(deployment.spec?.replicas).to.equal(2);
       expect(selects(deployment.spec?.selector.matchLabels, podLabels), 'selector does not match the pod labels').to.equal(true);
-      expect(podSpec.containers.map((entry) => entry.name)).to.have.members(['vgpu-warden', 'kube-scheduler']);
+      expect(podSpec.containers.map((entry) => entry.name)).to.deep.equal(['vgpu-warden']);
       expect(warden.args).to.deep.equal(['serve']);
-      expect(scheduler.image).to.equal('registry.k8s.io/kube-scheduler:v1.34.4');
-      expect(scheduler.command).to.include('--config=/config/config.yaml');
       expect(findObject(objects, 'ServiceAccount', podSpec.serviceAccountName ?? '', NAMESPACE).metadata?.name).to.equal('vgpu-warden');
       const term = podSpec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.podAffinityTerm;
       expect(term?.topologyKey).to.equal('kubernetes.io/hostname');
       expect(selects(term?.labelSelector?.matchLabels, podLabels)).to.equal(true);
     });
 
+    it('runs 2 replicas of the stock kube-scheduler in a Deployment of their own, under another ServiceAccount', () => {
+      expect(schedulerDeployment.spec?.replicas).to.equal(2);
+      expect(selects(schedulerDeployment.spec?.selector.matchLabels, schedulerPodLabels)).to.equal(true);
+      // Neither Deployment's selector takes the other's pods.
+      expect(selects(deployment.spec?.selector.matchLabels, schedulerPodLabels)).to.equal(false);
+      expect(selects(schedulerDeployment.spec?.selector.matchLabels, podLabels)).to.equal(false);
+      expect(schedulerPodSpec.containers.map((entry) => entry.name)).to.deep.equal(['kube-scheduler']);
+      expect(scheduler.image).to.equal('registry.k8s.io/kube-scheduler:v1.34.4');
+      expect(scheduler.command).to.include('--config=/config/config.yaml');
+      expect(schedulerPodSpec.serviceAccountName).to.equal('vgpu-warden-scheduler');
+      expect(findObject(objects, 'ServiceAccount', schedulerPodSpec.serviceAccountName ?? '', NAMESPACE)).to.not.equal(undefined);
+      const term = schedulerPodSpec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.podAffinityTerm;
+      expect(term?.topologyKey).to.equal('kubernetes.io/hostname');
+      expect(selects(term?.labelSelector?.matchLabels, schedulerPodLabels)).to.equal(true);
+    });
+
     it('mounts the scheduler ConfigMap where --config points', () => {
       const mount = scheduler.volumeMounts?.find((entry) => entry.mountPath === '/config');
-      const volume = podSpec.volumes?.find((entry) => entry.name === mount?.name);
+      const volume = schedulerPodSpec.volumes?.find((entry) => entry.name === mount?.name);
       expect(volume?.configMap?.name).to.equal(schedulerConfigMap.metadata?.name);
       expect(volume?.configMap?.items).to.deep.equal([{ key: 'config.yaml', path: 'config.yaml' }]);
       expect(schedulerConfigMap.data).to.have.property('config.yaml');
+    });
+
+    it("mounts vgpu-warden's client-certificate Secret where kube-scheduler's tlsConfig points, readable by its group only", () => {
+      const config = loadConfig(wardenEnvironment('vgpu-warden-7d9f-abcde'));
+      const { tlsConfig } = loadYaml<{ extenders: { tlsConfig: Record<string, string> }[] }>(schedulerConfigMap.data!['config.yaml']!).extenders[0]!;
+      const volume = schedulerPodSpec.volumes?.find((entry) => entry.secret?.secretName === config.extenderClientSecretName);
+      const mount = scheduler.volumeMounts?.find((entry) => entry.name === volume?.name);
+      expect(mount?.readOnly).to.equal(true);
+      expect(tlsConfig).to.deep.equal({
+        certFile: `${mount?.mountPath ?? ''}/tls.crt`, keyFile: `${mount?.mountPath ?? ''}/tls.key`, caFile: `${mount?.mountPath ?? ''}/ca.crt`,
+      });
+      expect(volume?.secret?.defaultMode).to.equal(0o440);
+      expect(schedulerPodSpec.securityContext?.fsGroup).to.equal(scheduler.securityContext?.runAsGroup);
+      // vgpu-warden's own pod mounts no Secret: its certificates come from the API.
+      expect((podSpec.volumes ?? []).filter((entry) => entry.secret !== undefined)).to.deep.equal([]);
     });
 
     for (const name of ['vgpu-warden', 'kube-scheduler']) {
@@ -205,11 +245,19 @@ describe('manifests/ (the kustomize base)', () => {
         schedulerConfigMap.data!['config.yaml']!,
       );
       expect(schedulerConfig.profiles.map((profile) => profile.schedulerName)).to.deep.equal([config.schedulerName]);
-      expect(config.extenderHost).to.equal('127.0.0.1');
-      expect(schedulerConfig.extenders[0]?.urlPrefix).to.equal(`https://127.0.0.1:${config.extenderPort}`);
+      // The extender off loopback, behind its own Service, and only for kube-scheduler's certificate.
+      expect(config).to.deep.include({ extenderHost: '0.0.0.0', extenderClientAuth: true });
+      const extenderService = findObject(objects, 'Service', 'vgpu-warden-extender', namespace);
+      const url = new URL(schedulerConfig.extenders[0]?.urlPrefix ?? '');
+      expect(url.protocol).to.equal('https:');
+      expect(url.hostname).to.equal(`${extenderService.metadata?.name ?? ''}.${namespace}.svc`);
+      const servicePort = extenderService.spec?.ports?.find((entry) => entry.port === Number(url.port || 443));
+      expect(containerPort(warden.ports, servicePort?.targetPort)).to.equal(config.extenderPort);
+      // kube-scheduler verifies our serving certificate for the name it dials.
+      expect(servingNames({ serviceName: config.serviceName, namespace, extraHosts: config.certHosts })).to.include(url.hostname);
       expect(schedulerConfig.leaderElection.resourceNamespace).to.equal(namespace);
       expect(namedGrants('leases', 'update', namespace)).to.include.members([config.leaseName, schedulerConfig.leaderElection.resourceName]);
-      expect(namedGrants('secrets', 'update', namespace)).to.deep.equal([config.certSecretName]);
+      expect(namedGrants('secrets', 'update', namespace)).to.have.members([config.certSecretName, config.extenderClientSecretName]);
       expect(roles.filter((role) => role.kind === 'ClusterRole').flatMap((role) => role.rules ?? [])
         .filter((rule) => rule.resources?.includes('mutatingwebhookconfigurations') === true)
         .flatMap((rule) => rule.resourceNames ?? [])).to.deep.equal([config.webhookConfigName]);
@@ -226,10 +274,12 @@ describe('manifests/ (the kustomize base)', () => {
       // NODE_SCHEDULER_POLICY of the Deployment (unset: the default, binpack) and the profile must match.
       const nodePolicy = loadConfig(wardenEnvironment('vgpu-warden-7d9f-abcde')).nodeSchedulerPolicy;
       expect(nodePolicy).to.equal('binpack');
+      const clientDir = '/etc/vgpu-warden/extender-client';
       expect(loadYaml(schedulerConfigMap.data?.['config.yaml'] ?? '')).to.deep.equal(kubeSchedulerConfiguration({
         schedulerName: 'hami-scheduler',
-        extenderUrl: 'https://127.0.0.1:9444',
+        extenderUrl: `https://vgpu-warden-extender.${NAMESPACE}.svc:443`,
         nodePolicy,
+        clientTls: { certFile: `${clientDir}/tls.crt`, keyFile: `${clientDir}/tls.key`, caFile: `${clientDir}/ca.crt` },
         leaderElection: { leaderElect: true, resourceNamespace: NAMESPACE, resourceName: 'vgpu-warden-scheduler' },
       }));
     });
@@ -251,16 +301,28 @@ describe('manifests/ (the kustomize base)', () => {
       }
     });
 
+    it("routes the extender Service (443) to vgpu-warden's extender port, never to kube-scheduler, with client-IP affinity", () => {
+      const extender = findObject(objects, 'Service', 'vgpu-warden-extender');
+      expect(selects(extender.spec?.selector, podLabels)).to.equal(true);
+      expect(selects(extender.spec?.selector, schedulerPodLabels)).to.equal(false);
+      expect(containerPort(warden.ports, extender.spec?.ports?.find((entry) => entry.port === 443)?.targetPort)).to.equal(9444);
+      expect(extender.spec?.sessionAffinity).to.equal('ClientIP');
+    });
+
     it('exposes the metrics port through the metrics Service', () => {
       const metrics = findObject(objects, 'Service', 'vgpu-warden-metrics');
       expect(selects(metrics.spec?.selector, podLabels)).to.equal(true);
       expect(containerPort(warden.ports, metrics.spec?.ports?.[0]?.targetPort)).to.equal(9395);
     });
 
-    it('keeps one replica through disruptions', () => {
+    it('keeps one replica of each Deployment through disruptions', () => {
       const budget = findObject(objects, 'PodDisruptionBudget', 'vgpu-warden');
       expect(budget.spec?.minAvailable).to.equal(1);
       expect(selects(budget.spec?.selector?.matchLabels, podLabels)).to.equal(true);
+      const schedulerBudget = findObject(objects, 'PodDisruptionBudget', 'vgpu-warden-scheduler');
+      expect(schedulerBudget.spec?.minAvailable).to.equal(1);
+      expect(selects(schedulerBudget.spec?.selector?.matchLabels, schedulerPodLabels)).to.equal(true);
+      expect(selects(schedulerBudget.spec?.selector?.matchLabels, podLabels)).to.equal(false);
     });
   });
 
@@ -282,7 +344,7 @@ describe('manifests/ (the kustomize base)', () => {
         { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'patch'] },
         { apiGroups: [''], resources: ['pods/binding'], verbs: ['create'] },
         { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
-        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: [''], resources: ['events'], verbs: ['create'] },
         { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['vgpu-warden'], verbs: ['get', 'update'] },
       ]);
     });
@@ -300,17 +362,23 @@ describe('manifests/ (the kustomize base)', () => {
       }
     });
 
-    it('binds only the ServiceAccount, to shipped roles or the built-in kube-scheduler ones', () => {
+    it("binds vgpu-warden's ServiceAccount to its own roles only, and the built-in kube-scheduler roles to kube-scheduler's only", () => {
       const shipped = new Set(roles.map((role) => (role.kind === 'Role' ? `Role/${role.metadata?.namespace ?? ''}/${role.metadata?.name ?? ''}` : `ClusterRole/${role.metadata?.name ?? ''}`)));
-      const referenced = bindings.map((binding) => (binding.roleRef.kind === 'Role'
+      const reference = (binding: (typeof bindings)[number]) => (binding.roleRef.kind === 'Role'
         ? `Role/${binding.metadata?.namespace ?? ''}/${binding.roleRef.name}`
-        : `ClusterRole/${binding.roleRef.name}`));
-      for (const reference of referenced) expect(shipped.has(reference) || BUILT_IN_ROLES.has(reference), reference).to.equal(true);
-      expect(referenced).to.include.members([...BUILT_IN_ROLES]);
-      for (const binding of bindings) {
-        expect(BINDING_KINDS.has(binding.kind ?? '')).to.equal(true);
-        expect(binding.subjects).to.deep.equal([{ kind: 'ServiceAccount', name: podSpec.serviceAccountName, namespace: NAMESPACE }]);
-      }
+        : `ClusterRole/${binding.roleRef.name}`);
+      for (const binding of bindings) expect(shipped.has(reference(binding)) || BUILT_IN_ROLES.has(reference(binding)), reference(binding)).to.equal(true);
+      const boundTo = (serviceAccount: string | undefined) => bindings
+        .filter((binding) => {
+          expect(BINDING_KINDS.has(binding.kind ?? '')).to.equal(true);
+          expect(binding.subjects, `${binding.metadata?.name ?? ''} binds one ServiceAccount`).to.have.length(1);
+          expect(binding.subjects?.[0]).to.deep.include({ kind: 'ServiceAccount', namespace: NAMESPACE });
+          return binding.subjects?.[0]?.name === serviceAccount;
+        })
+        .map(reference);
+      expect(boundTo(podSpec.serviceAccountName)).to.have.members(['ClusterRole/vgpu-warden', `Role/${NAMESPACE}/vgpu-warden`]);
+      expect(boundTo(schedulerPodSpec.serviceAccountName)).to.have.members([...BUILT_IN_ROLES, `Role/${NAMESPACE}/vgpu-warden-scheduler`]);
+      expect(boundTo(podSpec.serviceAccountName).length + boundTo(schedulerPodSpec.serviceAccountName).length).to.equal(bindings.length);
     });
   });
 });

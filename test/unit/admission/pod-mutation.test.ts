@@ -161,9 +161,13 @@ describe('pod mutation on CREATE (HAMi NVIDIA rules)', () => {
       expect(mutated(unnamed).result.spec.schedulerName).to.equal('hami-scheduler');
     });
 
-    it('skips pods labelled hami.io/webhook=ignore, even with forged annotations', () => {
-      const decision = mutatePodOnCreate(pod([ctr('a', { limits: { 'nvidia.com/gpu': '1' } })], {}, { labels: { 'hami.io/webhook': 'ignore' }, annotations: { 'hami.io/bind-phase': 'x' } }), CONFIG);
-      expect(decision.kind).to.equal('skip');
+    it('gives a pod label hami.io/webhook=ignore no effect: forged annotations are denied, GPU pods mutated', () => {
+      const optOut = { labels: { 'hami.io/webhook': 'ignore' } };
+      const forged = mutatePodOnCreate(pod([ctr('a', { limits: { 'nvidia.com/gpu': '1' } })], {}, { ...optOut, annotations: { 'hami.io/bind-phase': 'x' } }), CONFIG);
+      expect(forged).to.deep.include({ kind: 'deny', code: 403 });
+      const gpu = mutated(pod([ctr('a', { limits: { 'nvidia.com/gpu': '1' } })], {}, optOut));
+      expect(gpu.result.spec.schedulerName).to.equal('hami-scheduler');
+      expect(gpu.result.metadata?.labels).to.deep.equal(optOut.labels);
     });
 
     it('allows non-GPU pods with no patch', () => {

@@ -23,9 +23,11 @@ function argsOf(profile: Profile | undefined, plugin: string): Record<string, un
 describe('kube-scheduler configuration', () => {
   it('manifests/kube-scheduler-config.yaml is exactly what the code builds for the cluster (binpack, the default policy)', () => {
     const shipped = loadYaml(readFileSync(resolve(import.meta.dirname, '..', '..', '..', 'manifests', 'kube-scheduler-config.yaml'), 'utf8'));
+    const clientDir = '/etc/vgpu-warden/extender-client';
     const cluster = {
       schedulerName: 'hami-scheduler',
-      extenderUrl: 'https://127.0.0.1:9444',
+      extenderUrl: 'https://vgpu-warden-extender.vgpu-warden.svc:443',
+      clientTls: { certFile: `${clientDir}/tls.crt`, keyFile: `${clientDir}/tls.key`, caFile: `${clientDir}/ca.crt` },
       leaderElection: { leaderElect: true, resourceNamespace: 'vgpu-warden', resourceName: 'vgpu-warden-scheduler' },
     };
     expect(shipped).to.deep.equal(kubeSchedulerConfiguration({ ...cluster, nodePolicy: 'binpack' }));
@@ -38,6 +40,13 @@ describe('kube-scheduler configuration', () => {
     expect(config.extenders[0]).to.deep.include({ filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', nodeCacheCapable: true, httpTimeout: '30s', enableHTTPS: true });
     expect(config.extenders[0]?.tlsConfig).to.deep.equal({ caData: Buffer.from('PEM').toString('base64') });
     expect((config.extenders[0]?.managedResources as { name: string; ignoredByScheduler: boolean }[]).every((resource) => resource.ignoredByScheduler)).to.equal(true);
+  });
+
+  it('verifies the extender and presents a client certificate from files, skips verification only with neither CA nor files', () => {
+    const files = { certFile: '/c/tls.crt', keyFile: '/c/tls.key', caFile: '/c/ca.crt' };
+    expect(built({ clientTls: files }).extenders[0]?.tlsConfig).to.deep.equal(files);
+    expect(built().extenders[0]?.tlsConfig).to.deep.equal({ insecure: true });
+    expect(() => built({ clientTls: files, caPem: 'PEM' })).to.throw(TypeError, 'not both');
   });
 
   it('weighs the extender so that one point of its 0..10 score beats every score plugin together', () => {

@@ -97,6 +97,26 @@ describe('CertKeeper', function () {
       'DNS:localhost, IP Address:127.0.0.1, IP Address:10.0.0.7');
   });
 
+  it('runs onSettled after every round with the stored bundle, CA key included, after handing out; its failure fails the round', async () => {
+    const settled: string[] = [];
+    let fail = false;
+    const { keeper, events } = harness({
+      onSettled: (bundle) => {
+        events.push('onSettled');
+        settled.push(bundle.caKeyPem);
+        return fail ? Promise.reject(new Error('client certificate not published')) : Promise.resolve();
+      },
+    });
+    await keeper.ensure();
+    expect(events).to.deep.equal(['apply updated (1 CAs)', 'onChange', 'onSettled']);
+    expect(settled[0]).to.equal(readFileSync(join(dir, 'ca.key'), 'utf8'));
+    await keeper.ensure();
+    expect(settled).to.have.length(2);
+    fail = true;
+    const error = await keeper.ensure().then(() => undefined, (caught: unknown) => caught);
+    expect((error as Error).message).to.equal('client certificate not published');
+  });
+
   it('names each CA by its time of issue, in characters Go accepts in a PrintableString', async () => {
     clock.now = new Date('2031-03-01T12:34:56.789Z');
     const { keeper } = harness({ names: ['*.wild.example', ...NAMES] });
