@@ -1,6 +1,45 @@
 // Type-aware lint for the whole project: sources, tests and benchmarks.
+import { dirname, isAbsolute, relative, resolve } from 'node:path';
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+
+const srcDir = resolve(import.meta.dirname, 'src');
+
+/**
+ * The HAMi device-plugin stand-in and the kubelet simulator check src/ from the outside: a constant
+ * or codec shared with src/ would make a bug symmetric and invisible. This rule resolves every
+ * relative or absolute module specifier (static and dynamic imports, re-exports, `import type`,
+ * `import x = require()`, `typeof import()`) against the importing file and reports any that lands
+ * in src/. no-restricted-imports matches specifier text only and skips dynamic imports, hence a rule.
+ */
+const noSrcImports = {
+  meta: {
+    type: 'problem',
+    docs: { description: 'forbid modules that resolve into src/' },
+    schema: [],
+    messages: { intoSrc: '"{{specifier}}" resolves into src/; this code must share nothing with src/ (write it from the wire contract).' },
+  },
+  create(context) {
+    const check = (node) => {
+      const literal = node?.type === 'TSLiteralType' ? node.literal : node;
+      if (literal?.type !== 'Literal' || typeof literal.value !== 'string') return;
+      const specifier = literal.value;
+      if (!specifier.startsWith('.') && !isAbsolute(specifier)) return;
+      const target = relative(srcDir, resolve(dirname(context.filename), specifier));
+      if (target === '' || (!target.startsWith('..') && !isAbsolute(target))) {
+        context.report({ node: literal, messageId: 'intoSrc', data: { specifier } });
+      }
+    };
+    return {
+      ImportDeclaration: (node) => { check(node.source); },
+      ExportNamedDeclaration: (node) => { check(node.source); },
+      ExportAllDeclaration: (node) => { check(node.source); },
+      ImportExpression: (node) => { check(node.source); },
+      TSExternalModuleReference: (node) => { check(node.expression); },
+      TSImportType: (node) => { check(node.argument); },
+    };
+  },
+};
 
 export default tseslint.config(
   { ignores: ['dist/**', 'coverage/**', 'node_modules/**', 'webhook-certs/**'] },
@@ -30,6 +69,11 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-expressions': 'off',
       '@typescript-eslint/no-non-null-assertion': 'off',
     },
+  },
+  {
+    files: ['test/support/hami-plugin/**', 'test/support/kubelet-sim/**'],
+    plugins: { boundary: { rules: { 'no-src-imports': noSrcImports } } },
+    rules: { 'boundary/no-src-imports': 'error' },
   },
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
 );

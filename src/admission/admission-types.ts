@@ -15,6 +15,8 @@ export interface AdmissionRequest {
   object?: unknown;
   oldObject?: unknown;
   dryRun?: boolean;
+  /** CreateOptions / UpdateOptions / DeleteOptions of the call (a DELETE's gracePeriodSeconds). */
+  options?: unknown;
 }
 
 export interface AdmissionStatus {

@@ -1,6 +1,7 @@
 import { deletionFence, deletionTimestampOf, type FenceView } from '../lock/deletion-fence.js';
 import type { PodRef } from '../lock/lock-value.js';
 import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/node-locks.js';
+import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
 
 /** hami.io/vgpu-node: the node the scheduler chose, set before the Binding exists. */
 export const VGPU_NODE_ANNOTATION = 'hami.io/vgpu-node';
@@ -10,7 +11,7 @@ export interface LockReleaser {
 }
 
 export type DeleteOutcome =
-  | { kind: 'skipped'; reason: 'dry-run' | 'no-pod' | 'no-node' }
+  | { kind: 'skipped'; reason: 'dry-run' | 'no-pod' | 'no-node' | 'awaiting-allocation' }
   | { kind: 'done'; node: string; result: ReleaseResult }
   | { kind: 'failed'; node: string; error: unknown }
   | { kind: 'timed-out'; node: string };
@@ -29,10 +30,25 @@ export function nodeOfPod(pod: Record<string, unknown>): string | undefined {
 }
 
 /**
+ * Whether kubelet may still admit and allocate the pod: bound to its node with
+ * bind-phase=allocating. kubelet admits pods that arrive already marked for deletion, and the device
+ * plugin finds the pod to serve through the node lock. Even a DELETE with gracePeriodSeconds 0 leaves
+ * the pod in place until the call completes (and a later admission plugin may still refuse it), so
+ * the lock stays until the pod is gone (the pod watch's DELETED event and the sweeper free it then)
+ * or allocated (the plugin frees it).
+ */
+function mayStillBeAllocated(pod: Record<string, unknown>, node: string): boolean {
+  const spec = isRecord(pod.spec) ? pod.spec : {};
+  const annotations = isRecord(pod.metadata) && isRecord(pod.metadata.annotations) ? pod.metadata.annotations : {};
+  return spec.nodeName === node && annotations[BIND_PHASE_ANNOTATION] === 'allocating';
+}
+
+/**
  * On pod DELETE, frees the node lock the pod holds. Owner-checked through NodeLocks.release, so a
  * delete can never free another pod's lock; idempotent for the repeated DELETE calls of a graceful
  * delete; bounded by `timeoutMs` so the delete is never held up (ARCHITECTURE invariant 5).
- * An unbound pod with no chosen node costs no API call.
+ * An unbound pod with no chosen node costs no API call, nor does a pod that kubelet may still
+ * allocate (mayStillBeAllocated).
  */
 export async function releaseLockOfDeletedPod(
   oldObject: unknown,
@@ -47,6 +63,7 @@ export async function releaseLockOfDeletedPod(
   if (name === undefined || name === '' || namespace === undefined || namespace === '') return { kind: 'skipped', reason: 'no-pod' };
   const node = nodeOfPod(oldObject);
   if (node === undefined) return { kind: 'skipped', reason: 'no-node' };
+  if (mayStillBeAllocated(oldObject, node)) return { kind: 'skipped', reason: 'awaiting-allocation' };
 
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => { resolve('timeout'); }, deps.timeoutMs); });

@@ -81,11 +81,15 @@ export function classifyLock(
   const releasable = (reason: ReleaseReason): LockClassification => ({ state: 'releasable', reason, ageMs, ...skew });
   if (owner === undefined) return releasable('owner-not-found');
   if (owner.phase === 'Succeeded' || owner.phase === 'Failed') return releasable('owner-terminal');
-  if (owner.deleting) return releasable('owner-deleting');
+  const boundHere = owner.nodeName === nodeName;
+  // A pod being deleted gracefully while it is bound here and not yet allocated can still be admitted
+  // by kubelet (it admits pods that arrive with a deletionTimestamp), and its Allocate resolves the
+  // pod through this lock: freed now, the lock could name the next pod by then and hand it that
+  // pod's GPUs (HAMi #3096). It stays held, by the rules below, until the pod is gone or allocated.
+  if (owner.deleting && !(boundHere && owner.bindPhase === 'allocating')) return releasable('owner-deleting');
   // Bound elsewhere decides at once, before any age rule: kube-scheduler has re-placed the pod (e.g.
   // after our bind died mid-way), so no bind to this node can still be running for it.
   if (owner.nodeName !== undefined && owner.nodeName !== nodeName) return releasable('owner-bound-elsewhere');
-  const boundHere = owner.nodeName === nodeName;
   // Only a pod bound to this node can have finished allocating *here*; an unbound pod may still
   // carry bind-phase from an earlier attempt while a new bind runs.
   if (boundHere && (owner.bindPhase === 'success' || owner.bindPhase === 'failed')) return releasable('allocation-finished');

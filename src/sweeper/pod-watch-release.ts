@@ -5,6 +5,7 @@ import { describeError } from '../errors.js';
 import { isOwnedBy, NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
 import { deletionFence, deletionTimestampOf } from '../lock/deletion-fence.js';
 import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/node-locks.js';
+import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
 
 export interface WatchReleaser {
   release(node: string, pod: { namespace: string; name: string }, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
@@ -46,6 +47,9 @@ export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchRe
     }
     const node = nodeOfPod(pod as unknown as Record<string, unknown>);
     if (node === undefined) return;
+    // Still there, bound here and not yet allocated: kubelet may still admit it and the plugin find it
+    // through the lock. Its DELETED event (or its allocation) frees the lock.
+    if (change !== 'delete' && pod.spec?.nodeName === node && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating') return;
     const lock = deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
     if (lock === undefined || !isOwnedBy(parseLockValue(lock), { namespace, name })) return;
     const fence = deletionFence({ uid: pod.metadata?.uid, deletionTimestamp: deletionTimestampOf(pod.metadata), observedAt: new Date() }, deps.cache);

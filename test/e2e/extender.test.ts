@@ -21,7 +21,7 @@ async function waitAllocated(namespace: string, names: string[], timeoutMs = 90_
   }, timeoutMs, 250);
 }
 
-describe('scheduler extender with the real kube-scheduler and the device-plugin simulator', function () {
+describe('scheduler extender with the real kube-scheduler, the kubelet simulator and the HAMi stand-in', function () {
   this.timeout(180_000);
   let fixture: ExtenderFixture;
 

@@ -4,25 +4,22 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
-import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
 import type { SchedulerHandle } from '../../src/local/control-plane.js';
-import { DevicePluginSimulator } from '../../src/local/device-plugin-simulator.js';
 import { findFreePort } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue } from '../../src/lock/lock-value.js';
-import { NodeLocks } from '../../src/lock/node-locks.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { FaultProxy } from '../support/fault-proxy.js';
+import { HamiDevicePlugin, pluginApiFromCore } from '../support/hami-plugin/index.js';
+import { KubeletSim } from '../support/kubelet-sim/index.js';
 import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
-const BIND_GRACE_MS = 60_000;
 
 function readyz(port: number, caPem: string): Promise<number> {
   return new Promise((done) => {
@@ -71,21 +68,16 @@ describe('a replica SIGKILLed mid-bind', function () {
       return caPem;
     };
 
-    const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
-    const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, kubeConfig.makeApiClient(CoreV1Api)) });
     const group = uniqueName('killed');
     const [first, second] = [`${group}-a`, `${group}-b`];
-    const simulator = new DevicePluginSimulator({
-      core, cache: simulatorCache, allocationDelayMs: 10,
-      locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: BIND_GRACE_MS, expireMs: 300_000 } }),
-      isSimulated: (node) => node === first || node === second,
-    });
+    // Straight to the apiserver, as a node's kubelet and device plugin are (the proxy is vgpu-warden's).
+    const plugin = new HamiDevicePlugin({ api: pluginApiFromCore(core) });
+    const kubelet = new KubeletSim({ kubeConfig: loadKubeConfig(plane.kubeconfigPath), core, plugin, servesNode: (node) => node === first || node === second });
     try {
       await core.createNode({ body: simulatedGpuNode({ name: first, gpus: 2, labels: { 'vgpu-warden.test/group': group } }) });
       const secondNode = simulatedGpuNode({ name: second, gpus: 2, labels: { 'vgpu-warden.test/group': group } });
       await core.createNode({ body: { ...secondNode, spec: { ...secondNode.spec, unschedulable: true } } });
-      await simulatorCache.start();
-      simulator.start();
+      await kubelet.start();
 
       const caPem = await serve();
       scheduler = await plane.startScheduler(kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extenderPort}`, caPem }));
@@ -114,15 +106,17 @@ describe('a replica SIGKILLed mid-bind', function () {
       expect(freed - bound, 'freed at once, not after BIND_GRACE or a sweep').to.be.below(5_000);
       await eventually('the pod to be allocated on the second node', async () => {
         const pod = await core.readNamespacedPod({ name: 'victim', namespace });
-        return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : undefined;
+        return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' && pod.status?.phase === 'Running' ? true : undefined;
       }, 30_000, 50);
+      expect(plugin.records.map((record) => [record.node, record.outcome, record.admitted.name, record.resolvedTo?.name]), 'one Allocate, on the second node, with its own devices')
+        .to.deep.equal([[second, 'allocated', 'victim', 'victim']]);
       expect(await lockOnFirst()).to.equal(undefined);
       expect(output).to.include('released').and.include(first);
     } finally {
       child?.kill('SIGKILL');
       await scheduler?.stop();
-      simulator.stop();
-      await simulatorCache.stop();
+      await kubelet.stop();
+      plugin.stop();
       await proxy.stop();
       rmSync(certDir, { recursive: true, force: true });
       await core.deleteNode({ name: first }).catch(() => undefined);

@@ -21,7 +21,7 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-describe('telemetry of lock decisions (real kube-scheduler, apiserver, simulator)', function () {
+describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet simulator, HAMi stand-in)', function () {
   this.timeout(120_000);
 
   it('a stalled lock is never released before NODELOCK_FORCE_AFTER, and raises the event and the metric', async () => {
@@ -31,7 +31,8 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, simulator
     });
     await fixture.start();
     try {
-      fixture.behaviour = (pod) => (pod.metadata?.name === 'stuck' ? 'stall' : 'allocate');
+      // kubelet never admits it: bound and awaiting Allocate past the expiry, the lock is stalled.
+      fixture.admission = (pod) => (pod.metadata?.name === 'stuck' ? 'never' : 0);
       const { group, nodes } = await fixture.createNodes(1);
       const node = nodes[0] ?? '';
       await core.createNamespacedPod({ namespace, body: gpuPodSpec('stuck', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' }) });

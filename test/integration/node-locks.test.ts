@@ -208,7 +208,7 @@ describe('NodeLocks on a real apiserver', () => {
   });
 
   describe('releaseIfReleasable and inspect', () => {
-    it('releases the lock of a pod being deleted (graceful delete on a kubelet-less node)', async () => {
+    it('keeps the lock of a pod bound here and awaiting Allocate while it is deleted gracefully; frees a lock whose owner is gone', async () => {
       const { core, namespace } = testCluster();
       const node = await createGpuNode(core);
       const pod = await createPod(core, namespace, 'leaving', { nodeName: node, bindPhase: 'allocating' });
@@ -216,12 +216,20 @@ describe('NodeLocks on a real apiserver', () => {
       await core.deleteNamespacedPod({ name: 'leaving', namespace }); // only sets deletionTimestamp here
       const { locks, events } = newLocks();
 
-      const result = await locks.releaseIfReleasable(node, 'webhook');
+      // Bound here and awaiting Allocate: kubelet may still admit it, so the lock is kept.
+      const kept = await locks.releaseIfReleasable(node, 'webhook');
+      expect(kept.outcome).to.equal('kept');
+      expect(kept.classification).to.deep.include({ state: 'held' });
+      expect(await readLock(core, node)).to.equal(lockValue(pod));
 
+      const other = await createPod(core, namespace, 'unbound');
+      await setLock(core, node, lockValue(other));
+      await core.deleteNamespacedPod({ name: 'unbound', namespace });
+      const result = await locks.releaseIfReleasable(node, 'webhook');
       expect(result.outcome).to.equal('released');
-      expect(result.classification).to.deep.include({ state: 'releasable', reason: 'owner-deleting' });
+      expect(result.classification).to.deep.include({ state: 'releasable', reason: 'owner-not-found' });
       expect(await readLock(core, node)).to.equal(undefined);
-      expect(events).to.deep.include.members([{ type: 'released', node, value: result.value, reason: 'owner-deleting', path: 'webhook', ageMs: result.classification?.ageMs }]);
+      expect(events).to.deep.include.members([{ type: 'released', node, value: result.value, reason: 'owner-not-found', path: 'webhook', ageMs: result.classification?.ageMs }]);
     });
 
     it('releases a lock left behind after bind-phase success', async () => {

@@ -90,16 +90,16 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
   });
 
   describe('DELETE', () => {
-    async function lockedBoundPod(name: string): Promise<{ node: string; lock: string }> {
+    async function lockedBoundPod(name: string, bindPhase = 'success'): Promise<{ node: string; lock: string }> {
       const { core, namespace } = testCluster();
       const node = await createGpuNode(core);
-      const pod = await createPod(core, namespace, name, { nodeName: node, bindPhase: 'allocating', gpus: 1 });
+      const pod = await createPod(core, namespace, name, { nodeName: node, bindPhase, gpus: 1 });
       const lock = formatLockValue(new Date(), pod);
       await setLock(core, node, lock);
       return { node, lock };
     }
 
-    it('releases the lock before a graceful delete returns (the pod stays, terminating)', async () => {
+    it('releases a lock left behind before a graceful delete returns (the pod stays, terminating)', async () => {
       const { core, namespace } = testCluster();
       const { node } = await lockedBoundPod('leaving');
       await core.deleteNamespacedPod({ name: 'leaving', namespace });
@@ -110,11 +110,23 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       expect(await readLock(core, node)).to.equal(undefined);
     });
 
-    it('releases the lock before a delete with grace 0 returns', async () => {
+    it('releases a lock left behind before a delete with grace 0 returns', async () => {
       const { core, namespace } = testCluster();
       const { node } = await lockedBoundPod('gone');
       await core.deleteNamespacedPod({ name: 'gone', namespace, gracePeriodSeconds: 0 });
       expect(await readLock(core, node)).to.equal(undefined);
+    });
+
+    // kubelet admits a pod that arrives marked for deletion, and the plugin finds it through the
+    // lock: freed now, the lock could name the next pod by then (found by the chaos suite).
+    it('keeps the lock of a pod bound there and awaiting Allocate, graceful delete or grace 0', async () => {
+      const { core, namespace } = testCluster();
+      const graceful = await lockedBoundPod('awaiting', 'allocating');
+      await core.deleteNamespacedPod({ name: 'awaiting', namespace });
+      expect(await readLock(core, graceful.node)).to.equal(graceful.lock);
+      const forced = await lockedBoundPod('forced', 'allocating');
+      await core.deleteNamespacedPod({ name: 'forced', namespace, gracePeriodSeconds: 0 });
+      expect(await readLock(core, forced.node), 'the webhook runs while the pod still exists').to.equal(forced.lock);
     });
 
     it('does not release the lock on a dry-run delete', async () => {

@@ -1,55 +1,74 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1Pod } from '@kubernetes/client-node';
-import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
 import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
 import { loadConfig } from '../../src/config.js';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
 import type { NodePolicy } from '../../src/devices/score.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
-import { DevicePluginSimulator, type SimulatedOutcome } from '../../src/local/device-plugin-simulator.js';
 import { findFreePort } from '../../src/local/free-port.js';
 import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-node.js';
-import { NodeLocks } from '../../src/lock/node-locks.js';
 import { createLogger } from '../../src/telemetry/logger.js';
+import { HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest, type HamiDevicePluginOptions } from './hami-plugin/index.js';
+import { KubeletSim, type KubeletSimOptions, type Random } from './kubelet-sim/index.js';
 import { nonLoopbackAddress } from './mtls-request.js';
 import { eventually, uniqueName } from './test-cluster.js';
 
 export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
 export const GROUP_LABEL = 'vgpu-warden.test/group';
 
+/** Kubelet simulator settings a test may choose; the fixture supplies the clients, the plugin and the nodes. */
+export type FixtureKubeletOptions = Partial<Pick<KubeletSimOptions, 'seed' | 'order' | 'admitTerminating' | 'admitDeleted' | 'finishGracefulDeletes' | 'teardownDelayMs' | 'onRecord'>>;
+
+/** HAMi stand-in settings a test may choose. */
+export type FixturePluginOptions = Partial<Pick<HamiDevicePluginOptions, 'fallback' | 'delayMs' | 'onRecord'>>;
+
+export interface ExtenderFixtureOptions {
+  /** NODE_SCHEDULER_POLICY for the server, and the matching kube-scheduler profile. */
+  nodePolicy?: NodePolicy;
+  /**
+   * Run the extender as deployed: on all interfaces, serving only the client certificate
+   * vgpu-warden issues into a Secret, which kube-scheduler reads from files (as from the mounted
+   * Secret), dialling this machine's non-loopback address.
+   */
+  clientAuth?: boolean;
+  kubelet?: FixtureKubeletOptions;
+  plugin?: FixturePluginOptions;
+}
+
 /**
  * The whole bind-time path for e2e tests: vgpu-warden's server (webhook + extender) in-process, the
- * real kube-scheduler configured with the shipped KubeSchedulerConfiguration pointing at it, and the
- * device-plugin simulator on the nodes the tests create.
+ * real kube-scheduler configured with the shipped KubeSchedulerConfiguration pointing at it, and on
+ * the nodes this fixture creates a kubelet simulator that admits bound pods and calls the HAMi
+ * device-plugin stand-in's Allocate for them (test/support/kubelet-sim, test/support/hami-plugin:
+ * neither shares code with src/).
  */
 export class ExtenderFixture {
   server: RunningServer | undefined;
   scheduler: SchedulerHandle | undefined;
-  simulator: DevicePluginSimulator | undefined;
-  behaviour: (pod: V1Pod) => SimulatedOutcome = () => 'allocate';
-  private simulatorCache: ClusterCache | undefined;
+  plugin: HamiDevicePlugin | undefined;
+  kubelet: KubeletSim | undefined;
+  /**
+   * When the kubelet admits each pod: this many ms after the bind it saw, or 'never' (the pod stays
+   * bound and Pending, its lock held as for a pod still awaiting Allocate). Default: at once.
+   */
+  admission: (pod: V1Pod, random: Random) => number | 'never' = () => 0;
+  /** What the device-plugin stand-in does on each Allocate call. Default: allocate as HAMi does. */
+  allocation: (request: AllocateRequest) => AllocateAction = () => ({ kind: 'allocate' });
   private readonly certDir = mkdtempSync(join(tmpdir(), 'extender-certs-'));
+  /** The nodes this fixture created: the only ones its kubelet simulator runs. */
+  private readonly nodes = new Set<string>();
   readonly core: CoreV1Api;
 
   private readonly env: Record<string, string>;
   /** With client authentication: the Secrets (in default) and the address kube-scheduler dials. */
   private readonly clientAuth: { caSecret: string; clientSecret: string; address: string } | undefined;
 
-  /**
-   * `env` overrides vgpu-warden settings (e.g. SWEEP_ENABLED=false) for this fixture's server;
-   * `options.nodePolicy` sets NODE_SCHEDULER_POLICY there and the matching kube-scheduler profile;
-   * `options.clientAuth` runs the extender as deployed: on all interfaces, serving only the client
-   * certificate vgpu-warden issues into a Secret, which kube-scheduler reads from files (as from the
-   * mounted Secret), dialling this machine's non-loopback address.
-   */
-  constructor(private readonly plane: ControlPlane, env: Record<string, string> = {}, options: { nodePolicy?: NodePolicy; clientAuth?: boolean } = {}) {
+  /** `env` overrides vgpu-warden settings (e.g. SWEEP_ENABLED=false) for this fixture's server. */
+  constructor(private readonly plane: ControlPlane, env: Record<string, string> = {}, private readonly options: ExtenderFixtureOptions = {}) {
     this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
     this.clientAuth = options.clientAuth === true
       ? { caSecret: uniqueName('e2e-tls'), clientSecret: uniqueName('e2e-scheduler-client'), address: nonLoopbackAddress() }
@@ -72,19 +91,16 @@ export class ExtenderFixture {
     this.server = await startServer(config, createLogger('warn'));
     await this.server.cache.waitForSync(30_000);
 
-    const kubeConfig = loadKubeConfig(this.plane.kubeconfigPath);
-    this.simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, this.core) });
-    await this.simulatorCache.start();
-    const simulatorCache = this.simulatorCache;
-    this.simulator = new DevicePluginSimulator({
+    this.plugin = new HamiDevicePlugin({ api: pluginApiFromCore(this.core), ...this.options.plugin, behaviour: (request) => this.allocation(request) });
+    this.kubelet = new KubeletSim({
+      kubeConfig: loadKubeConfig(this.plane.kubeconfigPath),
       core: this.core,
-      cache: simulatorCache,
-      locks: new NodeLocks({ api: new KubeNodeLockApi(this.core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
-      isSimulated: (node) => simulatorCache.node(node)?.metadata?.labels?.[SIMULATED_LABEL] === 'true',
-      allocationDelayMs: 10,
-      behaviour: (pod) => this.behaviour(pod),
+      plugin: this.plugin,
+      servesNode: (node) => this.nodes.has(node),
+      ...this.options.kubelet,
+      admitDelayMs: (pod, random) => this.admission(pod, random),
     });
-    this.simulator.start();
+    await this.kubelet.start();
 
     const caPem = this.server.keeper.current()?.caBundlePem;
     const extenderTls = this.clientAuth === undefined
@@ -135,8 +151,8 @@ export class ExtenderFixture {
 
   async stop(): Promise<void> {
     await this.scheduler?.stop();
-    this.simulator?.stop();
-    await this.simulatorCache?.stop();
+    await this.kubelet?.stop();
+    this.plugin?.stop();
     await this.server?.stop();
     for (const name of this.clientAuth === undefined ? [] : [this.clientAuth.caSecret, this.clientAuth.clientSecret]) {
       await this.core.deleteNamespacedSecret({ name, namespace: 'default' }).catch(() => undefined);
@@ -150,6 +166,7 @@ export class ExtenderFixture {
     const nodes: string[] = [];
     for (let index = 0; index < count; index++) {
       const name = `${group}-n${index}`;
+      this.nodes.add(name);
       await this.core.createNode({ body: simulatedGpuNode({ name, gpus, gpuMemoryMiB, labels: { [SIMULATED_LABEL]: 'true', [GROUP_LABEL]: group } }) });
       nodes.push(name);
     }

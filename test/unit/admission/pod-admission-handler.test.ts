@@ -61,6 +61,23 @@ describe('PodAdmissionHandler', () => {
     expect(locks.calls.map((call) => call.node)).to.deep.equal(['gpu-2']);
   });
 
+  it('keeps the lock on DELETE of a pod bound there and awaiting allocation, graceful or not (the pod watch frees it once gone)', async () => {
+    const locks = new RecordingReleaser();
+    const { handler, outcomes } = handlerWith(locks);
+    const awaiting = { ...gpuPod, metadata: { ...gpuPod.metadata, annotations: { 'hami.io/bind-phase': 'allocating' } }, spec: { ...gpuPod.spec, nodeName: 'gpu-1' } };
+    const response = await handler.handle(deleteRequest(awaiting, { options: { kind: 'DeleteOptions', gracePeriodSeconds: 30 } }));
+    expect(response).to.deep.equal({ uid: 'del-1', allowed: true });
+    await handler.handle(deleteRequest(awaiting, { options: { gracePeriodSeconds: 0 } }));
+    expect(locks.calls, 'kubelet may still admit it and the plugin find it through the lock').to.deep.equal([]);
+    expect(outcomes.map((outcome) => outcome.operation === 'DELETE' ? outcome.outcome : undefined)).to.deep.equal([
+      { kind: 'skipped', reason: 'awaiting-allocation' },
+      { kind: 'skipped', reason: 'awaiting-allocation' },
+    ]);
+    const allocated = { ...awaiting, metadata: { ...awaiting.metadata, annotations: { 'hami.io/bind-phase': 'success' } } };
+    await handler.handle(deleteRequest(allocated));
+    expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
+  });
+
   it('makes no release call for an unbound pod with no node, nor for a dry run', async () => {
     const locks = new RecordingReleaser();
     const { handler, outcomes } = handlerWith(locks);

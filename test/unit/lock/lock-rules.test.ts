@@ -68,9 +68,23 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
       });
     }
 
-    it('releasable: P being deleted (deletionTimestamp set), even while awaiting allocation', () => {
-      expect(classifyLock(lockAged(1 * SECOND), boundAllocating({ deleting: true }), NODE, NOW, CONFIG))
+    it('releasable: P being deleted (deletionTimestamp set) before it is bound here, even inside the bind grace', () => {
+      expect(classifyLock(lockAged(1 * SECOND), pod({ deleting: true }), NODE, NOW, CONFIG))
         .to.deep.include({ state: 'releasable', reason: 'owner-deleting' });
+      expect(classifyLock(lockAged(1 * SECOND), pod({ deleting: true, nodeName: NODE, bindPhase: 'success' }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'owner-deleting' });
+    });
+
+    // Found by the chaos suite (seed 1): kubelet admits a pod that arrives with a deletionTimestamp,
+    // and the plugin resolves it through the lock; freed at the delete, the lock named the next pod
+    // by then, and the deleted pod got that pod's GPUs.
+    it('held: P being deleted gracefully while bound here and awaiting allocation (kubelet may still admit it)', () => {
+      expect(classifyLock(lockAged(1 * SECOND), boundAllocating({ deleting: true }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'held', reason: 'bind-in-progress' });
+      expect(classifyLock(lockAged(120 * SECOND), boundAllocating({ deleting: true }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'held', reason: 'awaiting-allocation' });
+      expect(classifyLock(lockAged(600 * SECOND), boundAllocating({ deleting: true }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'stalled' });
     });
 
     for (const bindPhase of ['success', 'failed']) {

@@ -11,8 +11,12 @@ const lockedNode = (name: string, lock: string | undefined, rv: string): V1Node 
   return { ...base, metadata: { ...base.metadata, resourceVersion: rv, annotations: { ...base.metadata?.annotations, ...(lock === undefined ? {} : { 'hami.io/mutex.lock': lock }) } } };
 };
 
-const pod = (name: string, rv: string, extra: { nodeName?: string; deleting?: boolean } = {}): V1Pod => ({
-  metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: rv, ...(extra.deleting === true ? { deletionTimestamp: new Date('2026-01-01T00:00:00Z') } : {}) },
+const pod = (name: string, rv: string, extra: { nodeName?: string; deleting?: boolean; bindPhase?: string } = {}): V1Pod => ({
+  metadata: {
+    name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: rv,
+    ...(extra.deleting === true ? { deletionTimestamp: new Date('2026-01-01T00:00:00Z') } : {}),
+    ...(extra.bindPhase === undefined ? {} : { annotations: { 'hami.io/bind-phase': extra.bindPhase } }),
+  },
   spec: { containers: [{ name: 'c' }], ...(extra.nodeName === undefined ? {} : { nodeName: extra.nodeName }) },
   status: { phase: 'Pending' },
 });
@@ -72,6 +76,14 @@ describe('pod-watch release', () => {
   it('releases the lock of a pod being deleted, by owner', async () => {
     const { pods, locks } = await build();
     pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a', deleting: true }));
+    expect(locks.released).to.deep.equal(['gpu-a:ns/p:watch']);
+  });
+
+  it('keeps the lock of a pod being deleted while bound there and awaiting allocation, and frees it once the pod is gone', async () => {
+    const { pods, locks } = await build();
+    pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a', deleting: true, bindPhase: 'allocating' }));
+    expect(locks.released, 'kubelet may still admit it').to.deep.equal([]);
+    pods.emit('DELETED', pod('p', '3', { nodeName: 'gpu-a', deleting: true, bindPhase: 'allocating' }));
     expect(locks.released).to.deep.equal(['gpu-a:ns/p:watch']);
   });
 });

@@ -1,0 +1,101 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { resolve } from 'node:path';
+import { findFreePort } from '../../src/local/free-port.js';
+
+const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
+
+export interface ReplicaPorts {
+  webhook: number;
+  extender: number;
+  metrics: number;
+}
+
+/** One vgpu-warden replica: a real `serve` process, talking to the apiserver through its own kubeconfig. */
+interface Replica {
+  index: number;
+  ports: ReplicaPorts;
+  kubeconfig: string;
+  child: ChildProcess | undefined;
+  starts: number;
+}
+
+/**
+ * Runs vgpu-warden replicas as real processes (as a Deployment would: shared certificate Secret,
+ * leader election on), and kills and restarts them. A replica's ports stay the same across
+ * restarts, so the balancers in front keep working.
+ */
+export class ReplicaSet {
+  private readonly replicas: Replica[] = [];
+  private readonly log: WriteStream;
+
+  constructor(private readonly options: { env: Record<string, string>; logFile: string }) {
+    this.log = createWriteStream(options.logFile, { flags: 'a' });
+  }
+
+  async add(kubeconfig: string): Promise<number> {
+    const index = this.replicas.length;
+    this.replicas.push({ index, kubeconfig, child: undefined, starts: 0, ports: { webhook: await findFreePort(), extender: await findFreePort(), metrics: await findFreePort() } });
+    return index;
+  }
+
+  ports(index: number): ReplicaPorts {
+    return this.replica(index).ports;
+  }
+
+  get size(): number {
+    return this.replicas.length;
+  }
+
+  isUp(index: number): boolean {
+    const child = this.replica(index).child;
+    return child !== undefined && child.exitCode === null && child.signalCode === null;
+  }
+
+  start(index: number): void {
+    const replica = this.replica(index);
+    if (this.isUp(index)) return;
+    replica.starts++;
+    const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
+      env: {
+        ...process.env, ...this.options.env, KUBECONFIG: replica.kubeconfig, POD_NAME: `replica-${index}`,
+        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(replica.ports.webhook), EXTENDER_PORT: String(replica.ports.extender),
+        METRICS_HOST: '127.0.0.1', METRICS_PORT: String(replica.ports.metrics),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const tag = `[replica-${index}#${replica.starts}] `;
+    const write = (chunk: Buffer) => { this.log.write(chunk.toString().split('\n').filter(Boolean).map((line) => `${tag}${line}\n`).join('')); };
+    child.stdout.on('data', write);
+    child.stderr.on('data', write);
+    replica.child = child;
+  }
+
+  /** SIGKILL: no shutdown hooks, no lock clean-up, as an OOM kill or a node loss. */
+  async kill(index: number): Promise<void> {
+    const child = this.replica(index).child;
+    if (child === undefined || !this.isUp(index)) return;
+    const exited = new Promise((done) => child.once('exit', done));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all(this.replicas.map(async (replica) => {
+      const child = replica.child;
+      if (child === undefined || !this.isUp(replica.index)) return;
+      const exited = new Promise((done) => child.once('exit', done));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }));
+    await new Promise<void>((done) => { this.log.end(done); });
+  }
+
+  private replica(index: number): Replica {
+    const replica = this.replicas[index];
+    if (replica === undefined) throw new RangeError(`no replica ${index}`);
+    return replica;
+  }
+}

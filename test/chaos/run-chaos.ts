@@ -1,0 +1,219 @@
+// The chaos runner: a real control plane, two vgpu-warden replicas (real processes, leader election
+// on, each behind its own fault proxy), the real kube-scheduler and kube-controller-manager, the
+// HAMi device-plugin stand-in with its kubelet simulator on simulated GPU nodes, a seeded random
+// workload and a seeded fault plan, with the invariants checked continuously.
+//   npm run chaos -- --seed N --minutes M [--nodes 6] [--keep-logs]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, loadYaml, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import { ControlPlane } from '../../src/local/control-plane.js';
+import { locateBinaries } from '../../src/local/k8s-binaries.js';
+import { ShutdownHooks } from '../../src/local/shutdown-hooks.js';
+import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
+import { bundleFromSecretData } from '../../src/tls/secret-cert-store.js';
+import { FaultProxy } from '../support/fault-proxy.js';
+import { ClusterObserver } from './cluster-observer.js';
+import { DEFAULT_INTERVALS, describeFault, planFaults } from './fault-plan.js';
+import { FaultInjector, OutageLog } from './fault-injector.js';
+import { checkAllBound, checkCapacity, checkForeignDevices, LockTracker, type Violation } from './invariants.js';
+import { createNodeAgents } from './node-agents-impl.js';
+import { Prng } from './prng.js';
+import { ReplicaSet } from './replica-set.js';
+import { TcpBalancer } from './tcp-balancer.js';
+import { Timeline } from './timeline.js';
+import { PLUGIN_BEHAVIOUR_LABEL, Workload, type PluginBehaviour } from './workload.js';
+
+const repoRoot = resolve(import.meta.dirname, '..', '..');
+const { values: args } = parseArgs({
+  options: {
+    seed: { type: 'string', default: '1' },
+    minutes: { type: 'string', default: '2' },
+    nodes: { type: 'string', default: '6' },
+    'keep-logs': { type: 'boolean', default: false },
+  },
+});
+const seed = Number(args.seed);
+const minutes = Number(args.minutes);
+const nodeCount = Number(args.nodes);
+if (!Number.isInteger(seed) || !(minutes > 0) || !Number.isInteger(nodeCount) || nodeCount < 2) {
+  process.stderr.write('chaos: --seed must be an integer, --minutes a positive number, --nodes an integer >= 2\n');
+  process.exit(2);
+}
+
+const GPUS_PER_NODE = 4;
+const SWEEP_EVERY_S = 5;
+const LEASE_S = 15;
+// Shares are at most 1/4 of a GPU (6000 of 24576 MiB, 25 of 100 cores), so a GPU with at most 3
+// shares always has room for one more. A 2-GPU pod cannot be placed only if every node has at most
+// one such GPU, i.e. at least 3 x 4 shares on each: more than this budget. So every pending pod fits.
+const MAX_GPU_UNITS = Math.min(3 * GPUS_PER_NODE * nodeCount - 1, 2 * GPUS_PER_NODE * nodeCount);
+const CHAOS_MS = minutes * 60_000;
+const SETTLE_MS = 8_000;
+const QUIESCE_MS = 90_000;
+const NAMESPACE = 'chaos';
+const NODE_LABEL = { 'chaos.vgpu-warden.io/node': 'true' };
+
+const log = (line: string) => { process.stdout.write(`[chaos] ${line}\n`); };
+const logDir = mkdtempSync(join(tmpdir(), `vgpu-warden-chaos-${seed}-`));
+const random = new Prng(seed);
+const plan = planFaults(random.fork('faults'), { startMs: SETTLE_MS, endMs: CHAOS_MS, replicas: 2, meanIntervalMs: DEFAULT_INTERVALS });
+log(`seed ${seed}, ${minutes} min of chaos, ${nodeCount} nodes x ${GPUS_PER_NODE} GPUs, at most ${MAX_GPU_UNITS} GPU shares live; ${plan.length} faults planned; logs in ${logDir}`);
+
+const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process), baseDir: logDir });
+const cleanups: (() => Promise<unknown>)[] = [];
+const violations: Violation[] = [];
+let exitCode = 0;
+try {
+  const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const apps = kubeConfig.makeApiClient(AppsV1Api);
+  const manager = await plane.startControllerManager();
+  cleanups.push(() => manager.stop());
+  await core.createNamespace({ body: { metadata: { name: 'vgpu-warden' } } });
+  await core.createNamespace({ body: { metadata: { name: NAMESPACE, labels: { 'chaos.vgpu-warden.io/webhook': 'on' } } } });
+  const nodes = Array.from({ length: nodeCount }, (_, index) => `chaos-node-${index}`);
+  for (const name of nodes) await core.createNode({ body: simulatedGpuNode({ name, gpus: GPUS_PER_NODE, labels: NODE_LABEL }) });
+
+  // Two replicas, each with its own proxy to the apiserver (faults hit one replica at a time).
+  const proxies = [await FaultProxy.start({ upstream: plane, baseDir: logDir }), await FaultProxy.start({ upstream: plane, baseDir: logDir })];
+  cleanups.push(() => Promise.all(proxies.map((proxy) => proxy.stop())));
+  const replicas = new ReplicaSet({
+    logFile: join(logDir, 'replicas.log'),
+    env: {
+      POD_NAMESPACE: 'vgpu-warden', CERT_SECRET_NAME: 'vgpu-warden-tls', CERT_HOSTS: '127.0.0.1', WEBHOOK_CONFIG_NAME: 'chaos-webhook',
+      SWEEP_SCHEDULE: `*/${SWEEP_EVERY_S} * * * * *`, LOG_LEVEL: 'info',
+    },
+  });
+  cleanups.push(() => replicas.stopAll());
+  for (const proxy of proxies) await replicas.add(proxy.kubeconfigPath);
+  const up = (port: (index: number) => number) => () => Array.from({ length: replicas.size }, (_, index) => index).filter((index) => replicas.isUp(index)).map(port);
+  const extender = await TcpBalancer.start(up((index) => replicas.ports(index).extender));
+  const webhook = await TcpBalancer.start(up((index) => replicas.ports(index).webhook));
+  cleanups.push(() => extender.stop(), () => webhook.stop());
+
+  // The webhook (CREATE defaults, DELETE release) for the chaos namespace, reached through the balancer.
+  const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(join(repoRoot, 'manifests', 'webhook.yaml'), 'utf8'));
+  await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({ body: {
+    metadata: { name: 'chaos-webhook' },
+    webhooks: (shipped.webhooks ?? []).map((entry) => ({
+      ...entry, clientConfig: { url: `https://127.0.0.1:${webhook.port}/mutate` }, namespaceSelector: { matchLabels: { 'chaos.vgpu-warden.io/webhook': 'on' } },
+    })),
+  } });
+
+  replicas.start(0);
+  const caPem = await (async () => {
+    for (let waited = 0; waited < 60_000; waited += 250) {
+      const secret = await core.readNamespacedSecret({ namespace: 'vgpu-warden', name: 'vgpu-warden-tls' }).catch(() => undefined);
+      const bundle = secret === undefined ? undefined : bundleFromSecretData(secret.data);
+      if (bundle !== undefined && bundle.caCertPem !== '') return bundle.caCertPem;
+      await new Promise((done) => setTimeout(done, 250));
+    }
+    throw new Error('replica 0 did not create its certificate Secret within 60 s');
+  })();
+  replicas.start(1);
+  const scheduler = await plane.startScheduler(kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extender.port}`, caPem }));
+  cleanups.push(() => scheduler.stop());
+
+  const behaviourOf = (labels: Readonly<Record<string, string>>): PluginBehaviour => {
+    const value = labels[PLUGIN_BEHAVIOUR_LABEL];
+    return value === 'fail' || value === 'stall' ? value : 'ok';
+  };
+  const agents = createNodeAgents({ core, kubeConfig, nodes, behaviourOf, seed });
+  await agents.start();
+  cleanups.push(() => agents.stop());
+
+  const started = Date.now();
+  const timeline = new Timeline({ started });
+  const outages = new OutageLog();
+  const observer = new ClusterObserver({ core, namespace: NAMESPACE, nodeSelector: 'chaos.vgpu-warden.io/node=true', timeline });
+  const locks = new LockTracker({ staleAfterMs: (SWEEP_EVERY_S + LEASE_S + 10) * 1000 });
+  const workload = new Workload({ core, apps, random: random.fork('workload'), timeline, options: { namespace: NAMESPACE, schedulerName: 'hami-scheduler', nodeSelector: NODE_LABEL, maxGpuUnits: MAX_GPU_UNITS } });
+  const injector = new FaultInjector({ plane, proxies, replicas, timeline, outages, started });
+  const boundPods = new Set<string>();
+  let checkedRecords = 0;
+  let latest = await observer.snapshot();
+
+  const report = (found: Violation[]) => {
+    for (const violation of found) {
+      violations.push(violation);
+      log(`VIOLATION ${violation.invariant}: ${violation.message}\n--- time line (seed ${seed}) ---\n${timeline.explain(violation.subjects)}\n---`);
+    }
+  };
+  const check = async () => {
+    const snapshot = await observer.snapshot();
+    if (snapshot === undefined) return;
+    latest = snapshot;
+    for (const pod of snapshot.pods) if (pod.nodeName !== undefined) boundPods.add(pod.uid);
+    const records = agents.records();
+    report(checkCapacity(snapshot, agents.decode).filter((found) => !violations.some((known) => known.message === found.message)));
+    report(checkForeignDevices(records.slice(checkedRecords)));
+    checkedRecords = records.length;
+    report(locks.observe(snapshot, records, (from, to) => outages.within(from, to)));
+  };
+
+  injector.schedule(plan);
+  log('chaos phase');
+  let nextCheck = 0;
+  while (Date.now() - started < CHAOS_MS) {
+    await workload.step(latest);
+    if (Date.now() >= nextCheck) {
+      await check();
+      nextCheck = Date.now() + 500;
+    }
+    await new Promise((done) => setTimeout(done, 150 + Math.floor(random.next() * 450)));
+  }
+
+  log('quiesce phase: faults off, stalled pods deleted, every pending pod must bind');
+  await injector.stop();
+  for (let index = 0; index < replicas.size; index++) replicas.start(index);
+  await workload.deleteAllStalls();
+  const quiesceEnd = Date.now() + QUIESCE_MS;
+  for (;;) {
+    await check();
+    if (latest !== undefined && checkAllBound(latest).length === 0) break;
+    if (Date.now() > quiesceEnd) {
+      if (latest !== undefined) report(checkAllBound(latest));
+      break;
+    }
+    await new Promise((done) => setTimeout(done, 500));
+  }
+  // Locks whose owners are gone must go within the stale bound after the faults stopped too.
+  const lockDeadline = Date.now() + (SWEEP_EVERY_S + 10) * 1000;
+  while (Date.now() < lockDeadline) {
+    await check();
+    await new Promise((done) => setTimeout(done, 500));
+  }
+
+  const records = agents.records();
+  const summary = {
+    seed, minutes, nodes: nodeCount, gpusPerNode: GPUS_PER_NODE,
+    workload: workload.counts,
+    podsBound: boundPods.size,
+    allocations: { total: records.length, ok: records.filter((record) => record.ok).length, failed: records.filter((record) => !record.ok).length },
+    faults: injector.applied,
+    faultsPlanned: plan.length,
+    violations: violations.length,
+  };
+  log(`summary ${JSON.stringify(summary)}`);
+  if (violations.length > 0) {
+    log(`${violations.length} violation(s); replay with: npm run chaos -- --seed ${seed} --minutes ${minutes}`);
+    log(`fault plan:\n${plan.map(describeFault).join('\n')}`);
+    exitCode = 1;
+  } else {
+    log('0 violations');
+  }
+} catch (error) {
+  log(`the run itself failed: ${(error as Error).stack ?? String(error)}`);
+  exitCode = 3;
+} finally {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  await plane.stop();
+  if (!args['keep-logs'] && exitCode === 0) rmSync(logDir, { recursive: true, force: true });
+  else log(`logs kept in ${logDir}`);
+}
+process.exit(exitCode);

@@ -1,0 +1,34 @@
+/**
+ * HAMi device-plugin stand-in for tests: written from the wire contract, sharing no code with src/
+ * (eslint.config.js enforces it). Start with HamiDevicePlugin; the pure pieces (codec, lock
+ * parsing, GetPendingPod) are exported for unit tests and for checking records against the wire.
+ */
+export {
+  AllocateError,
+  HamiDevicePlugin,
+  PluginStoppedError,
+  type AllocateAction,
+  type AllocateRecord,
+  type AllocateRequest,
+  type AllocateResponse,
+  type HamiDevicePluginOptions,
+  type PodIdentity,
+} from './device-plugin.js';
+export { decodeRegisteredGpus, replicaIds, InventoryFormatError, type RegisteredGpu } from './device-inventory.js';
+export { isLockOwnedBy, LockParseError, NodeLockReleaseError, parseGoRfc3339, parseNodeLock, releaseNodeLock, type HamiLockValue, type ReleaseOutcome } from './node-lock.js';
+export { getPendingPod, PendingPodError, type PendingPod } from './pending-pod.js';
+export { MemoryApiError, MemoryPluginApi, type MemoryCall } from './memory-plugin-api.js';
+export { pluginApiFromCore, type PluginApi } from './plugin-api.js';
+export {
+  decodeContainerDevices,
+  decodePodDevices,
+  encodePodDevices,
+  eraseNextDeviceRequest,
+  MISSING_FIELDS,
+  nextDeviceRequest,
+  PodDevicesFormatError,
+  type HamiDevice,
+  type NextDeviceRequest,
+  type PodDeviceEntries,
+} from './pod-devices.js';
+export * as wire from './wire.js';

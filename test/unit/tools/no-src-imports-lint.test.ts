@@ -1,0 +1,59 @@
+import { resolve } from 'node:path';
+import { expect } from 'chai';
+import { ESLint } from 'eslint';
+import tseslint from 'typescript-eslint';
+
+const root = resolve(import.meta.dirname, '..', '..', '..');
+const RULE = 'boundary/no-src-imports';
+
+// The project's own eslint.config.js, with type-aware parsing off so virtual files can be linted.
+const eslint = new ESLint({ cwd: root, overrideConfig: [{ files: ['**/*.ts'], ...tseslint.configs.disableTypeChecked }] });
+
+async function boundaryProblems(filePath: string, code: string): Promise<string[]> {
+  const [result] = await eslint.lintText(code, { filePath: resolve(root, filePath) });
+  return (result?.messages ?? []).filter((message) => message.ruleId === RULE).map((message) => message.message);
+}
+
+describe('eslint: the HAMi stand-in and the kubelet simulator import nothing from src/', function () {
+  this.timeout(30_000);
+
+  for (const file of ['test/support/hami-plugin/probe.ts', 'test/support/kubelet-sim/nested/probe.ts']) {
+    const up = file.split('/').length - 1;
+    const src = `${'../'.repeat(up)}src`;
+    it(`reports every way of reaching src/ from ${file}`, async () => {
+      const code = [
+        `import { NODE_LOCK_ANNOTATION } from '${src}/lock/lock-value.js';`,
+        `import type { PodRef } from '${src}/lock/lock-value.js';`,
+        `export { decodeAllocation } from '${src}/devices/allocation-codec.js';`,
+        `export * from '${src}/devices/index.js';`,
+        `const lazy = await import('${src}/config.js');`,
+        `type Codec = typeof import('${src}/devices/allocation-codec.js');`,
+        `import { x } from '${resolve(root, 'src', 'errors.js')}';`,
+        `import dir from '${src}';`,
+        'export const used: unknown[] = [NODE_LOCK_ANNOTATION, lazy, x, dir];',
+        'export type Used = [PodRef, Codec];',
+      ].join('\n');
+      const problems = await boundaryProblems(file, code);
+      expect(problems).to.have.length(8);
+      expect(problems[0]).to.include(`"${src}/lock/lock-value.js" resolves into src/`);
+    });
+  }
+
+  it('allows packages, node built-ins and the rest of test/', async () => {
+    const code = [
+      "import { CoreV1Api } from '@kubernetes/client-node';",
+      "import { setTimeout } from 'node:timers/promises';",
+      "import { KubeletSim } from '../kubelet-sim/index.js';",
+      "import { eventually } from '../test-cluster.js';",
+      // A folder merely named like src/ elsewhere is not src/.
+      "import { y } from './src/y.js';",
+      'export const used: unknown[] = [CoreV1Api, setTimeout, KubeletSim, eventually, y];',
+    ].join('\n');
+    expect(await boundaryProblems('test/support/hami-plugin/probe.ts', code)).to.deep.equal([]);
+  });
+
+  it('applies only to those two folders: the fixture wiring both sides may import src/', async () => {
+    const code = "import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';\nexport const used = NODE_LOCK_ANNOTATION;";
+    expect(await boundaryProblems('test/support/extender-fixture-probe.ts', code)).to.deep.equal([]);
+  });
+});
