@@ -43,6 +43,11 @@ export interface ReflectorOptions {
   backoffResetAfterMs?: number;
   /** A watch that ends normally sooner than this without a single event counts as a failure (default 1000 ms). */
   shortWatchMs?: number;
+  /**
+   * A LIST that has not answered after this long is abandoned and retried (default 60000 ms, the
+   * apiserver's own request timeout): a connection that went silent must not stall the store forever.
+   */
+  listTimeoutMs?: number;
 }
 
 export interface ReflectorDeps<T> {
@@ -138,6 +143,7 @@ export class Reflector<T> {
   private readonly log: (level: 'info' | 'warn', message: string) => void;
   private readonly backoff: Backoff;
   private readonly backoffResetAfterMs: number;
+  private readonly listTimeoutMs: number;
   private readonly shortWatchMs: number;
   private readonly abort = new AbortController();
   private loop: Promise<void> | undefined;
@@ -163,6 +169,7 @@ export class Reflector<T> {
       deps.random ?? Math.random,
     );
     this.backoffResetAfterMs = options.backoffResetAfterMs ?? 60_000;
+    this.listTimeoutMs = options.listTimeoutMs ?? 60_000;
     this.shortWatchMs = options.shortWatchMs ?? 1000;
   }
 
@@ -245,7 +252,8 @@ export class Reflector<T> {
   private async list(signal: AbortSignal): Promise<string | undefined> {
     let listed: ListResult<T>;
     try {
-      listed = await untilAborted(attempt(() => this.source.list(signal)), signal);
+      const bounded = AbortSignal.any([signal, AbortSignal.timeout(this.listTimeoutMs)]);
+      listed = await untilAborted(attempt(() => this.source.list(bounded)), bounded);
     } catch (error) {
       if (!signal.aborted) this.log('warn', `${this.deps.what}: list failed, retrying after a pause: ${describeError(error)}`);
       return undefined;

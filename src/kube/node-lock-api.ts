@@ -30,13 +30,28 @@ function translate(error: unknown, node: string): unknown {
   return error;
 }
 
-/** NodeLockApi on @kubernetes/client-node: reads, RV-guarded merge patches of the lock annotation. */
+/**
+ * NodeLockApi on @kubernetes/client-node: reads, RV-guarded merge patches of the lock annotation.
+ * Every call is bounded (`callTimeoutMs`, default 10 s, besides the caller's own signal): client-node
+ * sets no timeout, and a call on a connection that went silent would otherwise hold the node's
+ * mutex, and with it every release and bind on that node, for good (seen in the chaos suite with a
+ * hung PATCH). A call cut off counts as an unknown outcome: NodeLocks re-reads and decides again.
+ */
 export class KubeNodeLockApi implements NodeLockApi {
-  constructor(private readonly core: CoreV1Api) {}
+  private readonly callTimeoutMs: number;
+
+  constructor(private readonly core: CoreV1Api, options: { callTimeoutMs?: number } = {}) {
+    this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
+  }
+
+  private bounded(signal: AbortSignal | undefined): AbortSignal {
+    const timeout = AbortSignal.timeout(this.callTimeoutMs);
+    return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+  }
 
   async readNode(name: string, signal?: AbortSignal): Promise<NodeSnapshot> {
     try {
-      return snapshotOf(await this.core.readNode({ name }, withSignal(signal)), name);
+      return snapshotOf(await this.core.readNode({ name }, withSignal(this.bounded(signal))), name);
     } catch (error) {
       throw translate(error, name);
     }
@@ -45,7 +60,7 @@ export class KubeNodeLockApi implements NodeLockApi {
   async writeLock(name: string, resourceVersion: string, value: string | null, signal?: AbortSignal): Promise<NodeSnapshot> {
     const body = { metadata: { resourceVersion, annotations: { [NODE_LOCK_ANNOTATION]: value } } };
     try {
-      return snapshotOf(await this.core.patchNode({ name, body }, withSignal(signal, mergePatch)), name);
+      return snapshotOf(await this.core.patchNode({ name, body }, withSignal(this.bounded(signal), mergePatch)), name);
     } catch (error) {
       throw translate(error, name);
     }
@@ -53,7 +68,7 @@ export class KubeNodeLockApi implements NodeLockApi {
 
   async readPod(pod: PodRef, signal?: AbortSignal): Promise<OwnerPod | undefined> {
     try {
-      return ownerPodFrom(await this.core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }, withSignal(signal)));
+      return ownerPodFrom(await this.core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }, withSignal(this.bounded(signal))));
     } catch (error) {
       if (httpStatusOf(error) === 404) return undefined;
       throw error;

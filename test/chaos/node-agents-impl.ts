@@ -39,6 +39,8 @@ export function createNodeAgents(options: NodeAgentsOptions & { kubeConfig: Kube
       return behaviour === 'fail' ? { kind: 'fail' } : behaviour === 'stall' ? { kind: 'stall', forMs } : { kind: 'allocate' };
     },
     onRecord: (record) => {
+      const resolved = record.resolvedTo === undefined ? 'no pod' : `${record.resolvedTo.namespace}/${record.resolvedTo.name}`;
+      options.note?.([`${record.admitted.namespace}/${record.admitted.name}`, `node/${record.node}`], `plugin: Allocate for ${record.admitted.name} ${record.outcome}, resolved to ${resolved}${record.error === undefined ? '' : `: ${record.error.slice(0, 200)}`}`);
       if (record.outcome === 'stalled') return;
       records.push({ node: record.node, admitted: record.admitted, resolvedTo: record.resolvedTo, ok: record.outcome === 'allocated', at: record.at.getTime() });
     },
@@ -55,7 +57,14 @@ export function createNodeAgents(options: NodeAgentsOptions & { kubeConfig: Kube
     },
   };
   const nodes = new Set(options.nodes);
-  const kubelet = new KubeletSim({ kubeConfig: options.kubeConfig, core, plugin: endpoint, servesNode: (node) => nodes.has(node), seed: options.seed, order: 'random', admitDelayMs: (_pod, random) => Math.floor(random() * 1500) });
+  const kubelet = new KubeletSim({
+    kubeConfig: options.kubeConfig, core, plugin: endpoint, servesNode: (node) => nodes.has(node), seed: options.seed, order: 'random',
+    admitDelayMs: (_pod, random) => Math.floor(random() * 1500),
+    onRecord: (record) => {
+      options.note?.([`${record.pod.namespace}/${record.pod.name}`, `node/${record.node}`], `kubelet: ${record.kind}${record.message === undefined ? '' : ` (${record.message.slice(0, 200)})`}`);
+    },
+    log: (line) => { options.note?.(['kubelet'], line.slice(0, 300)); },
+  });
   return {
     start: () => kubelet.start(),
     stop: async () => {

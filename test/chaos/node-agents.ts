@@ -18,4 +18,6 @@ export interface NodeAgentsOptions {
   nodes: string[];
   behaviourOf: (labels: Readonly<Record<string, string>>) => PluginBehaviour;
   seed: number;
+  /** What kubelet and the plugin did, for the time lines of violations. */
+  note?: (subjects: string[], text: string) => void;
 }

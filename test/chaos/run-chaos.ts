@@ -123,12 +123,12 @@ try {
     const value = labels[PLUGIN_BEHAVIOUR_LABEL];
     return value === 'fail' || value === 'stall' ? value : 'ok';
   };
-  const agents = createNodeAgents({ core, kubeConfig, nodes, behaviourOf, seed });
+  const started = Date.now();
+  const timeline = new Timeline({ started });
+  const agents = createNodeAgents({ core, kubeConfig, nodes, behaviourOf, seed, note: (subjects, text) => { timeline.add(subjects, text); } });
   await agents.start();
   cleanups.push(() => agents.stop());
 
-  const started = Date.now();
-  const timeline = new Timeline({ started });
   const outages = new OutageLog();
   const observer = new ClusterObserver({ core, namespace: NAMESPACE, nodeSelector: 'chaos.vgpu-warden.io/node=true', timeline });
   const locks = new LockTracker({ staleAfterMs: (SWEEP_EVERY_S + LEASE_S + 10) * 1000 });

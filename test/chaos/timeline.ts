@@ -26,7 +26,7 @@ export class Timeline {
   /** The entries of the subjects, merged in time order, plus the faults of the same span. */
   explain(subjects: readonly string[]): string {
     const lines = new Set<string>();
-    for (const subject of [...subjects, 'faults']) for (const line of this.entries.get(subject) ?? []) lines.add(`${line}  [${subject}]`);
+    for (const subject of [...subjects, 'faults', 'kubelet']) for (const line of this.entries.get(subject) ?? []) lines.add(`${line}  [${subject}]`);
     return [...lines].sort().join('\n');
   }
 }

@@ -362,6 +362,26 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(await binder.bind({ podName: 'refused', podNamespace: namespace, podUid: uid, node })).to.deep.equal({});
   });
 
+  it('a lock write that hangs is cut off by the per-call timeout; the release then completes (found by the chaos suite)', async () => {
+    const { namespace, core: direct } = testCluster();
+    const proxy = await startProxy();
+    const core = proxy.kubeConfig().makeApiClient(CoreV1Api);
+    const node = await createGpuNode(direct);
+    await createGpuPod(direct, namespace, 'holder');
+    await setLock(direct, node, formatLockValue(new Date(), { namespace, name: 'holder' }));
+    const hang = proxy.addRule({ match: { method: 'PATCH', path: new RegExp(`^/api/v1/nodes/${node}$`) }, action: { kind: 'hang' }, times: 1 });
+    const locks = new NodeLocks({ api: new KubeNodeLockApi(core, { callTimeoutMs: 500 }), config: { bindGraceMs: 60_000, expireMs: 300_000 } });
+
+    const started = Date.now();
+    const result = await locks.release(node, { namespace, name: 'holder' }, 'watch');
+    const elapsed = Date.now() - started;
+
+    expect(hang.hits).to.equal(1);
+    expect(result.outcome).to.equal('released');
+    expect(elapsed, 'cut off after 500 ms, not hung for good').to.be.below(5_000);
+    expect(await readLock(direct, node)).to.equal(undefined);
+  });
+
   it('a pod recreated under the same name while the pod watch is down: the relist drops the old incarnation\'s usage and reports its delete', async () => {
     const { proxy, cache, namespace, direct, node } = await (async () => {
       const { namespace, core: direct } = testCluster();

@@ -169,6 +169,17 @@ describe('Reflector', () => {
     return fixture;
   }
 
+  it('abandons a LIST that never answers after listTimeoutMs and lists again (a silent connection must not stall the store)', async () => {
+    const fixture = started(setup({ reflector: { listTimeoutMs: 30 } }));
+    const { source, sink, reflector } = fixture;
+    source.lists.push(forever, { items: [item('a')], resourceVersion: '5' });
+    // Real time: the LIST timeout is a real timer.
+    for (let waited = 0; waited < 2000 && !reflector.synced; waited += 5) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(source.listCalls).to.be.at.least(2);
+    expect(reflector.synced).to.equal(true);
+    expect(sink.replaced).to.deep.equal([{ names: ['a'], resourceVersion: '5' }]);
+  });
+
   it('is not synced while the first LIST failed, and syncs when the jittered retry succeeds', async () => {
     const fixture = setup({ random: 0.25 });
     const { source, sink, time, reflector, logs } = fixture;
