@@ -1,3 +1,4 @@
+import { quoted } from '../user-text.js';
 import { ADMISSION_VERSIONS, type AdmissionRequest, type AdmissionVersion } from './admission-types.js';
 
 /**
@@ -32,7 +33,7 @@ export function parseAdmissionReview(body: Buffer | undefined, contentType: stri
 
   const mediaType = mediaTypeOf(contentType);
   if (mediaType !== 'application/json') {
-    return fail(415, `Content-Type must be application/json, got ${contentType === undefined ? 'none' : JSON.stringify(contentType)}`);
+    return fail(415, `Content-Type must be application/json, got ${contentType === undefined ? 'none' : quoted(contentType)}`);
   }
   if (body === undefined || body.length === 0) return fail(400, 'request body is empty');
 
@@ -48,10 +49,10 @@ export function parseAdmissionReview(body: Buffer | undefined, contentType: stri
   const uid = isRecord(request) && typeof request.uid === 'string' && request.uid !== '' ? request.uid : undefined;
   const version = ADMISSION_VERSIONS.find((known) => known === decoded.apiVersion);
   if (version === undefined) {
-    return fail(400, `unsupported AdmissionReview apiVersion ${JSON.stringify(decoded.apiVersion)}; expected ${ADMISSION_VERSIONS.join(' or ')}`, uid);
+    return fail(400, `unsupported AdmissionReview apiVersion ${quoted(decoded.apiVersion)}; expected ${ADMISSION_VERSIONS.join(' or ')}`, uid);
   }
   if (decoded.kind !== 'AdmissionReview') {
-    return fail(400, `expected kind AdmissionReview, got ${JSON.stringify(decoded.kind)}`, uid, version);
+    return fail(400, `expected kind AdmissionReview, got ${quoted(decoded.kind)}`, uid, version);
   }
   if (!isRecord(request)) return fail(400, 'AdmissionReview has no request', undefined, version);
   if (uid === undefined) return fail(400, 'AdmissionReview request has no uid', undefined, version);

@@ -1,3 +1,6 @@
+import { INT32_MAX, int32Quantity } from '../devices/quantity.js';
+import { containerName, DEFAULT_REQUEST_DEFAULTS, describeProblems, gpuRequestProblems, quantityProblem, type RequestDefaults } from '../devices/requests.js';
+import { clip, LABEL_CHARS, quoted } from '../user-text.js';
 import { pointer, type JsonPatchOp } from './json-patch.js';
 
 /**
@@ -27,6 +30,8 @@ export interface PodMutationConfig {
   overwriteDefaultScheduler: boolean;
   /** nvidia.com/gpu set when a container asks for GPU memory or cores without a count; 0 turns that off. */
   defaultGpuCount: number;
+  /** The extender's request defaults (memoryFactor bounds gpumem); HAMi's chart defaults when absent. */
+  requestDefaults?: RequestDefaults;
 }
 
 export type MutationDecision =
@@ -47,18 +52,12 @@ function isRecord(value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function quantity(map: Record<string, unknown> | undefined, name: string): string | undefined {
-  const value = map?.[name];
-  if (value === undefined || value === null) return undefined;
-  return typeof value === 'string' ? value : JSON.stringify(value);
-}
-
-function isPositiveCount(value: string | undefined): boolean {
-  return value !== undefined && /^\d+$/.test(value) && Number(value) > 0;
-}
-
-function percentValue(value: string | undefined): number | undefined {
-  return value !== undefined && /^\d+$/.test(value) && Number(value) <= 100 ? Number(value) : undefined;
+/** A resource as written (limits, else requests): the raw JSON value, or undefined when absent. */
+function resource(limits: Json | undefined, requests: Json | undefined, name: string): unknown {
+  const fromLimits = limits?.[name];
+  if (fromLimits !== undefined && fromLimits !== null) return fromLimits;
+  const fromRequests = requests?.[name];
+  return fromRequests ?? undefined;
 }
 
 interface ContainerPlan {
@@ -70,43 +69,44 @@ interface ContainerPlan {
   hasGpu: boolean;
 }
 
-/** Applies HAMi's per-container NVIDIA rules; returns the plan or a denial message. */
+/** CUDA_TASK_PRIORITY is an int in HAMi's env (0 high, 1 low); refuse what is not a whole number. */
+const PRIORITY_BOUNDS = { min: 0, max: INT32_MAX };
+
+/**
+ * Applies HAMi's per-container NVIDIA rules to a container whose GPU shares gpuRequestProblems has
+ * already found readable; returns the plan or a denial message.
+ */
 function planContainer(list: ContainerPlan['list'], index: number, container: ContainerLike, config: PodMutationConfig, warnings: string[]): ContainerPlan | string {
-  const name = typeof container.name === 'string' ? container.name : `#${index}`;
+  const name = containerName(container as Json, index);
   const limits = isRecord(container.resources?.limits) ? container.resources.limits : undefined;
   const requests = isRecord(container.resources?.requests) ? container.resources.requests : undefined;
   const plan: ContainerPlan = { list, index, container, addLimits: {}, addEnv: [], hasGpu: false };
 
-  const percentage = quantity(limits, GPU_RESOURCES.memoryPercentage) ?? quantity(requests, GPU_RESOURCES.memoryPercentage);
-  if (percentage !== undefined && percentValue(percentage) === undefined) {
-    return `invalid ${GPU_RESOURCES.memoryPercentage} value ${percentage} in container ${name}: must be an integer between 0 and 100`;
-  }
-  const cores = quantity(limits, GPU_RESOURCES.cores) ?? quantity(requests, GPU_RESOURCES.cores);
-  if (cores !== undefined && percentValue(cores) === undefined) {
-    return `invalid ${GPU_RESOURCES.cores} value ${cores} in container ${name}: must be an integer between 0 and 100`;
-  }
+  const percentage = resource(limits, requests, GPU_RESOURCES.memoryPercentage);
+  const cores = resource(limits, requests, GPU_RESOURCES.cores);
+  const memory = resource(limits, requests, GPU_RESOURCES.memory);
 
-  const priority = quantity(limits, GPU_RESOURCES.priority);
+  const priority = limits?.[GPU_RESOURCES.priority];
   const env = Array.isArray(container.env) ? (container.env as unknown[]) : [];
   const hasPriorityEnv = env.some((entry) => isRecord(entry) && entry.name === TASK_PRIORITY_ENV);
-  if (priority !== undefined && !hasPriorityEnv) {
-    if (!/^\d+$/.test(priority)) return `invalid ${GPU_RESOURCES.priority} value ${priority} in container ${name}: must be a whole number`;
-    plan.addEnv.push({ name: TASK_PRIORITY_ENV, value: priority });
+  if (priority !== undefined && priority !== null && !hasPriorityEnv) {
+    const problem = quantityProblem(priority, PRIORITY_BOUNDS);
+    if (problem !== undefined) return `invalid ${GPU_RESOURCES.priority} value ${quoted(priority)} in ${list === 'initContainers' ? 'init container' : 'container'} ${name}: ${problem}`;
+    plan.addEnv.push({ name: TASK_PRIORITY_ENV, value: String(int32Quantity(priority)) });
   }
 
-  let count = quantity(limits, GPU_RESOURCES.count) ?? quantity(requests, GPU_RESOURCES.count);
-  const memory = quantity(limits, GPU_RESOURCES.memory) ?? quantity(requests, GPU_RESOURCES.memory);
+  let count = int32Quantity(resource(limits, requests, GPU_RESOURCES.count));
   const asksForShare = memory !== undefined || percentage !== undefined || cores !== undefined;
   if (count === undefined && asksForShare && config.defaultGpuCount > 0) {
-    count = String(config.defaultGpuCount);
-    plan.addLimits[GPU_RESOURCES.count] = count;
+    count = config.defaultGpuCount;
+    plan.addLimits[GPU_RESOURCES.count] = String(count);
     warnings.push(`container ${name}: ${GPU_RESOURCES.count} set to ${count} because it asks for GPU memory or cores without a count`);
   }
-  if (!isPositiveCount(count)) return plan;
+  if (count === undefined || count <= 0) return plan;
   plan.hasGpu = true;
 
   // Exclusive by default: a count with no memory share (or 100 %) gets all cores, as HAMi does.
-  const exclusive = percentValue(percentage) === 100 || (memory === undefined && percentage === undefined);
+  const exclusive = int32Quantity(percentage) === 100 || (memory === undefined && percentage === undefined);
   if (cores === undefined && exclusive) {
     plan.addLimits[GPU_RESOURCES.cores] = '100';
     warnings.push(`container ${name}: ${GPU_RESOURCES.cores} set to 100 (whole GPU: no memory share requested)`);
@@ -142,7 +142,9 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
   const annotations = isRecord(metadata.annotations) ? Object.keys(metadata.annotations) : [];
   const forged = annotations.filter(isSchedulerOwnedAnnotation);
   if (forged.length > 0) {
-    return { kind: 'deny', code: 403, message: `pod carries scheduler-owned annotations (${forged.join(', ')}); only the scheduler may set them` };
+    const named = forged.slice(0, 5).map((key) => clip(key, LABEL_CHARS)).join(', ');
+    const more = forged.length > 5 ? ` and ${forged.length - 5} more` : '';
+    return { kind: 'deny', code: 403, message: `pod carries scheduler-owned annotations (${named}${more}); only the scheduler may set them` };
   }
 
   const spec = pod.spec;
@@ -152,7 +154,13 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
 
   const current = typeof spec.schedulerName === 'string' ? spec.schedulerName : '';
   const targetsOther = current !== '' && current !== config.schedulerName && !(current === 'default-scheduler' && config.overwriteDefaultScheduler);
-  if (targetsOther) return { kind: 'skip', reason: `pod already has different scheduler assigned (${current})` };
+  if (targetsOther) return { kind: 'skip', reason: `pod already has different scheduler assigned (${clip(current, LABEL_CHARS)})` };
+
+  // One validation for the webhook, filter and bind: a share that cannot be read is refused here
+  // rather than dropped (HAMi would then bind the pod with no GPU). kube-apiserver already refuses
+  // what is not a quantity or a fraction; the rest (negative, beyond int32 or 100 %) it admits.
+  const unreadable = gpuRequestProblems(pod, config.requestDefaults ?? DEFAULT_REQUEST_DEFAULTS);
+  if (unreadable.length > 0) return { kind: 'deny', code: 400, message: describeProblems(unreadable) };
 
   const warnings: string[] = [];
   const plans: ContainerPlan[] = [];
@@ -168,11 +176,11 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
 
   const privileged = plans.find((plan) => plan.container.securityContext?.privileged === true);
   if (privileged) {
-    const name = typeof privileged.container.name === 'string' ? privileged.container.name : `#${privileged.index}`;
+    const name = containerName(privileged.container as Json, privileged.index);
     return { kind: 'deny', code: 403, message: `container ${name} is privileged; privileged containers cannot share GPUs` };
   }
   if (typeof spec.nodeName === 'string' && spec.nodeName !== '') {
-    return { kind: 'deny', code: 403, message: `pod has node assigned (${spec.nodeName}); GPU pods must be placed by ${config.schedulerName}` };
+    return { kind: 'deny', code: 403, message: `pod has node assigned (${clip(spec.nodeName)}); GPU pods must be placed by ${config.schedulerName}` };
   }
 
   const ops = plans.flatMap(containerOps);

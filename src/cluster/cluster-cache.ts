@@ -68,7 +68,7 @@ export class ClusterCache {
 
   constructor(private readonly deps: ClusterCacheDeps) {
     this.clock = deps.clock ?? Date.now;
-    this.usage = new PodUsageIndex(this.clock, undefined, (node) => { this.bump(node); });
+    this.usage = new PodUsageIndex(this.clock, undefined, (node) => { this.bump(node); }, (node) => this.fullCapacity(node));
     const log = deps.log;
     this.reflectors = [
       new Reflector<V1Node>({
@@ -159,6 +159,13 @@ export class ClusterCache {
     const usage = this.usage.usageOn(nodeName);
     if (generation !== undefined) this.usageSums.set(nodeName, { generation: this.nodeStates.get(nodeName)?.generation ?? generation, usage, validUntil: this.usage.nextExpiryOn(nodeName) });
     return usage;
+  }
+
+  /** Every GPU of the node at full use: what a pod with an allocation we cannot read is counted as. */
+  private fullCapacity(nodeName: string): Map<string, GpuUse> {
+    const full = new Map<string, GpuUse>();
+    for (const device of this.inventory(nodeName)?.devices ?? []) full.set(device.uuid, { slots: device.count, memoryMiB: device.memoryMiB, cores: device.cores });
+    return full;
   }
 
   /** The node's lock as the store has it, with the time this process first saw the value. */

@@ -9,12 +9,33 @@ interface PodLike {
   status?: { phase?: string };
 }
 
+/**
+ * How a pod whose allocation annotation cannot be decoded is counted: as the last allocation we
+ * could read for it (an earlier annotation, or the one our own bind assumed), or, when there never
+ * was one, as using every GPU of its node, so the node takes no new GPU pod until the pod is gone
+ * or its annotation is readable. Never as using nothing: that would let the node be overcommitted.
+ */
+export type UnreadableCounting = 'last-readable' | 'whole-node';
+
+export interface UnreadableAllocation {
+  uid: string;
+  pod: string;
+  node: string;
+  problem: string;
+  counted: UnreadableCounting;
+}
+
 interface Entry {
   node: string;
   usage: Map<string, GpuUse>;
   /** The annotation it was decoded from: an update that leaves it alone changes nothing. */
   encoded?: string;
+  /** Set while the annotation cannot be decoded. */
+  unreadable?: Omit<UnreadableAllocation, 'uid' | 'node'>;
 }
+
+/** Every GPU of a node at full use: split count, memory and cores. */
+export type NodeCapacity = (node: string) => ReadonlyMap<string, GpuUse>;
 
 /**
  * GPU usage per node, from pods carrying hami.io/vgpu-devices-allocated (bound or being bound),
@@ -26,15 +47,24 @@ export class PodUsageIndex {
   private readonly assumed = new Map<string, Entry & { expiresAt: number }>();
   // Filter asks for the usage of every candidate node: index by node so that costs O(pods on it).
   private readonly byNode = new Map<string, Set<string>>();
+  private readonly unreadableUids = new Set<string>();
 
-  /** `onNodeChanged` hears of every change to a node's usage (the store bumps that node's generation). */
+  /**
+   * `onNodeChanged` hears of every change to a node's usage (the store bumps that node's
+   * generation). `capacityOf` gives a node's GPUs at full use, what a pod counted `whole-node`
+   * takes; the state store passes its inventory (without it such a pod can only be reported).
+   */
   constructor(
     private readonly clock: () => number = Date.now,
     private readonly assumeTtlMs = 10 * 60_000,
     private readonly onNodeChanged: (node: string) => void = () => undefined,
+    private readonly capacityOf: NodeCapacity = () => new Map(),
   ) {}
 
-  /** Applies an informer add/update. Returns a problem string when the pod's annotation is unreadable. */
+  /**
+   * Applies an informer add/update. Returns a problem string (for the log) when the pod's annotation
+   * has just become unreadable: once per value, not on every update of the pod.
+   */
   upsert(pod: PodLike): string | undefined {
     const uid = pod.metadata?.uid;
     if (uid === undefined) return undefined;
@@ -54,8 +84,18 @@ export class PodUsageIndex {
     }
     const allocation = decodeAllocation(encoded);
     if ('error' in allocation) {
+      const podName = `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
+      const assumed = this.assumed.get(uid);
+      const lastReadable = known?.node === node && known.unreadable?.counted !== 'whole-node' ? known.usage
+        : assumed?.node === node ? assumed.usage : undefined;
+      const counted: UnreadableCounting = lastReadable === undefined ? 'whole-node' : 'last-readable';
       this.dropPod(uid);
-      return `pod ${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}: unreadable ${ALLOCATED_ANNOTATION}: ${allocation.error}`;
+      this.pods.set(uid, { node, usage: lastReadable ?? new Map<string, GpuUse>(), encoded, unreadable: { pod: podName, problem: allocation.error, counted } });
+      this.unreadableUids.add(uid);
+      this.link(node, uid);
+      this.dropAssumed(uid);
+      return `pod ${podName}: unreadable ${ALLOCATED_ANNOTATION} (${allocation.error}); counted as ${
+        counted === 'last-readable' ? 'its last readable allocation' : `using every GPU of node ${node} until it is readable or the pod is gone`}`;
     }
     this.dropPod(uid);
     this.pods.set(uid, { node, usage: podDeviceUsage(allocation, pod.spec?.initContainers?.length ?? 0), encoded });
@@ -88,11 +128,13 @@ export class PodUsageIndex {
   usageOn(node: string, excludeUid?: string): Map<string, GpuUse> {
     const total = new Map<string, GpuUse>();
     const now = this.clock();
+    let wholeNode = false;
     for (const uid of this.byNode.get(node) ?? []) {
       if (uid === excludeUid) continue;
       const bound = this.pods.get(uid);
       if (bound?.node === node) {
-        addUsage(total, bound.usage);
+        if (bound.unreadable?.counted === 'whole-node') wholeNode = true;
+        else addUsage(total, bound.usage);
         continue;
       }
       const assumed = this.assumed.get(uid);
@@ -100,7 +142,18 @@ export class PodUsageIndex {
       if (assumed.expiresAt <= now) this.dropAssumed(uid);
       else addUsage(total, assumed.usage);
     }
+    if (wholeNode) saturate(total, this.capacityOf(node));
     return total;
+  }
+
+  /** Pods whose allocation annotation cannot be decoded now, and how each is counted meanwhile. */
+  unreadable(): UnreadableAllocation[] {
+    const found: UnreadableAllocation[] = [];
+    for (const uid of this.unreadableUids) {
+      const entry = this.pods.get(uid);
+      if (entry?.unreadable !== undefined) found.push({ uid, node: entry.node, ...entry.unreadable });
+    }
+    return found;
   }
 
   /** Is `uid` accounted on `node` (bound or assumed)? */
@@ -143,6 +196,7 @@ export class PodUsageIndex {
     const entry = this.pods.get(uid);
     if (!entry) return;
     this.pods.delete(uid);
+    this.unreadableUids.delete(uid);
     this.unlink(entry.node, uid);
   }
 
@@ -151,5 +205,15 @@ export class PodUsageIndex {
     if (!entry) return;
     this.assumed.delete(uid);
     this.unlink(entry.node, uid);
+  }
+}
+
+/** Raises every GPU of `capacity` in `into` to at least its full use. */
+function saturate(into: Map<string, GpuUse>, capacity: ReadonlyMap<string, GpuUse>): void {
+  for (const [uuid, full] of capacity) {
+    const current = into.get(uuid);
+    into.set(uuid, current === undefined ? { ...full } : {
+      slots: Math.max(current.slots, full.slots), memoryMiB: Math.max(current.memoryMiB, full.memoryMiB), cores: Math.max(current.cores, full.cores),
+    });
   }
 }

@@ -1,12 +1,12 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { configFlags, EXIT_OK, UsageError, type Command, type FlagSpec } from '../cli.js';
-import { WardenError } from '../errors.js';
+import { describeError, WardenError } from '../errors.js';
 import { loadKubeConfig } from '../kube/client.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
 import { NodeNotFoundError } from '../lock/lock-errors.js';
-import { NODE_LOCK_ANNOTATION } from '../lock/lock-value.js';
+import { NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
 import { NodeLocks } from '../lock/node-locks.js';
-import { formatLockJson, formatLockTable, lockRowOf, type LockRow } from './lock-table.js';
+import { failedLockRow, formatLockJson, formatLockTable, lockRowOf, type LockRow } from './lock-table.js';
 
 /** The cluster could not be read; the cause says why (connection, credentials, RBAC). */
 export class LockListError extends WardenError {}
@@ -32,18 +32,25 @@ function outputOf(value: string | boolean | string[] | undefined): Output {
   return found;
 }
 
-async function lockedNodeNames(core: CoreV1Api): Promise<string[]> {
-  const names: string[] = [];
+interface ListedLock {
+  node: string;
+  /** The lock value as listed; what a failed inspection reports. */
+  raw: string;
+}
+
+async function lockedNodes(core: CoreV1Api): Promise<ListedLock[]> {
+  const locked: ListedLock[] = [];
   let next: string | undefined;
   do {
     const page = await core.listNode({ limit: PAGE_SIZE, ...(next === undefined ? {} : { _continue: next }) });
     for (const node of page.items) {
       const name = node.metadata?.name;
-      if (name !== undefined && node.metadata?.annotations?.[NODE_LOCK_ANNOTATION] !== undefined) names.push(name);
+      const raw = node.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+      if (name !== undefined && raw !== undefined) locked.push({ node: name, raw });
     }
     next = page.metadata?._continue === '' ? undefined : page.metadata?._continue;
   } while (next !== undefined);
-  return names;
+  return locked;
 }
 
 async function mapConcurrently<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
@@ -59,6 +66,8 @@ async function mapConcurrently<T, R>(items: readonly T[], limit: number, work: (
 /**
  * `vgpu-warden locks`: every node carrying hami.io/mutex.lock, with its holder, age and what the
  * lock rules say about it (the same classification the sweeper and binds apply). Reads only.
+ * Exit 1 only when the nodes cannot be listed at all: a node whose lock cannot be inspected is
+ * listed with state `unknown` (and named on stderr), the others as usual.
  */
 export function locksCommand(): Command {
   return {
@@ -83,19 +92,24 @@ export function locksCommand(): Command {
           api: new KubeNodeLockApi(core),
           config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs, forceAfterMs: settings.nodeLockForceAfterMs },
         });
-        let names: string[];
+        let listed: ListedLock[];
         try {
-          names = await lockedNodeNames(core);
+          listed = await lockedNodes(core);
         } catch (error) {
           throw new LockListError('could not list nodes', { cause: error });
         }
-        const rows = await mapConcurrently(names.sort(), CONCURRENCY, async (node): Promise<LockRow | undefined> => {
+        listed.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+        const rows = await mapConcurrently(listed, CONCURRENCY, async ({ node, raw }): Promise<LockRow | undefined> => {
           try {
             return lockRowOf(await locks.inspect(node));
           } catch (error) {
             // Deleted between the list and the read: it holds no lock any more.
             if (error instanceof NodeNotFoundError) return undefined;
-            throw new LockListError(`could not inspect the lock on node ${node}`, { cause: error });
+            // One node that cannot be inspected (its owner unreadable, a timeout) is reported in its
+            // row and on stderr; it never hides the other nodes' locks or fails the whole listing.
+            const problem = describeError(new LockListError(`could not inspect the lock on node ${node}`, { cause: error }));
+            io.stderr(`vgpu-warden: ${problem}`);
+            return failedLockRow(node, raw, parseLockValue(raw), problem);
           }
         });
         const present = rows.filter((row): row is LockRow => row !== undefined);

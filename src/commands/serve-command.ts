@@ -117,6 +117,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   });
   const lockSamples = cachedLockSource(cache, lockConfig);
   metrics.setLockSource(() => (cache.synced ? lockSamples() : undefined));
+  metrics.setUnreadableAllocationSource(() => (cache.synced ? cache.usage.unreadable() : undefined));
 
   const admission = new PodAdmissionHandler({
     mutation: { schedulerName: config.schedulerName, overwriteDefaultScheduler: config.overwriteDefaultScheduler, defaultGpuCount: config.defaultGpuCount },

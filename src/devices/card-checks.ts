@@ -25,14 +25,20 @@ export const USE_GPU_TYPE_ANNOTATION = 'nvidia.com/use-gputype';
 export const NOUSE_GPU_TYPE_ANNOTATION = 'nvidia.com/nouse-gputype';
 export const VGPU_MODE_ANNOTATION = 'nvidia.com/vgpu-mode';
 
-/** The pod's placement constraints, read once per fit. Empty lists mean "no constraint". */
+/**
+ * The pod's placement constraints, read once per fit. Empty sets and lists mean "no constraint".
+ * A pod's annotations may hold thousands of entries and a filter checks every GPU of every node:
+ * UUIDs are looked up in sets, and the type verdict is computed once per GPU model.
+ */
 export interface CardFilters {
-  useUuids: readonly string[];
-  nouseUuids: readonly string[];
+  useUuids: ReadonlySet<string>;
+  nouseUuids: ReadonlySet<string>;
   useTypes: readonly string[];
   nouseTypes: readonly string[];
   /** `nvidia.com/vgpu-mode`: the GPU's mode must be a substring of it. */
   mode: string | undefined;
+  /** GPU model and mode → whether use-gputype, nouse-gputype and vgpu-mode allow them. */
+  modelVerdicts: Map<string, boolean>;
 }
 
 // Entries are trimmed and blanks dropped: in HAMi a blank entry (`"A100,"`) is a substring of every
@@ -45,26 +51,33 @@ function list(value: string | undefined, normalise: (entry: string) => string = 
 export function cardFilters(annotations: Readonly<Record<string, string>>): CardFilters {
   const upper = (entry: string): string => entry.toUpperCase();
   return {
-    useUuids: list(annotations[USE_GPU_UUID_ANNOTATION]),
-    nouseUuids: list(annotations[NOUSE_GPU_UUID_ANNOTATION]),
+    useUuids: new Set(list(annotations[USE_GPU_UUID_ANNOTATION])),
+    nouseUuids: new Set(list(annotations[NOUSE_GPU_UUID_ANNOTATION])),
     useTypes: list(annotations[USE_GPU_TYPE_ANNOTATION], upper),
     nouseTypes: list(annotations[NOUSE_GPU_TYPE_ANNOTATION], upper),
     mode: annotations[VGPU_MODE_ANNOTATION],
+    modelVerdicts: new Map(),
   };
 }
 
 function typeAllowed(device: GpuDevice, filters: CardFilters): boolean {
   // MIG GPUs are sliced by profile, which we do not model: never place shares on them.
   if (device.mode === 'mig') return false;
-  const model = device.type.toUpperCase();
-  if (filters.useTypes.length > 0 && !filters.useTypes.some((type) => model.includes(type))) return false;
-  if (filters.nouseTypes.some((type) => model.includes(type))) return false;
-  return filters.mode === undefined || filters.mode.includes(device.mode);
+  const key = `${device.type}\u0000${device.mode}`;
+  let allowed = filters.modelVerdicts.get(key);
+  if (allowed === undefined) {
+    const model = device.type.toUpperCase();
+    allowed = (filters.useTypes.length === 0 || filters.useTypes.some((type) => model.includes(type)))
+      && !filters.nouseTypes.some((type) => model.includes(type))
+      && (filters.mode === undefined || filters.mode.includes(device.mode));
+    filters.modelVerdicts.set(key, allowed);
+  }
+  return allowed;
 }
 
 function uuidAllowed(device: GpuDevice, filters: CardFilters): boolean {
-  if (filters.useUuids.length > 0 && !filters.useUuids.includes(device.uuid)) return false;
-  return !filters.nouseUuids.includes(device.uuid);
+  if (filters.useUuids.size > 0 && !filters.useUuids.has(device.uuid)) return false;
+  return !filters.nouseUuids.has(device.uuid);
 }
 
 /** The first check the GPU fails, in HAMi's order, or undefined when it can take the share. */
@@ -74,7 +87,10 @@ export function checkCard(device: GpuDevice, use: GpuUse, request: ContainerGpuR
   if (!typeAllowed(device, filters)) return 'CardTypeMismatch';
   if (!uuidAllowed(device, filters)) return 'CardUuidMismatch';
   if (device.count <= use.slots) return 'CardTimeSlicingExhausted';
-  if (device.memoryMiB - use.memoryMiB < memoryOnGpu(request, device.memoryMiB)) return 'CardInsufficientMemory';
+  const memoryMiB = memoryOnGpu(request, device.memoryMiB);
+  // A share of 0 MiB (a percentage of a card reporting almost no memory) would reach HAMi-core as
+  // "no limit", and the allocation codec refuses it: such a card cannot take the share.
+  if (memoryMiB < 1 || device.memoryMiB - use.memoryMiB < memoryMiB) return 'CardInsufficientMemory';
   if (device.cores - use.cores < request.cores) return 'CardInsufficientCore';
   // cores=100 asks for the whole card, which any existing share contradicts.
   if (device.cores === 100 && request.cores === 100 && use.slots > 0) return 'ExclusiveDeviceAllocateConflict';

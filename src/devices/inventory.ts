@@ -8,6 +8,9 @@
  *   **false** (an unhealthy GPU), not "unknown".
  * - ≤ v2.7 (legacy): each device `id,count,devmem,devcore,type,numa,health[,index,mode]` followed by `:`.
  */
+import { LABEL_CHARS, quoted } from '../user-text.js';
+import { isDeviceUuid } from './allocation-codec.js';
+
 export const NODE_REGISTER_ANNOTATION = 'hami.io/node-nvidia-register';
 export const DEVICE_CORDON_ANNOTATION = 'hami.io/device-cordon';
 
@@ -53,6 +56,11 @@ function isInt32AtLeast(value: unknown, min: number): boolean {
   return isInt32(value) && value >= min;
 }
 
+/** A GPU we could place a share on but not name in hami.io/vgpu-devices-allocated is no use. */
+function badId(label: string, id: string): string {
+  return `${label} has an id that cannot be written in an allocation (printable ASCII without , : ;): ${quoted(id, LABEL_CHARS)}`;
+}
+
 type IntegerField = 'index' | 'count' | 'devmem' | 'devcore' | 'numa';
 // NUMA may legitimately be -1 (unknown) on some hosts; the rest are counts and sizes.
 const INTEGER_FIELDS: readonly (readonly [IntegerField, number])[] = [['index', 0], ['count', 0], ['devmem', 0], ['devcore', 0], ['numa', -1]];
@@ -62,6 +70,7 @@ function parseJsonEntry(entry: unknown, position: number): Parsed {
   const label = `device #${position}`;
   if (!isRecord(entry)) return { problem: `${label} is not an object` };
   if (typeof entry.id !== 'string' || entry.id.trim() === '') return { problem: `${label} has no id` };
+  if (!isDeviceUuid(entry.id)) return { problem: badId(label, entry.id) };
   const uuid = entry.id;
   const invalid = INTEGER_FIELDS.find(([key, min]) => !isInt32AtLeast(entry[key] ?? 0, min));
   if (invalid) return { problem: `${label} (${uuid}) has an invalid ${invalid[0]}: ${JSON.stringify(entry[invalid[0]])}` };
@@ -98,6 +107,7 @@ function parseLegacyEntry(entry: string, position: number): Parsed {
   if (fields.length !== 7 && fields.length !== 9) return { problem: `${label} has ${fields.length} fields, expected 7 or 9` };
   const [uuid = '', countText = '', memoryText = '', coresText = '', type = '', numaText = '', healthText = '', indexText = '0', mode = 'hami-core'] = fields;
   if (uuid.trim() === '') return { problem: `${label} has no id` };
+  if (!isDeviceUuid(uuid)) return { problem: badId(label, uuid) };
   const count = legacyInt(countText, 0);
   const memoryMiB = legacyInt(memoryText, 0);
   const cores = legacyInt(coresText, 0);
@@ -123,8 +133,11 @@ function parseEntries(raw: string): Parsed[] | string {
     return (decoded as unknown[]).map((entry, position) => parseJsonEntry(entry, position));
   }
   if (!text.includes(':')) return `${NODE_REGISTER_ANNOTATION} is neither a JSON array nor the legacy ':'-terminated form`;
-  // Like HAMi, pieces without a comma (the empty tail after the last ':') are not devices.
-  return text.split(':').filter((piece) => piece.includes(',')).map((piece, position) => parseLegacyEntry(piece, position));
+  // Like HAMi, pieces without a comma (the empty tail after the last ':') are not devices; any
+  // other text there is named, so a damaged value does not pass for a shorter inventory.
+  const pieces = text.split(':');
+  const stray: Parsed[] = pieces.filter((piece) => !piece.includes(',') && piece.trim() !== '').map((piece) => ({ problem: `stray text ${quoted(piece, LABEL_CHARS)} between devices` }));
+  return [...pieces.filter((piece) => piece.includes(',')).map((piece, position) => parseLegacyEntry(piece, position)), ...stray];
 }
 
 function cordonedIds(annotations: Readonly<Record<string, string>>): Set<string> {

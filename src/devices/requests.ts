@@ -1,4 +1,5 @@
-import { INT32_MAX, int32Quantity } from './quantity.js';
+import { clip, LABEL_CHARS, quoted } from '../user-text.js';
+import { INT32_MAX, int32Quantity, readQuantity } from './quantity.js';
 
 /**
  * Per-container NVIDIA requests of a pod, following HAMi v2.10's `GenerateResourceRequests`
@@ -58,7 +59,11 @@ function clampPercent(value: number): number {
   return Math.min(100, Math.max(0, value));
 }
 
-/** The NVIDIA request of one container, or undefined when it asks for no GPU (or its gpumem is invalid). */
+/**
+ * The NVIDIA request of one container, or undefined when it asks for no GPU. HAMi's reading of
+ * values that gpuRequestProblems refuses is kept (an invalid gpumem drops the request, percentages
+ * and cores are clamped), but no caller gets that far with such a pod: they validate first.
+ */
 export function containerGpuRequest(container: unknown, defaults: RequestDefaults): ContainerGpuRequest | undefined {
   const resources = asRecord(asRecord(container)?.resources);
   const limits = asRecord(resources?.limits);
@@ -123,36 +128,86 @@ export function memoryOnGpu(request: ContainerGpuRequest, gpuMemoryMiB: number):
 
 const GPU_RESOURCES = [GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, GPU_CORES] as const;
 
-function describeValue(value: unknown): string {
-  const text = typeof value === 'string' ? value : typeof value === 'number' ? String(value) : `a ${typeof value}`;
-  // Tenant-written: never echo it unbounded.
-  return JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
+/** The whole numbers a resource may hold, both ends included. */
+export interface QuantityBounds {
+  min: number;
+  max: number;
 }
 
 /**
- * Why a pod's GPU shares cannot be read: one message per container and resource whose value is
- * not an integer quantity within int32 (or negative). HAMi drops such a request silently and the
- * pod then gets a GPU-less bind; we refuse to place it instead. Empty when every share is readable.
+ * What vgpu-warden can read, per resource (the same bounds as the vgpu-warden-gpu-pods admission
+ * policy): counts and MiB are int32 in HAMi's request and allocation annotations, and gpumem is
+ * multiplied by memoryFactor, so its bound is int32 divided by the factor (HAMi silently drops a
+ * larger one, and the pod would then be placed as if it asked for no GPU). Percentages of a GPU
+ * stop at 100 (HAMi's webhook refuses more). No bound below int32 is put on what a card can hold:
+ * cards differ, registered memory may be scaled, and a readable request that fits nowhere is
+ * told so by filter (`CardInsufficientMemory` on every node, a FilteringFailed event).
  */
-export function gpuRequestProblems(pod: unknown): string[] {
+export function gpuRequestBounds(defaults: RequestDefaults = DEFAULT_REQUEST_DEFAULTS): Readonly<Record<(typeof GPU_RESOURCES)[number], QuantityBounds>> {
+  const factor = defaults.memoryFactor > 1 ? Math.floor(defaults.memoryFactor) : 1;
+  return {
+    [GPU_COUNT]: { min: 0, max: INT32_MAX },
+    [GPU_MEMORY]: { min: 0, max: Math.floor(INT32_MAX / factor) },
+    [GPU_MEMORY_PERCENTAGE]: { min: 0, max: 100 },
+    [GPU_CORES]: { min: 0, max: 100 },
+  };
+}
+
+/**
+ * Why a quantity is not a whole number within `bounds`, or undefined when it is. The grammar is
+ * kube-apiserver's (quantity.ts): "not a quantity" is what the apiserver itself refuses to decode.
+ */
+export function quantityProblem(value: unknown, bounds: QuantityBounds): string | undefined {
+  const read = readQuantity(value);
+  const range = `must be an integer between ${bounds.min} and ${bounds.max}`;
+  if (read.kind === 'malformed') return `not a Kubernetes quantity; ${range}`;
+  if (read.kind === 'fraction') return `not a whole number; ${range}`;
+  if (read.kind === 'huge' || read.value < BigInt(bounds.min) || read.value > BigInt(bounds.max)) return range;
+  return undefined;
+}
+
+/**
+ * Why a pod's GPU shares cannot be read: one message per container, resource and field (limits,
+ * requests) whose value is not a whole number within gpuRequestBounds, init containers first.
+ * Empty when every share is readable, and then podGpuRequests reads each one as written (it never
+ * drops a request). This is the one validation of GPU requests: the webhook denies a pod CREATE
+ * with a problem (400), filter answers it with an Error, bind refuses it. HAMi instead drops such
+ * a request silently and binds the pod with no GPU. Messages name the container and resource and
+ * clip what the pod's author wrote (names, values) to 63 characters.
+ */
+export function gpuRequestProblems(pod: unknown, defaults: RequestDefaults = DEFAULT_REQUEST_DEFAULTS): string[] {
   const spec = asRecord(asRecord(pod)?.spec);
+  const bounds = gpuRequestBounds(defaults);
   const problems: string[] = [];
   for (const [kind, list] of [['init container', spec?.initContainers], ['container', spec?.containers]] as const) {
     for (const [position, container] of containerList(list).entries()) {
       const record = asRecord(container);
-      const name = typeof record?.name === 'string' ? record.name.slice(0, 63) : `#${position}`;
       const resources = asRecord(record?.resources);
-      for (const [which, values] of [['limits', asRecord(resources?.limits)], ['requests', asRecord(resources?.requests)]] as const) {
+      const limits = asRecord(resources?.limits);
+      for (const [field, values] of [['limits', limits], ['requests', asRecord(resources?.requests)]] as const) {
         for (const resource of GPU_RESOURCES) {
           const value = values?.[resource];
           if (value === undefined || value === null) continue;
-          const parsed = int32Quantity(value);
-          if (parsed === undefined || parsed < 0) problems.push(`${kind} ${name}: ${which} ${resource} ${describeValue(value)} is not a whole number from 0 to ${INT32_MAX}`);
+          // kube-apiserver copies limits into missing requests: one value, one problem.
+          if (field === 'requests' && limits?.[resource] === value) continue;
+          const why = quantityProblem(value, bounds[resource]);
+          if (why !== undefined) problems.push(`invalid ${resource} value ${quoted(value)} in ${kind} ${containerName(record, position)}${field === 'requests' ? ' (requests)' : ''}: ${why}`);
         }
       }
     }
   }
   return problems;
+}
+
+/** A container's name for a message: clipped, or its position when it has none. */
+export function containerName(container: Record<string, unknown> | undefined, position: number): string {
+  return typeof container?.name === 'string' && container.name !== '' ? clip(container.name, LABEL_CHARS) : `#${position}`;
+}
+
+/** The first problem and how many more: one line whatever the number of containers. */
+export function describeProblems(problems: readonly string[]): string {
+  const [first = ''] = problems;
+  return problems.length > 1 ? `${first} (and ${problems.length - 1} more)` : first;
 }
 
 /** Does any container name a GPU resource at all (readable or not)? */

@@ -2,6 +2,8 @@
  * The pod annotation `hami.io/device-scoring-weights` (hami-wire-contract.md §3.4): how much slot,
  * core and memory utilisation each weigh in the GPU score. Pure; never throws.
  */
+import { quoted } from '../user-text.js';
+
 export const DEVICE_SCORING_WEIGHTS_ANNOTATION = 'hami.io/device-scoring-weights';
 
 export interface ScoringWeights {
@@ -26,13 +28,14 @@ function isWeightKey(key: string): key is keyof ScoringWeights {
 export function parseScoringWeights(annotations: Readonly<Record<string, string>>): ScoringWeights | { error: string } {
   const raw = annotations[DEVICE_SCORING_WEIGHTS_ANNOTATION];
   if (raw === undefined) return { ...DEFAULT_SCORING_WEIGHTS };
-  const invalid = (why: string): { error: string } => ({ error: `invalid ${DEVICE_SCORING_WEIGHTS_ANNOTATION} "${raw}": ${why}` });
+  // The pod's author wrote the value: quote it clipped, never whole.
+  const invalid = (why: string): { error: string } => ({ error: `invalid ${DEVICE_SCORING_WEIGHTS_ANNOTATION} ${quoted(raw)}: ${why}` });
   const entries = raw.split(',');
   if (entries.length !== 3) return invalid('expected slot=<int>,core=<int>,memory=<int>');
   const weights: Partial<ScoringWeights> = {};
   for (const entry of entries) {
     const [key = '', value = '', ...rest] = entry.split('=').map((part) => part.trim());
-    if (rest.length > 0 || !isWeightKey(key)) return invalid(`unknown entry "${entry.trim()}"`);
+    if (rest.length > 0 || !isWeightKey(key)) return invalid(`unknown entry ${quoted(entry.trim())}`);
     if (weights[key] !== undefined) return invalid(`${key} given twice`);
     if (!/^\d+$/.test(value) || Number(value) > 2 ** 31 - 1) return invalid(`${key} must be a non-negative integer`);
     weights[key] = Number(value);

@@ -3,7 +3,7 @@ import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { isNewerVersion } from '../cluster/object-store.js';
 import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
 import { ALLOCATED_ANNOTATION, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
-import { gpuRequestProblems } from '../devices/requests.js';
+import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
 import { podDeviceUsage } from '../devices/usage.js';
 import { describeError, WardenError } from '../errors.js';
 import { withSignal } from '../kube/call-options.js';
@@ -124,8 +124,8 @@ export class Binder {
       if (boundTo === args.node) return {};
       throw new BindError(`pod is already bound to node ${boundTo}`);
     }
-    const problems = gpuRequestProblems(pod);
-    if (problems.length > 0) throw new BindError(`unreadable GPU request: ${problems.slice(0, 3).join('; ')}`);
+    const problems = gpuRequestProblems(pod, this.deps.defaults.requestDefaults);
+    if (problems.length > 0) throw new BindError(`unreadable GPU request: ${describeProblems(problems)}`);
     const view = viewPod(pod, this.deps.defaults);
     if (!view.wantsGpu) {
       // kube-scheduler sends only pods with a managed resource; a pod that names none gets a plain bind.

@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
+import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import type { EventRecorder } from '../telemetry/events.js';
+import { forEachInSlices, mapInSlices } from '../time-slices.js';
 import type { Binder } from './binder.js';
-import { evaluateNode, scoreNode, summarizeFailures, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
+import { evaluateNode, FailureSummary, NODE_UNREGISTERED, scoreNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
 import { filterResult, type BindingArgs, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type HostPriority } from './protocol.js';
 
 export interface ExtenderServiceDeps {
@@ -26,6 +28,9 @@ interface PodIdentity {
  */
 type NodeVerdict = { fits: true; score: number } | { fits: false; reason: string };
 
+/** One verdict shared by every node name the store does not know (a filter may name 100,000). */
+const UNREGISTERED: NodeVerdict = Object.freeze({ fits: false, reason: NODE_UNREGISTERED });
+
 /** Filter's verdicts for one pod, each valid while its node's generation holds. */
 interface RememberedFilter {
   verdicts: Map<string, { generation: number | undefined; verdict: NodeVerdict }>;
@@ -45,10 +50,14 @@ const RECENT_SHAPES = 256;
 /** Pod shapes whose evaluation is kept per node (replicas of one workload share a shape). */
 const SHAPES_PER_NODE = 8;
 
-/** Everything about a pod that a fit depends on, as one string; pods with equal shapes fit alike. */
+/**
+ * Everything about a pod that a fit depends on, as one short key; pods with equal shapes fit alike.
+ * Hashed: the annotations in it are the pod author's (up to 256 KiB), and the caches below keep
+ * hundreds of shapes.
+ */
 function shapeOf(pod: PodView): string {
-  const relevant = Object.entries(pod.annotations).filter(([key]) => key.startsWith('nvidia.com/') || key.startsWith('hami.io/')).sort(([a], [b]) => a.localeCompare(b));
-  return JSON.stringify([pod.requests, pod.policies, relevant]);
+  const relevant = Object.entries(pod.annotations).filter(([key]) => key.startsWith('nvidia.com/') || key.startsWith('hami.io/')).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return createHash('sha256').update(JSON.stringify([pod.requests, pod.policies, relevant])).digest('base64');
 }
 
 /**
@@ -71,22 +80,32 @@ export class ExtenderService {
     const problems = cache.problems();
     if (problems.length > 0) return filterResult.error(`vgpu-warden cluster state is stale: ${problems.join('; ')}`);
     if (namesGpuResource(args.pod)) {
-      const unreadable = gpuRequestProblems(args.pod);
-      if (unreadable.length > 0) return filterResult.error(`unreadable GPU request: ${unreadable.slice(0, 3).join('; ')}`);
+      // The webhook's validation, again: the admission policy may be in Warn mode, the webhook may
+      // have been down (it fails open), and HAMi would place such a pod as if it wanted no GPU.
+      const unreadable = gpuRequestProblems(args.pod, this.deps.defaults.requestDefaults);
+      if (unreadable.length > 0) return filterResult.error(`unreadable GPU request: ${describeProblems(unreadable)}`);
     }
     const pod = viewPod(args.pod, this.deps.defaults);
-    if (!pod.wantsGpu) return filterResult.passed(args.nodeNames, {});
+    if (!pod.wantsGpu) return filterResult.passed(args.nodeNames);
     const passed: string[] = [];
-    const failed: Record<string, string> = {};
+    const failed = new Map<string, string>();
+    const summary = new FailureSummary();
     const remembered: RememberedFilter = { verdicts: new Map() };
     const shape = shapeOf(pod);
     const repeated = this.noteShape(shape);
-    for (const node of args.nodeNames) {
+    // In slices: the admission webhook answers from this event loop too.
+    await forEachInSlices(args.nodeNames, (node) => {
       const verdict = repeated ? this.cachedVerdict(node, pod, shape) : this.verdict(node, pod);
-      remembered.verdicts.set(node, { generation: cache.nodeGeneration(node), verdict });
-      if (verdict.fits) passed.push(node);
-      else failed[node] = verdict.reason;
-    }
+      const generation = cache.nodeGeneration(node);
+      // A node the store does not know is refitted in no time: not worth an entry per name.
+      if (generation !== undefined) remembered.verdicts.set(node, { generation, verdict });
+      if (verdict.fits) {
+        passed.push(node);
+      } else if (!failed.has(node)) {
+        failed.set(node, verdict.reason);
+        summary.add(node, verdict.reason);
+      }
+    });
     this.remember(pod, remembered);
     if (passed.length === 0) {
       const identity = (args.pod as PodIdentity).metadata ?? {};
@@ -94,7 +113,7 @@ export class ExtenderService {
         { kind: 'Pod', name: identity.name ?? '', namespace: identity.namespace ?? 'default', ...(identity.uid ? { uid: identity.uid } : {}) },
         'Warning',
         'FilteringFailed',
-        `no available node, ${args.nodeNames.length} nodes do not meet: ${summarizeFailures(failed)}`,
+        `no available node, ${args.nodeNames.length} nodes do not meet: ${summary.text()}`,
       );
     }
     return filterResult.passed(passed, failed);
@@ -112,7 +131,7 @@ export class ExtenderService {
     if (!pod.wantsGpu) return args.nodeNames.map((node) => ({ Host: node, Score: 0 }));
     const remembered = pod.uid === undefined ? undefined : this.remembered.get(pod.uid);
     const identity = (args.pod as PodIdentity).metadata ?? {};
-    return args.nodeNames.map((node) => {
+    return mapInSlices(args.nodeNames, (node) => {
       const known = remembered?.verdicts.get(node);
       const verdict = known !== undefined && known.generation === cache.nodeGeneration(node) ? known.verdict : this.verdict(node, pod);
       if (!verdict.fits) return { Host: node, Score: 0 };
@@ -130,6 +149,7 @@ export class ExtenderService {
 
   /** The pod's fit on the node and its score there, computed now. */
   private verdict(node: string, pod: PodView): NodeVerdict {
+    if (this.deps.cache.inventory(node) === undefined) return UNREGISTERED;
     const evaluation = evaluateNode(this.deps.cache, node, pod);
     return evaluation.fits ? { fits: true, score: scoreNode(this.deps.cache, evaluation, pod) } : { fits: false, reason: evaluation.reason };
   }

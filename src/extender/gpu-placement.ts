@@ -2,6 +2,7 @@ import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { fitPod, prepareFit, type FitResult, type GpuPolicy, type PreparedFit } from '../devices/fit.js';
 import { hasGpuRequest, podGpuRequests, type PodGpuRequests, type RequestDefaults } from '../devices/requests.js';
 import { nodeScore, policiesFor, type NodePolicy } from '../devices/score.js';
+import { clip, LABEL_CHARS } from '../user-text.js';
 
 export interface PlacementDefaults {
   nodePolicy: NodePolicy;
@@ -40,12 +41,17 @@ export function viewPod(pod: unknown, defaults: PlacementDefaults): PodView {
   };
 }
 
+/** The reason for a node the state store does not know. */
+export const NODE_UNREGISTERED = 'node unregistered';
+
 /** Fits the pod onto one node against the cache's usage (bound plus assumed pods, minus this pod). */
 export function evaluateNode(cache: ClusterCache, node: string, pod: PodView): NodeEvaluation {
   const inventory = cache.inventory(node);
-  if (inventory === undefined) return { node, fits: false, reason: 'node unregistered', reasonCounts: { NodeUnregistered: 1 } };
+  if (inventory === undefined) return { node, fits: false, reason: NODE_UNREGISTERED, reasonCounts: { NodeUnregistered: 1 } };
   if (inventory.devices.length === 0) {
-    return { node, fits: false, reason: `no GPU inventory on node (${inventory.problems.join('; ') || 'hami.io/node-nvidia-register missing'})`, reasonCounts: { NoGpuInventory: 1 } };
+    // The problems quote the node's annotations, which a device plugin or a node patch wrote.
+    const why = clip(inventory.problems.join('; '), REASON_CHARS) || 'hami.io/node-nvidia-register missing';
+    return { node, fits: false, reason: `no GPU inventory on node (${why})`, reasonCounts: { NoGpuInventory: 1 } };
   }
   const result = fitPod({
     devices: inventory.devices,
@@ -65,17 +71,75 @@ export function scoreNode(cache: ClusterCache, evaluation: NodeEvaluation, pod: 
   return inventory === undefined ? 0 : nodeScore(inventory.devices, evaluation.usageAfter, pod.policies.node);
 }
 
-/** "2 nodes CardInsufficientMemory(n1, n2); 1 nodes node unregistered(n3)" for FilteringFailed. */
-export function summarizeFailures(failed: Record<string, string>): string {
-  const byReason = new Map<string, string[]>();
-  for (const [node, reason] of Object.entries(failed)) {
-    for (const part of reason.split(', ')) {
-      const name = part.replace(/^\d+\/\d+ /, '');
-      byReason.set(name, [...(byReason.get(name) ?? []), node]);
+/** How much of a failure summary is spelled out; the rest is counted. */
+export interface SummaryLimits {
+  /** Reasons listed, most frequent first. */
+  reasons: number;
+  /** Node names shown per reason (the first in name order). */
+  names: number;
+}
+
+const SUMMARY_LIMITS: SummaryLimits = { reasons: 8, names: 3 };
+/** A reason may carry text from a node's annotations (inventory problems): keep it short. */
+const REASON_CHARS = 160;
+
+/** Keeps `sample` the `limit` smallest names seen: linear in the nodes, whatever their number. */
+function keepSmallest(sample: string[], name: string, limit: number): void {
+  if (sample.length === limit && name >= (sample[limit - 1] ?? '')) return;
+  let index = sample.length;
+  while (index > 0 && (sample[index - 1] ?? '') > name) index -= 1;
+  sample.splice(index, 0, name);
+  if (sample.length > limit) sample.pop();
+}
+
+/**
+ * "2 nodes CardInsufficientMemory (n1, n2); 1 node node unregistered (n3)" for FilteringFailed,
+ * built one failed node at a time. Linear in the failed nodes and bounded in size: per reason the
+ * number of nodes and at most `limits.names` of their names, at most `limits.reasons` reasons,
+ * names and reasons clipped. A filter over 100,000 nodes (or one where every node fails for its
+ * own reason) gives one short line.
+ */
+export class FailureSummary {
+  private readonly byReason = new Map<string, { count: number; sample: string[] }>();
+  private lastReason: { text: string; names: string[] } | undefined;
+
+  constructor(private readonly limits: SummaryLimits = SUMMARY_LIMITS) {}
+
+  add(node: string, reason: string): void {
+    const shown = clip(node, LABEL_CHARS);
+    for (const name of this.reasonsIn(reason)) {
+      let entry = this.byReason.get(name);
+      if (entry === undefined) {
+        entry = { count: 0, sample: [] };
+        this.byReason.set(name, entry);
+      }
+      entry.count += 1;
+      keepSmallest(entry.sample, shown, this.limits.names);
     }
   }
-  return [...byReason.entries()]
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([reason, nodes]) => `${nodes.length} nodes ${reason}(${nodes.sort().join(', ')})`)
-    .join('; ');
+
+  /** The reason names in one node's reason; the last one is kept, as neighbours often share it. */
+  private reasonsIn(reason: string): string[] {
+    if (reason === this.lastReason?.text) return this.lastReason.names;
+    // Fit reasons are "n/m Reason" lists; any other reason is one (it may hold commas itself).
+    const names = (/^\d+\/\d+ /.test(reason) ? reason.split(', ') : [reason]).map((part) => clip(part.replace(/^\d+\/\d+ /, ''), REASON_CHARS));
+    this.lastReason = { text: reason, names };
+    return names;
+  }
+
+  text(): string {
+    const ranked = [...this.byReason.entries()].sort(([a, x], [b, y]) => y.count - x.count || (a < b ? -1 : a > b ? 1 : 0));
+    const shown = ranked.slice(0, this.limits.reasons).map(([reason, { count, sample }]) =>
+      `${count} ${count === 1 ? 'node' : 'nodes'} ${reason} (${sample.join(', ')}${count > sample.length ? ', …' : ''})`);
+    const hidden = ranked.length - shown.length;
+    return hidden > 0 ? `${shown.join('; ')}; and ${hidden} more reasons` : shown.join('; ');
+  }
+}
+
+/** The summary of a whole FailedNodes map (see FailureSummary). */
+export function summarizeFailures(failed: Readonly<Record<string, string>> | ReadonlyMap<string, string>, limits: SummaryLimits = SUMMARY_LIMITS): string {
+  const summary = new FailureSummary(limits);
+  const entries: Iterable<[string, string]> = failed instanceof Map ? (failed as ReadonlyMap<string, string>) : Object.entries(failed as Readonly<Record<string, string>>);
+  for (const [node, reason] of entries) summary.add(node, reason);
+  return summary.text();
 }

@@ -1,6 +1,7 @@
 import { WardenError } from '../errors.js';
 import type { LockClassification } from './lock-rules.js';
-import { podKey, type LockValue, type PodRef } from './lock-value.js';
+import { formatAge } from '../telemetry/human-age.js';
+import { podKey, quoteForMessage, type LockValue, type PodRef } from './lock-value.js';
 
 /** Base class for node-lock failures. */
 export class NodeLockError extends WardenError {}
@@ -24,8 +25,17 @@ function describeHolder(value: LockValue): string {
     case 'legacy':
       return 'a legacy lock with no owner';
     case 'malformed':
-      return `an unreadable value ${JSON.stringify(value.raw)}`;
+      return `an unreadable value ${quoteForMessage(value.raw)}`;
   }
+}
+
+/**
+ * A stamp ahead of our clock (a skewed writer, or a planted value): the age is counted from when the
+ * lock was first seen, and the message says so instead of printing "0s old" forever.
+ */
+function stampAhead(classification: LockClassification): string {
+  const skewMs = classification.clockSkewMs ?? 0;
+  return skewMs < 2000 ? '' : ` since first seen, its stamp ${formatAge(skewMs / 1000)} in the future`;
 }
 
 /** Another pod holds the node's lock; the message names the holder and the lock's age. */
@@ -36,7 +46,7 @@ export class LockContentionError extends NodeLockError {
     readonly holder: LockValue,
     readonly classification: LockClassification,
   ) {
-    const age = classification.ageMs === undefined ? 'unknown age' : `${Math.round(classification.ageMs / 1000)}s old`;
+    const age = classification.ageMs === undefined ? 'unknown age' : `${Math.round(classification.ageMs / 1000)}s old${stampAhead(classification)}`;
     super(`node ${node} is locked by ${describeHolder(holder)} (${age}, ${classification.state}: ${classification.reason}); ${podKey(requester)} must wait`);
   }
 }

@@ -55,8 +55,9 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  *
  * `seenAt` is when this process first saw this exact lock value (the state store records it). Age
  * is judged from it, by our own clock, so a writer whose clock runs behind cannot make a fresh lock
- * look expired. Without it (a one-off read, e.g. `vgpu-warden locks`) the writer's stamp is used.
- * Either way a stamp in the future counts as written now.
+ * look expired. Without it (a one-off read, e.g. `vgpu-warden locks`) the writer's stamp is used,
+ * unless it lies in the future: then NodeLocks passes the apiserver's record of the write, and
+ * without that record the lock counts as written now. `clockSkewMs` says how far ahead a stamp is.
  */
 export function classifyLock(
   lock: LockValue,

@@ -11,6 +11,7 @@ import {
 import { classifyLock, type LockClassification, type LockRulesConfig, type ReleaseReason } from './lock-rules.js';
 import { formatLockValue, isOwnedBy, parseLockValue, type LockValue, type PodRef } from './lock-value.js';
 import type { LockView, NodeLockApi, NodeSnapshot } from './node-lock-api.js';
+import { lockWrittenAt } from './lock-written-at.js';
 import type { OwnerPod } from './owner-pod.js';
 
 /** Who released a lock: metrics and events report releases by path. */
@@ -215,7 +216,7 @@ export class NodeLocks {
           }
           previous = current;
         } else {
-          const decided = await this.classify(node, value, fromView ? 'view' : 'api', signal);
+          const decided = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
           if (decided.classification.state === 'releasable' && fromView) {
             // Never free another pod's lock on the word of a possibly lagging view.
             fromView = false;
@@ -301,7 +302,7 @@ export class NodeLocks {
         }
         const current = snapshot.lock;
         const value = parseLockValue(current);
-        const { classification } = await this.classify(node, value, fromView ? 'view' : 'api', signal);
+        const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
         if (classification.state !== 'releasable') {
           if (classification.state === 'stalled') this.emit({ type: 'stalled', node, holder: current, ageMs: classification.ageMs });
           return { outcome: 'kept', node, value: current, classification, resourceVersion: snapshot.resourceVersion };
@@ -329,7 +330,7 @@ export class NodeLocks {
       return { node, resourceVersion: snapshot.resourceVersion, raw: undefined, value: undefined, owner: undefined, classification: undefined };
     }
     const value = parseLockValue(snapshot.lock);
-    const { owner, classification } = await this.classify(node, value);
+    const { owner, classification } = await this.classify(snapshot, value);
     return { node, resourceVersion: snapshot.resourceVersion, raw: snapshot.lock, value, owner, classification };
   }
 
@@ -349,13 +350,30 @@ export class NodeLocks {
     }
   }
 
-  private async classify(node: string, value: LockValue, source: 'view' | 'api' = 'api', signal?: AbortSignal): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
+  /**
+   * The lock's holder (read from the view or the API) and what the rules say. Only an `owned` value
+   * names a pod, and parseLockValue makes every owner a possible pod name first, so a malformed
+   * value or an impossible owner costs no API call at all.
+   */
+  private async classify(snapshot: NodeSnapshot, value: LockValue, source: 'view' | 'api' = 'api', signal?: AbortSignal): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
+    const node = snapshot.name;
     let owner: OwnerPod | null | undefined;
     if (value.kind === 'owned') {
       owner = (source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? null;
     }
-    const seenAt = this.deps.view?.lockSeenAt(node, value.raw);
-    return { owner, classification: classifyLock(value, owner ?? undefined, node, this.clock(), this.deps.config, seenAt) };
+    const now = this.clock();
+    return { owner, classification: classifyLock(value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now)) };
+  }
+
+  /**
+   * When this process first saw the value (the state store). Without one, the writer's stamp is
+   * the age, unless it lies in the future: then the apiserver's record of the write is used, so a
+   * one-off reader (`vgpu-warden locks`) sees the lock age instead of "0s" forever.
+   */
+  private seenAt(snapshot: NodeSnapshot, value: LockValue, now: Date): Date | undefined {
+    const seen = this.deps.view?.lockSeenAt(snapshot.name, value.raw);
+    if (seen !== undefined || value.kind === 'malformed' || value.time <= now) return seen;
+    return lockWrittenAt(snapshot.object);
   }
 
   private async pause(ms: number, signal: AbortSignal | undefined): Promise<void> {

@@ -1,4 +1,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import { describeError } from '../errors.js';
+import { jsonPieces } from '../time-slices.js';
+import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
 import { parseBindingArgs, parseFilterArgs, filterResult, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type BindingArgs, type HostPriority, type Parsed } from '../extender/protocol.js';
 
 export interface ExtenderHandlers {
@@ -16,6 +19,11 @@ export interface ExtenderAppDeps {
   guard?: RequestHandler;
 }
 
+/** Filter args carry a name per node: 16 MiB is about 500,000 node names. */
+const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+/** Answers are written in pieces of about this many characters. */
+const WRITE_CHUNK = 64 * 1024;
+
 function decode(req: Request): unknown {
   const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
   if (body.length === 0) throw new Error('empty request body');
@@ -31,9 +39,28 @@ function decode(req: Request): unknown {
 export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // An ETag would hash every answer (megabytes for a large filter) on the event loop.
+  app.disable('etag');
   if (deps.guard !== undefined) app.use(deps.guard);
-  const raw = express.raw({ type: () => true, limit: deps.bodyLimitBytes ?? 16 * 1024 * 1024 });
+  const limit = deps.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
+  app.use(bodyHeaderGuard(limit));
+  const raw = readBody(limit);
   const send = (res: Response, status: number, body: unknown) => { res.status(status).type('application/json').send(JSON.stringify(body)); };
+  // Filter and prioritize answers grow with the node list: encoded and written in slices, so that
+  // neither the encoding nor the TLS write of megabytes holds the event loop in one block.
+  const sendLarge = async (res: Response, status: number, body: unknown) => {
+    res.status(status).type('application/json');
+    let pending = '';
+    for await (const piece of jsonPieces(body)) {
+      pending += piece;
+      if (pending.length >= WRITE_CHUNK) {
+        res.write(pending);
+        pending = '';
+      }
+    }
+    // A short answer written at once gets a Content-Length; a long one went out chunked.
+    res.end(pending);
+  };
 
   app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
   app.get('/readyz', (_req, res) => {
@@ -65,7 +92,7 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
         return;
       }
       try {
-        send(res, 200, await handle(parsed.value));
+        await sendLarge(res, 200, await handle(parsed.value));
       } catch (error) {
         send(res, ...failed(`${path.slice(1)} failed: ${(error as Error).message}`));
       }
@@ -76,11 +103,14 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
   verb('/bind', parseBindingArgs, (args) => deps.handlers.bind(args), (m) => [200, { Error: m }], (m) => [200, { Error: m }]);
 
   app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
-  app.use((error: { status?: number; type?: string; message?: string }, req: Request, res: Response, _next: NextFunction) => {
-    const message = error.type === 'entity.too.large' ? 'request body too large' : `could not read the request: ${error.message ?? 'unknown error'}`;
+  // Refusals of the body reader are HTTP errors (413, 415, 400): kube-scheduler never sends such a
+  // request, and an Error field would claim the arguments were read.
+  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const status = error instanceof RequestBodyError ? error.status : 500;
+    const message = error instanceof RequestBodyError ? error.message : `could not read the request: ${describeError(error)}`;
     deps.onBadRequest?.(req.path, message);
     if (res.headersSent) return;
-    send(res, req.path === '/prioritize' ? 400 : 200, req.path === '/filter' ? filterResult.error(message) : { Error: message });
+    send(res, status, req.path === '/filter' ? filterResult.error(message) : { Error: message });
   });
   return app;
 }

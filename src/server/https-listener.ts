@@ -1,8 +1,64 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import type { RequestListener, Server as HttpServer } from 'node:http';
+import type { RequestListener, Server as HttpServer, ServerOptions } from 'node:http';
 
-export interface HttpsListenerOptions {
+/**
+ * Connection limits shared by the webhook, extender and metrics listeners (ARCHITECTURE §7).
+ * kube-apiserver gives the webhook 10 s (timeoutSeconds) and kube-scheduler the extender 30 s
+ * (httpTimeout), but both send a whole request at once on a fast network: a request still
+ * arriving after 15 s is stalled or dribbled on purpose, and holds a connection for nothing.
+ */
+export interface ListenerLimits {
+  /** Idle keep-alive connections live this long (apiserver and kube-scheduler reuse connections). */
+  keepAliveTimeoutMs?: number;
+  /** A client must send complete headers within this time (slowloris guard). */
+  headersTimeoutMs?: number;
+  /** ...and the whole request, body included, within this time. Answering may take longer (bind). */
+  requestTimeoutMs?: number;
+  /** How often the two timeouts above are checked; a request is cut at most this late. */
+  timeoutCheckIntervalMs?: number;
+  /** A TLS handshake (or a connection that never starts one) is cut after this time. */
+  handshakeTimeoutMs?: number;
+  /** Connections open at once, idle ones included; more are closed as they arrive. */
+  maxConnections?: number;
+}
+
+export const LISTENER_DEFAULTS: Readonly<Required<ListenerLimits>> = Object.freeze({
+  keepAliveTimeoutMs: 90_000,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 15_000,
+  timeoutCheckIntervalMs: 1000,
+  handshakeTimeoutMs: 10_000,
+  // kube-apiserver opens a connection per concurrent review and kube-scheduler one per concurrent
+  // bind (each may wait up to BIND_TIMEOUT): hundreds at the most in a large cluster. 512 keeps
+  // memory bounded (each connection may hold a body up to the limit while it is read).
+  maxConnections: 512,
+});
+
+/** The defaults, overridden by every limit that is set (an explicit undefined keeps the default). */
+function mergeLimits(limits: ListenerLimits): Required<ListenerLimits> {
+  const merged = { ...LISTENER_DEFAULTS };
+  for (const key of Object.keys(merged) as (keyof ListenerLimits)[]) {
+    const value = limits[key];
+    if (value !== undefined) merged[key] = value;
+  }
+  return merged;
+}
+
+/** Node's server options for these limits (the timeout checker is set up when listening starts). */
+export function serverOptions(limits: ListenerLimits = {}): ServerOptions & { handshakeTimeout: number } {
+  const merged = mergeLimits(limits);
+  return {
+    keepAliveTimeout: merged.keepAliveTimeoutMs,
+    // Node requires headersTimeout <= requestTimeout.
+    headersTimeout: Math.min(merged.headersTimeoutMs, merged.requestTimeoutMs),
+    requestTimeout: merged.requestTimeoutMs,
+    connectionsCheckingInterval: merged.timeoutCheckIntervalMs,
+    handshakeTimeout: merged.handshakeTimeoutMs,
+  };
+}
+
+export interface HttpsListenerOptions extends ListenerLimits {
   host: string;
   port: number;
   certPem: string;
@@ -12,22 +68,18 @@ export interface HttpsListenerOptions {
    * the TLS handshake fails before any HTTP is read. (Who the client is, is the app's to check.)
    */
   clientCaPem?: string;
-  /** Idle keep-alive connections live this long (apiserver and kube-scheduler reuse connections). */
-  keepAliveTimeoutMs?: number;
-  /** A client must send complete headers within this time (slowloris guard). */
-  headersTimeoutMs?: number;
 }
 
 /**
- * Applies the shared connection timeouts and listens; resolves once bound, rejects on a bind error
- * (port in use, bad address). Used by the TLS listeners and the plain-HTTP metrics listener.
+ * Applies the connection limits and listens; resolves once bound, rejects on a bind error (port in
+ * use, bad address). The server must have been created with serverOptions(limits). Used by the
+ * TLS listeners and the plain-HTTP metrics listener.
  */
-export async function listenWithTimeouts(
-  server: HttpServer | Server,
-  options: { host: string; port: number; keepAliveTimeoutMs?: number; headersTimeoutMs?: number },
-): Promise<void> {
-  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 90_000;
-  server.headersTimeout = options.headersTimeoutMs ?? 32_000;
+export async function listenWithLimits(server: HttpServer | Server, options: { host: string; port: number } & ListenerLimits): Promise<void> {
+  const merged = mergeLimits(options);
+  // Set again: keepAliveTimeout is not a constructor option on every Node version.
+  server.keepAliveTimeout = merged.keepAliveTimeoutMs;
+  server.maxConnections = merged.maxConnections;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -44,11 +96,12 @@ export class HttpsListener {
   static async start(app: RequestListener, options: HttpsListenerOptions): Promise<HttpsListener> {
     const clientAuth = options.clientCaPem !== undefined;
     const server = createServer({
+      ...serverOptions(options),
       cert: options.certPem,
       key: options.keyPem,
       ...(clientAuth ? { ca: options.clientCaPem, requestCert: true, rejectUnauthorized: true } : {}),
     }, app);
-    await listenWithTimeouts(server, options);
+    await listenWithLimits(server, options);
     return new HttpsListener(server, clientAuth);
   }
 

@@ -1,8 +1,9 @@
 import { createServer } from 'node:http';
-import { listenWithTimeouts } from './https-listener.js';
+import { listenWithLimits, serverOptions, type ListenerLimits } from './https-listener.js';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { describeError } from '../errors.js';
+import { bodyHeaderGuard, RequestBodyError } from './request-body.js';
 
 /** What the metrics listener needs of WardenMetrics. */
 export interface MetricsSource {
@@ -20,6 +21,9 @@ export interface MetricsAppDeps {
 export function createMetricsApp(deps: MetricsAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  app.disable('etag');
+  // Nothing here reads a body: one declared or compressed is refused before it is sent.
+  app.use(bodyHeaderGuard(0));
   app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
   app.get('/metrics', async (_req: Request, res: Response) => {
     let body: string;
@@ -36,20 +40,25 @@ export function createMetricsApp(deps: MetricsAppDeps): express.Express {
     res.send(body);
   });
   app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
-  app.use((error: { message?: string }, _req: Request, res: Response, _next: NextFunction) => {
-    deps.onError?.(error.message ?? 'unknown error');
+  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    if (error instanceof RequestBodyError) {
+      if (!res.headersSent) res.status(error.status).type('text/plain').send(error.message);
+      return;
+    }
+    deps.onError?.(describeError(error));
     if (!res.headersSent) res.status(500).type('text/plain').send('internal error');
   });
   return app;
 }
 
-export interface MetricsListenerOptions extends MetricsAppDeps {
+export interface MetricsListenerOptions extends MetricsAppDeps, ListenerLimits {
   host: string;
   /** 0 picks a free port (tests). */
   port: number;
-  keepAliveTimeoutMs?: number;
-  headersTimeoutMs?: number;
 }
+
+/** Prometheus (and a person with curl) keep a connection or two each. */
+const METRICS_MAX_CONNECTIONS = 64;
 
 export interface MetricsListener {
   readonly port: number;
@@ -61,9 +70,10 @@ export interface MetricsListener {
  * exposition holds nothing secret (node names, counts, durations).
  */
 export async function startMetricsListener(options: MetricsListenerOptions): Promise<MetricsListener> {
-  const server = createServer(createMetricsApp(options));
+  const limits: ListenerLimits = { ...options, maxConnections: options.maxConnections ?? METRICS_MAX_CONNECTIONS };
   // Same timeouts as the TLS listeners: Prometheus keeps its scrape connections alive.
-  await listenWithTimeouts(server, options);
+  const server = createServer(serverOptions(limits), createMetricsApp(options));
+  await listenWithLimits(server, { ...limits, host: options.host, port: options.port });
   const port = (server.address() as AddressInfo).port;
   return {
     port,

@@ -2,6 +2,8 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { AdmissionRequest, AdmissionResponse, AdmissionReviewReply, AdmissionVersion } from '../admission/admission-types.js';
 import { respond } from '../admission/admission-types.js';
 import { parseAdmissionReview } from '../admission/parse-review.js';
+import { describeError } from '../errors.js';
+import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
 
 export interface AdmissionHandler {
   handle(request: AdmissionRequest): Promise<AdmissionResponse>;
@@ -31,7 +33,10 @@ function reply(res: Response, httpStatus: number, version: AdmissionVersion, res
 export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // An ETag would hash every answer on the event loop, and the apiserver never revalidates.
+  app.disable('etag');
   const limit = deps.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
+  app.use(bodyHeaderGuard(limit));
 
   app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
   app.get('/readyz', (_req, res) => {
@@ -40,7 +45,7 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   });
 
   // Raw body for every content type: the Content-Type check is ours, before any decoding.
-  app.post('/mutate', express.raw({ type: () => true, limit }), async (req: Request, res: Response) => {
+  app.post('/mutate', readBody(limit), async (req: Request, res: Response) => {
     const body = Buffer.isBuffer(req.body) ? req.body : undefined;
     const parsed = parseAdmissionReview(body, req.headers['content-type']);
     if (!parsed.ok) {
@@ -61,10 +66,10 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
 
   app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
 
-  // Errors from the body reader (oversize, broken encoding, aborted upload) still get a review.
-  app.use((error: { status?: number; type?: string; message?: string }, _req: Request, res: Response, _next: NextFunction) => {
-    const status = error.type === 'entity.too.large' ? 413 : error.status !== undefined && error.status >= 400 && error.status < 500 ? error.status : 500;
-    const message = error.type === 'entity.too.large' ? `request body exceeds ${limit} bytes` : `could not read the request: ${error.message ?? 'unknown error'}`;
+  // Errors from the body reader (oversize, compressed, aborted upload) still get a review.
+  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const status = error instanceof RequestBodyError ? error.status : 500;
+    const message = error instanceof RequestBodyError ? error.message : `could not read the request: ${describeError(error)}`;
     deps.onBadRequest?.(status, message);
     if (res.headersSent) return;
     reply(res, status, 'admission.k8s.io/v1', respond.errored('', status, message));

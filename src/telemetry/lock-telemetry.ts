@@ -1,6 +1,7 @@
 import { RELEASE_REASON_TEXT, type ReleaseReason } from '../lock/lock-rules.js';
-import { parseLockValue, podKey, type LockValue, type PodRef } from '../lock/lock-value.js';
+import { parseLockValue, podKey, quoteForMessage, type LockValue, type PodRef } from '../lock/lock-value.js';
 import type { LockEvent, LockObserver, ReleasePath } from '../lock/node-locks.js';
+import { clip } from '../user-text.js';
 import type { EventRecorder, EventTarget } from './events.js';
 import { formatAge } from './human-age.js';
 import type { Logger } from './logger.js';
@@ -45,9 +46,12 @@ function holderOf(value: LockValue): string | null {
 
 function describeHolder(value: LockValue): string {
   if (value.kind === 'owned') return `pod ${podKey(value.owner)}`;
-  if (value.kind === 'legacy') return `a legacy lock without owner ("${value.raw}")`;
-  return `an unreadable lock value ("${value.raw}")`;
+  if (value.kind === 'legacy') return `a legacy lock without owner (${quoteForMessage(value.raw)})`;
+  return `an unreadable lock value (${quoteForMessage(value.raw)})`;
 }
+
+/** Values on nodes can be megabytes long (anyone who can patch a node writes them): logs get a prefix. */
+const logValue = (raw: string): string => clip(raw, 512);
 
 function describeReason(reason: ReleaseReason | 'owner-request'): string {
   return reason === 'owner-request' ? 'owner-request (released on its holder\'s behalf)' : `${reason} (${RELEASE_REASON_TEXT[reason]})`;
@@ -91,7 +95,7 @@ export class LockTelemetry implements LockObserver {
         this.deps.metrics.recordContention();
         this.deps.log?.info({
           component: 'lock', event: 'contention', node: event.node, pod: podKey(event.pod), holder: holderOf(parseLockValue(event.holder)),
-          value: event.holder, state: event.classification.state, reason: event.classification.reason, ageSeconds: seconds(event.classification.ageMs),
+          value: logValue(event.holder), state: event.classification.state, reason: event.classification.reason, ageSeconds: seconds(event.classification.ageMs),
         }, `lock on node ${event.node} refused to ${podKey(event.pod)}: ${event.classification.state} by ${describeHolder(parseLockValue(event.holder))}`);
         return;
       case 'stalled':
@@ -108,7 +112,7 @@ export class LockTelemetry implements LockObserver {
   recordExternalRelease(node: string, value?: string): void {
     this.deps.metrics.recordExternalRelease(node);
     const holder = value === undefined ? null : holderOf(parseLockValue(value));
-    this.deps.log?.info({ component: 'lock', event: 'released', node, holder, value, reason: 'external', path: 'device-plugin' },
+    this.deps.log?.info({ component: 'lock', event: 'released', node, holder, value: value === undefined ? undefined : logValue(value), reason: 'external', path: 'device-plugin' },
       `lock on node ${node} released outside vgpu-warden${holder === null ? '' : ` (held by ${holder})`}`);
   }
 
@@ -116,7 +120,7 @@ export class LockTelemetry implements LockObserver {
     const outcome = event.replaced ? 'taken-over' : 'acquired';
     this.deps.metrics.recordAcquisition(outcome);
     const replaced = event.replaced
-      ? { previousHolder: holderOf(parseLockValue(event.replaced.value)), previousValue: event.replaced.value, reason: event.replaced.reason }
+      ? { previousHolder: holderOf(parseLockValue(event.replaced.value)), previousValue: logValue(event.replaced.value), reason: event.replaced.reason }
       : {};
     this.deps.log?.info({ component: 'lock', event: 'acquired', node: event.node, pod: podKey(event.pod), value: event.value, outcome, attempts: event.attempts, ...replaced },
       `lock on node ${event.node} ${outcome === 'taken-over' ? 'taken over' : 'acquired'} by ${podKey(event.pod)}`);
@@ -127,7 +131,7 @@ export class LockTelemetry implements LockObserver {
     const value = parseLockValue(event.value);
     const holder = holderOf(value);
     this.deps.log?.info({
-      component: 'lock', event: 'released', node: event.node, holder, value: event.value, reason: event.reason, path: event.path, ageSeconds: seconds(event.ageMs),
+      component: 'lock', event: 'released', node: event.node, holder, value: logValue(event.value), reason: event.reason, path: event.path, ageSeconds: seconds(event.ageMs),
     }, `lock on node ${event.node} released by ${event.path}: ${event.reason}`);
     const age = event.ageMs === undefined ? '' : ` after ${formatAge(event.ageMs / 1000)}`;
     this.deps.events?.record(nodeTarget(event.node), 'Normal', 'NodeLockReleased',
@@ -139,8 +143,8 @@ export class LockTelemetry implements LockObserver {
     const value = parseLockValue(event.holder);
     const holder = holderOf(value);
     this.deps.log?.warn({
-      component: 'lock', event: 'stalled', node: event.node, holder, value: event.holder, reason: 'awaiting-allocation-past-expiry', ageSeconds: seconds(event.ageMs),
-    }, `lock on node ${event.node} held by ${holder ?? event.holder} is stalled`);
+      component: 'lock', event: 'stalled', node: event.node, holder, value: logValue(event.holder), reason: 'awaiting-allocation-past-expiry', ageSeconds: seconds(event.ageMs),
+    }, `lock on node ${event.node} held by ${holder ?? quoteForMessage(event.holder)} is stalled`);
     if (this.deps.events === undefined || !this.firstReportInInterval(event.node, event.holder)) return;
 
     const age = formatAge(event.ageMs / 1000);

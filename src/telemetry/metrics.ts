@@ -16,6 +16,12 @@ export interface LockSample {
  */
 export type LockSource = () => readonly LockSample[] | undefined | Promise<readonly LockSample[] | undefined>;
 
+/**
+ * Pods whose hami.io/vgpu-devices-allocated cannot be decoded now, each with how it is counted
+ * meanwhile (PodUsageIndex); undefined when not known here.
+ */
+export type UnreadableAllocationSource = () => readonly { counted: string }[] | undefined;
+
 export type BindOutcome = 'success' | 'error';
 export type SweepResult = 'ok' | 'error';
 export type AcquisitionOutcome = 'acquired' | 'reentrant' | 'taken-over';
@@ -53,6 +59,7 @@ export class WardenMetrics {
 
   private readonly onLockSourceError: (error: unknown) => void;
   private lockSource: LockSource | undefined;
+  private unreadableAllocationSource: UnreadableAllocationSource | undefined;
   private lockSnapshot: Promise<readonly LockSample[] | undefined> | undefined;
 
   private readonly releases: Counter<'reason' | 'path'>;
@@ -97,6 +104,21 @@ export class WardenMetrics {
         for (const sample of samples ?? []) {
           if (sample.ageSeconds !== undefined) age.set({ node: sample.node }, sample.ageSeconds);
         }
+      },
+    });
+
+    const unreadable: Gauge<'counted'> = new Gauge({
+      name: `${PREFIX}unreadable_allocations`,
+      help: 'Pods whose hami.io/vgpu-devices-allocated cannot be decoded, by how they are counted meanwhile (last-readable: their last readable allocation; whole-node: every GPU of their node)',
+      labelNames: ['counted'],
+      registers,
+      collect: () => {
+        unreadable.reset();
+        const pods = this.unreadableAllocationSource?.();
+        if (pods === undefined) return;
+        const counts = new Map<string, number>([['last-readable', 0], ['whole-node', 0]]);
+        for (const pod of pods) counts.set(pod.counted, (counts.get(pod.counted) ?? 0) + 1);
+        for (const [counted, count] of counts) unreadable.set({ counted }, count);
       },
     });
 
@@ -181,6 +203,11 @@ export class WardenMetrics {
   /** Where the node-lock gauges come from; without a source they are absent (this replica does not know). */
   setLockSource(source: LockSource | undefined): void {
     this.lockSource = source;
+  }
+
+  /** Where the unreadable-allocation gauge comes from; without a source it is absent. */
+  setUnreadableAllocationSource(source: UnreadableAllocationSource | undefined): void {
+    this.unreadableAllocationSource = source;
   }
 
   recordRelease(reason: string, path: string): void {

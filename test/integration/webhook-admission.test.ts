@@ -57,6 +57,31 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       expect(apiStatusOf(error)?.message).to.equal('admission webhook "create.pods.vgpu-warden.io" denied the request: container main is privileged; privileged containers cannot share GPUs');
     });
 
+    it('denies a GPU share that cannot be read with 400, naming container and resource, before kube-apiserver validates', async () => {
+      const { core, namespace } = testCluster();
+      const cases: [Record<string, string>, string][] = [
+        // kube-apiserver admits these (integers, not negative): only the webhook (or the policy) refuses them.
+        [{ 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3Gi' }, 'invalid nvidia.com/gpumem value "3Gi" in container main: must be an integer between 0 and 2147483647'],
+        [{ 'nvidia.com/gpu': '2147483648' }, 'invalid nvidia.com/gpu value "2147483648" in container main: must be an integer between 0 and 2147483647'],
+        [{ 'nvidia.com/gpu': '1', 'nvidia.com/gpucores': '150' }, 'invalid nvidia.com/gpucores value "150" in container main: must be an integer between 0 and 100'],
+        // Mutating admission runs before kube-apiserver's own validation: the webhook is first to refuse these.
+        [{ 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '-1' }, 'invalid nvidia.com/gpumem value "-1" in container main: must be an integer between 0 and 2147483647'],
+        [{ 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1500m' }, 'invalid nvidia.com/gpumem value "1500m" in container main: not a whole number; must be an integer between 0 and 2147483647'],
+      ];
+      for (const [limits, message] of cases) {
+        const body: V1Pod = { metadata: { name: 'share' }, spec: { containers: [{ name: 'main', image: 'cuda', resources: { limits } }] } };
+        const error: unknown = await core.createNamespacedPod({ namespace, body }).then(() => undefined, (caught: unknown) => caught);
+        expect(httpStatusOf(error), JSON.stringify(limits)).to.equal(400);
+        expect(apiStatusOf(error)?.message).to.equal(`admission webhook "create.pods.vgpu-warden.io" denied the request: ${message}`);
+      }
+      // Not a quantity at all: kube-apiserver refuses to decode it, and never calls the webhook.
+      const body: V1Pod = { metadata: { name: 'abc' }, spec: { containers: [{ name: 'main', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': 'abc' } } }] } };
+      const error: unknown = await core.createNamespacedPod({ namespace, body }).then(() => undefined, (caught: unknown) => caught);
+      expect(httpStatusOf(error)).to.equal(400);
+      expect(apiStatusOf(error)?.message).to.include('quantities must match the regular expression');
+      expect(webhook.seen).to.not.include(`CREATE ${namespace}/abc`);
+    });
+
     it('denies a pod that arrives with scheduler-owned annotations', async () => {
       const { core, namespace } = testCluster();
       const body = gpuPod('forger');
@@ -147,7 +172,7 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
 
   describe('bad input sent straight to /mutate', () => {
     const v1 = (request: unknown) => JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
-    const table: { title: string; body: string | Buffer; contentType?: string; method?: string; status: number; allowed?: boolean; code?: number; uid?: string; apiVersion?: string }[] = [
+    const table: { title: string; body: string | Buffer; contentType?: string; contentEncoding?: string; method?: string; status: number; allowed?: boolean; code?: number; uid?: string; apiVersion?: string }[] = [
       { title: 'no Content-Type', body: v1({ uid: 'a', operation: 'CREATE' }), status: 400, allowed: false, code: 415 },
       { title: 'text/plain', body: v1({ uid: 'a', operation: 'CREATE' }), contentType: 'text/plain', status: 400, allowed: false, code: 415 },
       { title: 'form encoding', body: 'a=b', contentType: 'application/x-www-form-urlencoded', status: 400, allowed: false, code: 415 },
@@ -167,12 +192,14 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       { title: 'CREATE with containers that are not objects', body: v1({ uid: 'c3', operation: 'CREATE', object: { spec: { containers: [42, null] } } }), contentType: 'application/json', status: 200, allowed: true, uid: 'c3' },
       { title: 'DELETE with a garbage oldObject (never denied)', body: v1({ uid: 'd1', operation: 'DELETE', oldObject: { spec: { nodeName: 7 } } }), contentType: 'application/json', status: 200, allowed: true, uid: 'd1' },
       { title: 'a body over 7 MB', body: Buffer.alloc(8 * 1024 * 1024, 0x20), contentType: 'application/json', status: 413, allowed: false, code: 413 },
+      { title: 'a br-compressed body', body: v1({ uid: 'z1', operation: 'CREATE' }), contentType: 'application/json', contentEncoding: 'br', status: 415, allowed: false, code: 415 },
+      { title: 'a gzip-compressed body', body: v1({ uid: 'z2', operation: 'CREATE' }), contentType: 'application/json', contentEncoding: 'gzip', status: 415, allowed: false, code: 415 },
       { title: 'a valid v1beta1 review, answered in v1beta1', body: JSON.stringify({ apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'b1', operation: 'CREATE', object: { spec: { containers: [{ name: 'c' }] } } } }), contentType: 'application/json', status: 200, allowed: true, uid: 'b1', apiVersion: 'admission.k8s.io/v1beta1' },
     ];
 
     for (const row of table) {
       it(`answers ${row.title} with HTTP ${row.status}${row.code ? ` and code ${row.code}` : ''}`, async () => {
-        const answer = await webhook.send(row.body, { contentType: row.contentType });
+        const answer = await webhook.send(row.body, { contentType: row.contentType, contentEncoding: row.contentEncoding });
         expect(answer.status).to.equal(row.status);
         const review = JSON.parse(answer.body) as { apiVersion: string; kind: string; response: { uid: string; allowed: boolean; status?: { code: number } } };
         expect(review.kind).to.equal('AdmissionReview');

@@ -96,10 +96,11 @@ export class WebhookFixture {
   }
 
   /** Sends raw bytes straight to /mutate (or another path) and returns status, headers and body. */
-  send(body: string | Buffer, options: { contentType?: string; method?: string; path?: string } = {}): Promise<{ status: number; body: string }> {
+  send(body: string | Buffer, options: { contentType?: string; contentEncoding?: string; method?: string; path?: string } = {}): Promise<{ status: number; body: string }> {
     return new Promise((resolve, reject) => {
       const headers: Record<string, string | number> = {};
       if (options.contentType !== undefined) headers['content-type'] = options.contentType;
+      if (options.contentEncoding !== undefined) headers['content-encoding'] = options.contentEncoding;
       const payload = typeof body === 'string' ? Buffer.from(body) : body;
       headers['content-length'] = payload.length;
       const req = request({ host: '127.0.0.1', port: this.listener?.port, path: options.path ?? '/mutate', method: options.method ?? 'POST', ca: this.caPem, headers }, (res) => {

@@ -84,15 +84,78 @@ describe('pod mutation on CREATE (HAMi NVIDIA rules)', () => {
   });
 
   describe('validation', () => {
-    for (const value of ['101', '-1', '50.5', 'abc', '1k']) {
-      it(`denies gpumem-percentage ${value} with HAMi's message`, () => {
+    const percentages: [string, string][] = [['101', ''], ['-1', ''], ['50.5', 'not a whole number; '], ['abc', 'not a Kubernetes quantity; '], ['1k', '']];
+    for (const [value, why] of percentages) {
+      it(`denies gpumem-percentage ${value} with HAMi's message, the value quoted`, () => {
         const decision = mutatePodOnCreate(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem-percentage': value } })]), CONFIG);
-        expect(decision).to.deep.equal({ kind: 'deny', code: 400, message: `invalid nvidia.com/gpumem-percentage value ${value} in container main: must be an integer between 0 and 100` });
+        expect(decision).to.deep.equal({ kind: 'deny', code: 400, message: `invalid nvidia.com/gpumem-percentage value "${value}" in container main: ${why}must be an integer between 0 and 100` });
       });
     }
 
     it('denies gpucores outside 0..100', () => {
       expect(mutatePodOnCreate(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpucores': '150' } })]), CONFIG)).to.deep.include({ kind: 'deny', code: 400 });
+    });
+
+    // What kube-apiserver refuses anyway, and what it admits but no card holds: denied with 400,
+    // never patched into a pod that HAMi would then bind without a GPU.
+    const unreadable: [Resources, string][] = [
+      [{ limits: { 'nvidia.com/gpu': 'abc' } }, 'invalid nvidia.com/gpu value "abc" in container main: not a Kubernetes quantity; must be an integer between 0 and 2147483647'],
+      [{ limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '-1' } }, 'invalid nvidia.com/gpumem value "-1" in container main: must be an integer between 0 and 2147483647'],
+      [{ limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1500m' } }, 'invalid nvidia.com/gpumem value "1500m" in container main: not a whole number; must be an integer between 0 and 2147483647'],
+      [{ limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3Gi' } }, 'invalid nvidia.com/gpumem value "3Gi" in container main: must be an integer between 0 and 2147483647'],
+      [{ limits: { 'nvidia.com/gpumem': '99999999999' } }, 'invalid nvidia.com/gpumem value "99999999999" in container main: must be an integer between 0 and 2147483647'],
+      [{ limits: { 'nvidia.com/gpu': '2147483648' } }, 'invalid nvidia.com/gpu value "2147483648" in container main: must be an integer between 0 and 2147483647'],
+      [{ requests: { 'nvidia.com/gpu': '1', 'nvidia.com/gpucores': '-5' } }, 'invalid nvidia.com/gpucores value "-5" in container main (requests): must be an integer between 0 and 100'],
+    ];
+    for (const [resources, message] of unreadable) {
+      it(`denies ${JSON.stringify(resources)} with 400, naming container and resource`, () => {
+        expect(mutatePodOnCreate(pod([ctr('main', resources)]), CONFIG)).to.deep.equal({ kind: 'deny', code: 400, message });
+      });
+    }
+
+    it('bounds gpumem by the memoryFactor it is multiplied by', () => {
+      const config = { ...CONFIG, requestDefaults: { defaultMemoryMiB: 0, defaultCores: 0, memoryFactor: 1024 } };
+      expect(mutatePodOnCreate(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2097151' } })]), config).kind).to.equal('patch');
+      expect(mutatePodOnCreate(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2097152' } })]), config)).to.deep.include({ kind: 'deny', code: 400 });
+    });
+
+    it('reads the forms kube-apiserver canonicalises to', () => {
+      const { result } = mutated(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem-percentage': '1e2', 'nvidia.com/priority': '1' } })]));
+      expect(limitsOf(result)).to.deep.include({ 'nvidia.com/gpucores': '100' });
+      expect(mutated(pod([ctr('main', { limits: { 'nvidia.com/gpumem': '3k' } })])).result.spec.schedulerName).to.equal('hami-scheduler');
+    });
+
+    it('names the first unreadable share of a pod and counts the others, init containers first', () => {
+      const decision = mutatePodOnCreate(pod(
+        Array.from({ length: 1000 }, (_, index) => ctr(`c${index}`, { limits: { 'nvidia.com/gpu': 'x' } })),
+        { initContainers: [ctr('prep', { limits: { 'nvidia.com/gpucores': '101' } })] },
+      ), CONFIG);
+      expect(decision).to.deep.equal({ kind: 'deny', code: 400, message: 'invalid nvidia.com/gpucores value "101" in init container prep: must be an integer between 0 and 100 (and 1000 more)' });
+    });
+
+    it('clips names and values the pod author wrote', () => {
+      const huge = 'n'.repeat(8 * 1024 * 1024);
+      const decisions = [
+        mutatePodOnCreate(pod([ctr(huge, { limits: { 'nvidia.com/gpu': huge } })]), CONFIG),
+        mutatePodOnCreate(pod([ctr(huge, { limits: { 'nvidia.com/gpu': '1' } }, { securityContext: { privileged: true } })]), CONFIG),
+        mutatePodOnCreate(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1' } })], { nodeName: huge }), CONFIG),
+        mutatePodOnCreate(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1' } })], { schedulerName: huge }), CONFIG),
+        mutatePodOnCreate(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1' } })], {}, { annotations: Object.fromEntries(Array.from({ length: 1000 }, (_, index) => [`hami.io/vgpu-${index}${huge.slice(0, 10_000)}`, ''])) }), CONFIG),
+        mutatePodOnCreate(pod([ctr('main', { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/priority': huge } })]), CONFIG),
+      ];
+      for (const decision of decisions) {
+        const text = decision.kind === 'deny' ? decision.message : decision.kind === 'skip' ? decision.reason : '';
+        expect(text).to.have.length.within(1, 600);
+      }
+      expect(decisions[4]).to.deep.include({ kind: 'deny', code: 403 });
+      expect(decisions[4]?.kind === 'deny' && decisions[4].message).to.include('and 995 more');
+    });
+
+    it('turns nvidia.com/priority into its decimal value and refuses one that is not a whole number', () => {
+      const { result } = mutated(pod([ctr('a', { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/priority': '1k' } })]));
+      expect(result.spec.containers[0]?.env).to.deep.equal([{ name: 'CUDA_TASK_PRIORITY', value: '1000' }]);
+      expect(mutatePodOnCreate(pod([ctr('a', { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/priority': '-1' } })]), CONFIG))
+        .to.deep.equal({ kind: 'deny', code: 400, message: 'invalid nvidia.com/priority value "-1" in container a: must be an integer between 0 and 2147483647' });
     });
 
     it('denies a GPU pod with a privileged container, naming it (even a non-GPU sidecar)', () => {

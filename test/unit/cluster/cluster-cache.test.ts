@@ -110,4 +110,24 @@ describe('ClusterCache (the state store)', () => {
     expect(cache.nodesLockedBy('ns', 'p')).to.deep.equal([]);
     expect(cache.nodesLockedBy('ns', 'q')).to.deep.equal([]);
   });
+
+  it('a pod whose allocation was never readable takes every GPU of its node, by the node\'s inventory, and is reported once', async () => {
+    const logged: string[] = [];
+    const nodes = new ScriptedSource<V1Node>();
+    const pods = new ScriptedSource<V1Pod>();
+    nodes.items = [simulatedGpuNode({ name: 'gpu-1', gpus: 2 })];
+    const broken = usedPod('broken', 'u1', 'gpu-1');
+    broken.metadata = { ...broken.metadata, annotations: { ...broken.metadata?.annotations, [ALLOCATED_ANNOTATION]: 'garbage:GPU-gpu-1-0,NVIDIA,8000,0:;' } };
+    pods.items = [broken];
+    cache = new ClusterCache({ sources: { nodes, pods }, reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 }, log: (_level, message) => { logged.push(message); } });
+    await cache.start();
+    expect(cache.usageOn('gpu-1')).to.deep.equal(new Map([
+      ['GPU-gpu-1-0', { slots: 10, memoryMiB: 24576, cores: 100 }],
+      ['GPU-gpu-1-1', { slots: 10, memoryMiB: 24576, cores: 100 }],
+    ]));
+    expect(cache.usage.unreadable().map((pod) => [pod.pod, pod.counted])).to.deep.equal([['ns/broken', 'whole-node']]);
+    expect(logged.filter((line) => line.includes('unreadable'))).to.deep.equal([
+      'pod ns/broken: unreadable hami.io/vgpu-devices-allocated (container 0, device 0: "garbage" is not a device "<uuid>,NVIDIA,<memory MiB>,<cores>"); counted as using every GPU of node gpu-1 until it is readable or the pod is gone',
+    ]);
+  });
 });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { formatLockJson, formatLockTable, formatTable, lockRowOf, type LockRow } from '../../../src/commands/lock-table.js';
+import { failedLockRow, formatLockJson, formatLockTable, formatTable, lockRowOf, type LockRow } from '../../../src/commands/lock-table.js';
 import { parseLockValue } from '../../../src/lock/lock-value.js';
 import type { LockInspection } from '../../../src/lock/node-locks.js';
 
@@ -30,6 +30,18 @@ describe('lock table', () => {
       'gpu-node-12   ml/job             3m12s       stalled      awaiting-allocation-past-expiry',
       'n3            <malformed>        <unknown>   releasable   malformed',
       'n4            <legacy>           125m        releasable   legacy-expired',
+    ]);
+  });
+
+  it('shows how far a stamp lies in the future next to the age, and a node that could not be inspected as unknown', () => {
+    const lines = formatLockTable([
+      row({ node: 'n1', holder: null, kind: 'legacy', ageSeconds: 40, stampAheadSeconds: 73 * 365 * 86_400, state: 'held', reason: 'legacy-fresh', owner: null }),
+      failedLockRow('n2', '2026-11-30T12:00:00Z,team-a,trainer-0', parseLockValue('2026-11-30T12:00:00Z,team-a,trainer-0'), 'could not inspect: timeout'),
+    ]);
+    expect(lines).to.deep.equal([
+      'NODE   HOLDER             AGE                STATE     REASON',
+      'n1     <legacy>           40s (stamp +73y)   held      legacy-fresh',
+      'n2     team-a/trainer-0   <unknown>          unknown   inspect-failed',
     ]);
   });
 
@@ -80,6 +92,21 @@ describe('lock table', () => {
       const row = lockRowOf({ ...base, raw: 'junk', value: parseLockValue('junk'), owner: undefined, classification: { state: 'releasable', reason: 'malformed', ageMs: undefined } });
       expect(row).to.deep.include({ holder: null, kind: 'malformed', ageSeconds: null, owner: null, reason: 'malformed' });
       expect(row?.problem).to.include('not an RFC3339 time');
+    });
+
+    it('carry how far the stamp lies ahead of this clock, from 2 s on', () => {
+      const raw = '2099-01-01T00:00:00Z';
+      const ahead = lockRowOf({ ...base, raw, value: parseLockValue(raw), owner: undefined, classification: { state: 'held', reason: 'legacy-fresh', ageMs: 40_500, clockSkewMs: 2_300_000_000_999 } });
+      expect(ahead).to.deep.include({ ageSeconds: 40, stampAheadSeconds: 2_300_000_000 });
+      const skewed = lockRowOf({ ...base, raw, value: parseLockValue(raw), owner: undefined, classification: { state: 'held', reason: 'legacy-fresh', ageMs: 0, clockSkewMs: 1500 } });
+      expect(skewed).to.not.have.property('stampAheadSeconds');
+    });
+
+    it('for a node that could not be inspected, say what the value itself says and why', () => {
+      const raw = `2026-11-30T12:00:00Z,ns,${'a'.repeat(300)}`;
+      expect(failedLockRow('gpu-1', raw, parseLockValue(raw), 'boom')).to.deep.include({
+        node: 'gpu-1', value: raw, holder: null, kind: 'malformed', ageSeconds: null, state: 'unknown', reason: 'inspect-failed', error: 'boom', owner: null,
+      });
     });
 
     it('are skipped for a node without a lock', () => {

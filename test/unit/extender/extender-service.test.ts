@@ -24,21 +24,22 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   let cache: ClusterCache | undefined;
   afterEach(async () => { await cache?.stop(); cache = undefined; });
 
-  async function build(options: { start?: boolean } = {}) {
+  async function build(options: { start?: boolean; memoryFactor?: number; nodes?: V1Node[] } = {}) {
     const nodes = new ScriptedSource<V1Node>();
     const pods = new ScriptedSource<V1Pod>();
-    nodes.items = ['n1', 'n2', 'n3'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
+    nodes.items = options.nodes ?? ['n1', 'n2', 'n3'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
     cache = new ClusterCache({ sources: { nodes, pods }, staleAfterMs: 50, reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 } });
     if (options.start !== false) await cache.start();
     const events: string[] = [];
+    const messages: string[] = [];
     const service = new ExtenderService({
       cache,
       binder: {} as Binder,
-      events: { record: (_ref: unknown, _type: string, reason: string) => { events.push(reason); } } as unknown as EventRecorder,
-      defaults: { nodePolicy: 'binpack', gpuPolicy: 'spread', requestDefaults: DEFAULT_REQUEST_DEFAULTS },
+      events: { record: (_ref: unknown, _type: string, reason: string, message: string) => { events.push(reason); messages.push(message); } } as unknown as EventRecorder,
+      defaults: { nodePolicy: 'binpack', gpuPolicy: 'spread', requestDefaults: { ...DEFAULT_REQUEST_DEFAULTS, memoryFactor: options.memoryFactor ?? 1 } },
       syncWaitMs: 20,
     });
-    return { nodes, pods, cache, service, events };
+    return { nodes, pods, cache, service, events, messages };
   }
 
   it('passes nodes where the share fits and names why the others fail', async () => {
@@ -47,7 +48,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     const result = await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'n2', 'n3'] });
     expect(result.Error).to.equal('');
     expect(result.NodeNames).to.deep.equal(['n1', 'n3']);
-    expect(result.FailedNodes?.n2).to.match(/CardInsufficientMemory/);
+    expect(result.FailedNodes?.get('n2')).to.match(/CardInsufficientMemory/);
   });
 
   it('answers an Error, never a pass-through, for an unreadable GPU share', async () => {
@@ -86,7 +87,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     cache.usage.assume('big', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 10_000, cores: 0 }]]));
     const result = await service.filter({ pod: gpuPod('r4', 20_000), nodeNames: ['n1', 'n2'] });
     expect(result.NodeNames).to.deep.equal(['n1']);
-    expect(result.FailedNodes?.n2).to.match(/CardInsufficientMemory/);
+    expect(result.FailedNodes?.get('n2')).to.match(/CardInsufficientMemory/);
   });
 
   it('scores a node whose lock another pod holds below every free node, and the holder\'s own node normally', async () => {
@@ -106,5 +107,65 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames: ['n1', 'n2'] });
     expect(result.NodeNames).to.deep.equal([]);
     expect(events).to.deep.equal(['FilteringFailed']);
+  });
+
+  // HAMi drops these requests and places the pod as if it asked for no GPU: every node passes.
+  const unreadable: [string, Record<string, string>, number][] = [
+    ['a count that is not a quantity', { 'nvidia.com/gpu': 'abc' }, 1],
+    ['a negative gpumem', { 'nvidia.com/gpumem': '-1' }, 1],
+    ['a gpumem beyond int32', { 'nvidia.com/gpumem': '3Gi' }, 1],
+    ['a gpumem beyond int32 once multiplied by memoryFactor', { 'nvidia.com/gpumem': '1073741824' }, 2],
+    ['cores above 100', { 'nvidia.com/gpucores': '101' }, 1],
+  ];
+  for (const [title, extra, memoryFactor] of unreadable) {
+    it(`answers an Error for ${title}, naming container and resource, and passes no node`, async () => {
+      const { service } = await build({ memoryFactor });
+      const result = await service.filter({ pod: gpuPod('p', 1000, extra), nodeNames: ['n1', 'n2'] });
+      expect(result.NodeNames).to.equal(null);
+      expect(result.Error).to.match(/^unreadable GPU request: invalid nvidia\.com\/gpu(mem|cores)? value ".*" in container c: /);
+    });
+  }
+
+  it('answers 100,000 unknown node names in well under a second, with one short FilteringFailed line', async () => {
+    const { service, events, messages } = await build();
+    const nodeNames = [...Array.from({ length: 100_000 }, (_, index) => `unknown-${index}`), 'n1'];
+    let turns = 0;
+    const ticker = setInterval(() => { turns += 1; }, 0);
+    const started = performance.now();
+    const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames });
+    const elapsedMs = performance.now() - started;
+    clearInterval(ticker);
+    expect(result.NodeNames).to.deep.equal([]);
+    expect(result.FailedNodes?.size).to.equal(100_001);
+    expect(result.FailedNodes?.get('unknown-99999')).to.equal('node unregistered');
+    expect(elapsedMs).to.be.below(1000);
+    // The loop was yielded to while the nodes were fitted.
+    expect(turns).to.be.above(5);
+    expect(events).to.deep.equal(['FilteringFailed']);
+    expect(messages).to.deep.equal(['no available node, 100001 nodes do not meet: 100000 nodes node unregistered (unknown-0, unknown-1, unknown-10, …); 1 node CardInsufficientMemory (n1)']);
+    expect((await service.prioritize({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames })).every((entry) => entry.Score === 0)).to.equal(true);
+  });
+
+  it('takes node names that are also Object.prototype keys, and counts a repeated name once', async () => {
+    const { service } = await build();
+    const result = await service.filter({ pod: gpuPod('big', GPU_MIB + 1), nodeNames: ['constructor', '__proto__', 'toString', 'n1', 'n1'] });
+    expect([...result.FailedNodes?.keys() ?? []]).to.deep.equal(['constructor', '__proto__', 'toString', 'n1']);
+    expect(result.FailedNodes?.get('__proto__')).to.equal('node unregistered');
+  });
+
+  it('checks 256 KiB placement annotations against 2000 nodes x 4 GPUs in linear time', async () => {
+    const names = Array.from({ length: 2000 }, (_, index) => `g${index}`);
+    const { service } = await build({ nodes: names.map((name) => simulatedGpuNode({ name, gpus: 4 })) });
+    const many = (prefix: string) => Array.from({ length: 20_000 }, (_, index) => `${prefix}-${index}`).join(',');
+    const pod = gpuPod('picky', 1000);
+    const annotated = { ...pod, metadata: { ...pod.metadata, annotations: {
+      'nvidia.com/use-gputype': many('NO-SUCH-MODEL'), 'nvidia.com/nouse-gpuuuid': many('GPU-none'), 'nvidia.com/vgpu-mode': `${'x'.repeat(250_000)}hami-core`,
+    } } };
+    const started = performance.now();
+    const result = await service.filter({ pod: annotated, nodeNames: names });
+    // 8000 GPUs × 20,000 types was 160 million substring checks; now one check per GPU model.
+    expect(performance.now() - started).to.be.below(2000);
+    expect(result.NodeNames).to.deep.equal([]);
+    expect(result.FailedNodes?.get('g0')).to.equal('4/4 CardTypeMismatch');
   });
 });

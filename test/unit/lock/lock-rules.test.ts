@@ -150,6 +150,31 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
     });
   });
 
+  describe('planted far-future stamps (2099) are judged from first sight, never held forever', () => {
+    const planted = (owner?: string) => parseLockValue(owner === undefined ? '2099-01-01T00:00:00Z' : `2099-01-01T00:00:00Z,${owner}`);
+
+    it('a legacy one is held for NODELOCK_EXPIRE after it was first seen, then released', () => {
+      expect(classifyLock(planted(), undefined, NODE, NOW, CONFIG, new Date(NOW.getTime() - 299 * SECOND)).state).to.equal('held');
+      expect(classifyLock(planted(), undefined, NODE, NOW, CONFIG, new Date(NOW.getTime() - 301 * SECOND))).to.deep.include({ state: 'releasable', reason: 'legacy-expired', ageMs: 301_000 });
+    });
+
+    it('one naming an existing pod not bound here is held for the bind grace after it was first seen, then released', () => {
+      expect(classifyLock(planted('ns,pod-a'), pod(), NODE, NOW, CONFIG, new Date(NOW.getTime() - 59 * SECOND)).state).to.equal('held');
+      expect(classifyLock(planted('ns,pod-a'), pod(), NODE, NOW, CONFIG, new Date(NOW.getTime() - 61 * SECOND)))
+        .to.deep.include({ state: 'releasable', reason: 'owner-replaced', ageMs: 61_000 });
+    });
+
+    it('one naming a pod bound elsewhere is released at once', () => {
+      expect(classifyLock(planted('ns,pod-a'), pod({ nodeName: 'gpu-node-2' }), NODE, NOW, CONFIG, NOW)).to.deep.include({ state: 'releasable', reason: 'owner-bound-elsewhere' });
+    });
+  });
+
+  it('an ancient stamp (year 0001) is read as year 1, not 1901, and judged from first sight when there is one', () => {
+    const ancient = parseLockValue('0001-01-01T00:00:00Z,ns,pod-a');
+    expect(ancient.kind === 'owned' && ancient.time.getUTCFullYear()).to.equal(1);
+    expect(classifyLock(ancient, pod(), NODE, NOW, CONFIG, new Date(NOW.getTime() - 10 * SECOND))).to.deep.equal({ state: 'held', reason: 'bind-in-progress', ageMs: 10_000 });
+  });
+
   describe('clock skew', () => {
     it('treats a lock stamped in the future as just written and reports the skew', () => {
       expect(classifyLock(lockAged(-90 * SECOND), pod(), NODE, NOW, CONFIG))

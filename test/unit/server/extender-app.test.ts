@@ -53,6 +53,12 @@ describe('extender HTTP adapter', () => {
     ['no pod', JSON.stringify({ NodeNames: ['n1'] }), 'extender args missing pod'],
     ['node names that are not strings', JSON.stringify({ Pod: pod, NodeNames: [1] }), 'NodeNames must be a list of node names'],
     ['neither NodeNames nor Nodes', JSON.stringify({ Pod: pod }), 'extender args have neither NodeNames nor Nodes'],
+    // Names longer than Kubernetes allows never get further than here, and are echoed clipped.
+    ['an 8 MiB pod name', JSON.stringify({ Pod: { metadata: { name: 'p'.repeat(8 << 20) } }, NodeNames: ['n1'] }), `extender args: pod name "${'p'.repeat(63)}…" is not a valid pod name`],
+    ['a pod name that is not a DNS subdomain', JSON.stringify({ Pod: { metadata: { name: 'Not_A_Pod' } }, NodeNames: ['n1'] }), 'extender args: pod name "Not_A_Pod" is not a valid pod name'],
+    ['a namespace that is not a DNS label', JSON.stringify({ Pod: { metadata: { name: 'p', namespace: 'a.b' } }, NodeNames: ['n1'] }), 'extender args: pod namespace "a.b" is not a valid namespace'],
+    ['a node name over 253 characters', JSON.stringify({ Pod: pod, NodeNames: ['n1', 'n'.repeat(100_000)] }), `NodeNames entry 1 ("${'n'.repeat(63)}…") is longer than 253 characters`],
+    ['an empty node name', JSON.stringify({ Pod: pod, NodeNames: ['n1', ''] }), 'NodeNames must be a list of node names (entry 1 is "")'],
   ];
   for (const [title, body, error] of badFilters) {
     it(`answers a filter with ${title} with HTTP 200 and an Error`, async () => {
@@ -78,5 +84,19 @@ describe('extender HTTP adapter', () => {
       expect(answer).to.deep.equal({ status: 200, json: { Error: `binding args missing ${missing}` } });
     }
     expect((await call(server, '/bind', JSON.stringify({ ...full, PodName: 'explode' }))).json).to.deep.equal({ Error: 'bind failed: boom' });
+    const huge = 'x'.repeat(8 << 20);
+    const invalid: [Record<string, string>, string][] = [
+      [{ ...full, PodName: huge }, `binding args: PodName "${'x'.repeat(63)}…" is not a valid pod name`],
+      [{ ...full, PodNamespace: 'NS' }, 'binding args: PodNamespace "NS" is not a valid namespace'],
+      [{ ...full, PodUID: huge }, `binding args: PodUID "${'x'.repeat(63)}…" is not a valid UID`],
+      [{ ...full, Node: huge }, `binding args: Node "${'x'.repeat(63)}…" is not a valid node name`],
+    ];
+    for (const [args, error] of invalid) expect(await call(server, '/bind', JSON.stringify(args))).to.deep.equal({ status: 200, json: { Error: error } });
+  });
+
+  it('answers a large filter in full, written in pieces', async () => {
+    const nodeNames = Array.from({ length: 50_000 }, (_, index) => `node-${index}`);
+    const answer = await call(server, '/filter', JSON.stringify({ Pod: pod, NodeNames: nodeNames }));
+    expect((answer.json as { NodeNames: string[] }).NodeNames).to.deep.equal(nodeNames);
   });
 });

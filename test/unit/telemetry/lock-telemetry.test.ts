@@ -162,4 +162,14 @@ describe('LockTelemetry', () => {
     telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, reason: 'owner-terminal', path: 'watch', ageMs: 1 });
     expect(await sample(metrics, 'vgpu_warden_lock_releases_total{reason="owner-terminal",path="watch"} 1')).to.equal(true);
   });
+
+  it('quotes a huge lock value in Events and logs by a short prefix, never whole', () => {
+    const { events, lines, telemetry } = setup();
+    const huge = `2026-11-30T12:00:00Z,ns,${'a'.repeat(250_000)}`;
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: huge, reason: 'malformed', path: 'sweeper', ageMs: undefined });
+    expect(events.recorded).to.have.length(1);
+    expect(events.recorded[0]?.message).to.match(/^Released the node lock of an unreadable lock value \("2026-11-30T12:00:00Z,ns,a+…"\): malformed/);
+    expect(events.recorded[0]?.message.length).to.be.below(400);
+    expect(JSON.stringify(lines).length).to.be.below(2_000);
+  });
 });

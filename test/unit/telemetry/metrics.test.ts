@@ -23,6 +23,7 @@ describe('WardenMetrics', () => {
       ['vgpu_warden_admission_duration_seconds', 'histogram'],
       ['vgpu_warden_sweep_duration_seconds', 'histogram'],
       ['vgpu_warden_sweep_passes_total', 'counter'],
+      ['vgpu_warden_unreadable_allocations', 'gauge'],
     ];
     for (const [name, type] of families) {
       expect(text).to.include(`# TYPE ${name} ${type}\n`);
@@ -159,6 +160,21 @@ describe('WardenMetrics', () => {
       expect(samplesOf(text, 'vgpu_warden_lock_contentions_total')).to.deep.equal(['vgpu_warden_lock_contentions_total 1']);
       expect(seen).to.have.length(1);
     });
+  });
+
+  it('counts pods with an unreadable allocation by how they are counted, absent without a source', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    expect(samplesOf(await metrics.text(), 'vgpu_warden_unreadable_allocations')).to.deep.equal([]);
+    metrics.setUnreadableAllocationSource(() => [{ counted: 'whole-node' }, { counted: 'last-readable' }, { counted: 'whole-node' }]);
+    expect(samplesOf(await metrics.text(), 'vgpu_warden_unreadable_allocations')).to.have.members([
+      'vgpu_warden_unreadable_allocations{counted="last-readable"} 1',
+      'vgpu_warden_unreadable_allocations{counted="whole-node"} 2',
+    ]);
+    metrics.setUnreadableAllocationSource(() => []);
+    expect(samplesOf(await metrics.text(), 'vgpu_warden_unreadable_allocations')).to.have.members([
+      'vgpu_warden_unreadable_allocations{counted="last-readable"} 0',
+      'vgpu_warden_unreadable_allocations{counted="whole-node"} 0',
+    ]);
   });
 
   it('adds the standard process metrics when asked, unprefixed as Prometheus expects', async () => {

@@ -1,0 +1,42 @@
+import { NODE_LOCK_ANNOTATION } from './lock-value.js';
+
+interface ManagedFieldsEntry {
+  time?: unknown;
+  fieldsV1?: unknown;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function timeOf(value: unknown): Date | undefined {
+  const time = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : undefined;
+  return time === undefined || Number.isNaN(time.getTime()) ? undefined : time;
+}
+
+const FIELD = `f:${NODE_LOCK_ANNOTATION}`;
+
+/**
+ * When the apiserver last recorded a write of the lock annotation, by its own clock: the newest
+ * `metadata.managedFields` entry that manages the field. A manager's entry is re-stamped whenever it
+ * changes any field it manages, so this is never earlier than the lock's own write.
+ *
+ * Only used where this process has no first-seen time of its own and the lock's stamp is in the
+ * future (a one-off read such as `vgpu-warden locks`): the stamp cannot say how long the lock has
+ * been there, this can. Undefined when the node carries no such record.
+ */
+export function lockWrittenAt(node: unknown): Date | undefined {
+  const metadata = isRecord(node) ? node.metadata : undefined;
+  const entries = isRecord(metadata) && Array.isArray(metadata.managedFields) ? (metadata.managedFields as unknown[]) : [];
+  let newest: Date | undefined;
+  for (const entry of entries) {
+    if (!isRecord(entry)) continue;
+    const { time, fieldsV1 } = entry as ManagedFieldsEntry;
+    const fields = isRecord(fieldsV1) ? fieldsV1['f:metadata'] : undefined;
+    const annotations = isRecord(fields) ? fields['f:annotations'] : undefined;
+    if (!isRecord(annotations) || !(FIELD in annotations)) continue;
+    const at = timeOf(time);
+    if (at !== undefined && (newest === undefined || at > newest)) newest = at;
+  }
+  return newest;
+}
