@@ -9,6 +9,7 @@ import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { Binder } from '../extender/binder.js';
 import { ExtenderService } from '../extender/extender-service.js';
 import { loadKubeConfig } from '../kube/client.js';
+import { untilNotTransient } from '../kube/retry-transient.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
 import { NodeLocks } from '../lock/node-locks.js';
 import { requireClientIdentity } from '../server/client-identity.js';
@@ -35,6 +36,12 @@ import { startPodWatchRelease } from '../sweeper/pod-watch-release.js';
 import { SweepSchedule } from '../sweeper/sweep-schedule.js';
 
 const DAY_MS = 86_400_000;
+/**
+ * How long start-up keeps retrying a transient failure (the apiserver restarting, a reset
+ * connection) before giving up: within the Deployment's startup probe window (2 s x 30).
+ */
+const STARTUP_RETRY_MS = 45_000;
+
 /** How often the keeper re-checks the certificates (renewal, a rotation by another replica). */
 const CERT_CHECK_INTERVAL_MS = 10 * 60_000;
 
@@ -101,7 +108,10 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     ...(clientCerts ? { onSettled: (bundle) => clientCerts.publish(bundle) } : {}),
     log: certLog,
   });
-  const material = await keeper.ensure();
+  const material = await untilNotTransient(() => keeper.ensure(), {
+    deadlineMs: STARTUP_RETRY_MS,
+    onRetry: (error, pauseMs) => { log.warn({ component: 'certs', err: error }, `certificates not available yet, retrying in ${pauseMs} ms`); },
+  });
 
   const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core), staleAfterMs: config.stateStaleAfterMs, log: (level, message) => { log[level]({ component: 'cache' }, message); } });
   const cacheStarted = cache.start().catch((error: unknown) => { log.error({ component: 'cache', err: error }, 'cluster cache failed to start'); });

@@ -30,3 +30,18 @@ export function apiStatusOf(error: unknown): { reason?: string; message?: string
   }
   return undefined;
 }
+
+/**
+ * Whether a failed call may succeed if simply tried again: no answer at all (refused, reset, timed
+ * out) or 408, 429, 5xx, anywhere along the `cause` chain. 401, 403, 404, 422 and the like are
+ * definite: retrying will not fix a missing right or object.
+ */
+export function isTransientApiError(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  let status: number | undefined;
+  for (let current: unknown = error; current !== undefined && current !== null && !seen.has(current); current = (current as { cause?: unknown }).cause) {
+    seen.add(current);
+    status ??= httpStatusOf(current);
+  }
+  return status === undefined || status === 408 || status === 429 || status >= 500;
+}

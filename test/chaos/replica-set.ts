@@ -18,6 +18,10 @@ interface Replica {
   kubeconfig: string;
   child: ChildProcess | undefined;
   starts: number;
+  /** Set while a kill or stop is under way: that exit is ours, not a crash. */
+  expectingExit: boolean;
+  /** Crash restarts in a row, for kubelet-like backoff. */
+  crashes: number;
 }
 
 /**
@@ -35,7 +39,7 @@ export class ReplicaSet {
 
   async add(kubeconfig: string): Promise<number> {
     const index = this.replicas.length;
-    this.replicas.push({ index, kubeconfig, child: undefined, starts: 0, ports: { webhook: await findFreePort(), extender: await findFreePort(), metrics: await findFreePort() } });
+    this.replicas.push({ index, kubeconfig, child: undefined, starts: 0, expectingExit: false, crashes: 0, ports: { webhook: await findFreePort(), extender: await findFreePort(), metrics: await findFreePort() } });
     return index;
   }
 
@@ -69,18 +73,37 @@ export class ReplicaSet {
     child.stdout.on('data', write);
     child.stderr.on('data', write);
     replica.child = child;
+    replica.expectingExit = false;
+    const startedAt = Date.now();
+    // A replica that exits on its own is restarted as kubelet restarts a crashed container: after
+    // 1 s, doubling up to 10 s for crashes in a row (CrashLoopBackOff, compressed for the run).
+    child.once('exit', (code, signal) => {
+      if (replica.expectingExit || this.stopping) return;
+      replica.crashes = Date.now() - startedAt > 60_000 ? 1 : replica.crashes + 1;
+      const pauseMs = Math.min(10_000, 1_000 * 2 ** (replica.crashes - 1));
+      this.crashRestarts++;
+      this.log.write(`[replica-${index}#${replica.starts}] exited on its own (${signal ?? `code ${String(code)}`}); restarting in ${pauseMs} ms\n`);
+      setTimeout(() => { if (!this.stopping && replica.child === child) this.start(index); }, pauseMs);
+    });
   }
+
+  /** Restarts after a replica exited on its own (not killed by the fault plan). */
+  crashRestarts = 0;
+  private stopping = false;
 
   /** SIGKILL: no shutdown hooks, no lock clean-up, as an OOM kill or a node loss. */
   async kill(index: number): Promise<void> {
-    const child = this.replica(index).child;
+    const replica = this.replica(index);
+    const child = replica.child;
     if (child === undefined || !this.isUp(index)) return;
+    replica.expectingExit = true;
     const exited = new Promise((done) => child.once('exit', done));
     child.kill('SIGKILL');
     await exited;
   }
 
   async stopAll(): Promise<void> {
+    this.stopping = true;
     await Promise.all(this.replicas.map(async (replica) => {
       const child = replica.child;
       if (child === undefined || !this.isUp(replica.index)) return;

@@ -144,7 +144,15 @@ try {
       log(`VIOLATION ${violation.invariant}: ${violation.message}\n--- time line (seed ${seed}) ---\n${timeline.explain(violation.subjects)}\n---`);
     }
   };
+  // No replica up (all crashed or killed at once): nothing can release a lock meanwhile.
+  let noReplica: { end: () => void } | undefined;
   const check = async () => {
+    const anyUp = Array.from({ length: replicas.size }, (_, index) => index).some((index) => replicas.isUp(index));
+    if (!anyUp) noReplica ??= outages.begin();
+    else if (noReplica !== undefined) {
+      noReplica.end();
+      noReplica = undefined;
+    }
     const snapshot = await observer.snapshot();
     if (snapshot === undefined) return;
     latest = snapshot;
@@ -196,6 +204,7 @@ try {
     podsBound: boundPods.size,
     allocations: { total: records.length, ok: records.filter((record) => record.ok).length, failed: records.filter((record) => !record.ok).length },
     faults: injector.applied,
+    replicaCrashRestarts: replicas.crashRestarts,
     faultsPlanned: plan.length,
     violations: violations.length,
   };
