@@ -88,6 +88,12 @@ export function classifyLock(
   // pod through this lock: freed now, the lock could name the next pod by then and hand it that
   // pod's GPUs (HAMi #3096). It stays held, by the rules below, until the pod is gone or allocated.
   if (owner.deleting && !(boundHere && owner.bindPhase === 'allocating')) return releasable('owner-deleting');
+  // A lock stamped more than the bind grace before its owner was created cannot come from that pod's
+  // bind: it is an earlier incarnation's (a same-name recreate). Without this a replica that has just
+  // started (first-seen age 0 for every lock) kept such a lock for a whole bind grace (chaos suite).
+  // The margin is the bind grace itself, so only a clock more than that far behind the apiserver's
+  // could make a fresh lock look this old.
+  if (owner.createdAt !== undefined && lock.time.getTime() < owner.createdAt.getTime() - config.bindGraceMs) return releasable('owner-replaced');
   // Bound elsewhere decides at once, before any age rule: kube-scheduler has re-placed the pod (e.g.
   // after our bind died mid-way), so no bind to this node can still be running for it.
   if (owner.nodeName !== undefined && owner.nodeName !== nodeName) return releasable('owner-bound-elsewhere');

@@ -12,10 +12,12 @@ export interface OwnerPod {
   nodeName: string | undefined;
   /** hami.io/bind-phase: allocating (bound, waiting for Allocate), success or failed. */
   bindPhase: string | undefined;
+  /** metadata.creationTimestamp (apiserver clock): a lock stamped well before it is an earlier incarnation's. */
+  createdAt?: Date | undefined;
 }
 
 interface PodLike {
-  metadata?: { uid?: string; deletionTimestamp?: unknown; annotations?: Record<string, string> | undefined };
+  metadata?: { uid?: string; deletionTimestamp?: unknown; creationTimestamp?: unknown; annotations?: Record<string, string> | undefined };
   spec?: { nodeName?: string };
   status?: { phase?: string };
 }
@@ -27,5 +29,11 @@ export function ownerPodFrom(pod: PodLike): OwnerPod {
     deleting: pod.metadata?.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null,
     nodeName: pod.spec?.nodeName === '' ? undefined : pod.spec?.nodeName,
     bindPhase: pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION],
+    createdAt: dateOf(pod.metadata?.creationTimestamp),
   };
+}
+
+function dateOf(value: unknown): Date | undefined {
+  const date = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : undefined;
+  return date === undefined || Number.isNaN(date.getTime()) ? undefined : date;
 }

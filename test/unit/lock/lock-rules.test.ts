@@ -75,6 +75,21 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
         .to.deep.include({ state: 'releasable', reason: 'owner-deleting' });
     });
 
+    // Found by the chaos suite (seed 1, 30 minutes): a replica that had just restarted saw every lock
+    // as fresh and kept the lock of a force-deleted pod, now naming its same-name replacement, for a
+    // whole bind grace.
+    it('releasable: a lock stamped more than the bind grace before its owner was created (an earlier incarnation\'s), even when first seen just now', () => {
+      const recreated = pod({ createdAt: new Date(NOW.getTime() - 10 * SECOND) });
+      expect(classifyLock(lockAged(100 * SECOND), recreated, NODE, NOW, CONFIG, NOW))
+        .to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
+      // Within the grace of the creation it may be this pod's own bind: held.
+      expect(classifyLock(lockAged(30 * SECOND), pod({ createdAt: new Date(NOW.getTime() - 60 * SECOND) }), NODE, NOW, CONFIG, NOW))
+        .to.deep.include({ state: 'held', reason: 'bind-in-progress' });
+      // A pod created after a lock of its own bind? Only with a clock far behind: kept inside the margin.
+      expect(classifyLock(lockAged(50 * SECOND), pod({ createdAt: new Date(NOW.getTime() - 1 * SECOND) }), NODE, NOW, CONFIG, NOW))
+        .to.deep.include({ state: 'held' });
+    });
+
     // Found by the chaos suite (seed 1): kubelet admits a pod that arrives with a deletionTimestamp,
     // and the plugin resolves it through the lock; freed at the delete, the lock named the next pod
     // by then, and the deleted pod got that pod's GPUs.
