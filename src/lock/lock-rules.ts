@@ -93,7 +93,9 @@ export function classifyLock(
   // started (first-seen age 0 for every lock) kept such a lock for a whole bind grace (chaos suite).
   // The margin is the bind grace itself, so only a clock more than that far behind the apiserver's
   // could make a fresh lock look this old.
-  if (owner.createdAt !== undefined && lock.time.getTime() < owner.createdAt.getTime() - config.bindGraceMs) return releasable('owner-replaced');
+  // Only for an owner not bound here: one bound here with this lock is the pod the device plugin
+  // will serve, whatever the stamp says.
+  if (owner.nodeName !== nodeName && owner.createdAt !== undefined && lock.time.getTime() < owner.createdAt.getTime() - config.bindGraceMs) return releasable('owner-replaced');
   // Bound elsewhere decides at once, before any age rule: kube-scheduler has re-placed the pod (e.g.
   // after our bind died mid-way), so no bind to this node can still be running for it.
   if (owner.nodeName !== undefined && owner.nodeName !== nodeName) return releasable('owner-bound-elsewhere');
