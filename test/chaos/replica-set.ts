@@ -113,7 +113,8 @@ export class ReplicaSet {
       await exited;
       clearTimeout(timer);
     }));
-    await new Promise<void>((done) => { this.log.end(done); });
+    // end()'s callback may never come for a stream that already failed; do not wait on it forever.
+    await new Promise<void>((done) => { this.log.end(done); setTimeout(done, 2_000).unref(); });
   }
 
   private replica(index: number): Replica {

@@ -220,6 +220,10 @@ try {
   log(`the run itself failed: ${(error as Error).stack ?? String(error)}`);
   exitCode = 3;
 } finally {
+  // Clean-up must not decide the exit code: a stop that never settles would otherwise end the
+  // process with Node's "unsettled top-level await" (13) instead of the verdict (seen once).
+  process.exitCode = exitCode;
+  setTimeout(() => { process.stderr.write('[chaos] clean-up did not finish within 60 s; exiting\n'); process.exit(exitCode); }, 60_000);
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
   await plane.stop();
   if (!args['keep-logs'] && exitCode === 0) rmSync(logDir, { recursive: true, force: true });
