@@ -4,23 +4,15 @@ import { fitPod, type GpuPolicy } from '../../../src/devices/fit.js';
 import type { GpuDevice } from '../../../src/devices/inventory.js';
 import { memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from '../../../src/devices/requests.js';
 import { addUsage, copyUsage, podDeviceUsage, subtractUsage, type GpuUse } from '../../../src/devices/usage.js';
+import { seededRandom } from '../../support/kubelet-sim/seeded-random.js';
 
 /**
  * Property: pods generated at random and fitted one after another onto a node (with some removed
  * in between) never take any GPU past its slots, memory or cores (ARCHITECTURE.md §5 invariant 4).
  */
 
-// mulberry32: small, seedable, so a failure names a seed that reproduces it.
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// Seedable (mulberry32), so a failure names a seed that reproduces it.
+const random = seededRandom;
 
 function overCapacity(devices: readonly GpuDevice[], usage: ReadonlyMap<string, GpuUse>): string[] {
   const problems: string[] = [];
