@@ -1,12 +1,12 @@
 import type { CoreV1Api, KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
 import { DEVICE_CORDON_ANNOTATION, NODE_REGISTER_ANNOTATION, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
-import type { GpuUse } from '../devices/usage.js';
+import { addUsage, type GpuUse } from '../devices/usage.js';
 import { withSignal } from '../kube/call-options.js';
 import { kubeListWatchSource } from '../kube/list-watch-source.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
-import { ObjectStore, type ObjectChange } from './object-store.js';
+import { isAtLeastVersion, ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
 
@@ -159,6 +159,29 @@ export class ClusterCache {
     const usage = this.usage.usageOn(nodeName);
     if (generation !== undefined) this.usageSums.set(nodeName, { generation: this.nodeStates.get(nodeName)?.generation ?? generation, usage, validUntil: this.usage.nextExpiryOn(nodeName) });
     return usage;
+  }
+
+  /** Has the pod store seen every pod change up to resourceVersion `version` (false when it cannot tell)? */
+  podsSeenThrough(version: string): boolean {
+    return isAtLeastVersion(this.reflectors[1]?.seenThrough, version);
+  }
+
+  /**
+   * usageOn plus the usage of those of `pods` (the node's pods read from the API) the store does not
+   * account on this node yet: binds its pod watch has not delivered. A pod the store has and the API
+   * no longer does still counts, which errs on the safe side until the watch catches up.
+   */
+  usageIncluding(nodeName: string, excludeUid: string, pods: readonly V1Pod[]): Map<string, GpuUse> {
+    const total = new Map<string, GpuUse>();
+    addUsage(total, this.usageOn(nodeName, excludeUid));
+    const unseen = new PodUsageIndex(this.clock, undefined, undefined, (node) => this.fullCapacity(node));
+    for (const pod of pods) {
+      const uid = pod.metadata?.uid;
+      if (uid === undefined || uid === excludeUid || this.usage.isOn(nodeName, uid)) continue;
+      unseen.upsert(pod);
+    }
+    addUsage(total, unseen.usageOn(nodeName));
+    return total;
   }
 
   /** Every GPU of the node at full use: what a pod with an allocation we cannot read is counted as. */

@@ -100,3 +100,9 @@ export function isNewerVersion(candidate: string | undefined, current: string | 
   if (candidate === undefined || current === undefined || !/^\d+$/.test(candidate) || !/^\d+$/.test(current)) return false;
   return BigInt(candidate) > BigInt(current);
 }
+
+/** Is resourceVersion `candidate` at least `floor`? Integers as in isNewerVersion; anything else answers false. */
+export function isAtLeastVersion(candidate: string | undefined, floor: string | undefined): boolean {
+  if (candidate === undefined || floor === undefined || !/^\d+$/.test(candidate) || !/^\d+$/.test(floor)) return false;
+  return BigInt(candidate) >= BigInt(floor);
+}

@@ -149,6 +149,7 @@ export class Reflector<T> {
   private loop: Promise<void> | undefined;
   private isSynced = false;
   private down: number | undefined;
+  private seen: string | undefined;
   /** One entry per pending waitForSync call; each removes itself when it settles. */
   private readonly syncWaiters = new Set<() => void>();
 
@@ -185,6 +186,14 @@ export class Reflector<T> {
    */
   get downSince(): number | undefined {
     return this.down;
+  }
+
+  /**
+   * The resourceVersion of the last LIST, event or bookmark delivered to the sink: the store reflects
+   * every change of the collection up to it. undefined before the first LIST.
+   */
+  get seenThrough(): string | undefined {
+    return this.seen;
   }
 
   /** Runs the list-watch loop in the background. Never throws; a second call does nothing. */
@@ -260,6 +269,7 @@ export class Reflector<T> {
     }
     // A sink that throws here still counts as delivered: listing the same data again would not help.
     this.deliver('replace', () => { this.sink.replace(listed.items, listed.resourceVersion); });
+    this.seen = listed.resourceVersion;
     const first = !this.isSynced;
     this.isSynced = true;
     this.down = undefined;
@@ -282,11 +292,12 @@ export class Reflector<T> {
         events++;
         this.deliver(type, () => { this.sink.apply(type, object); });
         resourceVersion = resourceVersionOf(object) ?? resourceVersion;
+        this.seen = resourceVersion;
       },
       onBookmark: (bookmarkVersion) => {
         if (!live) return;
         events++;
-        if (bookmarkVersion !== '') resourceVersion = bookmarkVersion;
+        if (bookmarkVersion !== '') resourceVersion = this.seen = bookmarkVersion;
       },
     };
     let outcome: WatchOutcome;

@@ -4,7 +4,7 @@ import { isNewerVersion } from '../cluster/object-store.js';
 import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
 import { ALLOCATED_ANNOTATION, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
 import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
-import { podDeviceUsage } from '../devices/usage.js';
+import { podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { describeError, WardenError } from '../errors.js';
 import { withSignal } from '../kube/call-options.js';
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
@@ -77,14 +77,16 @@ function timeoutSignal(ms: number, error: () => Error): { signal: AbortSignal; c
  *    bound elsewhere → error with nothing written;
  * 2. the node lock, taken or re-stamped (an RV-guarded write either way), waiting in the node's FIFO
  *    while another pod holds it;
- * 3. GPUs chosen from the store (bound plus assumed usage) and assumed;
+ * 3. GPUs chosen from the store (bound plus assumed usage) and assumed; when the store's pod watch
+ *    cannot show it has seen every bind made under earlier locks, the node's pods are listed too;
  * 4. one Binding whose annotations carry HAMi's, with the pod UID as precondition: kube-apiserver
  *    writes them together with spec.nodeName, so no annotation ever lands on another incarnation;
  * 5. the hami.io/vgpu-node label, best effort.
  * Any failure after the lock: re-read the pod when the outcome is unknown, and release the lock only
  * when the pod is certainly not bound here, and only the exact value this bind wrote.
  *
- * API requests per bind on the happy path: the lock write, the Binding and the label patch.
+ * API requests per bind on the happy path: the lock write, the Binding and the label patch (plus
+ * one LIST of the node's pods when the store lags the node).
  */
 export class Binder {
   private readonly clock: () => Date;
@@ -145,7 +147,7 @@ export class Binder {
         throw error;
       }
       this.lockOwners.set(args.node, token);
-      const evaluation = evaluateNode(this.deps.cache, args.node, view);
+      const evaluation = evaluateNode(this.deps.cache, args.node, view, await this.usageForBind(args, lock, signal));
       if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
       this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, view.requests.initContainers.length));
       const encoded = encodeAllocation(evaluation.allocation);
@@ -181,6 +183,20 @@ export class Binder {
     } finally {
       if (this.lockOwners.get(args.node) === token) this.lockOwners.delete(args.node);
     }
+  }
+
+  /**
+   * The node's usage to fit against once the lock is ours. The store's (undefined here) when its pod
+   * watch has caught up with the node state our lock write replaced: a pod bound to this node under
+   * an earlier lock was bound before that lock was released, so no later than that state. Otherwise
+   * (a pod watch lagging or relisting, or a lock taken over from a holder that may have bound after
+   * the state we replaced) the node's pods are read from the API and counted too: another replica's
+   * bind that the store has not delivered yet must not be overcommitted (found by the chaos suite).
+   */
+  private async usageForBind(args: BindingArgs, lock: AcquireResult, signal: AbortSignal): Promise<ReadonlyMap<string, GpuUse> | undefined> {
+    if (lock.outcome !== 'taken-over' && this.deps.cache.podsSeenThrough(lock.writtenOver)) return undefined;
+    const listed = await this.deps.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${args.node}` }, withSignal(signal));
+    return this.deps.cache.usageIncluding(args.node, args.podUid, listed.items);
   }
 
   /** The pod from the store when it has this incarnation, else from the API. */

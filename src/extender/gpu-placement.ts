@@ -3,6 +3,7 @@ import { fitPod, prepareFit, type FitResult, type GpuPolicy, type PreparedFit } 
 import { hasGpuRequest, podGpuRequests, type PodGpuRequests, type RequestDefaults } from '../devices/requests.js';
 import { nodeScore, policiesFor, type NodePolicy } from '../devices/score.js';
 import { clip, LABEL_CHARS } from '../user-text.js';
+import type { GpuUse } from '../devices/usage.js';
 
 export interface PlacementDefaults {
   nodePolicy: NodePolicy;
@@ -45,7 +46,8 @@ export function viewPod(pod: unknown, defaults: PlacementDefaults): PodView {
 export const NODE_UNREGISTERED = 'node unregistered';
 
 /** Fits the pod onto one node against the cache's usage (bound plus assumed pods, minus this pod). */
-export function evaluateNode(cache: ClusterCache, node: string, pod: PodView): NodeEvaluation {
+/** `usage` replaces the store's usage of the node (a bind that read the node's pods from the API). */
+export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, usage?: ReadonlyMap<string, GpuUse>): NodeEvaluation {
   const inventory = cache.inventory(node);
   if (inventory === undefined) return { node, fits: false, reason: NODE_UNREGISTERED, reasonCounts: { NodeUnregistered: 1 } };
   if (inventory.devices.length === 0) {
@@ -55,7 +57,7 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView): N
   }
   const result = fitPod({
     devices: inventory.devices,
-    usage: cache.usageOn(node, pod.uid),
+    usage: usage ?? cache.usageOn(node, pod.uid),
     requests: pod.requests,
     podAnnotations: pod.annotations,
     gpuPolicy: pod.policies.gpu,

@@ -125,6 +125,12 @@ export interface AcquireResult {
   value: string;
   /** resourceVersion of the node after our write (or as read, for re-entrant calls). */
   resourceVersion: string;
+  /**
+   * resourceVersion of the node state our write replaced (or, when an earlier write of ours whose
+   * answer was lost is found, of the state that shows it): every earlier change of the node, the
+   * release of the previous lock included, has a version no newer than this.
+   */
+  writtenOver: string;
   attempts: number;
   /** The lock we replaced, and why it was releasable. */
   replaced?: { value: string; reason: ReleaseReason };
@@ -208,7 +214,7 @@ export class NodeLocks {
         const value = parseLockValue(current);
         if (isOwnedBy(value, pod)) {
           // Our own earlier write whose answer was lost still counts as this call's acquisition.
-          if (written.includes(current)) return this.acquired(snapshot, pod, current, budget.attempts, undefined);
+          if (written.includes(current)) return this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined);
           if (options.mayReenter?.() === false) {
             const classification: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: this.ageOf(node, value) ?? 0 };
             this.emit({ type: 'contention', node, pod, holder: current, classification });
@@ -238,9 +244,9 @@ export class NodeLocks {
         this.deps.view?.observeWrite(result);
         if (previous !== undefined) {
           this.emit({ type: 'reentrant', node, pod, value, previous });
-          return { outcome: 'reentrant', node, value, resourceVersion: result.resourceVersion, attempts: budget.attempts };
+          return { outcome: 'reentrant', node, value, resourceVersion: result.resourceVersion, writtenOver: snapshot.resourceVersion, attempts: budget.attempts };
         }
-        return this.acquired(result, pod, value, budget.attempts, replaced);
+        return this.acquired(result, snapshot.resourceVersion, pod, value, budget.attempts, replaced);
       } catch (error) {
         fromView = false;
         // A definite refusal wrote nothing: forget that value again.
@@ -382,7 +388,7 @@ export class NodeLocks {
     signal?.throwIfAborted();
   }
 
-  private acquired(snapshot: NodeSnapshot, pod: PodRef, value: string, attempts: number, replaced: AcquireResult['replaced']): AcquireResult {
+  private acquired(snapshot: NodeSnapshot, writtenOver: string, pod: PodRef, value: string, attempts: number, replaced: AcquireResult['replaced']): AcquireResult {
     const node = snapshot.name;
     if (replaced) {
       this.emit({ type: 'released', node, value: replaced.value, reason: replaced.reason, path: 'takeover', ageMs: this.ageOf(node, parseLockValue(replaced.value)) });
@@ -393,6 +399,7 @@ export class NodeLocks {
       node,
       value,
       resourceVersion: snapshot.resourceVersion,
+      writtenOver,
       attempts,
       ...(replaced ? { replaced } : {}),
     };

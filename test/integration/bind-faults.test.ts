@@ -418,6 +418,35 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 200 }), 'a relist after the start-up LIST').to.be.at.least(2);
   });
 
+  it('two replicas: one whose pod watch lags does not overcommit a GPU the other just filled (chaos seed 1, 14 min)', async () => {
+    const { namespace, core: direct } = testCluster();
+    const node = await createGpuNode(direct, 1);
+    const first = await harness();
+    const lagging = await harness();
+    const uids = { p1: await createGpuPod(direct, namespace, 'p1'), p2: await createGpuPod(direct, namespace, 'p2') };
+    for (const h of [first, lagging]) for (const [name, uid] of Object.entries(uids)) await cacheHas(h.cache, node, namespace, name, uid);
+
+    // The lagging replica's pod watch goes down and cannot come back (its relists hang); its node
+    // watch stays up. Its binder's own LIST of the node's pods (with a field selector) still passes.
+    lagging.proxy.addRule({ match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: true }, action: { kind: 'hang' } });
+    lagging.proxy.addRule({ match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, query: /^(?!.*fieldSelector)/ }, action: { kind: 'hang' } });
+    lagging.proxy.breakWatches();
+
+    expect(await first.binder.bind({ podName: 'p1', podNamespace: namespace, podUid: uids.p1, node }), first.logs.join('\n')).to.deep.equal({});
+    // The device plugin allocates p1 and frees the lock; the lagging replica's node watch sees that.
+    await setLock(direct, node, null);
+    await eventually('the lagging replica to see the lock released', () => Promise.resolve(lagging.cache.lockOf(node) === undefined ? true : undefined), 10_000, 20);
+    expect(lagging.cache.pod(namespace, 'p1')?.spec?.nodeName ?? '', 'the lagging store has not seen p1 bound').to.equal('');
+
+    const outcome = await lagging.binder.bind({ podName: 'p2', podNamespace: namespace, podUid: uids.p2, node });
+
+    expect(outcome.error, lagging.logs.join('\n')).to.match(/no longer fits on node/);
+    expect([...(await gpuMemoryOn(direct, namespace, node)).values()], 'one full card, used once').to.deep.equal([FULL_CARD_MIB]);
+    expect((await direct.readNamespacedPod({ namespace, name: 'p2' })).spec?.nodeName ?? '', 'p2 stays unbound').to.equal('');
+    expect(await readLock(direct, node), 'the refused bind released its lock').to.equal(undefined);
+    expect(lagging.proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, query: /fieldSelector=spec.nodeName/ }), 'the bind listed the node\'s pods').to.equal(1);
+  });
+
   it('a cache whose first pod LISTs fail is not synced, reports problems, then syncs with the pods', async () => {
     const { namespace, core: direct } = testCluster();
     const uid = await createGpuPod(direct, namespace, 'listed');

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ObjectStore } from '../../../src/cluster/object-store.js';
+import { isAtLeastVersion, isNewerVersion, ObjectStore } from '../../../src/cluster/object-store.js';
 
 const pod = (name: string, uid: string, resourceVersion = '1') => ({ metadata: { name, namespace: 'ns', uid, resourceVersion } });
 
@@ -39,5 +39,22 @@ describe('ObjectStore (relists reconciled by UID)', () => {
     expect(store.observeWrite(pod('n', 'u', '11'))).to.have.length(1);
     expect(store.get('ns/n')?.metadata.resourceVersion).to.equal('11');
     expect(store.observeWrite(pod('n', 'other', '12'))).to.deep.equal([]);
+  });
+});
+
+describe('resourceVersion comparisons (integers from etcd; anything else is never "newer" or "at least")', () => {
+  it('isAtLeastVersion: equal and larger are at least; smaller, missing and opaque versions are not', () => {
+    expect(isAtLeastVersion('20', '20')).to.equal(true);
+    expect(isAtLeastVersion('100', '99')).to.equal(true);
+    expect(isAtLeastVersion('99', '100')).to.equal(false);
+    expect(isAtLeastVersion(undefined, '1')).to.equal(false);
+    expect(isAtLeastVersion('abc', '1')).to.equal(false);
+    expect(isAtLeastVersion('18446744073709551617', '18446744073709551616'), 'beyond 2^53').to.equal(true);
+  });
+
+  it('isNewerVersion: strictly larger only', () => {
+    expect(isNewerVersion('21', '20')).to.equal(true);
+    expect(isNewerVersion('20', '20')).to.equal(false);
+    expect(isNewerVersion('7', 'x')).to.equal(false);
   });
 });

@@ -248,6 +248,7 @@ describe('Reflector', () => {
 
     await eventually(() => source.watchedFrom.length === 4, 'the fourth watch');
     expect(source.watchedFrom).to.deep.equal(['10', '12', '15', '19']);
+    expect(reflector.seenThrough, 'the store reflects the collection up to the last bookmark').to.equal('19');
     expect(source.listCalls).to.equal(1);
     expect(time.sleeps).to.deep.equal([]);
     expect(reflector.downSince).to.equal(undefined);
@@ -257,6 +258,27 @@ describe('Reflector', () => {
       { type: 'DELETED', name: 'x' },
       { type: 'ADDED', name: 'y' },
     ]);
+  });
+
+  it('reports how far the store has seen: nothing before the first LIST, then the LIST, each event and bookmark', async () => {
+    const fixture = setup();
+    const { source, reflector } = fixture;
+    expect(reflector.seenThrough).to.equal(undefined);
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    let afterEvent: string | undefined;
+    source.lists.push({ items: [item('a')], resourceVersion: '10' });
+    source.watches.push(async (handlers) => {
+      expect(reflector.seenThrough, 'after the LIST').to.equal('10');
+      handlers.onEvent('ADDED', item('x', '14'));
+      afterEvent = reflector.seenThrough;
+      handlers.onBookmark('20');
+      await held;
+    });
+    started(fixture);
+    await eventually(() => reflector.seenThrough === '20', 'the bookmark');
+    expect(afterEvent).to.equal('14');
+    release();
   });
 
   it('treats a watch that closes at once without events as a failure: pause, then relist', async () => {

@@ -16,9 +16,9 @@ import type { EventRecorder } from '../../../src/telemetry/events.js';
 /** A list-watch source over a fixed list whose watch stays open; `emit` pushes events. */
 class StaticSource<T> implements ListWatchSource<T> {
   private handlers: ((type: WatchEventType, object: T) => void)[] = [];
-  constructor(private readonly items: () => T[]) {}
+  constructor(private readonly items: () => T[], private readonly version: () => string = () => '1') {}
   list(): Promise<{ items: T[]; resourceVersion: string }> {
-    return Promise.resolve({ items: this.items(), resourceVersion: '1' });
+    return Promise.resolve({ items: this.items(), resourceVersion: this.version() });
   }
   watch(_rv: string, handlers: { onEvent(type: WatchEventType, object: T): void }, signal: AbortSignal): Promise<void> {
     this.handlers.push((type, object) => { handlers.onEvent(type, object); });
@@ -40,7 +40,7 @@ class FakeApi implements NodeLockApi {
   lockWriteFault: Fault;
   /** Faults for the next node reads, one each. */
   readFaults: Fault[] = [];
-  private rv = 10;
+  rv = 10;
 
   constructor(node: V1Node) {
     this.node = { ...node, metadata: { ...node.metadata, resourceVersion: '10' } };
@@ -111,6 +111,11 @@ class FakeApi implements NodeLockApi {
           return {};
         });
       },
+      listPodForAllNamespaces: ({ fieldSelector }: { fieldSelector?: string }) => {
+        this.calls.push('LIST pods');
+        const node = /^spec\.nodeName=(.+)$/.exec(fieldSelector ?? '')?.[1];
+        return Promise.resolve({ items: [...this.pods.values()].filter((pod) => node === undefined || pod.spec?.nodeName === node) });
+      },
       patchNamespacedPod: ({ name, namespace, body }: { name: string; namespace: string; body: { metadata: { uid?: string; labels?: Record<string, string> } } }) => {
         this.calls.push('PATCH pod');
         const key = `${namespace}/${name}`;
@@ -146,7 +151,8 @@ async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: 
   const api = new FakeApi(simulatedGpuNode({ name: 'gpu-1', gpus: 2 }));
   for (const pod of pods) api.pods.set(`ns/${pod.metadata?.name ?? ''}`, pod);
   const nodeSource = new StaticSource<V1Node>(() => [api.node]);
-  const podSource = new StaticSource<V1Pod>(() => [...api.pods.values()]);
+  // The pod store has seen everything up to the API's version at start-up.
+  const podSource = new StaticSource<V1Pod>(() => [...api.pods.values()], () => String(api.rv));
   const cache = new ClusterCache({ sources: { nodes: nodeSource, pods: podSource } });
   await cache.start();
   const locks = new NodeLocks({ api, view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 }, sleep: () => Promise.resolve() });
@@ -247,6 +253,63 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
     expect(api.lock).to.not.equal('2020-01-01T00:00:00Z,ns,a');
     expect(api.calls[0]).to.equal('PATCH node');
+  });
+
+  it('counts pods another binder bound while this store\'s pod watch lagged: lists the node\'s pods and refuses what no longer fits', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
+    stop = () => cache.stop();
+    // Another replica took the lock, bound x and y onto both GPUs in full and the lock was released:
+    // the node moved on (rv 12), this store's pod watch delivered none of it.
+    for (const [name, gpu] of [['x', 0], ['y', 1]] as const) {
+      const bound = gpuPod(name, `uid-${name}`, '24576');
+      api.pods.set(`ns/${name}`, {
+        ...bound,
+        metadata: { ...bound.metadata, annotations: { [ALLOCATED_ANNOTATION]: `GPU-gpu-1-${gpu},NVIDIA,24576,0:;`, 'hami.io/vgpu-node': 'gpu-1' } },
+        spec: { ...bound.spec, containers: bound.spec?.containers ?? [], nodeName: 'gpu-1' },
+      });
+    }
+    api.rv = 12;
+    api.node = { ...api.node, metadata: { ...api.node.metadata, resourceVersion: '12' } };
+    expect(cache.usageOn('gpu-1').size, 'the store knows of no usage').to.equal(0);
+
+    const result = await binder.bind(args('a', 'uid-a'));
+
+    expect(result.error).to.match(/no longer fits on node gpu-1/);
+    expect(api.calls).to.include('LIST pods');
+    expect(api.calls).to.not.include('POST binding');
+    expect(api.lock, 'the lock taken for the refused bind is released').to.equal(undefined);
+  });
+
+  it('fits against the API\'s pods while the store lags, picking the GPU the unseen bind left free', async () => {
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a', '20000')]);
+    stop = () => cache.stop();
+    const bound = gpuPod('x', 'uid-x', '20000');
+    api.pods.set('ns/x', {
+      ...bound,
+      metadata: { ...bound.metadata, annotations: { [ALLOCATED_ANNOTATION]: 'GPU-gpu-1-0,NVIDIA,20000,0:;', 'hami.io/vgpu-node': 'gpu-1' } },
+      spec: { ...bound.spec, containers: bound.spec?.containers ?? [], nodeName: 'gpu-1' },
+    });
+    api.rv = 12;
+    api.node = { ...api.node, metadata: { ...api.node.metadata, resourceVersion: '12' } };
+
+    expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+
+    expect(api.pods.get('ns/a')?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.equal('GPU-gpu-1-1,NVIDIA,20000,0:;');
+    // The lock write from the lagging view meets a conflict, is re-read and retried, then the LIST.
+    expect(api.calls.slice(-4)).to.deep.equal(['PATCH node', 'LIST pods', 'POST binding', 'PATCH pod']);
+  });
+
+  it('a lock taken over from a holder that is gone is followed by a LIST of the node\'s pods, even with a store that looks current', async () => {
+    const { api, cache, binder, nodeSource } = await setup([gpuPod('a', 'uid-a')]);
+    stop = () => cache.stop();
+    await api.writeLock('gpu-1', '10', '2020-01-01T00:00:00Z,ns,gone');
+    nodeSource.emit('MODIFIED', api.node);
+    api.calls = [];
+
+    expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+
+    expect(api.calls).to.include('LIST pods');
+    expect(api.lock).to.match(/,ns,a$/);
   });
 
   it('a bind waiting for a busy node gives up without touching the lock when its pod is recreated meanwhile', async () => {
