@@ -3,10 +3,11 @@ import { DEVICE_CORDON_ANNOTATION, NODE_REGISTER_ANNOTATION, parseNodeInventory,
 import { addUsage, type GpuUse } from '../devices/usage.js';
 import { withSignal } from '../kube/call-options.js';
 import { kubeListWatchSource } from '../kube/list-watch-source.js';
+import { isAtLeastVersion } from '../kube/resource-version.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
-import { isAtLeastVersion, ObjectStore, type ObjectChange } from './object-store.js';
+import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
 
@@ -62,6 +63,8 @@ export class ClusterCache {
   private readonly lockListeners = new Map<string, Set<() => void>>();
   /** `namespace/name` of each lock owner -> the nodes whose lock names it (usually one). */
   private readonly lockHolders = new Map<string, Set<string>>();
+  /** Pod UID -> the resourceVersion it was created at, for pods whose creation the watch delivered. */
+  private readonly createdVersions = new Map<string, string>();
   private readonly reflectors: Reflector<V1Node | V1Pod>[];
   private readonly clock: () => number;
   private globalGeneration = 0;
@@ -77,13 +80,19 @@ export class ClusterCache {
       }),
       new Reflector<V1Pod>({
         what: 'pods', source: deps.sources.pods, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
-        sink: { replace: (items) => { this.applyPods(this.pods.replace(items)); }, apply: (type, pod) => { this.applyPods(this.pods.apply(type, pod)); } },
+        sink: { replace: (items) => { this.applyPods(this.pods.replace(items)); }, apply: (type, pod) => {
+          // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
+          const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
+          if (type === 'ADDED' && uid !== undefined && version !== undefined) this.createdVersions.set(uid, version);
+          this.applyPods(this.pods.apply(type, pod));
+        } },
       }),
     ];
     this.lockView = {
       node: (name) => this.nodeSnapshot(name),
       ownerPod: (ref) => this.ownerPod(ref),
       lockSeenAt: (node, value) => this.lockSeenAt(node, value),
+      createdVersion: (uid) => this.createdVersions.get(uid),
       observeWrite: (snapshot) => { this.observeNodeWrite(snapshot); },
     };
   }
@@ -319,7 +328,10 @@ export class ClusterCache {
       const pod = change.object;
       const uid = pod.metadata?.uid;
       if (change.type === 'delete') {
-        if (uid !== undefined) this.usage.remove(uid);
+        if (uid !== undefined) {
+          this.usage.remove(uid);
+          this.createdVersions.delete(uid);
+        }
       } else {
         const problem = this.usage.upsert(pod);
         if (problem !== undefined) this.deps.log?.('warn', problem);

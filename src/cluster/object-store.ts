@@ -1,3 +1,5 @@
+import { isNewerVersion } from '../kube/resource-version.js';
+
 /**
  * The objects of one resource kind as the last LIST and watch events left them, keyed by
  * namespace/name. Pure: it turns a relist or an event into the add/update/delete changes it implies.
@@ -90,19 +92,4 @@ export class ObjectStore<T extends StoredObject> {
     this.objects.set(key, object);
     return [{ type: 'update', object, previous }];
   }
-}
-
-/**
- * Is resourceVersion `candidate` newer than `current`? Opaque by contract; every etcd-backed
- * apiserver hands out increasing integers, and anything else answers false (no shortcut taken).
- */
-export function isNewerVersion(candidate: string | undefined, current: string | undefined): boolean {
-  if (candidate === undefined || current === undefined || !/^\d+$/.test(candidate) || !/^\d+$/.test(current)) return false;
-  return BigInt(candidate) > BigInt(current);
-}
-
-/** Is resourceVersion `candidate` at least `floor`? Integers as in isNewerVersion; anything else answers false. */
-export function isAtLeastVersion(candidate: string | undefined, floor: string | undefined): boolean {
-  if (candidate === undefined || floor === undefined || !/^\d+$/.test(candidate) || !/^\d+$/.test(floor)) return false;
-  return BigInt(candidate) >= BigInt(floor);
 }

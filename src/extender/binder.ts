@@ -1,6 +1,5 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { isNewerVersion } from '../cluster/object-store.js';
 import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
 import { ALLOCATED_ANNOTATION, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
 import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
@@ -8,6 +7,7 @@ import { podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { describeError, WardenError } from '../errors.js';
 import { withSignal } from '../kube/call-options.js';
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { isNewerVersion } from '../kube/resource-version.js';
 import { LockContentionError, LockOutcomeUnknownError } from '../lock/lock-errors.js';
 import { NodeLockQueue } from '../lock/lock-queue.js';
 import type { PodRef } from '../lock/lock-value.js';

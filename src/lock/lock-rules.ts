@@ -58,6 +58,10 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  * look expired. Without it (a one-off read, e.g. `vgpu-warden locks`) the writer's stamp is used,
  * unless it lies in the future: then NodeLocks passes the apiserver's record of the write, and
  * without that record the lock counts as written now. `clockSkewMs` says how far ahead a stamp is.
+ *
+ * `ownerCreatedAfterLock` is true when the store can prove, by resourceVersions, that this owner
+ * incarnation was created after the node state carrying the lock was written: then no bind of this
+ * pod can have written the lock, it is an earlier incarnation's.
  */
 export function classifyLock(
   lock: LockValue,
@@ -66,6 +70,7 @@ export function classifyLock(
   now: Date,
   config: LockRulesConfig,
   seenAt?: Date,
+  ownerCreatedAfterLock = false,
 ): LockClassification {
   if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
 
@@ -96,6 +101,11 @@ export function classifyLock(
   // Only for an owner not bound here: one bound here with this lock is the pod the device plugin
   // will serve, whatever the stamp says.
   if (owner.nodeName !== nodeName && owner.createdAt !== undefined && lock.time.getTime() < owner.createdAt.getTime() - config.bindGraceMs) return releasable('owner-replaced');
+  // The same, proven without clocks: a pod created after the node's lock was written (a bind of it
+  // that re-stamps the lock writes the node again, after the pod's creation). Found by the chaos
+  // suite: a bind that died with its outcome unknown kept its lock, the pod was recreated 12 s
+  // later, and the lock stayed a whole bind grace for the new pod of that name.
+  if (owner.nodeName !== nodeName && ownerCreatedAfterLock) return releasable('owner-replaced');
   // Bound elsewhere decides at once, before any age rule: kube-scheduler has re-placed the pod (e.g.
   // after our bind died mid-way), so no bind to this node can still be running for it.
   if (owner.nodeName !== undefined && owner.nodeName !== nodeName) return releasable('owner-bound-elsewhere');

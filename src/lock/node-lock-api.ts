@@ -39,4 +39,9 @@ export interface LockView {
   lockSeenAt(node: string, value: string): Date | undefined;
   /** Our own write's result, so readers of the view see it before its watch event arrives. */
   observeWrite(snapshot: NodeSnapshot): void;
+  /**
+   * The resourceVersion the pod with this UID was created at, when this process saw its creation
+   * (a watch ADDED event); undefined otherwise (e.g. it arrived in a LIST).
+   */
+  createdVersion?(uid: string): string | undefined;
 }

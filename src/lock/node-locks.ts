@@ -1,5 +1,6 @@
 import { KeyedMutex } from './keyed-mutex.js';
 import { describeError } from '../errors.js';
+import { isNewerVersion } from '../kube/resource-version.js';
 import {
   LockContentionError,
   LockOutcomeUnknownError,
@@ -368,7 +369,17 @@ export class NodeLocks {
       owner = (source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? null;
     }
     const now = this.clock();
-    return { owner, classification: classifyLock(value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now)) };
+    return { owner, classification: classifyLock(value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), this.createdAfter(snapshot, owner)) };
+  }
+
+  /**
+   * Was `owner` (this very incarnation) created after the node state in `snapshot`, so after its
+   * lock value was written? Proven by resourceVersions, one counter for all of etcd, so no clock
+   * is involved: the pod's creation version (from the store) is newer than the node's version.
+   */
+  private createdAfter(snapshot: NodeSnapshot, owner: OwnerPod | null | undefined): boolean {
+    const uid = owner?.uid;
+    return uid !== undefined && isNewerVersion(this.deps.view?.createdVersion?.(uid), snapshot.resourceVersion);
   }
 
   /**

@@ -1,12 +1,13 @@
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
 import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
 import { LockContentionError, NodeNotFoundError } from '../../src/lock/lock-errors.js';
 import type { LockRulesConfig } from '../../src/lock/lock-rules.js';
 import { formatLockValue, formatRfc3339, type PodRef } from '../../src/lock/lock-value.js';
 import { NodeLocks, type LockEvent, type NodeLocksDeps } from '../../src/lock/node-locks.js';
 import { createGpuNode, createPod, InstrumentedLockApi, readLock, setLock } from '../support/lock-helpers.js';
-import { testCluster } from '../support/test-cluster.js';
+import { eventually, testCluster } from '../support/test-cluster.js';
 
 const CONFIG: LockRulesConfig = { bindGraceMs: 60_000, expireMs: 300_000 };
 const MINUTE = 60_000;
@@ -230,6 +231,40 @@ describe('NodeLocks on a real apiserver', () => {
       expect(result.classification).to.deep.include({ state: 'releasable', reason: 'owner-not-found' });
       expect(await readLock(core, node)).to.equal(undefined);
       expect(events).to.deep.include.members([{ type: 'released', node, value: result.value, reason: 'owner-not-found', path: 'webhook', ageMs: result.classification?.ageMs }]);
+    });
+
+    // Found by the chaos suite (seed 1, 30 minutes): a bind that died with its outcome unknown kept
+    // its lock, the pod was force-deleted and recreated 12 s later, and the lock, naming the new pod
+    // of that name, stayed a whole bind grace. The store proves the order by resourceVersions.
+    it('frees at once a lock written before its owner incarnation was created (seen on the watch), but keeps one written after', async () => {
+      const { core, namespace, kubeConfig } = testCluster();
+      const node = await createGpuNode(core);
+      const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+      try {
+        await cache.start();
+        const value = lockValue({ namespace, name: 'sts-0' });
+        await setLock(core, node, value);
+        const pod = await createPod(core, namespace, 'sts-0');
+        await eventually('the store to have the lock and the pod', () => Promise.resolve(
+          cache.lockOf(node)?.raw === value && cache.pod(namespace, 'sts-0') !== undefined ? true : undefined), 10_000, 20);
+        const { locks } = newLocks({ view: cache.lockView });
+
+        const freed = await locks.releaseIfReleasable(node, 'sweeper');
+
+        expect(freed.classification, 'a fresh lock, inside the bind grace, yet provably an earlier incarnation\'s').to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
+        expect(await readLock(core, node)).to.equal(undefined);
+
+        // The same pod's own bind writes the lock after the pod's creation: a bind in progress.
+        const own = lockValue(pod);
+        await setLock(core, node, own);
+        await eventually('the store to see the new lock', () => Promise.resolve(cache.lockOf(node)?.raw === own ? true : undefined), 10_000, 20);
+        const kept = await locks.releaseIfReleasable(node, 'sweeper');
+        expect(kept).to.deep.include({ outcome: 'kept' });
+        expect(kept.classification).to.deep.include({ state: 'held', reason: 'bind-in-progress' });
+        expect(await readLock(core, node)).to.equal(own);
+      } finally {
+        await cache.stop();
+      }
     });
 
     it('releases a lock left behind after bind-phase success', async () => {

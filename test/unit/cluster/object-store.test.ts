@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { isAtLeastVersion, isNewerVersion, ObjectStore } from '../../../src/cluster/object-store.js';
+import { ObjectStore } from '../../../src/cluster/object-store.js';
+import { isAtLeastVersion, isNewerVersion } from '../../../src/kube/resource-version.js';
 
 const pod = (name: string, uid: string, resourceVersion = '1') => ({ metadata: { name, namespace: 'ns', uid, resourceVersion } });
 

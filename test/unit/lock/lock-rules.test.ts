@@ -90,6 +90,20 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
         .to.deep.include({ state: 'held' });
     });
 
+    // Found by the chaos suite (seed 1, 30 minutes, second run): a bind that died with its outcome
+    // unknown kept its lock; the pod was recreated 12 s later and the lock stayed a bind grace.
+    it('releasable at once: an owner proven (by resourceVersions) to be created after the lock was written, unless bound here', () => {
+      const recreated = pod({ createdAt: new Date(NOW.getTime() - 1 * SECOND) });
+      expect(classifyLock(lockAged(12 * SECOND), recreated, NODE, NOW, CONFIG, NOW, true))
+        .to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
+      // Without the proof the same lock is a bind in progress.
+      expect(classifyLock(lockAged(12 * SECOND), recreated, NODE, NOW, CONFIG, NOW, false))
+        .to.deep.include({ state: 'held', reason: 'bind-in-progress' });
+      // Bound here with the lock, it is the pod the device plugin will serve: kept.
+      expect(classifyLock(lockAged(12 * SECOND), boundAllocating(), NODE, NOW, CONFIG, NOW, true))
+        .to.deep.include({ state: 'held' });
+    });
+
     // Found by the chaos suite (seed 1): kubelet admits a pod that arrives with a deletionTimestamp,
     // and the plugin resolves it through the lock; freed at the delete, the lock named the next pod
     // by then, and the deleted pod got that pod's GPUs.
