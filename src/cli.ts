@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, SETTINGS, loadConfig, type Config, type Environment } from './config.js';
+import { ConfigError, SETTINGS, loadConfig, settingsOf, type Config, type Environment, type SettingGroup } from './config.js';
 import { describeError, WardenError } from './errors.js';
 
 /** What a command gets from the outside world; injected so the CLI is testable without a process. */
@@ -15,12 +15,19 @@ export interface FlagSpec {
   multiple?: boolean;
   /** One-letter alias, as in `-o json`. */
   short?: string;
+  /** Another flag of the same command this one only makes sense with (`--exit-after-demo` needs `--demo`). */
+  requires?: string;
 }
 
 export interface CommandContext {
   io: CliIo;
   flags: Readonly<Record<string, string | boolean | string[] | undefined>>;
-  /** Validated configuration from env and the config flags of this command. */
+  /** The words after the command name that are not flags; always empty for a command without `arguments`. */
+  positionals: readonly string[];
+  /**
+   * Validated configuration from env and the config flags of this command: only the settings of
+   * the command's `settings` groups (reading another throws), all of them without `settings`.
+   */
   config: () => Config;
 }
 
@@ -30,6 +37,13 @@ export interface Command {
   /** Issue that will bring this command; while set, running it says so and exits 1. */
   plannedIn?: number;
   usesConfig: boolean;
+  /** The positional arguments it takes, as shown in its usage line (e.g. `<namespace>/<pod>`); none when absent. */
+  arguments?: string;
+  /**
+   * The setting groups this command reads (config.ts SETTING_GROUPS); only those are validated, so
+   * a bad value of a setting it never reads does not stop it. Omitted: every setting (serve).
+   */
+  settings?: readonly SettingGroup[];
   flags: Readonly<Record<string, FlagSpec>>;
   run: (context: CommandContext) => Promise<number>;
 }
@@ -49,8 +63,15 @@ export function configFlags(): Readonly<Record<string, FlagSpec>> {
   return CONFIG_FLAGS;
 }
 
+/** The flag of one setting, for a command that offers only some of them (e.g. --kubeconfig). */
+export function configFlag(name: string): FlagSpec {
+  const spec = CONFIG_FLAGS[name];
+  if (spec === undefined) throw new Error(`unreachable: no setting with flag --${name}`);
+  return spec;
+}
+
 function commandHelp(command: Command): string[] {
-  const lines = [`Usage: vgpu-warden ${command.name} [flags]`, '', command.summary, '', 'Flags:'];
+  const lines = [`Usage: vgpu-warden ${command.name}${command.arguments === undefined ? '' : ` ${command.arguments}`} [flags]`, '', command.summary, '', 'Flags:'];
   const help: FlagSpec = { type: 'boolean', description: 'show this help' };
   const entries = Object.entries({ ...command.flags, help });
   const width = Math.max(...entries.map(([name, spec]) => name.length + (spec.type === 'string' ? 8 : 0)));
@@ -59,7 +80,8 @@ function commandHelp(command: Command): string[] {
   for (const [name, spec] of entries) {
     const left = spec.type === 'string' ? `${name} <value>` : name;
     const short = spec.short === undefined ? (hasShort ? '    ' : '') : `-${spec.short}, `;
-    lines.push(`  ${short}--${left.padEnd(width)}  ${spec.description}${spec.multiple ? ' (repeatable)' : ''}`);
+    const notes = `${spec.multiple ? ' (repeatable)' : ''}${spec.requires === undefined ? '' : ` (needs --${spec.requires})`}`;
+    lines.push(`  ${short}--${left.padEnd(width)}  ${spec.description}${notes}`);
   }
   return lines;
 }
@@ -80,16 +102,31 @@ function topHelp(commands: readonly Command[]): string[] {
   ];
 }
 
-function parseCommandFlags(command: Command, argv: readonly string[]): Record<string, string | boolean | string[] | undefined> {
+interface ParsedCommandLine {
+  flags: Record<string, string | boolean | string[] | undefined>;
+  positionals: string[];
+}
+
+function parseCommandLine(command: Command, argv: readonly string[]): ParsedCommandLine {
   const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = { help: { type: 'boolean' } };
   for (const [name, spec] of Object.entries(command.flags)) {
     options[name] = { type: spec.type, multiple: spec.multiple ?? false, ...(spec.short === undefined ? {} : { short: spec.short }) };
   }
   try {
-    const { values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false });
-    return values as Record<string, string | boolean | string[] | undefined>;
+    const parsed = parseArgs({ args: [...argv], options, strict: true, allowPositionals: command.arguments !== undefined });
+    return { flags: parsed.values as ParsedCommandLine['flags'], positionals: parsed.positionals };
   } catch (error) {
     throw new UsageError(usageMessage(command, error), { cause: error });
+  }
+}
+
+/** A flag given without the flag it needs is a mistake to say, not a setting to ignore silently. */
+function checkRequiredFlags(command: Command, values: Readonly<Record<string, unknown>>): void {
+  for (const [name, spec] of Object.entries(command.flags)) {
+    if (spec.requires === undefined || values[name] === undefined || values[name] === false) continue;
+    if (values[spec.requires] === undefined || values[spec.requires] === false) {
+      throw new UsageError(`--${name} needs --${spec.requires} for "${command.name}"; see "vgpu-warden ${command.name} --help"`);
+    }
   }
 }
 
@@ -125,17 +162,19 @@ export async function runCli(argv: readonly string[], commands: readonly Command
     return EXIT_USAGE;
   }
   try {
-    const flags = parseCommandFlags(command, rest);
+    const { flags, positionals } = parseCommandLine(command, rest);
     if (flags.help === true) {
       commandHelp(command).forEach((line) => { io.stdout(line); });
       return EXIT_OK;
     }
+    checkRequiredFlags(command, flags);
     let config: Config | undefined;
     const configFlagValues = Object.fromEntries(
       SETTINGS.map((spec) => [spec.flag, typeof flags[spec.flag] === 'string' ? (flags[spec.flag] as string) : undefined]),
     );
     // Validate once, up front, so a bad value fails before anything starts.
-    if (command.usesConfig) config = loadConfig(io.env, configFlagValues);
+    const only = command.settings === undefined ? undefined : settingsOf(command.settings);
+    if (command.usesConfig) config = loadConfig(io.env, configFlagValues, only);
     if (command.plannedIn !== undefined) {
       io.stderr(`vgpu-warden: "${command.name}" is not available yet (issue #${command.plannedIn})`);
       return EXIT_FAILURE;
@@ -143,7 +182,8 @@ export async function runCli(argv: readonly string[], commands: readonly Command
     return await command.run({
       io,
       flags,
-      config: () => config ?? loadConfig(io.env, configFlagValues),
+      positionals,
+      config: () => config ?? loadConfig(io.env, configFlagValues, only),
     });
   } catch (error) {
     const isUsage = error instanceof UsageError || error instanceof ConfigError;

@@ -1,8 +1,11 @@
+import { delimiter } from 'node:path';
 import { validateCronExpression } from 'cron';
-import { parseDuration, formatDuration } from './duration.js';
+import { parseDuration } from './duration.js';
 import { WardenError } from './errors.js';
+import type { KubeconfigSetting } from './kube/kubeconfig-resolution.js';
 import { isLoopbackHost } from './server/loopback-host.js';
 import { servingNames } from './tls/serving-names.js';
+import { clip } from './user-text.js';
 
 /**
  * Typed runtime configuration, read once at start from environment variables and command-line
@@ -10,7 +13,8 @@ import { servingNames } from './tls/serving-names.js';
  * table drives parsing, validation messages, `--help` and the README's configuration table.
  */
 export interface Config {
-  kubeconfig: string | undefined;
+  /** Unset (or empty) means the defaults: ~/.kube/config, then the in-cluster service account. */
+  kubeconfig: KubeconfigSetting | undefined;
   schedulerName: string;
   logLevel: LogLevel;
   webhookHost: string;
@@ -51,22 +55,21 @@ export interface Config {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-/** A setting whose value is not allowed; the message is one line naming variable, value and rule. */
-export class ConfigError extends WardenError {
-  constructor(
-    readonly source: string,
-    readonly value: string,
-    readonly allowed: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`invalid ${source}=${JSON.stringify(value)}: ${allowed}`, options);
-  }
-}
+export type SettingKey = keyof Config;
+
+/**
+ * A setting the process cannot run with: one line that names the setting, where its value came
+ * from (flag, env var or default) and what would be accepted. The CLI prints it as is, exit 2.
+ */
+export class ConfigError extends WardenError {}
 
 /** Thrown by a value parser; loadConfig turns it into a ConfigError naming where the value came from. */
 class InvalidValue extends Error {}
 
-type Parser<T> = (raw: string) => T;
+/** Where a setting's value came from. */
+export type Origin = { kind: 'flag'; name: string } | { kind: 'env'; name: string } | { kind: 'default' };
+
+type Parser<T> = (raw: string, origin?: Origin) => T;
 
 export interface SettingSpec<K extends keyof Config = keyof Config> {
   key: K;
@@ -171,6 +174,14 @@ const logLevel: Parser<LogLevel> = (raw) => {
   return found;
 };
 
+// kubectl's rules: KUBECONFIG is a list (path.delimiter, ':' on Linux) whose empty entries are
+// skipped, and an empty KUBECONFIG counts as unset; --kubeconfig is one file, taken as written.
+const kubeconfigSetting: Parser<KubeconfigSetting | undefined> = (raw, origin) => {
+  if (origin?.kind === 'flag') return raw === '' ? undefined : { paths: [raw], origin: `KUBECONFIG (flag --${origin.name})`, explicit: true };
+  const paths = raw.split(delimiter).filter((path) => path !== '');
+  return paths.length === 0 ? undefined : { paths, origin: 'KUBECONFIG (env)', explicit: false };
+};
+
 function setting<K extends keyof Config>(spec: SettingSpec<K>): SettingSpec<K> {
   return spec;
 }
@@ -178,8 +189,8 @@ function setting<K extends keyof Config>(spec: SettingSpec<K>): SettingSpec<K> {
 export const SETTINGS = [
   setting({
     key: 'kubeconfig', env: 'KUBECONFIG', flag: 'kubeconfig', defaultValue: undefined,
-    description: 'kubeconfig file to use; unset means in-cluster service account, then ~/.kube/config',
-    allowed: 'expected a file path', parse: nonEmpty,
+    description: 'kubeconfig as kubectl reads it: KUBECONFIG may list files separated by ":" (merged, first wins), --kubeconfig names one file; unset or empty: ~/.kube/config, then the in-cluster service account',
+    allowed: 'expected a file path, or for KUBECONFIG a ":"-separated list', parse: kubeconfigSetting,
   }),
   setting({
     key: 'schedulerName', env: 'SCHEDULER_NAME', flag: 'scheduler-name', defaultValue: 'hami-scheduler',
@@ -362,75 +373,160 @@ export const SETTINGS = [
 export type Environment = Readonly<Record<string, string | undefined>>;
 export type FlagValues = Readonly<Record<string, string | undefined>>;
 
-interface RawValue {
-  source: string;
+/**
+ * Settings by the part of vgpu-warden that reads them. A command names the groups it uses and only
+ * those are read and checked, so a bad value it never reads (SWEEP_SCHEDULE for `locks`,
+ * WEBHOOK_PORT for `certs`) does not stop it; `serve` uses them all. A setting may sit in several.
+ */
+export const SETTING_GROUPS = {
+  cluster: ['kubeconfig'],
+  logging: ['logLevel'],
+  lockRules: ['bindGraceMs', 'nodeLockExpireMs', 'nodeLockForceAfterMs'],
+  servingCertificate: ['certDir', 'serviceName', 'namespace', 'certHosts', 'certValidityMs', 'certRenewBeforeMs'],
+  certificateStorage: ['certSecretName', 'webhookConfigName', 'namespace'],
+  webhook: ['webhookHost', 'webhookPort', 'schedulerName', 'overwriteDefaultScheduler', 'defaultGpuCount', 'webhookDeleteTimeoutMs'],
+  extender: [
+    'extenderHost', 'extenderPort', 'extenderClientAuth', 'extenderClientSecretName', 'schedulerName',
+    'nodeSchedulerPolicy', 'gpuSchedulerPolicy', 'bindLockWaitMs', 'bindTimeoutMs', 'stateStaleAfterMs',
+  ],
+  metrics: ['metricsHost', 'metricsPort'],
+  sweeper: ['sweepEnabled', 'sweepSchedule', 'leaderElection', 'leaseName', 'podName', 'podWatchEnabled', 'namespace'],
+} as const satisfies Record<string, readonly SettingKey[]>;
+
+export type SettingGroup = keyof typeof SETTING_GROUPS;
+
+/** The settings of some groups, each once. */
+export function settingsOf(groups: readonly SettingGroup[]): SettingKey[] {
+  return [...new Set(groups.flatMap((group) => SETTING_GROUPS[group]))];
+}
+
+/** Longest value a message repeats: values are user input and may be any length. */
+const VALUE_CHARS = 100;
+
+interface Given {
+  origin: Origin;
   raw: string;
 }
 
-function rawValueFor(spec: SettingSpec, env: Environment, flags: FlagValues): RawValue | undefined {
+/** What the checks see: the parsed values and, for settings the user set, where they came from. */
+interface Loaded {
+  values: Partial<Record<SettingKey, unknown>>;
+  given: Partial<Record<SettingKey, Given>>;
+  selected: ReadonlySet<SettingKey>;
+}
+
+function specOf(key: SettingKey): SettingSpec {
+  const spec = (SETTINGS as readonly SettingSpec[]).find((candidate) => candidate.key === key);
+  if (spec === undefined) throw new Error(`unreachable: no setting ${key}`);
+  return spec;
+}
+
+function givenValue(spec: SettingSpec, env: Environment, flags: FlagValues): Given | undefined {
   const flagValue = flags[spec.flag];
-  if (flagValue !== undefined) return { source: `--${spec.flag}`, raw: flagValue };
+  if (flagValue !== undefined) return { origin: { kind: 'flag', name: spec.flag }, raw: flagValue };
   for (const name of [spec.env, ...(spec.aliases ?? [])]) {
     const value = env[name];
-    if (value !== undefined) return { source: name, raw: value };
+    if (value !== undefined) return { origin: { kind: 'env', name }, raw: value };
   }
   return undefined;
 }
 
+/** `flag --x`, `env` (the setting's own variable), `env HAMI_X` (an alias) or `default`. */
+export function originText(spec: SettingSpec, origin: Origin): string {
+  if (origin.kind === 'flag') return `flag --${origin.name}`;
+  if (origin.kind === 'env') return origin.name === spec.env ? 'env' : `env ${origin.name}`;
+  return 'default';
+}
+
+/** `NODELOCK_EXPIRE (env HAMI_NODELOCK_EXPIRE) = 30s`, or `BIND_GRACE (default 60s)`. */
+function describe(key: SettingKey, loaded: Loaded): string {
+  const spec = specOf(key);
+  const given = loaded.given[key];
+  if (given === undefined) return `${spec.env} (default ${spec.defaultValue === undefined || spec.defaultValue === '' ? 'unset' : spec.defaultValue})`;
+  return `${spec.env} (${originText(spec, given.origin)}) = ${clip(given.raw, VALUE_CHARS)}`;
+}
+
 /**
- * Builds the configuration from env and flags. Throws ConfigError for the first bad value; nothing
- * is half-applied because the caller gets either a whole Config or the error.
+ * Builds the configuration from env and flags. Throws ConfigError for the first problem; nothing is
+ * half-applied because the caller gets either a whole Config or the error. With `only`, just those
+ * settings are read and checked (and relations among them); reading any other from the result is a
+ * programming error and throws, so a command cannot silently get a default it did not ask for.
  */
-export function loadConfig(env: Environment, flags: FlagValues = {}): Config {
-  const values: Partial<Record<keyof Config, unknown>> = {};
-  const sources: Partial<Record<keyof Config, RawValue>> = {};
+export function loadConfig(env: Environment, flags: FlagValues = {}, only?: readonly SettingKey[]): Config {
+  const selected = new Set<SettingKey>(only ?? SETTINGS.map((spec) => spec.key));
+  const loaded: Loaded = { values: {}, given: {}, selected };
   for (const spec of SETTINGS as readonly SettingSpec[]) {
-    const given = rawValueFor(spec, env, flags);
+    if (!selected.has(spec.key)) continue;
+    const given = givenValue(spec, env, flags);
     const raw = given?.raw ?? spec.defaultValue;
     if (raw === undefined) {
-      values[spec.key] = undefined;
+      loaded.values[spec.key] = undefined;
       continue;
     }
+    const origin: Origin = given?.origin ?? { kind: 'default' };
     try {
-      values[spec.key] = spec.parse(raw);
+      loaded.values[spec.key] = spec.parse(raw, origin);
     } catch (error) {
-      throw new ConfigError(given?.source ?? spec.env, raw, spec.allowed, { cause: error });
+      throw new ConfigError(`invalid ${spec.env} (${originText(spec, origin)}) = ${JSON.stringify(clip(raw, VALUE_CHARS))}: ${spec.allowed}`, { cause: error });
     }
-    if (given) sources[spec.key] = given;
+    if (given) loaded.given[spec.key] = given;
   }
-  const config = values as Config;
-  checkRelations(config, sources);
-  return config;
+  checkRelations(loaded);
+  return guarded(loaded);
 }
 
-function describeSource(key: keyof Config, sources: Partial<Record<keyof Config, RawValue>>): RawValue {
-  const spec = (SETTINGS as readonly SettingSpec[]).find((candidate) => candidate.key === key);
-  return sources[key] ?? { source: spec?.env ?? key, raw: spec?.defaultValue ?? '' };
+function guarded(loaded: Loaded): Config {
+  const config: Record<string, unknown> = { ...loaded.values };
+  for (const spec of SETTINGS) {
+    if (loaded.selected.has(spec.key)) continue;
+    Object.defineProperty(config, spec.key, {
+      enumerable: false,
+      get: () => { throw new WardenError(`internal error: setting ${spec.env} read by a command that does not declare it`); },
+    });
+  }
+  return config as unknown as Config;
 }
 
-function checkRelations(config: Config, sources: Partial<Record<keyof Config, RawValue>>): void {
-  checkExtenderExposure(config, sources);
-  if (config.bindGraceMs >= config.nodeLockExpireMs) {
-    const { source, raw } = describeSource('bindGraceMs', sources);
-    throw new ConfigError(source, raw,
-      `must be shorter than NODELOCK_EXPIRE (${formatDuration(config.nodeLockExpireMs)}), or a bind in progress would count as expired`);
-  }
-  if (config.bindLockWaitMs >= config.bindTimeoutMs) {
-    const { source, raw } = describeSource('bindLockWaitMs', sources);
-    throw new ConfigError(source, raw, `must be shorter than BIND_TIMEOUT (${formatDuration(config.bindTimeoutMs)}): the lock wait is part of the bind`);
-  }
-  if (config.bindTimeoutMs >= config.bindGraceMs) {
-    const { source, raw } = describeSource('bindTimeoutMs', sources);
-    throw new ConfigError(source, raw, `must be shorter than BIND_GRACE (${formatDuration(config.bindGraceMs)}), or the sweeper could free a lock while its bind still runs`);
-  }
-  if (config.certRenewBeforeMs >= config.certValidityMs) {
-    const { source, raw } = describeSource('certRenewBeforeMs', sources);
-    throw new ConfigError(source, raw, `must be shorter than CERT_VALIDITY (${formatDuration(config.certValidityMs)}), or every certificate would be renewed at once`);
-  }
-  if (config.nodeLockForceAfterMs !== undefined && config.nodeLockForceAfterMs <= config.nodeLockExpireMs) {
-    const { source, raw } = describeSource('nodeLockForceAfterMs', sources);
-    throw new ConfigError(source, raw,
-      `must be longer than NODELOCK_EXPIRE (${formatDuration(config.nodeLockExpireMs)}): it forces release of locks already past expiry`);
+function uses(loaded: Loaded, ...keys: SettingKey[]): boolean {
+  return keys.every((key) => loaded.selected.has(key));
+}
+
+/** Two durations that must keep an order; `why` reads on from "must be shorter than ...". */
+interface Ordering {
+  shorter: SettingKey;
+  longer: SettingKey;
+  why: string;
+}
+
+const ORDERINGS: readonly Ordering[] = [
+  { shorter: 'bindGraceMs', longer: 'nodeLockExpireMs', why: ', or a bind in progress would count as expired' },
+  { shorter: 'bindLockWaitMs', longer: 'bindTimeoutMs', why: ': the lock wait is part of the bind' },
+  { shorter: 'bindTimeoutMs', longer: 'bindGraceMs', why: ', or the sweeper could free a lock while its bind still runs' },
+  { shorter: 'certRenewBeforeMs', longer: 'certValidityMs', why: ', or every certificate would be renewed at once' },
+  { shorter: 'nodeLockExpireMs', longer: 'nodeLockForceAfterMs', why: ': forcing applies to locks already past expiry' },
+];
+
+/**
+ * Blames the side the user set: `HAMI_NODELOCK_EXPIRE=30s` alone is a too-short expiry, not a
+ * too-long default grace. With both set, the shorter one is named and either may change.
+ */
+function orderingError(ordering: Ordering, loaded: Loaded): ConfigError {
+  const blameLonger = loaded.given[ordering.longer] !== undefined && loaded.given[ordering.shorter] === undefined;
+  const [subject, other, relation, fix] = blameLonger
+    ? [ordering.longer, ordering.shorter, 'longer than', 'raise it']
+    : [ordering.shorter, ordering.longer, 'shorter than', 'lower it'];
+  const remedy = loaded.given[other] === undefined ? `${fix} or set ${specOf(other).env}` : 'change one of them';
+  return new ConfigError(`${describe(subject, loaded)} must be ${relation} ${describe(other, loaded)}${ordering.why}; ${remedy}`);
+}
+
+function checkRelations(loaded: Loaded): void {
+  checkExtenderExposure(loaded);
+  checkListeners(loaded);
+  for (const ordering of ORDERINGS) {
+    if (!uses(loaded, ordering.shorter, ordering.longer)) continue;
+    const shorter = loaded.values[ordering.shorter];
+    const longer = loaded.values[ordering.longer];
+    if (typeof shorter === 'number' && typeof longer === 'number' && shorter >= longer) throw orderingError(ordering, loaded);
   }
 }
 
@@ -439,19 +535,56 @@ function checkRelations(config: Config, sources: Partial<Record<keyof Config, Ra
  * same machine). Anywhere else it must demand kube-scheduler's client certificate, which is issued
  * from the CA in CERT_SECRET_NAME into a Secret of its own that never holds the CA key.
  */
-function checkExtenderExposure(config: Config, sources: Partial<Record<keyof Config, RawValue>>): void {
-  if (!config.extenderClientAuth && !isLoopbackHost(config.extenderHost)) {
-    const { source, raw } = describeSource('extenderHost', sources);
-    throw new ConfigError(source, raw,
-      'not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods');
+function checkExtenderExposure(loaded: Loaded): void {
+  if (!uses(loaded, 'extenderHost', 'extenderClientAuth', 'extenderClientSecretName', 'certSecretName')) return;
+  const config = loaded.values as Partial<Config>;
+  if (config.extenderClientAuth !== true && !isLoopbackHost(config.extenderHost ?? '')) {
+    throw new ConfigError(`${describe('extenderHost', loaded)} is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods`);
   }
-  if (!config.extenderClientAuth) return;
+  if (config.extenderClientAuth !== true) return;
   if (config.certSecretName === undefined) {
-    const { source, raw } = describeSource('extenderClientAuth', sources);
-    throw new ConfigError(source, raw, 'needs CERT_SECRET_NAME: kube-scheduler\'s client certificate is issued from the CA kept in that Secret');
+    throw new ConfigError(`${describe('extenderClientAuth', loaded)} needs CERT_SECRET_NAME: kube-scheduler's client certificate is issued from the CA kept in that Secret`);
   }
   if (config.extenderClientSecretName === config.certSecretName) {
-    const { source, raw } = describeSource('extenderClientSecretName', sources);
-    throw new ConfigError(source, raw, 'must differ from CERT_SECRET_NAME: kube-scheduler mounts it, and must never see the CA key');
+    const blameCa = loaded.given.extenderClientSecretName === undefined;
+    const [subject, other] = blameCa ? ['certSecretName', 'extenderClientSecretName'] as const : ['extenderClientSecretName', 'certSecretName'] as const;
+    throw new ConfigError(`${describe(subject, loaded)} must differ from ${describe(other, loaded)}: kube-scheduler mounts the client Secret and must never see the CA key`);
+  }
+}
+
+const LISTENERS = [
+  { name: 'webhook', host: 'webhookHost', port: 'webhookPort' },
+  { name: 'extender', host: 'extenderHost', port: 'extenderPort' },
+  { name: 'metrics', host: 'metricsHost', port: 'metricsPort' },
+] as const satisfies readonly { name: string; host: SettingKey; port: SettingKey }[];
+
+const WILDCARD_HOSTS = new Set(['', '0.0.0.0', '::', '::0']);
+const LOCALHOST_ADDRESSES = new Set(['localhost', '127.0.0.1', '::1']);
+
+/**
+ * Whether two listen addresses can collide on one port. Conservative: a wildcard collides with
+ * everything (on Linux `::` is dual-stack), `localhost` with what it resolves to.
+ */
+export function listenAddressesOverlap(a: string, b: string): boolean {
+  const bare = (host: string) => (host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host).toLowerCase();
+  const [x, y] = [bare(a), bare(b)];
+  if (x === y || WILDCARD_HOSTS.has(x) || WILDCARD_HOSTS.has(y)) return true;
+  return (x === 'localhost' && LOCALHOST_ADDRESSES.has(y)) || (y === 'localhost' && LOCALHOST_ADDRESSES.has(x));
+}
+
+/** Two listeners on one port would fail at bind time, after part of `serve` has started: refuse now. */
+function checkListeners(loaded: Loaded): void {
+  const config = loaded.values;
+  const active = LISTENERS.filter((listener) => uses(loaded, listener.host, listener.port));
+  for (const [index, first] of active.entries()) {
+    for (const second of active.slice(index + 1)) {
+      const [firstHost, secondHost] = [String(config[first.host]), String(config[second.host])];
+      if (config[first.port] !== config[second.port] || !listenAddressesOverlap(firstHost, secondHost)) continue;
+      const [subject, other] = loaded.given[second.port] === undefined && loaded.given[first.port] !== undefined ? [first, second] : [second, first];
+      throw new ConfigError(
+        `${describe(subject.port, loaded)} is also ${describe(other.port, loaded)}: the ${subject.name} and ${other.name} listeners cannot share a port `
+        + `on overlapping addresses (${clip(String(config[subject.host]), VALUE_CHARS)} and ${clip(String(config[other.host]), VALUE_CHARS)}); choose another port`,
+      );
+    }
   }
 }

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCli } from './cli.js';
 import { certsCommand } from './commands/certs-command.js';
+import { explainCommand } from './commands/explain-command.js';
 import { localCommand } from './commands/local-command.js';
 import { locksCommand } from './commands/locks-command.js';
 import { serveCommand } from './commands/serve-command.js';
@@ -24,9 +25,10 @@ function waitForStopSignal(): Promise<string> {
 }
 
 const commands = [
-  serveCommand({ waitForStopSignal }),
+  serveCommand({ waitForStopSignal, forceExit: (code) => process.exit(code) }),
   certsCommand(),
   locksCommand(),
+  explainCommand(),
   localCommand({ repoRoot, shutdownTarget: process }),
 ];
 

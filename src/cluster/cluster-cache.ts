@@ -9,6 +9,7 @@ import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
+import type { ConditionLog } from '../telemetry/condition-log.js';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
 
 export interface ClusterCacheDeps {
@@ -19,6 +20,8 @@ export interface ClusterCacheDeps {
   staleAfterMs?: number;
   clock?: () => number;
   reflector?: ReflectorOptions;
+  /** Where the reflectors report list and watch failures (one warning per condition, with backoff); by default each its own, to `log`. */
+  conditions?: ConditionLog;
 }
 
 /** The real list-watch sources for nodes and pods. */
@@ -76,10 +79,12 @@ export class ClusterCache {
     this.reflectors = [
       new Reflector<V1Node>({
         what: 'nodes', source: deps.sources.nodes, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
+        ...(deps.conditions ? { conditions: deps.conditions.reporter('nodes reflector') } : {}),
         sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items)); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, node)); } },
       }),
       new Reflector<V1Pod>({
         what: 'pods', source: deps.sources.pods, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
+        ...(deps.conditions ? { conditions: deps.conditions.reporter('pods reflector') } : {}),
         sink: { replace: (items) => { this.applyPods(this.pods.replace(items)); }, apply: (type, pod) => {
           // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
           const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
@@ -102,16 +107,22 @@ export class ClusterCache {
     return this.reflectors.every((reflector) => reflector.synced);
   }
 
-  /** Why the store cannot be trusted right now; empty when it can. */
+  /**
+   * Why the store cannot be trusted right now; empty when it can. Each problem is followed by the
+   * last list or watch failure behind it, when there was one (e.g. the apiserver unreachable).
+   */
   problems(): string[] {
     const problems: string[] = [];
     const now = this.clock();
     const staleAfter = this.deps.staleAfterMs ?? 30_000;
     for (const [what, reflector] of [['nodes', this.reflectors[0]], ['pods', this.reflectors[1]]] as const) {
       if (reflector === undefined) continue;
-      if (!reflector.synced) problems.push(`${what} not listed yet`);
       const down = reflector.downSince;
-      if (reflector.synced && down !== undefined && now - down > staleAfter) problems.push(`${what} watch down for ${Math.round((now - down) / 1000)}s`);
+      const stale = reflector.synced && down !== undefined && now - down > staleAfter;
+      if (!reflector.synced) problems.push(`${what} not listed yet`);
+      if (stale) problems.push(`${what} watch down for ${Math.round((now - down) / 1000)}s`);
+      const failure = reflector.failure;
+      if ((stale || !reflector.synced) && failure !== undefined) problems.push(failure);
     }
     return problems;
   }

@@ -1,5 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { describeError, WardenError } from '../errors.js';
+import { apiCondition, failureText } from '../telemetry/api-failure.js';
+import { ConditionLog, type ConditionReporter } from '../telemetry/condition-log.js';
 
 export interface ListResult<T> {
   items: T[];
@@ -60,6 +62,11 @@ export interface ReflectorDeps<T> {
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   random?: () => number;
   log?: (level: 'info' | 'warn', message: string) => void;
+  /**
+   * Where list and watch failures go: one warning per persistent condition, repeated with backoff,
+   * and one line when it recovers (by default a ConditionLog of its own writing to `log`).
+   */
+  conditions?: ConditionReporter;
   options?: ReflectorOptions;
 }
 
@@ -150,6 +157,8 @@ export class Reflector<T> {
   private isSynced = false;
   private down: number | undefined;
   private seen: string | undefined;
+  private lastFailure: string | undefined;
+  private readonly conditions: ConditionReporter;
   /** One entry per pending waitForSync call; each removes itself when it settles. */
   private readonly syncWaiters = new Set<() => void>();
 
@@ -172,6 +181,12 @@ export class Reflector<T> {
     this.backoffResetAfterMs = options.backoffResetAfterMs ?? 60_000;
     this.listTimeoutMs = options.listTimeoutMs ?? 60_000;
     this.shortWatchMs = options.shortWatchMs ?? 1000;
+    this.conditions = deps.conditions ?? new ConditionLog({ clock: this.clock, emit: (level, message) => { this.log(level, message); } }).reporter(deps.what);
+  }
+
+  /** Why the last list or watch failed, on one line; undefined once a LIST has succeeded since. */
+  get failure(): string | undefined {
+    return this.lastFailure;
   }
 
   /** True once a LIST has succeeded and been delivered to the sink (stays true afterwards). */
@@ -264,12 +279,14 @@ export class Reflector<T> {
       const bounded = AbortSignal.any([signal, AbortSignal.timeout(this.listTimeoutMs)]);
       listed = await untilAborted(attempt(() => this.source.list(bounded)), bounded);
     } catch (error) {
-      if (!signal.aborted) this.log('warn', `${this.deps.what}: list failed, retrying after a pause: ${describeError(error)}`);
+      if (!signal.aborted) this.failed(apiCondition(`${this.deps.what} list`, error));
       return undefined;
     }
     // A sink that throws here still counts as delivered: listing the same data again would not help.
     this.deliver('replace', () => { this.sink.replace(listed.items, listed.resourceVersion); });
     this.seen = listed.resourceVersion;
+    this.lastFailure = undefined;
+    this.conditions.ok();
     const first = !this.isSynced;
     this.isSynced = true;
     this.down = undefined;
@@ -307,10 +324,10 @@ export class Reflector<T> {
     } catch (error) {
       if (signal.aborted) outcome = 'failed';
       else if (error instanceof ResourceExpiredError) {
-        this.log('info', `${this.deps.what}: resourceVersion ${resourceVersion} expired, relisting: ${describeError(error)}`);
+        this.log('info', `${this.deps.what}: resourceVersion ${resourceVersion} expired, relisting: ${failureText(error)}`);
         outcome = 'expired';
       } else {
-        this.log('warn', `${this.deps.what}: watch failed, relisting after a pause: ${describeError(error)}`);
+        this.failed(apiCondition(`${this.deps.what} watch`, error));
         outcome = 'failed';
       }
     } finally {
@@ -321,10 +338,15 @@ export class Reflector<T> {
     if (lived >= this.backoffResetAfterMs) this.backoff.reset();
     if (outcome === 'ended' && events === 0 && lived < this.shortWatchMs) {
       // A server that closes every watch at once would otherwise be hammered in a tight loop.
-      if (!signal.aborted) this.log('warn', `${this.deps.what}: watch closed after ${lived} ms without events, relisting after a pause`);
+      if (!signal.aborted) this.failed({ condition: `${this.deps.what} watch closing at once`, message: `${this.deps.what}: watch closed after ${lived} ms without events, relisting after a pause` });
       outcome = 'failed';
     }
     return { outcome, resourceVersion, endedAt };
+  }
+
+  private failed(report: { condition: string; message: string }): void {
+    this.lastFailure = report.message;
+    this.conditions.fail(report.condition, report.message);
   }
 
   private async pause(signal: AbortSignal): Promise<void> {

@@ -30,6 +30,8 @@ export function certsCommand(): Command {
     name: 'certs',
     summary: 'write a CA and serving certificate for local use into the cert directory',
     usesConfig: true,
+    // Files only: no cluster, no listeners, so WEBHOOK_PORT or SWEEP_SCHEDULE cannot stop it.
+    settings: ['servingCertificate'],
     flags: {
       'cert-dir': configFlag('cert-dir'),
       'service-name': configFlag('service-name'),

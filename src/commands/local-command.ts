@@ -1,7 +1,7 @@
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import type { Command } from '../cli.js';
 import { UsageError } from '../cli.js';
 import { loadConfig } from '../config.js';
@@ -16,8 +16,13 @@ import { locateBinaries } from '../local/k8s-binaries.js';
 import { ShutdownHooks, type ShutdownTarget } from '../local/shutdown-hooks.js';
 import { simulatedGpuNode } from '../local/simulated-gpu-node.js';
 import { NodeLocks } from '../lock/node-locks.js';
-import { NODE_LOCK_ANNOTATION } from '../lock/lock-value.js';
-import { renderLiveView } from '../local/live-view.js';
+import type { LockRulesConfig } from '../lock/lock-rules.js';
+import { EventFeed, kubeEventPages, liveEventSource } from '../local/event-feed.js';
+import { LiveView, liveViewOffReason } from '../local/live-view-runner.js';
+import { lineStream, logNoteText } from '../local/log-lines.js';
+import { PendingPods } from '../local/pending-pods.js';
+import { AlternateScreen, type TerminalOutput } from '../local/terminal-screen.js';
+import { lockRowFromView } from '../local/view-lock-state.js';
 import { runSeedDemo, SEED_VICTIM } from '../local/seed-demo.js';
 import { createLogger } from '../telemetry/logger.js';
 import { startServer } from './serve-command.js';
@@ -31,19 +36,43 @@ function positiveInteger(flag: string, value: string | boolean | string[] | unde
   return Number(text);
 }
 
-async function drawView(core: CoreV1Api, cache: ClusterCache, out: (line: string) => void): Promise<void> {
-  const nodes = cache.nodeNames().filter((name) => name.startsWith('gpu-node-')).sort().map((name) => ({
-    name,
-    inventory: cache.inventory(name),
-    usage: cache.usageOn(name),
-    lock: cache.node(name)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION],
-  }));
-  const listed = await core.listEventForAllNamespaces({ limit: 200 }).catch(() => ({ items: [] }));
-  const events = listed.items
-    .map((event) => ({ time: new Date(event.lastTimestamp ?? event.eventTime ?? 0), object: `${event.involvedObject.kind?.toLowerCase() ?? ''}/${event.involvedObject.name ?? ''}`, reason: event.reason ?? '', message: event.message ?? '' }))
-    .sort((a, b) => a.time.getTime() - b.time.getTime());
-  // Clear the screen and redraw from the top.
-  out(`\u001b[2J\u001b[H${renderLiveView(nodes, events, new Date()).join('\n')}`);
+/** The digest behind the view: the newest Events for "recent events", and pending reasons of this many pods. */
+const EVENT_LIMITS = { recent: 200, pods: 1000 };
+
+
+interface ViewInputs {
+  kubeConfig: KubeConfig;
+  core: CoreV1Api;
+  /** The server's state store: its lock first-seen times are the ones the sweeper judges by. */
+  store: ClusterCache;
+  pending: PendingPods;
+  lockRules: LockRulesConfig;
+  terminal: TerminalOutput;
+  kubeconfigExport: string;
+}
+
+/** The live view over the local cluster, with the event feed it reads; nothing started yet. */
+function liveViewOf(inputs: ViewInputs, log: (line: string) => void): { view: LiveView; feed: EventFeed } {
+  const feed = new EventFeed({
+    source: liveEventSource(inputs.kubeConfig, kubeEventPages(inputs.core), EVENT_LIMITS),
+    limits: EVENT_LIMITS,
+    log: (level, message) => { if (level === 'warn') log(`events: ${message}`); },
+  });
+  const view = new LiveView({
+    screen: new AlternateScreen(inputs.terminal),
+    kubeconfigExport: inputs.kubeconfigExport,
+    sources: {
+      nodes: (now) => inputs.store.nodeNames().sort().map((name) => ({
+        name,
+        inventory: inputs.store.inventory(name),
+        usage: inputs.store.usageOn(name),
+        lock: lockRowFromView(inputs.store.lockView, name, now, inputs.lockRules),
+      })),
+      pending: () => inputs.pending.list().map((pod) => ({ ...pod, reason: feed.digest.reasonFor(pod.namespace, pod.name, pod.uid) })),
+      events: () => feed.digest.recent(),
+    },
+  });
+  return { view, feed };
 }
 
 /**
@@ -52,7 +81,7 @@ async function drawView(core: CoreV1Api, cache: ClusterCache, out: (line: string
  * scheduler extender; simulated GPU nodes with HAMi's inventory annotation and a device-plugin
  * simulator that allocates and frees the node locks. Runs until Ctrl-C.
  */
-export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownTarget }): Command {
+export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownTarget; terminal?: TerminalOutput & { isTTY?: boolean } }): Command {
   return {
     name: 'local',
     summary: 'run a local cluster (etcd, kube-apiserver, kube-scheduler) with vgpu-warden and simulated GPU nodes until Ctrl-C',
@@ -64,8 +93,9 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       'gpu-memory': { type: 'string', description: 'memory of each simulated GPU in MiB (default 24576)' },
       'scheduler-name': { type: 'string', description: 'scheduler profile GPU pods are sent to (env SCHEDULER_NAME)' },
       demo: { type: 'string', description: 'run a demo once ready: "seed" deletes a lock owner the moment its lock appears and binds a replacement' },
-      'exit-after-demo': { type: 'boolean', description: 'stop everything and exit 0 once the demo has finished (headless runs, tests)' },
-      'no-view': { type: 'boolean', description: 'do not redraw the live view of nodes, GPU use, locks and events' },
+      // Without --demo it would run until Ctrl-C, the opposite of what was asked: refused by the CLI.
+      'exit-after-demo': { type: 'boolean', description: 'stop everything and exit 0 once the demo has finished (headless runs, tests)', requires: 'demo' },
+      'no-view': { type: 'boolean', description: 'no live view (nodes, GPU use, lock states, pending GPU pods, newest events); plain progress lines' },
     },
     run: async ({ io, flags, config }) => {
       const nodeCount = positiveInteger('gpu-nodes', flags['gpu-nodes'], 2);
@@ -75,8 +105,14 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       if (demo !== undefined && demo !== 'seed') throw new UsageError(`invalid --demo=${JSON.stringify(demo)}: the only demo is "seed"`);
       const settings = config();
       const binaries = locateBinaries({ repoRoot: deps.repoRoot, env: io.env });
-      const hooks = new ShutdownHooks(deps.shutdownTarget, 20_000, (line) => { io.stdout(`local: ${line}`); });
-      const say = (line: string) => { io.stdout(`local: ${line}`); };
+      const terminal = deps.terminal ?? process.stdout;
+      // While the live view is up, what would be printed goes into it (and is printed again when it
+      // ends); before and after, it is printed as usual.
+      let live: { view: LiveView; feed: EventFeed } | undefined;
+      const print = (line: string) => { if (live?.view.isActive === true) live.view.note(line); else io.stdout(line); };
+      const leaveView = () => { for (const line of live?.view.stop() ?? []) io.stdout(line); };
+      const say = (line: string) => { print(`local: ${line}`); };
+      const hooks = new ShutdownHooks(deps.shutdownTarget, 20_000, (line) => { leaveView(); io.stdout(`local: ${line}`); });
       const plane = await ControlPlane.start({ binaries, shutdownHooks: hooks, progress: say });
       const certDir = mkdtempSync(join(tmpdir(), 'vgpu-warden-local-certs-'));
       const [webhookPort, extenderPort] = [await findFreePort(), await findFreePort()];
@@ -84,7 +120,9 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
         ...io.env, KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
         EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', SCHEDULER_NAME: settings.schedulerName,
         METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), POD_NAMESPACE: 'default', NODE_SCHEDULER_POLICY: settings.nodeSchedulerPolicy,
-      }), createLogger(settings.logLevel === 'info' ? 'warn' : settings.logLevel));
+      }), createLogger(settings.logLevel === 'info' ? 'warn' : settings.logLevel, lineStream((line) => {
+        if (live?.view.isActive === true) live.view.note(logNoteText(line)); else io.stdout(line);
+      })));
       say(`vgpu-warden webhook on https://127.0.0.1:${webhookPort}, extender on https://127.0.0.1:${extenderPort}`);
 
       const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
@@ -101,6 +139,9 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
         await core.createNode({ body: simulatedGpuNode({ name: `gpu-node-${index}`, gpus: gpusPerNode, gpuMemoryMiB }) });
       }
       const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+      // Subscribed before the first LIST, so the pods already there count too.
+      const pending = new PendingPods();
+      simulatorCache.onPodChange((pod, change) => { pending.apply(pod, change); });
       await simulatorCache.start();
       const simulator = new DevicePluginSimulator({
         core,
@@ -125,9 +166,27 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       }
       say(`ready; use it with: export KUBECONFIG=${kubeconfigPath}`);
       say('try: a pod with limits nvidia.com/gpu: 1 and nvidia.com/gpumem: 4000 (the webhook sends it to the extender)');
+      const exitAfterDemo = flags['exit-after-demo'] === true;
+      const offReason = liveViewOffReason({ noViewFlag: flags['no-view'] === true, stdoutIsTTY: terminal.isTTY === true, term: io.env.TERM });
+      if (offReason !== undefined && !exitAfterDemo) io.stderr(`local: live view off: ${offReason}; printing progress lines only`);
+      hooks.register({
+        name: 'vgpu-warden',
+        stop: async () => { leaveView(); await live?.feed.stop(); simulator.stop(); await simulatorCache.stop(); await server.stop(); rmSync(certDir, { recursive: true, force: true }); },
+        // The process is going: at least give the terminal back as it was.
+        killSync: () => { leaveView(); rmSync(certDir, { recursive: true, force: true }); },
+      });
+      if (offReason === undefined && !exitAfterDemo) {
+        live = liveViewOf({
+          kubeConfig, core, store: server.cache, pending, terminal, kubeconfigExport: `export KUBECONFIG=${kubeconfigPath}`,
+          lockRules: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs, forceAfterMs: settings.nodeLockForceAfterMs },
+        }, say);
+        live.feed.start();
+        live.view.start();
+      }
       if (demo === 'seed') {
-        await runSeedDemo({ core, namespace: 'default', node: 'gpu-node-1', say });
-        if (flags['exit-after-demo'] === true) {
+        const demoSay = (line: string) => { if (live?.view.isActive === true) live.view.setDemo(line, `local: ${line}`); else say(line); };
+        await runSeedDemo({ core, namespace: 'default', node: 'gpu-node-1', say: demoSay });
+        if (exitAfterDemo) {
           say('demo finished; stopping');
           simulator.stop();
           await simulatorCache.stop();
@@ -138,20 +197,13 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
         }
       }
       say('press Ctrl-C to stop and remove everything');
-      const viewTimer = flags['no-view'] !== true && process.stdout.isTTY
-        ? setInterval(() => { void drawView(core, simulatorCache, io.stdout); }, 2000)
-        : undefined;
-      hooks.register({
-        name: 'vgpu-warden',
-        stop: async () => { simulator.stop(); await simulatorCache.stop(); await server.stop(); rmSync(certDir, { recursive: true, force: true }); },
-        killSync: () => { rmSync(certDir, { recursive: true, force: true }); },
-      });
       // Runs until a signal (the shutdown hooks then stop everything and exit) or until a component
       // dies. The interval keeps Node's event loop alive: child processes are deliberately unref'd.
       const keepAlive = setInterval(() => undefined, 60_000);
       const crashed = await plane.firstUnexpectedExit();
       clearInterval(keepAlive);
-      clearInterval(viewTimer);
+      leaveView();
+      await live?.feed.stop();
       io.stderr(`local: ${crashed.name} exited unexpectedly; last log lines:\n${crashed.lastLogLines()}`);
       await server.stop();
       await plane.stop();

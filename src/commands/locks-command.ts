@@ -1,7 +1,7 @@
 import { CoreV1Api } from '@kubernetes/client-node';
-import { configFlags, EXIT_OK, UsageError, type Command, type FlagSpec } from '../cli.js';
+import { configFlag, EXIT_OK, UsageError, type Command } from '../cli.js';
 import { describeError, WardenError } from '../errors.js';
-import { loadKubeConfig } from '../kube/client.js';
+import { kubeconfigSources, loadKubeConfig } from '../kube/client.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
 import { NodeNotFoundError } from '../lock/lock-errors.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
@@ -18,12 +18,6 @@ type Output = (typeof OUTPUTS)[number];
 const PAGE_SIZE = 500;
 /** Locked nodes inspected at once (each costs a node and a pod read). */
 const CONCURRENCY = 8;
-
-function configFlag(name: string): FlagSpec {
-  const spec = configFlags()[name];
-  if (spec === undefined) throw new Error(`unreachable: no setting with flag --${name}`);
-  return spec;
-}
 
 function outputOf(value: string | boolean | string[] | undefined): Output {
   if (value === undefined) return 'table';
@@ -74,6 +68,8 @@ export function locksCommand(): Command {
     name: 'locks',
     summary: 'list every locked node with holder, age and classification',
     usesConfig: true,
+    // Reads the cluster with the lock rules; the listeners, certificates and sweeper are not its business.
+    settings: ['cluster', 'lockRules'],
     flags: {
       output: { type: 'string', short: 'o', description: 'output format: table (default) or json' },
       kubeconfig: configFlag('kubeconfig'),
@@ -85,7 +81,7 @@ export function locksCommand(): Command {
       // Checked before any API call, so a typo costs nothing.
       const output = outputOf(flags.output);
       const settings = config();
-      const kubeConfig = loadKubeConfig(settings.kubeconfig);
+      const kubeConfig = loadKubeConfig(settings.kubeconfig, kubeconfigSources(io.env));
       try {
         const core = kubeConfig.makeApiClient(CoreV1Api);
         const locks = new NodeLocks({

@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { configFlags, EXIT_OK, type Command } from '../cli.js';
-import type { Config } from '../config.js';
+import { configFlags, EXIT_FAILURE, EXIT_OK, type Command } from '../cli.js';
+import { ConfigError, type Config } from '../config.js';
 import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
 import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { Binder } from '../extender/binder.js';
 import { ExtenderService } from '../extender/extender-service.js';
-import { loadKubeConfig } from '../kube/client.js';
+import { loadKubeConfig, type PooledKubeConfig } from '../kube/client.js';
 import { untilNotTransient } from '../kube/retry-transient.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
 import { NodeLocks } from '../lock/node-locks.js';
@@ -34,6 +34,12 @@ import { servingNames } from '../tls/serving-names.js';
 import { LeaderElector } from '../sweeper/leader-election.js';
 import { startPodWatchRelease } from '../sweeper/pod-watch-release.js';
 import { SweepSchedule } from '../sweeper/sweep-schedule.js';
+import { GRACEFUL_SHUTDOWN_MS, Lifecycle, StartAborted, StartupError, type StopReport } from '../lifecycle/lifecycle.js';
+import { listenFailure, type ListenerSettings } from '../lifecycle/listen-failure.js';
+import { Readiness } from '../lifecycle/readiness.js';
+import { apiCondition, APISERVER_UNREACHABLE, failureText } from '../telemetry/api-failure.js';
+import { ConditionLog } from '../telemetry/condition-log.js';
+import { clip, NAME_CHARS } from '../user-text.js';
 
 const DAY_MS = 86_400_000;
 /**
@@ -45,9 +51,34 @@ const STARTUP_RETRY_MS = 45_000;
 /** How often the keeper re-checks the certificates (renewal, a rotation by another replica). */
 const CERT_CHECK_INTERVAL_MS = 10 * 60_000;
 
+/** Releasing the Lease gets at most this much of the shutdown bound, so listeners still drain when the apiserver hangs. */
+const LEASE_RELEASE_BOUND_MS = 5_000;
+
+/**
+ * Once `serve` has returned its exit code, the process should end as soon as the event loop is
+ * empty; if something still holds it this long after (a connection that would not close), it is
+ * ended anyway, so a stop never waits for more than GRACEFUL_SHUTDOWN_MS plus this.
+ */
+const FORCE_EXIT_AFTER_MS = 2_000;
+
 export interface ServeDeps {
   /** Resolves when the process is asked to stop (SIGTERM/SIGINT in main); listening starts on call. */
   waitForStopSignal: () => Promise<string>;
+  /**
+   * Ends the process with this exit code (main passes process.exit). Called only if the process is
+   * still alive FORCE_EXIT_AFTER_MS after `serve` returned; without it, a leftover handle could
+   * keep a stopped server's process running.
+   */
+  forceExit?: (code: number) => void;
+}
+
+export interface StartOptions {
+  /** Aborting it stops start-up: what started is stopped, and startServer rejects with StartAborted. */
+  signal?: AbortSignal;
+  /** Where persistent conditions are reported once with backoff; by default one writing to `log`. */
+  conditions?: ConditionLog;
+  /** Total time stop() may take (default GRACEFUL_SHUTDOWN_MS). */
+  shutdownBoundMs?: number;
 }
 
 export interface RunningServer {
@@ -59,7 +90,30 @@ export interface RunningServer {
   metrics: WardenMetrics;
   metricsPort: number;
   sweeper: SweepSchedule | undefined;
-  stop(): Promise<void>;
+  /** What every listener's /readyz answers. */
+  readiness: Readiness;
+  /** Stops everything within the shutdown bound (readiness turns false first); idempotent. */
+  stop(): Promise<StopReport>;
+}
+
+/** Where the apiserver in use comes from, appended to "apiserver unreachable" warnings. */
+function apiserverContext(kubeConfig: PooledKubeConfig): string {
+  const server = kubeConfig.getCurrentCluster()?.server ?? 'unknown';
+  const source = kubeConfig.from === undefined ? '' : ` from ${clip(kubeConfig.from, 2 * NAME_CHARS)}`;
+  return `(apiserver ${clip(server)}${source}); retrying with backoff, /readyz answers 503 meanwhile`;
+}
+
+function listenerSettings(role: string, prefix: 'WEBHOOK' | 'EXTENDER' | 'METRICS', host: string, port: number): ListenerSettings {
+  return { role, host, port, hostSetting: `${prefix}_HOST`, portSetting: `${prefix}_PORT` };
+}
+
+/** Binds one listener; a bind error becomes the one-line StartupError naming the address and the setting. */
+async function listen<T>(settings: ListenerSettings, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (error) {
+    throw listenFailure(settings, error);
+  }
 }
 
 /**
@@ -68,9 +122,34 @@ export interface RunningServer {
  * listeners serve the keeper's certificate and reload it together; with client authentication the
  * extender also trusts the keeper's caBundle for kube-scheduler's client certificate, which the
  * keeper's rounds keep issued (ClientCertPublisher).
+ *
+ * All or nothing: if any part fails to start (a port taken, certificates unavailable), or
+ * `options.signal` aborts meanwhile, what already started is stopped before this rejects, with a
+ * StartupError whose message is one line naming what failed, or StartAborted. Listeners bind before
+ * the Lease is campaigned for and the sweeper runs, so a taken port never leaves a Lease held.
  */
-export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
+export async function startServer(config: Config, log: Logger, options: StartOptions = {}): Promise<RunningServer> {
+  const lifecycle = new Lifecycle({
+    ...(options.signal ? { signal: options.signal } : {}),
+    boundMs: options.shutdownBoundMs ?? GRACEFUL_SHUTDOWN_MS,
+    onStopProblem: (part, problem) => { log.warn({ component: 'lifecycle', part }, `stopping ${part}: ${problem}`); },
+  });
+  try {
+    return await wire(config, log, lifecycle, options);
+  } catch (error) {
+    await lifecycle.stopAll();
+    if (options.signal?.aborted === true) throw new StartAborted('stop requested during start-up', { cause: error });
+    throw error;
+  }
+}
+
+async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: StartOptions): Promise<RunningServer> {
   const kubeConfig = loadKubeConfig(config.kubeconfig);
+  lifecycle.defer('API connections', () => kubeConfig.close());
+  const conditions = options.conditions ?? new ConditionLog({
+    emit: (level, message, condition) => { log[level]({ component: 'health', condition }, message); },
+    context: (condition) => (condition === APISERVER_UNREACHABLE ? apiserverContext(kubeConfig) : undefined),
+  });
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const labels = { 'app.kubernetes.io/name': 'vgpu-warden' };
   const store: CertStore = config.certSecretName === undefined
@@ -92,7 +171,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     })
     : undefined;
   // Filled in once listening; the keeper may hand out material before (the first ensure) and after.
-  const listening: { webhook?: HttpsListener; extender?: HttpsListener } = {};
+  const listening: { webhook?: HttpsListener; extender?: HttpsListener; metrics?: { listening: boolean } } = {};
   const keeper = new CertKeeper({
     store,
     names: servingNames({ serviceName: config.serviceName, namespace: config.namespace, extraHosts: config.certHosts }),
@@ -108,26 +187,68 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     ...(clientCerts ? { onSettled: (bundle) => clientCerts.publish(bundle) } : {}),
     log: certLog,
   });
-  const material = await untilNotTransient(() => keeper.ensure(), {
+  const certCondition = conditions.reporter('certificates');
+  const certSetting = config.certSecretName === undefined ? 'CERT_DIR' : 'CERT_SECRET_NAME';
+  const material = await lifecycle.step('certificates', (signal) => untilNotTransient(() => keeper.ensure(), {
     deadlineMs: STARTUP_RETRY_MS,
-    onRetry: (error, pauseMs) => { log.warn({ component: 'certs', err: error }, `certificates not available yet, retrying in ${pauseMs} ms`); },
-  });
+    signal,
+    onRetry: (error) => {
+      const { condition, message } = apiCondition(`certificates (${store.description})`, error);
+      certCondition.fail(condition, message);
+    },
+  }).catch((error: unknown) => {
+    if (signal.aborted) throw error;
+    throw new StartupError(`cannot get the serving certificate from ${store.description} (${certSetting}): ${failureText(error)}`, { cause: error });
+  }));
+  certCondition.ok();
 
-  const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core), staleAfterMs: config.stateStaleAfterMs, log: (level, message) => { log[level]({ component: 'cache' }, message); } });
-  const cacheStarted = cache.start().catch((error: unknown) => { log.error({ component: 'cache', err: error }, 'cluster cache failed to start'); });
+  const cache = new ClusterCache({
+    sources: kubeSources(kubeConfig, core), staleAfterMs: config.stateStaleAfterMs, conditions,
+    log: (level, message) => { log[level]({ component: 'cache' }, message); },
+  });
+  // Resolves once synced or stopped; until synced, readiness says why not (cache.problems()).
+  void cache.start().catch((error: unknown) => { log.error({ component: 'cache' }, `cluster cache failed to start: ${failureText(error)}`); });
+  lifecycle.defer('cluster cache', () => cache.stop());
   const metrics = new WardenMetrics({ onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
-  const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); });
+  const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); }, { failures: conditions.reporter('events') });
+  // Deferred steps run last-first: pending aggregated Events are written after the listeners and the sweeper stop.
+  lifecycle.defer('events', () => events.close());
   const lockConfig = { bindGraceMs: config.bindGraceMs, expireMs: config.nodeLockExpireMs, forceAfterMs: config.nodeLockForceAfterMs };
+  const lockTelemetry = new LockTelemetry({ metrics, events, log, podUid: (pod) => cache.pod(pod.namespace, pod.name)?.metadata?.uid });
   const locks = new NodeLocks({
     api: new KubeNodeLockApi(core),
     view: cache.lockView,
     config: lockConfig,
     // Metrics, Kubernetes Events and one JSON log line per lock decision.
-    observer: new LockTelemetry({ metrics, events, log, podUid: (pod) => cache.pod(pod.namespace, pod.name)?.metadata?.uid }),
+    observer: lockTelemetry,
   });
   const lockSamples = cachedLockSource(cache, lockConfig);
   metrics.setLockSource(() => (cache.synced ? lockSamples() : undefined));
   metrics.setUnreadableAllocationSource(() => (cache.synced ? cache.usage.unreadable() : undefined));
+
+  // The lock sweeper runs on the elected leader only; the pod watch runs on every replica (releases
+  // are owner-checked and idempotent, so replicas racing on one lock give the same result).
+  const elector = config.leaderElection
+    ? new LeaderElector({
+      api: kubeConfig.makeApiClient(CoordinationV1Api),
+      namespace: config.namespace,
+      name: config.leaseName,
+      identity: `${config.podName ?? hostname()}_${randomBytes(4).toString('hex')}`,
+      conditions: conditions.reporter('leader election'),
+      namespaceSetting: 'POD_NAMESPACE',
+      log: (message) => { log.info({ component: 'leader' }, message); },
+    })
+    : undefined;
+
+  const readiness = new Readiness();
+  const notAnswering = (listener: { listening: boolean } | undefined): string[] => (listener?.listening === true ? [] : ['listener not answering']);
+  readiness.add('certificates', () => (keeper.current() === undefined ? ['no serving certificate loaded'] : []));
+  readiness.add('webhook', () => notAnswering(listening.webhook));
+  readiness.add('extender', () => notAnswering(listening.extender));
+  readiness.add('metrics', () => notAnswering(listening.metrics));
+  readiness.add('cluster cache', () => cache.problems());
+  readiness.add('leader election', () => { const problem = elector?.problem(); return problem === undefined ? [] : [problem]; });
+  const ready = () => readiness.state();
 
   const admission = new PodAdmissionHandler({
     mutation: { schedulerName: config.schedulerName, overwriteDefaultScheduler: config.overwriteDefaultScheduler, defaultGpuCount: config.defaultGpuCount },
@@ -138,45 +259,60 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       log.debug({ component: 'admission', uid: request.uid, namespace: request.namespace, name: request.name, outcome }, `admission ${outcome.operation}`);
     },
   });
-  const certLoaded = () => (keeper.current() === undefined ? ['no serving certificate loaded'] : []);
   const webhookApp = createWebhookApp({
     handler: timedAdmissionHandler(admission, metrics),
-    readiness: () => {
-      const reasons = [...certLoaded(), ...(listening.webhook?.listening === true ? [] : ['listener not answering'])];
-      return { ready: reasons.length === 0, reasons };
-    },
+    readiness: ready,
     onBadRequest: (status, message) => { log.warn({ component: 'admission', status }, `bad admission request: ${message}`); },
   });
   const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
   const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, log: (level, message) => { log[level]({ component: 'bind' }, message); } });
   const extenderApp = createExtenderApp({
     handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000 }), metrics),
-    readiness: () => {
-      const reasons = [...certLoaded(), ...cache.problems()];
-      return { ready: reasons.length === 0, reasons };
-    },
+    readiness: ready,
     onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },
     ...(clientCerts
       ? { guard: requireClientIdentity({ commonName: SCHEDULER_CLIENT_COMMON_NAME }, (problem) => { log.warn({ component: 'extender' }, `refused a client: ${problem}`); }) }
       : {}),
   });
 
-  // The lock sweeper runs on the elected leader only; the pod watch runs on every replica (releases
-  // are owner-checked and idempotent, so replicas racing on one lock give the same result).
-  const elector = config.leaderElection
-    ? new LeaderElector({
-      api: kubeConfig.makeApiClient(CoordinationV1Api),
-      namespace: config.namespace,
-      name: config.leaseName,
-      identity: `${config.podName ?? hostname()}_${randomBytes(4).toString('hex')}`,
-      log: (message) => { log.info({ component: 'leader' }, message); },
-    })
-    : undefined;
+  const stopWatch = config.podWatchEnabled
+    ? startPodWatchRelease({ cache, locks, log: (message) => { log.warn({ component: 'watch' }, message); } })
+    : () => undefined;
+  lifecycle.defer('pod watch', stopWatch);
+
+  // The listeners stop together: each stops accepting at once and drains within the bound.
+  const opened: { close(forceAfterMs: number): Promise<void> }[] = [];
+  lifecycle.defer('listeners', (remainingMs) => Promise.all(opened.map((listener) => listener.close(remainingMs))));
+  lifecycle.checkpoint();
+  const webhook = await listen(listenerSettings('the webhook', 'WEBHOOK', config.webhookHost, config.webhookPort), () =>
+    HttpsListener.start(webhookApp, { host: config.webhookHost, port: config.webhookPort, certPem: material.certPem, keyPem: material.keyPem }));
+  opened.push(webhook);
+  listening.webhook = webhook;
+  const extender = await listen(listenerSettings('the extender', 'EXTENDER', config.extenderHost, config.extenderPort), () => HttpsListener.start(extenderApp, {
+    host: config.extenderHost, port: config.extenderPort, certPem: material.certPem, keyPem: material.keyPem,
+    ...(clientCerts ? { clientCaPem: material.caBundlePem } : {}),
+  }));
+  opened.push(extender);
+  listening.extender = extender;
+  if (clientCerts) {
+    // Refused at TLS (no certificate, or not from our CA): the app never sees these, so say so here.
+    extender.server.on('tlsClientError', (error: Error) => { log.warn({ component: 'extender' }, `TLS handshake refused: ${error.message.trim()}`); });
+  }
+  const metricsListener = await listen(listenerSettings('metrics', 'METRICS', config.metricsHost, config.metricsPort), () => startMetricsListener({
+    host: config.metricsHost, port: config.metricsPort, metrics, readiness: ready,
+    onError: (message) => { log.warn({ component: 'metrics' }, `scrape failed: ${message}`); },
+  }));
+  opened.push(metricsListener);
+  listening.metrics = metricsListener;
+  lifecycle.checkpoint();
+
   const sweeper = config.sweepEnabled
     ? new SweepSchedule({
       schedule: config.sweepSchedule,
       targets: cache,
       locks,
+      // Stalled locks that vanish between sweeps end their warning with one line.
+      observer: lockTelemetry,
       concurrency: 16,
       isLeader: () => (elector ? elector.isLeader() : true),
       stillLeading: () => true,
@@ -187,28 +323,19 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       onError: (message) => { log.error({ component: 'sweeper' }, `sweep failed: ${message}`); },
     })
     : undefined;
-  const stopWatch = config.podWatchEnabled
-    ? startPodWatchRelease({ cache, locks, log: (message) => { log.warn({ component: 'watch' }, message); } })
-    : () => undefined;
-  elector?.start();
-  sweeper?.start();
-
-  const webhook = await HttpsListener.start(webhookApp, { host: config.webhookHost, port: config.webhookPort, certPem: material.certPem, keyPem: material.keyPem });
-  listening.webhook = webhook;
-  const extender = await HttpsListener.start(extenderApp, {
-    host: config.extenderHost, port: config.extenderPort, certPem: material.certPem, keyPem: material.keyPem,
-    ...(clientCerts ? { clientCaPem: material.caBundlePem } : {}),
-  });
-  listening.extender = extender;
-  if (clientCerts) {
-    // Refused at TLS (no certificate, or not from our CA): the app never sees these, so say so here.
-    extender.server.on('tlsClientError', (error: Error) => { log.warn({ component: 'extender' }, `TLS handshake refused: ${error.message.trim()}`); });
+  if (elector) {
+    elector.start();
+    // Handing the Lease back lets another replica lead at once instead of after a lease duration.
+    lifecycle.defer('leader election', () => elector.stop({ release: true }), { boundMs: LEASE_RELEASE_BOUND_MS });
   }
-  const metricsListener = await startMetricsListener({
-    host: config.metricsHost, port: config.metricsPort, metrics,
-    onError: (message) => { log.warn({ component: 'metrics' }, `scrape failed: ${message}`); },
-  });
+  if (sweeper) {
+    sweeper.start();
+    lifecycle.defer('lock sweeper', () => sweeper.stop());
+  }
   keeper.start(CERT_CHECK_INTERVAL_MS);
+  lifecycle.defer('certificate keeper', () => keeper.stop());
+  lifecycle.checkpoint();
+  readiness.set('serving');
   log.info({ component: 'metrics', host: config.metricsHost, port: metricsListener.port }, 'metrics listening');
   log.info({ component: 'webhook', host: config.webhookHost, port: webhook.port }, 'admission webhook listening');
   log.info({ component: 'extender', host: config.extenderHost, port: extender.port, clientAuth: config.extenderClientAuth }, 'scheduler extender listening');
@@ -221,35 +348,72 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     sweeper,
     metrics,
     metricsPort: metricsListener.port,
-    stop: async () => {
-      stopWatch();
-      await sweeper?.stop();
-      await elector?.stop({ release: true });
-      await keeper.stop();
-      await Promise.all([webhook.close(), extender.close(), metricsListener.close()]);
-      await cacheStarted;
-      await cache.stop();
-      await kubeConfig.close();
+    readiness,
+    stop: () => {
+      readiness.set('stopping');
+      return lifecycle.stopAll();
     },
   };
 }
 
-/** `vgpu-warden serve`: the admission webhook and the scheduler extender (the sweeper joins with #6). */
+/** The one line a start-up failure is reported with (the JSON log may not be where the operator looks). */
+function startFailureLine(error: unknown): string {
+  return `vgpu-warden: ${error instanceof StartupError ? error.message : `cannot start: ${failureText(error)}`}`;
+}
+
+/** Resolves once `signal` has aborted. */
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => { resolve(); }, { once: true });
+  });
+}
+
+/** `vgpu-warden serve`: the admission webhook, the scheduler extender, the pod watch and the leader-elected lock sweeper. */
 export function serveCommand(deps: ServeDeps): Command {
   return {
     name: 'serve',
     summary: 'run the admission webhook, the scheduler extender, the pod watch and the leader-elected lock sweeper',
     usesConfig: true,
     flags: configFlags(),
-    run: async ({ config }) => {
+    run: async ({ io, config }) => {
       const settings = config();
       const log = createLogger(settings.logLevel);
-      const stop = deps.waitForStopSignal();
-      const server = await startServer(settings, log);
-      const signal = await stop;
+      const stopAsked = new AbortController();
+      let signal: string | undefined;
+      // Listening starts now, so a SIGTERM during start-up is not lost: it aborts the start.
+      void deps.waitForStopSignal().then((name) => {
+        signal = name;
+        stopAsked.abort(new StartAborted(`${name} received`));
+      });
+      const done = (code: number): number => {
+        if (deps.forceExit !== undefined) {
+          const forceExit = deps.forceExit;
+          setTimeout(() => { forceExit(code); }, FORCE_EXIT_AFTER_MS).unref();
+        }
+        return code;
+      };
+      let server: RunningServer;
+      try {
+        server = await startServer(settings, log, { signal: stopAsked.signal });
+      } catch (error) {
+        if (error instanceof StartAborted) {
+          log.info({ signal }, 'stopped during start-up');
+          return done(EXIT_OK);
+        }
+        if (error instanceof ConfigError) throw error;
+        io.stderr(startFailureLine(error));
+        return done(EXIT_FAILURE);
+      }
+      await aborted(stopAsked.signal);
       log.info({ signal }, 'stopping');
-      await server.stop();
-      return EXIT_OK;
+      const report = await server.stop();
+      if (report.timedOut) {
+        log.warn({ unfinished: report.unfinished }, `stopped with parts still stopping after ${GRACEFUL_SHUTDOWN_MS / 1000} s`);
+        return done(EXIT_FAILURE);
+      }
+      log.info({ signal }, 'stopped');
+      return done(EXIT_OK);
     },
   };
 }

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { KubeConfig, type RequestContext } from '@kubernetes/client-node';
+import { resolveKubeconfig, SERVICE_ACCOUNT_DIR, type KubeconfigSetting, type KubeconfigSources } from './kubeconfig-resolution.js';
 
 type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
 
@@ -23,6 +25,8 @@ function fileOrData(file: string | undefined, data: string | undefined): string 
  */
 export class PooledKubeConfig extends KubeConfig {
   private pooled: { key: string; dispatcher: Dispatcher } | undefined;
+  /** Where loadKubeConfig found it (`KUBECONFIG (env): /a:/b`, `in-cluster service account (...)`), for a start-up log line. */
+  from: string | undefined;
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     await super.applySecurityAuthentication(context);
@@ -62,13 +66,28 @@ export class PooledKubeConfig extends KubeConfig {
   }
 }
 
+/** The real files and environment, for loadKubeConfig; `env` is the CLI's environment. */
+export function kubeconfigSources(env: Readonly<Record<string, string | undefined>> = process.env): KubeconfigSources {
+  return {
+    env,
+    homeDir: () => homedir(),
+    serviceAccountDir: SERVICE_ACCOUNT_DIR,
+    readFile: (path) => readFileSync(path, 'utf8'),
+    exists: (path) => existsSync(path),
+  };
+}
+
 /**
- * Builds the KubeConfig every component gets injected: an explicit kubeconfig file when given,
- * otherwise the in-cluster service account, otherwise ~/.kube/config (client-node's default order).
+ * Builds the KubeConfig every component gets injected, resolved as kubectl does (see
+ * resolveKubeconfig): the setting's files (a plain string is one file that must exist), else
+ * ~/.kube/config, else the in-cluster service account. Throws KubeconfigError (a ConfigError, one
+ * line naming the setting and its source) instead of client-node's errors at the first request.
  */
-export function loadKubeConfig(kubeconfigPath: string | undefined): PooledKubeConfig {
+export function loadKubeConfig(kubeconfig: string | KubeconfigSetting | undefined, sources: KubeconfigSources = kubeconfigSources()): PooledKubeConfig {
+  const setting = typeof kubeconfig === 'string' ? { paths: [kubeconfig], origin: 'kubeconfig', explicit: true } : kubeconfig;
+  const { from, ...options } = resolveKubeconfig(setting, sources);
   const kubeConfig = new PooledKubeConfig();
-  if (kubeconfigPath !== undefined) kubeConfig.loadFromFile(kubeconfigPath);
-  else kubeConfig.loadFromDefault();
+  kubeConfig.loadFromOptions(options);
+  kubeConfig.from = from;
   return kubeConfig;
 }

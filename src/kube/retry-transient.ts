@@ -1,25 +1,62 @@
+import { WardenError } from '../errors.js';
 import { isTransientApiError } from './errors.js';
+
+export interface UntilNotTransientOptions {
+  deadlineMs: number;
+  onRetry: (error: unknown, pauseMs: number) => void;
+  /** Aborting it ends the retries at once (a stop asked during start-up): rejects with the signal's reason. */
+  signal?: AbortSignal;
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  now?: () => number;
+}
+
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new WardenError('aborted', { cause: reason });
+}
+
+const isAborted = (signal: AbortSignal): boolean => signal.aborted;
+
+const realSleep = (ms: number, signal: AbortSignal): Promise<void> => new Promise<void>((resolve) => {
+  const timer = setTimeout(() => { signal.removeEventListener('abort', wake); resolve(); }, ms);
+  const wake = (): void => { clearTimeout(timer); resolve(); };
+  signal.addEventListener('abort', wake, { once: true });
+});
+
+/** Settles like `promise`, or rejects with the abort reason as soon as `signal` aborts. */
+function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    promise.catch(() => undefined);
+    return Promise.reject(abortReason(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => { reject(abortReason(signal)); };
+    signal.addEventListener('abort', onAbort, { once: true });
+    void promise.then(resolve, reject).finally(() => { signal.removeEventListener('abort', onAbort); });
+  });
+}
 
 /**
  * Runs `attempt` until it succeeds, fails definitely (isTransientApiError false) or `deadlineMs`
  * passes; pauses 0.5 s doubling to 8 s between tries. A replica restarted while the apiserver is
  * briefly unreachable then starts instead of exiting (found by the chaos suite: both replicas died
- * at start on one reset connection each).
+ * at start on one reset connection each). A stop asked meanwhile (`signal`) ends it at once, even
+ * in the middle of an attempt, so SIGTERM during start-up is not held up by the apiserver.
  */
-export async function untilNotTransient<T>(
-  attempt: () => Promise<T>,
-  options: { deadlineMs: number; onRetry: (error: unknown, pauseMs: number) => void; sleep?: (ms: number) => Promise<void>; now?: () => number },
-): Promise<T> {
+export async function untilNotTransient<T>(attempt: () => Promise<T>, options: UntilNotTransientOptions): Promise<T> {
   const now = options.now ?? Date.now;
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const sleep = options.sleep ?? realSleep;
+  const signal = options.signal ?? new AbortController().signal;
   const giveUpAt = now() + options.deadlineMs;
   for (let pauseMs = 500; ; pauseMs = Math.min(pauseMs * 2, 8_000)) {
     try {
-      return await attempt();
+      return await unlessAborted(attempt(), signal);
     } catch (error) {
-      if (!isTransientApiError(error) || now() + pauseMs > giveUpAt) throw error;
+      if (signal.aborted || !isTransientApiError(error) || now() + pauseMs > giveUpAt) throw error;
       options.onRetry(error, pauseMs);
-      await sleep(pauseMs);
+      await sleep(pauseMs, signal);
+      // A call, so the check is not narrowed away by the one before the pause.
+      if (isAborted(signal)) throw abortReason(signal);
     }
   }
 }

@@ -89,6 +89,31 @@ export async function listenWithLimits(server: HttpServer | Server, options: { h
   });
 }
 
+/** How often a closing server looks again for connections that turned idle (a keep-alive between requests). */
+const IDLE_SWEEP_MS = 100;
+
+/**
+ * Stops accepting connections at once, closes idle ones (also those that turn idle after their
+ * answer), lets requests in progress finish, and after `forceAfterMs` cuts whatever is still open.
+ * Resolves once the server has closed. Shared by the TLS listeners and the metrics listener.
+ */
+export async function closeServer(server: HttpServer | Server, forceAfterMs: number): Promise<void> {
+  if (!server.listening) return;
+  await new Promise<void>((resolve) => {
+    const sweep = setInterval(() => { server.closeIdleConnections(); }, IDLE_SWEEP_MS);
+    const force = setTimeout(() => { server.closeAllConnections(); }, Math.max(0, forceAfterMs));
+    server.close(() => {
+      clearInterval(sweep);
+      clearTimeout(force);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}
+
+/** Requests in progress get this long to finish when a listener closes without a bound of its own. */
+export const DEFAULT_CLOSE_GRACE_MS = 25_000;
+
 /** A TLS listener whose certificate (and client CAs) can be swapped without a restart (hot reload). */
 export class HttpsListener {
   private constructor(readonly server: Server, readonly requiresClientCertificate: boolean) {}
@@ -126,11 +151,8 @@ export class HttpsListener {
     this.server.setSecureContext({ cert: certPem, key: keyPem, ...(clientCaPem === undefined ? {} : { ca: clientCaPem }) });
   }
 
-  async close(): Promise<void> {
-    if (!this.server.listening) return;
-    await new Promise<void>((resolve) => {
-      this.server.close(() => { resolve(); });
-      this.server.closeIdleConnections();
-    });
+  /** Stops accepting, lets requests in progress finish for up to `forceAfterMs`, then cuts them. */
+  async close(forceAfterMs: number = DEFAULT_CLOSE_GRACE_MS): Promise<void> {
+    await closeServer(this.server, forceAfterMs);
   }
 }

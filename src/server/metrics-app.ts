@@ -1,5 +1,5 @@
 import { createServer } from 'node:http';
-import { listenWithLimits, serverOptions, type ListenerLimits } from './https-listener.js';
+import { closeServer, DEFAULT_CLOSE_GRACE_MS, listenWithLimits, serverOptions, type ListenerLimits } from './https-listener.js';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { describeError } from '../errors.js';
@@ -15,9 +15,11 @@ export interface MetricsAppDeps {
   metrics: MetricsSource;
   /** Told when a scrape fails (it is answered 500), for logs. */
   onError?: (message: string) => void;
+  /** The process's readiness, answered on GET /readyz like the other listeners (404 without it). */
+  readiness?: () => { ready: boolean; reasons: string[] };
 }
 
-/** GET /metrics (Prometheus text exposition) and GET /healthz; nothing else. */
+/** GET /metrics (Prometheus text exposition), GET /healthz and, given a readiness, GET /readyz; nothing else. */
 export function createMetricsApp(deps: MetricsAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
@@ -25,6 +27,13 @@ export function createMetricsApp(deps: MetricsAppDeps): express.Express {
   // Nothing here reads a body: one declared or compressed is refused before it is sent.
   app.use(bodyHeaderGuard(0));
   app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
+  const readiness = deps.readiness;
+  if (readiness !== undefined) {
+    app.get('/readyz', (_req, res) => {
+      const { ready, reasons } = readiness();
+      res.status(ready ? 200 : 503).type('text/plain').send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
+    });
+  }
   app.get('/metrics', async (_req: Request, res: Response) => {
     let body: string;
     try {
@@ -62,7 +71,9 @@ const METRICS_MAX_CONNECTIONS = 64;
 
 export interface MetricsListener {
   readonly port: number;
-  close(): Promise<void>;
+  readonly listening: boolean;
+  /** Stops accepting; a scrape in progress gets up to `forceAfterMs` to finish. */
+  close(forceAfterMs?: number): Promise<void>;
 }
 
 /**
@@ -77,12 +88,7 @@ export async function startMetricsListener(options: MetricsListenerOptions): Pro
   const port = (server.address() as AddressInfo).port;
   return {
     port,
-    close: async () => {
-      if (!server.listening) return;
-      await new Promise<void>((resolve) => {
-        server.close(() => { resolve(); });
-        server.closeIdleConnections();
-      });
-    },
+    get listening() { return server.listening; },
+    close: (forceAfterMs: number = DEFAULT_CLOSE_GRACE_MS) => closeServer(server, forceAfterMs),
   };
 }

@@ -1,6 +1,7 @@
 import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
-import { describeError } from '../errors.js';
-import { httpStatusOf } from '../kube/errors.js';
+import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { apiCondition, failureText } from '../telemetry/api-failure.js';
+import { ConditionLog, type ConditionReporter } from '../telemetry/condition-log.js';
 
 export interface LeaderElectionDeps {
   api: CoordinationV1Api;
@@ -15,6 +16,21 @@ export interface LeaderElectionDeps {
   onStartedLeading?: () => void;
   onStoppedLeading?: () => void;
   log?: (message: string) => void;
+  /**
+   * Where a failing Lease loop reports its condition (one warning with backoff, shared with the
+   * other components that reach the apiserver); by default a ConditionLog of its own writing to `log`.
+   */
+  conditions?: ConditionReporter;
+  /** The setting that chose `namespace`, named when the namespace does not exist (e.g. POD_NAMESPACE). */
+  namespaceSetting?: string;
+}
+
+/** Why the Lease loop cannot work right now. */
+interface Failure {
+  since: number;
+  message: string;
+  /** Retrying cannot fix it by itself (a missing namespace, a missing right): readiness says so at once. */
+  definite: boolean;
 }
 
 interface Observed {
@@ -38,6 +54,9 @@ export class LeaderElector {
   private observed: Observed | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
+  private failure: Failure | undefined;
+  private failures = 0;
+  private readonly conditions: ConditionReporter;
   private readonly clock: () => number;
   private readonly leaseDurationMs: number;
   private readonly renewDeadlineMs: number;
@@ -48,6 +67,7 @@ export class LeaderElector {
     this.leaseDurationMs = deps.leaseDurationMs ?? 15_000;
     this.renewDeadlineMs = deps.renewDeadlineMs ?? 10_000;
     this.retryPeriodMs = deps.retryPeriodMs ?? 2_000;
+    this.conditions = deps.conditions ?? new ConditionLog({ clock: this.clock, emit: (_level, message) => { deps.log?.(message); } }).reporter('leader election');
   }
 
   get identity(): string {
@@ -57,6 +77,17 @@ export class LeaderElector {
   /** Leading, and the last renewal is recent enough that nobody else can have taken over. */
   isLeader(): boolean {
     return this.leading && this.clock() - this.lastRenew < this.renewDeadlineMs;
+  }
+
+  /**
+   * Why leader election cannot work, for readiness: at once for a definite failure (the namespace
+   * does not exist, the Lease API is forbidden), after a whole lease duration of failures otherwise
+   * (a blip must not make the replica unready). undefined while the Lease API answers.
+   */
+  problem(): string | undefined {
+    const failure = this.failure;
+    if (failure === undefined) return undefined;
+    return failure.definite || this.clock() - failure.since >= this.leaseDurationMs ? failure.message : undefined;
   }
 
   start(): void {
@@ -80,7 +111,7 @@ export class LeaderElector {
           await this.deps.api.replaceNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace, body: lease });
         }
       } catch (error) {
-        this.deps.log?.(`could not release lease ${this.deps.namespace}/${this.deps.name}: ${describeError(error)}`);
+        this.deps.log?.(`could not release lease ${this.deps.namespace}/${this.deps.name}: ${failureText(error)}`);
       }
     }
   }
@@ -89,6 +120,7 @@ export class LeaderElector {
     if (this.stopped) return;
     try {
       const held = await this.tryAcquireOrRenew();
+      this.succeeded();
       if (held) {
         this.lastRenew = this.clock();
         this.setLeading(true);
@@ -96,13 +128,49 @@ export class LeaderElector {
         this.setLeading(false);
       }
     } catch (error) {
-      this.deps.log?.(`lease ${this.deps.namespace}/${this.deps.name}: ${describeError(error)}`);
+      this.failed(error);
     }
     if (this.leading && this.clock() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
     if (!this.campaigning) return;
     // Up to 20 % jitter so replicas started together do not hit the Lease in lockstep.
-    this.timer = setTimeout(() => { void this.loop(); }, this.retryPeriodMs * (1 + 0.2 * Math.random()));
+    this.timer = setTimeout(() => { void this.loop(); }, this.nextPauseMs() * (1 + 0.2 * Math.random()));
     this.timer.unref();
+  }
+
+  /**
+   * The retry period; a follower whose rounds keep failing backs off up to a lease duration (nobody
+   * can take over faster than that anyway). A leader must retry within its renew deadline: no backoff.
+   */
+  private nextPauseMs(): number {
+    if (this.leading || this.failures === 0) return this.retryPeriodMs;
+    return Math.min(this.retryPeriodMs * 2 ** Math.min(this.failures - 1, 16), Math.max(this.retryPeriodMs, this.leaseDurationMs));
+  }
+
+  private succeeded(): void {
+    this.failures = 0;
+    this.failure = undefined;
+    this.conditions.ok();
+  }
+
+  private failed(error: unknown): void {
+    this.failures++;
+    const { namespace, name } = this.deps;
+    const status = httpStatusOf(error);
+    const missingNamespace = status === 404 && /^namespaces? "[^"]*" not found/.test(apiStatusOf(error)?.message ?? '');
+    let reported: { condition: string; message: string; definite: boolean };
+    if (missingNamespace) {
+      const setting = this.deps.namespaceSetting === undefined ? '' : ` (${this.deps.namespaceSetting})`;
+      reported = {
+        condition: 'lease namespace missing',
+        message: `leader election cannot work: namespace ${JSON.stringify(namespace)}${setting} does not exist, so Lease ${name} cannot be created; the lock sweeper does not run until it does`,
+        definite: true,
+      };
+    } else {
+      const { condition, message } = apiCondition(`leader election (Lease ${namespace}/${name})`, error);
+      reported = { condition, message, definite: status === 401 || status === 403 };
+    }
+    this.failure = { since: this.failure?.since ?? this.clock(), message: reported.message, definite: reported.definite };
+    this.conditions.fail(reported.condition, reported.message);
   }
 
   // A getter, so the check after an await is not narrowed away: stop() may run meanwhile.

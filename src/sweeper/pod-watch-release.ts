@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { nodeOfPod } from '../admission/delete-release.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { describeError } from '../errors.js';
+import { failureText } from '../telemetry/api-failure.js';
 import { isOwnedBy, NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
 import { deletionFence, deletionTimestampOf } from '../lock/deletion-fence.js';
 import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/node-locks.js';
@@ -32,7 +32,7 @@ export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchRe
       if (node === boundTo || checking.has(node)) continue;
       checking.add(node);
       void deps.locks.releaseIfReleasable(node, 'watch')
-        .catch((error: unknown) => { deps.log?.(`could not release the lock ${namespace}/${name} left on ${node} (the pod is bound to ${boundTo}): ${describeError(error)}`); })
+        .catch((error: unknown) => { deps.log?.(`could not release the lock ${namespace}/${name} left on ${node} (the pod is bound to ${boundTo}): ${failureText(error)}`); })
         .finally(() => { checking.delete(node); });
     }
   };
@@ -54,7 +54,7 @@ export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchRe
     if (lock === undefined || !isOwnedBy(parseLockValue(lock), { namespace, name })) return;
     const fence = deletionFence({ uid: pod.metadata?.uid, deletionTimestamp: deletionTimestampOf(pod.metadata), observedAt: new Date() }, deps.cache);
     void deps.locks.release(node, { namespace, name }, 'watch', { fence }).catch((error: unknown) => {
-      deps.log?.(`could not release the lock of ${namespace}/${name} on ${node} after its deletion: ${describeError(error)}`);
+      deps.log?.(`could not release the lock of ${namespace}/${name} on ${node} after its deletion: ${failureText(error)}`);
     });
   });
 }

@@ -20,6 +20,20 @@ export interface SweepReport {
   abandoned: boolean;
 }
 
+/** What a complete pass found: the stalled locks, and the nodes it could not check (errors). */
+export interface SweepOutcome {
+  stalled: readonly { node: string; value: string | undefined }[];
+  unchecked: ReadonlySet<string>;
+}
+
+/**
+ * Told after every complete pass (not an abandoned one, which saw only some nodes): a pass sees
+ * every locked node, so it is where a stalled lock that vanished unobserved is noticed to be gone.
+ */
+export interface SweepObserver {
+  sweepCompleted(outcome: SweepOutcome): void;
+}
+
 export interface SweepDeps {
   targets: SweepTargets;
   locks: ConditionalReleaser;
@@ -27,6 +41,8 @@ export interface SweepDeps {
   concurrency: number;
   /** Checked before each node: a replica that lost the lease stops at once. */
   stillLeading: () => boolean;
+  /** LockTelemetry, so a stalled lock's warnings end with one line when it is gone. */
+  observer?: SweepObserver;
 }
 
 /**
@@ -55,5 +71,14 @@ export async function sweepOnce(deps: SweepDeps): Promise<SweepReport> {
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, deps.concurrency) }, worker));
+  if (!report.abandoned) notify(deps.observer, report);
   return report;
+}
+
+function notify(observer: SweepObserver | undefined, report: SweepReport): void {
+  try {
+    observer?.sweepCompleted({ stalled: report.stalled, unchecked: new Set(report.errors.map((error) => error.node)) });
+  } catch {
+    // Telemetry; the pass itself succeeded and its report says what it did.
+  }
 }

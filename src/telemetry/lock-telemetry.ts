@@ -1,11 +1,13 @@
 import { RELEASE_REASON_TEXT, type ReleaseReason } from '../lock/lock-rules.js';
 import { parseLockValue, podKey, quoteForMessage, type LockValue, type PodRef } from '../lock/lock-value.js';
 import type { LockEvent, LockObserver, ReleasePath } from '../lock/node-locks.js';
+import type { SweepObserver, SweepOutcome } from '../sweeper/sweep-pass.js';
 import { clip } from '../user-text.js';
 import type { EventRecorder, EventTarget } from './events.js';
 import { formatAge } from './human-age.js';
 import type { Logger } from './logger.js';
 import type { WardenMetrics } from './metrics.js';
+import { DEFAULT_STALLED_LIMITS, StalledLocks, type Stall, type StallReport } from './stalled-locks.js';
 
 /** What LockTelemetry needs of an EventRecorder (the class, or an in-memory stand-in in tests). */
 export type EventSink = Pick<EventRecorder, 'record'>;
@@ -15,11 +17,14 @@ export interface LockTelemetryDeps {
   events?: EventSink;
   log?: Logger;
   /**
-   * A stalled lock is reported by every sweep (every 30 s by default) until the device plugin
-   * acts; its Events are recorded at most once per node and lock value in this interval.
+   * A stalled lock is reported by every sweep (every 30 s by default) and every bind it refuses,
+   * until the device plugin acts. It is logged and recorded as an Event when first seen, then
+   * again after this long (default 5 min), each reminder waiting twice as long as the last...
    */
-  stalledEventIntervalMs?: number;
-  /** Milliseconds now; injected so tests can step over the interval. */
+  stalledRepeatMs?: number;
+  /** ...up to this long (default 30 min; keep it under the EventRecorder's idle expiry, 1 h, so reminders count on one Event). */
+  stalledMaxRepeatMs?: number;
+  /** Milliseconds now; injected so tests can step over the backoff. */
   now?: () => number;
   /**
    * The holder pod's uid when known (e.g. from the informer cache). `kubectl describe pod` selects
@@ -28,7 +33,8 @@ export interface LockTelemetryDeps {
   podUid?: (pod: PodRef) => string | undefined;
 }
 
-export const DEFAULT_STALLED_EVENT_INTERVAL_MS = 5 * 60_000;
+export const DEFAULT_STALLED_REPEAT_MS = DEFAULT_STALLED_LIMITS.firstRepeatMs;
+export const DEFAULT_STALLED_MAX_REPEAT_MS = DEFAULT_STALLED_LIMITS.maxRepeatMs;
 
 const PATH_TEXT: Record<ReleasePath, string> = {
   owner: 'its owner',
@@ -62,20 +68,25 @@ function seconds(ms: number | undefined): number | undefined {
 }
 
 /**
- * The lock service's telemetry: every LockEvent becomes metrics and exactly one JSON log line,
- * releases and stalls also Kubernetes Events on the Node (and, for a stall, on the holder pod).
+ * The lock service's telemetry: every LockEvent becomes metrics and one JSON log line, except a
+ * stall, which persists and is reported again by every sweep: it is one warning (and Events on the
+ * Node and the holder pod) when first seen, reminders with backoff, and one line when it ends (a
+ * release, or a sweep that no longer finds it; the sweeper tells us through sweepCompleted).
  * NodeLocks calls this synchronously and ignores its failures, so nothing here waits or throws
  * on purpose; Events are written fire-and-forget by the EventRecorder.
  */
-export class LockTelemetry implements LockObserver {
-  private readonly stalledIntervalMs: number;
+export class LockTelemetry implements LockObserver, SweepObserver {
   private readonly now: () => number;
-  /** node + lock value → when its stall Events were last recorded. */
-  private readonly stalledReported = new Map<string, number>();
+  private readonly stalls: StalledLocks;
 
   constructor(private readonly deps: LockTelemetryDeps) {
-    this.stalledIntervalMs = deps.stalledEventIntervalMs ?? DEFAULT_STALLED_EVENT_INTERVAL_MS;
     this.now = deps.now ?? Date.now;
+    const firstRepeatMs = deps.stalledRepeatMs ?? DEFAULT_STALLED_LIMITS.firstRepeatMs;
+    this.stalls = new StalledLocks({
+      ...DEFAULT_STALLED_LIMITS,
+      firstRepeatMs,
+      maxRepeatMs: Math.max(firstRepeatMs, deps.stalledMaxRepeatMs ?? DEFAULT_STALLED_LIMITS.maxRepeatMs),
+    });
   }
 
   onLockEvent(event: LockEvent): void {
@@ -112,8 +123,25 @@ export class LockTelemetry implements LockObserver {
   recordExternalRelease(node: string, value?: string): void {
     this.deps.metrics.recordExternalRelease(node);
     const holder = value === undefined ? null : holderOf(parseLockValue(value));
-    this.deps.log?.info({ component: 'lock', event: 'released', node, holder, value: value === undefined ? undefined : logValue(value), reason: 'external', path: 'device-plugin' },
-      `lock on node ${node} released outside vgpu-warden${holder === null ? '' : ` (held by ${holder})`}`);
+    const stall = this.stalls.released(node, value);
+    this.deps.log?.info({
+      component: 'lock', event: 'released', node, holder, value: value === undefined ? undefined : logValue(value), reason: 'external', path: 'device-plugin', ...stalledFields(stall, this.now()),
+    }, `lock on node ${node} released outside vgpu-warden${holder === null ? '' : ` (held by ${holder})`}${stalledSuffix(stall, this.now())}`);
+  }
+
+  /**
+   * A complete sweep checked every locked node: a stalled lock it no longer finds stalled has ended
+   * without a release of ours (the device plugin's Allocate, or a person). One line says so, the
+   * counterpart of the warning that announced it.
+   */
+  sweepCompleted(outcome: SweepOutcome): void {
+    const now = this.now();
+    for (const stall of this.stalls.sweepCompleted(outcome.stalled, outcome.unchecked)) {
+      const holder = holderOf(parseLockValue(stall.value));
+      this.deps.log?.info({
+        component: 'lock', event: 'stall-ended', node: stall.node, holder, value: logValue(stall.value), ...stalledFields(stall, now),
+      }, `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer stalled${stalledSuffix(stall, now)}: gone or replaced outside vgpu-warden`);
+    }
   }
 
   private onAcquired(event: Extract<LockEvent, { type: 'acquired' }>): void {
@@ -130,23 +158,56 @@ export class LockTelemetry implements LockObserver {
     this.deps.metrics.recordRelease(event.reason, event.path);
     const value = parseLockValue(event.value);
     const holder = holderOf(value);
+    const now = this.now();
+    const stall = this.stalls.released(event.node, event.value);
     this.deps.log?.info({
       component: 'lock', event: 'released', node: event.node, holder, value: logValue(event.value), reason: event.reason, path: event.path, ageSeconds: seconds(event.ageMs),
-    }, `lock on node ${event.node} released by ${event.path}: ${event.reason}`);
+      ...stalledFields(stall, now),
+    }, `lock on node ${event.node} released by ${event.path}: ${event.reason}${stalledSuffix(stall, now)}`);
     const age = event.ageMs === undefined ? '' : ` after ${formatAge(event.ageMs / 1000)}`;
     this.deps.events?.record(nodeTarget(event.node), 'Normal', 'NodeLockReleased',
       `Released the node lock of ${describeHolder(value)}${age}: ${describeReason(event.reason)}; released by ${PATH_TEXT[event.path]}`);
   }
 
+  /**
+   * Every report counts in the metric; the warning line and the Events go out when the lock is
+   * first seen stalled and then as reminders with backoff (stalled-locks.ts), not on every sweep.
+   * The EventRecorder folds the reminders into the first Event, whose count grows.
+   */
   private onStalled(event: Extract<LockEvent, { type: 'stalled' }>): void {
     this.deps.metrics.recordStalledReport();
-    const value = parseLockValue(event.holder);
-    const holder = holderOf(value);
-    this.deps.log?.warn({
-      component: 'lock', event: 'stalled', node: event.node, holder, value: logValue(event.holder), reason: 'awaiting-allocation-past-expiry', ageSeconds: seconds(event.ageMs),
-    }, `lock on node ${event.node} held by ${holder ?? quoteForMessage(event.holder)} is stalled`);
-    if (this.deps.events === undefined || !this.firstReportInInterval(event.node, event.holder)) return;
+    const now = this.now();
+    const report = this.stalls.report(event.node, event.holder, now);
+    if (report.replaced !== undefined) this.logEndedStall(report.replaced, now);
+    if (report.announce === undefined) return;
+    this.logStall(event, report, now);
+    this.recordStallEvents(event);
+  }
 
+  private logStall(event: Extract<LockEvent, { type: 'stalled' }>, report: StallReport, now: number): void {
+    const holder = holderOf(parseLockValue(event.holder));
+    const who = holder ?? quoteForMessage(event.holder);
+    const fields = {
+      component: 'lock', event: 'stalled', node: event.node, holder, value: logValue(event.holder), reason: 'awaiting-allocation-past-expiry', ageSeconds: seconds(event.ageMs),
+    };
+    if (report.announce === 'first') {
+      this.deps.log?.warn(fields, `lock on node ${event.node} held by ${who} is stalled`);
+      return;
+    }
+    const unlogged = report.unlogged > 0 ? `; ${report.unlogged} reports not logged` : '';
+    this.deps.log?.warn({ ...fields, reminder: true, unlogged: report.unlogged, stalledSeconds: seconds(now - report.stall.since) },
+      `lock on node ${event.node} held by ${who} is still stalled (for ${formatAge((now - report.stall.since) / 1000)}${unlogged})`);
+  }
+
+  private logEndedStall(stall: Stall, now: number): void {
+    const holder = holderOf(parseLockValue(stall.value));
+    this.deps.log?.info({ component: 'lock', event: 'stall-ended', node: stall.node, holder, value: logValue(stall.value), ...stalledFields(stall, now) },
+      `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer stalled${stalledSuffix(stall, now)}: replaced by another lock`);
+  }
+
+  private recordStallEvents(event: Extract<LockEvent, { type: 'stalled' }>): void {
+    if (this.deps.events === undefined) return;
+    const value = parseLockValue(event.holder);
     const age = formatAge(event.ageMs / 1000);
     // Why we keep it, and what frees it, so whoever reads the Event knows what to do.
     const advice = 'It is kept: taking it over would let the device plugin serve this pod\'s Allocate with another pod\'s GPUs (HAMi #3096). '
@@ -159,16 +220,15 @@ export class LockTelemetry implements LockObserver {
         `This pod has held the lock on node ${event.node} for ${age}, past NODELOCK_EXPIRE, waiting for the device plugin's Allocate. ${advice}`);
     }
   }
+}
 
-  private firstReportInInterval(node: string, lockValue: string): boolean {
-    const now = this.now();
-    // Forget entries past the interval, so the map holds only locks stalled right now.
-    for (const [key, at] of this.stalledReported) if (now - at >= this.stalledIntervalMs) this.stalledReported.delete(key);
-    const key = `${node}\n${lockValue}`;
-    if (this.stalledReported.has(key)) return false;
-    this.stalledReported.set(key, now);
-    return true;
-  }
+/** Log fields for a release or end of a lock that had been stalled; none for one that had not. */
+function stalledFields(stall: Stall | undefined, now: number): { wasStalled?: true; stalledSeconds?: number } {
+  return stall === undefined ? {} : { wasStalled: true, stalledSeconds: seconds(now - stall.since) ?? 0 };
+}
+
+function stalledSuffix(stall: Stall | undefined, now: number): string {
+  return stall === undefined ? '' : ` (stalled for ${formatAge((now - stall.since) / 1000)})`;
 }
 
 /**

@@ -5,6 +5,7 @@ import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
 import { formatLockValue, type PodRef } from '../../src/lock/lock-value.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { EventRecorder } from '../../src/telemetry/events.js';
+import { sweepOnce } from '../../src/sweeper/sweep-pass.js';
 import { LockTelemetry } from '../../src/telemetry/lock-telemetry.js';
 import { WardenMetrics } from '../../src/telemetry/metrics.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
@@ -16,15 +17,16 @@ function lockValue(pod: PodRef, ageMs: number): string {
   return formatLockValue(new Date(Date.now() - ageMs), pod);
 }
 
-function setup() {
+function setup(timing: { stalledRepeatMs?: number; eventIntervalMs?: number } = {}) {
   const { core } = testCluster();
   const metrics = new WardenMetrics({ processMetrics: false });
   const lines: Record<string, unknown>[] = [];
   const log = pino({ level: 'info' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>); } });
   const recorderErrors: string[] = [];
-  const telemetry = new LockTelemetry({ metrics, log, events: new EventRecorder(core, 'vgpu-warden', (message) => recorderErrors.push(message)) });
+  const events = new EventRecorder(core, 'vgpu-warden', (message) => recorderErrors.push(message), { intervalMs: timing.eventIntervalMs ?? MINUTE });
+  const telemetry = new LockTelemetry({ metrics, log, events, ...(timing.stalledRepeatMs === undefined ? {} : { stalledRepeatMs: timing.stalledRepeatMs }) });
   const locks = new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: 60_000, expireMs: 5 * MINUTE }, observer: telemetry });
-  return { core, metrics, lines, locks, recorderErrors };
+  return { core, metrics, lines, locks, recorderErrors, telemetry };
 }
 
 /** Events about one object, read back from the apiserver. */
@@ -80,7 +82,7 @@ describe('LockTelemetry on a real apiserver', () => {
     expect(lines.map((line) => line.event)).to.deep.equal(['released', 'acquired']);
   });
 
-  it('a stalled lock writes NodeLockStalled on the node and on the holder pod, once per interval', async () => {
+  it('a stalled lock writes NodeLockStalled on the node and on the holder pod, and one warning, however many sweeps see it', async () => {
     const { core, metrics, lines, locks, recorderErrors } = setup();
     const { namespace } = testCluster();
     const node = await createGpuNode(core);
@@ -100,10 +102,42 @@ describe('LockTelemetry on a real apiserver', () => {
     expect(onPod.message).to.include(`node ${node}`);
     expect(await readLock(core, node)).to.equal(value);
     expect(await metrics.text()).to.include('vgpu_warden_stalled_lock_reports_total 3');
-    expect(lines.filter((line) => line.event === 'stalled')).to.have.length(3);
+    expect(lines.filter((line) => line.event === 'stalled')).to.have.length(1);
     // The recorder writes asynchronously: give any duplicate time to land before counting.
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(await eventsFor('default', 'Node', node, 'NodeLockStalled')).to.have.length(1);
+    expect(await eventsFor(namespace, 'Pod', 'stuck', 'NodeLockStalled')).to.have.length(1);
+    expect(recorderErrors).to.deep.equal([]);
+  });
+
+  it('a reminder for a lock still stalled counts on the same Event; a sweep that finds it gone ends it with one line', async () => {
+    const { core, lines, locks, recorderErrors, telemetry } = setup({ stalledRepeatMs: 1_000, eventIntervalMs: 1_000 });
+    const { namespace } = testCluster();
+    const node = await createGpuNode(core);
+    const stuck = await createPod(core, namespace, 'stuck', { nodeName: node, bindPhase: 'allocating' });
+    await setLock(core, node, lockValue(stuck, 6 * MINUTE));
+    const sweep = () => sweepOnce({ targets: { lockedNodes: () => [node] }, locks, concurrency: 1, stillLeading: () => true, observer: telemetry });
+
+    expect((await sweep()).stalled).to.have.length(1);
+    await eventuallyOne('default', 'Node', node, 'NodeLockStalled');
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    expect((await sweep()).stalled).to.have.length(1);
+
+    const counted = await eventually('the node Event to count the reminder', async () => {
+      const items = await eventsFor('default', 'Node', node, 'NodeLockStalled');
+      return items.length === 1 && items[0]?.count === 2 ? items[0] : undefined;
+    }, 10_000, 200);
+    expect(counted.message).to.include(`pod ${namespace}/stuck`);
+    expect(lines.filter((line) => line.event === 'stalled').map((line) => line.reminder ?? false)).to.deep.equal([false, true]);
+
+    // The device plugin's Allocate removes the lock; the next complete sweep notices.
+    await setLock(core, node, null);
+    await sweep();
+    const ended = lines.filter((line) => line.event === 'stall-ended');
+    expect(ended).to.have.length(1);
+    expect(ended[0]).to.deep.include({ node, holder: `${namespace}/stuck`, wasStalled: true });
+    await sweep();
+    expect(lines.filter((line) => line.event === 'stall-ended')).to.have.length(1);
     expect(await eventsFor(namespace, 'Pod', 'stuck', 'NodeLockStalled')).to.have.length(1);
     expect(recorderErrors).to.deep.equal([]);
   });

@@ -48,7 +48,8 @@ describe('vgpu-warden serve (the real process)', function () {
     try {
       child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
         env: {
-          ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port),
+          // The test's namespace for the Lease: /readyz is 503 while leader election cannot work.
+          ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, POD_NAMESPACE: namespace, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port),
           WEBHOOK_CONFIG_NAME: configName, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info', EXTENDER_PORT: String(await findFreePort()), METRICS_PORT: String(await findFreePort()),
         },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -61,7 +62,8 @@ describe('vgpu-warden serve (the real process)', function () {
       const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
         try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch { return undefined; }
       })()), 30_000, 200);
-      await eventually('serve to be ready', async () => ((await get(port, '/readyz', caPem).catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 30_000, 200);
+      await eventually('serve to be ready', async () => ((await get(port, '/readyz', caPem).catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 30_000, 200)
+        .catch(async (error: unknown) => { throw new Error(`${(error as Error).message}; /readyz: ${(await get(port, '/readyz', caPem).catch(() => ({ body: 'no answer' }))).body}`); });
       const patched = await admission.readMutatingWebhookConfiguration({ name: configName });
       for (const webhook of patched.webhooks ?? []) expect(Buffer.from(webhook.clientConfig.caBundle ?? '', 'base64').toString()).to.include(caPem.trim());
 
@@ -96,12 +98,13 @@ describe('vgpu-warden serve (the real process)', function () {
       child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
       child.once('exit', (code) => { done({ code, stdout, stderr }); });
     });
-    const why = 'not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods';
-    expect(await run([], { EXTENDER_HOST: '0.0.0.0' })).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: invalid EXTENDER_HOST="0.0.0.0": ${why}\n` });
-    expect(await run(['--extender-host', '10.1.2.3'], {})).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: invalid --extender-host="10.1.2.3": ${why}\n` });
+    // The messages are config.ts's (ConfigError): the setting, where its value came from, the value, the rule.
+    const why = 'is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods';
+    expect(await run([], { EXTENDER_HOST: '0.0.0.0' })).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: EXTENDER_HOST (env) = 0.0.0.0 ${why}\n` });
+    expect(await run(['--extender-host', '10.1.2.3'], {})).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: EXTENDER_HOST (flag --extender-host) = 10.1.2.3 ${why}\n` });
     // Client authentication on, but no Secret to keep the CA in: refused just as plainly.
     expect(await run([], { EXTENDER_HOST: '0.0.0.0', EXTENDER_CLIENT_AUTH: 'true' })).to.deep.equal({
-      code: 2, stdout: '', stderr: 'vgpu-warden: invalid EXTENDER_CLIENT_AUTH="true": needs CERT_SECRET_NAME: kube-scheduler\'s client certificate is issued from the CA kept in that Secret\n',
+      code: 2, stdout: '', stderr: 'vgpu-warden: EXTENDER_CLIENT_AUTH (env) = true needs CERT_SECRET_NAME: kube-scheduler\'s client certificate is issued from the CA kept in that Secret\n',
     });
   });
 });

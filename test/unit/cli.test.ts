@@ -61,12 +61,28 @@ describe('cli', () => {
     expect(second.err[0]).to.include('unexpected argument "stray"');
   });
 
+  it('hands the positional arguments to a command that declares them, and shows them in its usage line', async () => {
+    const seen: CommandContext[] = [];
+    const command: Command = { ...echoCommand(seen), usesConfig: false, arguments: '<namespace>/<pod>' };
+    const { io } = recorder();
+    expect(await runCli(['echo', 'team-a/trainer', '--loud'], [command], io)).to.equal(EXIT_OK);
+    expect(seen[0]?.positionals).to.deep.equal(['team-a/trainer']);
+    expect(seen[0]?.flags.loud).to.equal(true);
+    const help = recorder();
+    await runCli(['echo', '--help'], [command], help.io);
+    expect(help.out[0]).to.equal('Usage: vgpu-warden echo <namespace>/<pod> [flags]');
+    // A command without `arguments` gets an empty list, never a stray word.
+    const plain: CommandContext[] = [];
+    expect(await runCli(['echo'], [{ ...echoCommand(plain), usesConfig: false }], recorder().io)).to.equal(EXIT_OK);
+    expect(plain[0]?.positionals).to.deep.equal([]);
+  });
+
   it('exits 2 naming the variable when the configuration is invalid, before running anything', async () => {
     const seen: CommandContext[] = [];
     const { io, err } = recorder({ NODELOCK_EXPIRE: 'forever' });
     const code = await runCli(['echo'], [echoCommand(seen)], io);
     expect(code).to.equal(EXIT_USAGE);
-    expect(err).to.deep.equal(['vgpu-warden: invalid NODELOCK_EXPIRE="forever": expected a positive duration such as 5m']);
+    expect(err).to.deep.equal(['vgpu-warden: invalid NODELOCK_EXPIRE (env) = "forever": expected a positive duration such as 5m']);
     expect(seen).to.have.length(0);
   });
 
@@ -74,7 +90,7 @@ describe('cli', () => {
     const seen: CommandContext[] = [];
     const { io, err, out } = recorder({ EXTENDER_HOST: '0.0.0.0' });
     expect(await runCli(['echo'], [echoCommand(seen)], io)).to.equal(EXIT_USAGE);
-    expect(err).to.deep.equal(['vgpu-warden: invalid EXTENDER_HOST="0.0.0.0": not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods']);
+    expect(err).to.deep.equal(['vgpu-warden: EXTENDER_HOST (env) = 0.0.0.0 is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods']);
     expect(out).to.deep.equal([]);
     expect(seen).to.have.length(0);
   });
@@ -118,6 +134,67 @@ describe('cli', () => {
     const unknown = recorder();
     expect(await runCli(['show', '-x'], [withShort], unknown.io)).to.equal(EXIT_USAGE);
     expect(unknown.err[0]).to.include('unknown flag -x');
+  });
+
+  describe('flags that need another flag', () => {
+    function demoCommand(seen: CommandContext[]): Command {
+      return {
+        name: 'local', summary: 'has a dependent flag', usesConfig: false,
+        flags: {
+          demo: { type: 'string', description: 'which demo' },
+          'exit-after-demo': { type: 'boolean', description: 'stop after the demo', requires: 'demo' },
+        },
+        run: (context) => { seen.push(context); return Promise.resolve(EXIT_OK); },
+      };
+    }
+
+    it('refuses the dependent flag alone with exit 2 and one line, running nothing', async () => {
+      const seen: CommandContext[] = [];
+      const { io, err, out } = recorder();
+      expect(await runCli(['local', '--exit-after-demo'], [demoCommand(seen)], io)).to.equal(EXIT_USAGE);
+      expect(err).to.deep.equal(['vgpu-warden: --exit-after-demo needs --demo for "local"; see "vgpu-warden local --help"']);
+      expect(out).to.deep.equal([]);
+      expect(seen).to.have.length(0);
+    });
+
+    it('accepts it with the flag it needs, and says so in the help', async () => {
+      const seen: CommandContext[] = [];
+      expect(await runCli(['local', '--demo', 'seed', '--exit-after-demo'], [demoCommand(seen)], recorder().io)).to.equal(EXIT_OK);
+      expect(seen[0]?.flags).to.deep.include({ demo: 'seed', 'exit-after-demo': true });
+      const help = recorder();
+      expect(await runCli(['local', '--exit-after-demo', '--help'], [demoCommand([])], help.io)).to.equal(EXIT_OK);
+      expect(help.out.join('\n')).to.match(/--exit-after-demo +stop after the demo \(needs --demo\)$/m);
+    });
+  });
+
+  describe('settings a command uses', () => {
+    function lockReader(seen: CommandContext[]): Command {
+      return {
+        name: 'reader', summary: 'reads the lock rules only', usesConfig: true, settings: ['cluster', 'lockRules'],
+        flags: { 'nodelock-expire': { type: 'string', description: 'expiry' } },
+        run: (context) => { seen.push(context); return Promise.resolve(EXIT_OK); },
+      };
+    }
+
+    it('is not stopped by a bad value of a setting it does not use', async () => {
+      const seen: CommandContext[] = [];
+      const { io, err } = recorder({ SWEEP_SCHEDULE: 'whenever', WEBHOOK_PORT: 'x', EXTENDER_HOST: '0.0.0.0', NODELOCK_EXPIRE: '10m' });
+      expect(await runCli(['reader'], [lockReader(seen)], io)).to.equal(EXIT_OK);
+      expect(err).to.deep.equal([]);
+      expect(seen[0]?.config().nodeLockExpireMs).to.equal(600_000);
+    });
+
+    it('is stopped by a bad value of a setting it uses, named with its source', async () => {
+      const { io, err } = recorder();
+      expect(await runCli(['reader', '--nodelock-expire', '30s'], [lockReader([])], io)).to.equal(EXIT_USAGE);
+      expect(err).to.deep.equal(['vgpu-warden: NODELOCK_EXPIRE (flag --nodelock-expire) = 30s must be longer than BIND_GRACE (default 60s), or a bind in progress would count as expired; raise it or set BIND_GRACE']);
+    });
+
+    it('checks every setting for a command that names no groups', async () => {
+      const { io, err } = recorder({ SWEEP_SCHEDULE: 'whenever' });
+      expect(await runCli(['echo'], [echoCommand([])], io)).to.equal(EXIT_USAGE);
+      expect(err[0]).to.equal('vgpu-warden: invalid SWEEP_SCHEDULE (env) = "whenever": expected a cron expression with 5 or 6 fields such as "*/30 * * * * *"');
+    });
   });
 
   it('turns a failing command into exit 1 with the cause chain on one line', async () => {

@@ -281,6 +281,26 @@ describe('Reflector', () => {
     release();
   });
 
+  it('an apiserver that stays unreachable is one warning line (not one per retry), failure tells why, and one info line marks the recovery', async () => {
+    const fixture = setup({ reflector: { initialBackoffMs: 1_000, maxBackoffMs: 8_000 } });
+    const { source, reflector, logs } = fixture;
+    const refused = () => new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }) });
+    // Twelve failed LISTs over 71 s of (fake) backoff (1, 2, 4, then 8 s pauses), then the apiserver answers.
+    for (let i = 0; i < 12; i++) source.lists.push(refused());
+    source.lists.push({ items: [item('a')], resourceVersion: '10' });
+    started(fixture);
+    await eventually(() => source.listCalls === 12, 'the failing lists');
+    expect(reflector.failure).to.equal('apiserver unreachable (items list): fetch failed: connect ECONNREFUSED 127.0.0.1:6443');
+    await eventually(() => reflector.synced, 'the sync');
+    expect(reflector.failure).to.equal(undefined);
+    const warnings = logs.filter((l) => l.level === 'warn');
+    expect(warnings.map((l) => l.message)).to.deep.equal([
+      'apiserver unreachable (items list): fetch failed: connect ECONNREFUSED 127.0.0.1:6443',
+      'apiserver unreachable (items list): fetch failed: connect ECONNREFUSED 127.0.0.1:6443 (still, for 63s; 9 more not logged)',
+    ]);
+    expect(logs.filter((l) => l.message.startsWith('recovered'))).to.deep.equal([{ level: 'info', message: 'recovered after 79s: apiserver unreachable' }]);
+  });
+
   it('treats a watch that closes at once without events as a failure: pause, then relist', async () => {
     const fixture = setup();
     const { source, time, reflector, logs } = fixture;

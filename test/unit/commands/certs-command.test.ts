@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { EXIT_OK, EXIT_USAGE, runCli } from '../../../src/cli.js';
 import { certsCommand } from '../../../src/commands/certs-command.js';
+import { SETTINGS, settingsOf } from '../../../src/config.js';
 import { certificatesIn } from '../../support/tls-helpers.js';
 
 describe('vgpu-warden certs', function () {
@@ -104,5 +105,26 @@ describe('vgpu-warden certs', function () {
     expect(code).to.equal(EXIT_USAGE);
     expect(out).to.deep.equal([]);
     expect(err).to.deep.equal(['vgpu-warden: invalid host "not a host": expected a DNS name or an IP address']);
+  });
+
+  it('is not stopped by settings it does not use (listeners, sweeper, cluster)', async () => {
+    const { code, err } = await run(['--cert-dir', dir], { WEBHOOK_PORT: 'not-a-port', SWEEP_SCHEDULE: 'whenever', EXTENDER_HOST: '0.0.0.0', KUBECONFIG: '/nonexistent' });
+
+    expect(err).to.deep.equal([]);
+    expect(code).to.equal(EXIT_OK);
+  });
+
+  it('is stopped by a bad setting it uses, named with its source', async () => {
+    const { code, err } = await run(['--cert-dir', dir], { CERT_VALIDITY: '24h' });
+
+    expect(code).to.equal(EXIT_USAGE);
+    expect(err).to.deep.equal(['vgpu-warden: CERT_VALIDITY (env) = 24h must be longer than CERT_RENEW_BEFORE (default 720h), or every certificate would be renewed at once; raise it or set CERT_RENEW_BEFORE']);
+  });
+
+  it('declares every setting its flags set', () => {
+    const command = certsCommand();
+    const used = new Set<string>(settingsOf(command.settings ?? []));
+    const flagged = SETTINGS.filter((spec) => spec.flag in command.flags).map((spec) => spec.key);
+    expect(flagged.filter((key) => !used.has(key))).to.deep.equal([]);
   });
 });

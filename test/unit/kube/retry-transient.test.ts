@@ -36,4 +36,22 @@ describe('untilNotTransient (start-up retries)', () => {
     expect((down as Error).message).to.equal('refused');
     expect(clock).to.be.at.most(10_000);
   });
+
+  it('ends at once when the stop signal aborts, during a pause or during an attempt', async () => {
+    const duringPause = new AbortController();
+    let calls = 0;
+    const started = Date.now();
+    const paused = untilNotTransient(() => { calls++; return Promise.reject(new Error('refused')); }, {
+      deadlineMs: 60_000, signal: duringPause.signal, onRetry: () => { setImmediate(() => { duringPause.abort(new Error('SIGTERM received')); }); },
+    }).catch((error: unknown) => error);
+    expect((await paused as Error).message).to.equal('SIGTERM received');
+    expect(calls).to.equal(1);
+    expect(Date.now() - started).to.be.below(400);
+
+    const duringAttempt = new AbortController();
+    const hanging = untilNotTransient(() => new Promise<never>(() => undefined), { deadlineMs: 60_000, signal: duringAttempt.signal, onRetry: () => undefined })
+      .catch((error: unknown) => error);
+    duringAttempt.abort(new Error('SIGINT received'));
+    expect((await hanging as Error).message).to.equal('SIGINT received');
+  });
 });

@@ -48,6 +48,42 @@ describe('metrics listener', () => {
     expect(errors).to.deep.equal(['registry broke']);
   });
 
+  it('answers /readyz with the process readiness given to it (503 with the reasons), and 404 without one', async () => {
+    let state = { ready: false, reasons: ['cluster cache: nodes not listed yet', 'leader election: namespace "x" does not exist'] };
+    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }), readiness: () => state });
+    expect(await get(listener.port, '/readyz')).to.deep.include({ status: 503, body: 'not ready: cluster cache: nodes not listed yet; leader election: namespace "x" does not exist' });
+    state = { ready: true, reasons: [] };
+    expect(await get(listener.port, '/readyz')).to.deep.include({ status: 200, body: 'ok' });
+    expect(listener.listening).to.equal(true);
+    await listener.close();
+    expect(listener.listening).to.equal(false);
+    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
+    expect((await get(listener.port, '/readyz')).status).to.equal(404);
+  });
+
+  it('close lets a scrape in progress finish, but cuts it once its bound has passed', async () => {
+    const slow = { contentType: 'text/plain', text: () => new Promise<string>((resolve) => { setTimeout(() => { resolve('late'); }, 5_000); }) };
+    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: slow });
+    const scrape = get(listener.port, '/metrics').then(() => 'answered', () => 'cut');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const started = Date.now();
+    await listener.close(100);
+    expect(Date.now() - started).to.be.below(1_000);
+    expect(await scrape).to.equal('cut');
+  });
+
+  it('close waits for a scrape in progress to be answered, then closes its kept-alive connection at once', async () => {
+    const slow = { contentType: 'text/plain', text: () => new Promise<string>((resolve) => { setTimeout(() => { resolve('late'); }, 200); }) };
+    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: slow });
+    const scrape = get(listener.port, '/metrics').then((answer) => answer.body, () => 'cut');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const started = Date.now();
+    await listener.close(10_000);
+    expect(await scrape).to.equal('late');
+    // Not the 90 s keep-alive, nor the 10 s bound: closed as soon as the answer went out.
+    expect(Date.now() - started).to.be.below(1_000);
+  });
+
   it('closes, freeing the port, and tolerates a second close', async () => {
     const started = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
     await started.close();

@@ -25,7 +25,7 @@ const MINUTE = 60_000;
 const POD = { namespace: 'team-a', name: 'trainer-0' };
 const HOLDER = '2026-11-30T12:00:00Z,team-a,trainer-0';
 
-function setup(overrides: { intervalMs?: number } = {}) {
+function setup(overrides: { repeatMs?: number } = {}) {
   const metrics = new WardenMetrics({ processMetrics: false });
   const events = new RecordingEvents();
   const lines: Record<string, unknown>[] = [];
@@ -33,7 +33,7 @@ function setup(overrides: { intervalMs?: number } = {}) {
   let now = 1_000_000;
   const telemetry = new LockTelemetry({
     metrics, events, log, now: () => now,
-    ...(overrides.intervalMs === undefined ? {} : { stalledEventIntervalMs: overrides.intervalMs }),
+    ...(overrides.repeatMs === undefined ? {} : { stalledRepeatMs: overrides.repeatMs }),
   });
   return { metrics, events, lines, telemetry, advance: (ms: number) => { now += ms; } };
 }
@@ -122,29 +122,94 @@ describe('LockTelemetry', () => {
     expect(events.recorded[1]?.target).to.deep.equal({ kind: 'Pod', namespace: 'team-a', name: 'trainer-0', uid: 'uid-123' });
   });
 
-  it('records stall Events once per node and holder within the interval, while every report still counts', async () => {
+  it('a lock stalled for 4.5 min of sweeps is one warning and one pair of Events, while every report still counts', async () => {
     const { metrics, events, lines, telemetry, advance } = setup();
     for (let pass = 0; pass < 10; pass++) {
       telemetry.onLockEvent(stalled(7 * MINUTE + pass * 30_000));
       advance(30_000);
     }
-    // 10 sweeps 30 s apart span 4.5 min, inside the default 5 min.
     expect(events.recorded).to.have.length(2);
-    expect(lines).to.have.length(10);
+    expect(lines).to.have.length(1);
+    expect(lines[0]).to.deep.include({ level: 40, event: 'stalled', node: 'gpu-1' });
     expect(await sample(metrics, 'vgpu_warden_stalled_lock_reports_total 10')).to.equal(true);
-
-    advance(30_000);
-    telemetry.onLockEvent(stalled(12 * MINUTE));
-    expect(events.recorded).to.have.length(4);
   });
 
-  it('keeps the de-duplication per node and per lock value', () => {
-    const { events, telemetry } = setup({ intervalMs: 60_000 });
+  it('reminds with backoff: after 5 min, 10 more, 20 more, then every 30 min, each line saying for how long and what it left out', () => {
+    const { events, lines, telemetry, advance } = setup();
+    // A sweep every 30 s for 2 hours.
+    for (let elapsed = 0; elapsed <= 120 * MINUTE; elapsed += 30_000) {
+      telemetry.onLockEvent(stalled(6 * MINUTE + elapsed));
+      advance(30_000);
+    }
+    const messages = lines.map((line) => line.msg);
+    expect(messages).to.deep.equal([
+      'lock on node gpu-1 held by team-a/trainer-0 is stalled',
+      'lock on node gpu-1 held by team-a/trainer-0 is still stalled (for 5m; 9 reports not logged)',
+      'lock on node gpu-1 held by team-a/trainer-0 is still stalled (for 15m; 19 reports not logged)',
+      'lock on node gpu-1 held by team-a/trainer-0 is still stalled (for 35m; 39 reports not logged)',
+      'lock on node gpu-1 held by team-a/trainer-0 is still stalled (for 65m; 59 reports not logged)',
+      'lock on node gpu-1 held by team-a/trainer-0 is still stalled (for 95m; 59 reports not logged)',
+    ]);
+    expect(lines[1]).to.deep.include({ level: 40, event: 'stalled', reminder: true, unlogged: 9, stalledSeconds: 300 });
+    // Each announcement also goes to the recorder, which counts them on the same two Events.
+    expect(events.recorded).to.have.length(12);
+    expect(events.recorded[2]?.message).to.include('11m old');
+  });
+
+  it('announces each node and each lock value on its own; a new value on the node ends the old stall with a line', () => {
+    const { events, lines, telemetry } = setup({ repeatMs: 60_000 });
     telemetry.onLockEvent(stalled());
     telemetry.onLockEvent({ ...stalled(), node: 'gpu-2' });
     telemetry.onLockEvent({ type: 'stalled', node: 'gpu-1', holder: '2026-11-30T12:05:00Z,team-a,trainer-1', ageMs: 6 * MINUTE });
     telemetry.onLockEvent(stalled());
-    expect(events.recorded.filter((event) => event.target.kind === 'Node').map((event) => event.target.name)).to.deep.equal(['gpu-1', 'gpu-2', 'gpu-1']);
+    expect(events.recorded.filter((event) => event.target.kind === 'Node').map((event) => event.target.name)).to.deep.equal(['gpu-1', 'gpu-2', 'gpu-1', 'gpu-1']);
+    expect(lines.map((line) => [line.event, line.node, line.holder])).to.deep.equal([
+      ['stalled', 'gpu-1', 'team-a/trainer-0'],
+      ['stalled', 'gpu-2', 'team-a/trainer-0'],
+      ['stall-ended', 'gpu-1', 'team-a/trainer-0'],
+      ['stalled', 'gpu-1', 'team-a/trainer-1'],
+      ['stall-ended', 'gpu-1', 'team-a/trainer-1'],
+      ['stalled', 'gpu-1', 'team-a/trainer-0'],
+    ]);
+  });
+
+  it('a release of a stalled lock says how long it was stalled, and a later stall of the node is announced anew', () => {
+    const { lines, telemetry, advance } = setup();
+    telemetry.onLockEvent(stalled());
+    advance(12 * MINUTE);
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, reason: 'forced-after-stall', path: 'sweeper', ageMs: 19 * MINUTE });
+    expect(lines[1]).to.deep.include({ event: 'released', node: 'gpu-1', wasStalled: true, stalledSeconds: 720 });
+    expect(lines[1]?.msg).to.equal('lock on node gpu-1 released by sweeper: forced-after-stall (stalled for 12m)');
+    telemetry.onLockEvent(stalled());
+    expect(lines[2]).to.deep.include({ level: 40, event: 'stalled' });
+    expect(lines[2]).not.to.have.property('reminder');
+  });
+
+  it('a complete sweep that no longer finds a stalled lock ends it with one line; an unchecked node keeps it', () => {
+    const { lines, telemetry, advance } = setup();
+    telemetry.onLockEvent(stalled());
+    telemetry.onLockEvent({ ...stalled(), node: 'gpu-2' });
+    telemetry.onLockEvent({ ...stalled(), node: 'gpu-3' });
+    advance(3 * MINUTE);
+    telemetry.sweepCompleted({ stalled: [{ node: 'gpu-2', value: HOLDER }], unchecked: new Set(['gpu-3']) });
+    expect(lines.slice(3)).to.have.length(1);
+    expect(lines[3]).to.deep.include({ level: 30, event: 'stall-ended', node: 'gpu-1', holder: 'team-a/trainer-0', wasStalled: true, stalledSeconds: 180 });
+    expect(lines[3]?.msg).to.equal('lock on node gpu-1 held by team-a/trainer-0 is no longer stalled (stalled for 3m): gone or replaced outside vgpu-warden');
+    telemetry.sweepCompleted({ stalled: [], unchecked: new Set() });
+    expect(lines.slice(4).map((line) => line.node)).to.deep.equal(['gpu-2', 'gpu-3']);
+    // Ended stalls are forgotten: nothing more to say.
+    telemetry.sweepCompleted({ stalled: [], unchecked: new Set() });
+    expect(lines).to.have.length(6);
+  });
+
+  it('a lock released by the device plugin after stalling says so once', () => {
+    const { lines, telemetry, advance } = setup();
+    telemetry.onLockEvent(stalled());
+    advance(MINUTE);
+    telemetry.recordExternalRelease('gpu-1', HOLDER);
+    expect(lines[1]?.msg).to.equal('lock on node gpu-1 released outside vgpu-warden (held by team-a/trainer-0) (stalled for 60s)');
+    telemetry.sweepCompleted({ stalled: [], unchecked: new Set() });
+    expect(lines).to.have.length(2);
   });
 
   it('counts a lock that vanished without us under path device-plugin and logs it, without an Event', async () => {

@@ -1,0 +1,244 @@
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Readable } from 'node:stream';
+import { CoordinationV1Api } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { findFreePort } from '../../src/local/free-port.js';
+import { FaultProxy } from '../support/fault-proxy.js';
+import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+
+const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
+
+/** `vgpu-warden serve` as a real process, with its output kept line by line. */
+interface Serve {
+  child: ChildProcessByStdio<null, Readable, Readable>;
+  stdout: () => string[];
+  stderr: () => string;
+  exited: Promise<{ code: number | null; at: number }>;
+  ports: { webhook: number; extender: number; metrics: number };
+  certDir: string;
+}
+
+const running: Serve[] = [];
+
+async function startServe(env: Record<string, string>, ports?: Partial<Serve['ports']>): Promise<Serve> {
+  const certDir = mkdtempSync(join(tmpdir(), 'serve-lifecycle-'));
+  const chosen = { webhook: ports?.webhook ?? await findFreePort(), extender: ports?.extender ?? await findFreePort(), metrics: ports?.metrics ?? await findFreePort() };
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(EXTENDER_|WEBHOOK_|METRICS_|CERT_|POD_|LEASE_)/.test(name)));
+  const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
+    env: {
+      ...inherited, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info',
+      WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(chosen.webhook), EXTENDER_PORT: String(chosen.extender),
+      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(chosen.metrics), LEASE_NAME: uniqueName('lease'),
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+  const exited = new Promise<{ code: number | null; at: number }>((done) => { child.once('exit', (code) => { done({ code, at: Date.now() }); }); });
+  const serve: Serve = { child, stdout: () => stdout.split('\n').filter((line) => line !== ''), stderr: () => stderr, exited, ports: chosen, certDir };
+  running.push(serve);
+  return serve;
+}
+
+/** GET on the plain-HTTP metrics listener. */
+function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((done, fail) => {
+    httpRequest({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      res.on('end', () => { done({ status: res.statusCode ?? 0, body }); });
+    }).on('error', fail).end();
+  });
+}
+
+/** GET on a TLS listener, trusting the CA serve wrote. */
+function httpsGet(serve: Serve, port: number, path: string): Promise<{ status: number; body: string }> {
+  const ca = readFileSync(join(serve.certDir, 'ca.crt'), 'utf8');
+  return new Promise((done, fail) => {
+    httpsRequest({ host: '127.0.0.1', port, path, ca, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      res.on('end', () => { done({ status: res.statusCode ?? 0, body }); });
+    }).on('error', fail).end();
+  });
+}
+
+const readyz = (serve: Serve) => httpGet(serve.ports.metrics, '/readyz').catch(() => ({ status: 0, body: '' }));
+
+/** Whether something accepts TCP connections on the port (a listener left behind). */
+function accepting(port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const probe = createServer();
+    probe.once('error', () => { done(true); });
+    probe.listen({ host: '127.0.0.1', port, exclusive: true }, () => { probe.close(() => { done(false); }); });
+  });
+}
+
+function holdPort(port: number): Promise<Server> {
+  return new Promise((done, fail) => {
+    const holder = createServer();
+    holder.once('error', fail);
+    holder.listen({ host: '127.0.0.1', port, exclusive: true }, () => { done(holder); });
+  });
+}
+
+/** JSON log lines whose message matches. */
+function logLines(serve: Serve, pattern: RegExp): { level: number; msg: string; condition?: string }[] {
+  return serve.stdout().flatMap((line) => {
+    try {
+      const parsed = JSON.parse(line) as { level: number; msg: string; condition?: string };
+      return pattern.test(parsed.msg) ? [parsed] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+async function leaseHolder(name: string, namespace: string): Promise<string | undefined> {
+  const { kubeConfig } = testCluster();
+  try {
+    const lease = await kubeConfig.makeApiClient(CoordinationV1Api).readNamespacedLease({ name, namespace });
+    return lease.spec?.holderIdentity ?? '';
+  } catch {
+    return undefined;
+  }
+}
+
+const WARN = 40;
+const INFO = 30;
+
+describe('vgpu-warden serve: start all-or-nothing, stop on every signal, readiness and one warning per condition (real process)', function () {
+  this.timeout(120_000);
+
+  afterEach(() => {
+    for (const serve of running.splice(0)) {
+      serve.child.kill('SIGKILL');
+      rmSync(serve.certDir, { recursive: true, force: true });
+    }
+  });
+
+  for (const taken of ['webhook', 'extender', 'metrics'] as const) {
+    it(`a taken ${taken} port: exit 1 with one line naming it, nothing left listening, no Lease held`, async () => {
+      const { controlPlane, namespace } = testCluster();
+      const port = await findFreePort();
+      const holder = await holdPort(port);
+      try {
+        const leaseName = uniqueName('lease');
+        const serve = await startServe({ KUBECONFIG: controlPlane.kubeconfigPath, POD_NAMESPACE: namespace, LEASE_NAME: leaseName }, { [taken]: port });
+        const { code } = await serve.exited;
+        const setting = `${taken.toUpperCase()}_PORT`;
+        const role = taken === 'metrics' ? 'metrics' : `the ${taken}`;
+        expect({ code, stderr: serve.stderr() }).to.deep.equal({
+          code: 1, stderr: `vgpu-warden: cannot listen on 127.0.0.1:${port} for ${role} (${setting}): address already in use\n`,
+        });
+        // The listeners that did open were closed, and the Lease was never taken (listeners bind first).
+        for (const [other, otherPort] of Object.entries(serve.ports)) {
+          if (other !== taken) expect(await accepting(otherPort), `${other} port ${otherPort} left open`).to.equal(false);
+        }
+        expect(await leaseHolder(leaseName, namespace) ?? '').to.equal('');
+        expect(serve.stdout().join('\n')).not.to.include('listening');
+      } finally {
+        holder.close();
+      }
+    });
+  }
+
+  it('SIGTERM while start-up waits for an unreachable apiserver: stops within a second or two, exit 0, one warning', async () => {
+    const { controlPlane } = testCluster();
+    const proxy = await FaultProxy.start({ upstream: controlPlane });
+    try {
+      proxy.addRule({ action: { kind: 'reset' } });
+      // Certificates from a Secret: start-up retries the unreachable apiserver for up to 45 s.
+      const serve = await startServe({ KUBECONFIG: proxy.kubeconfigPath, POD_NAMESPACE: 'default', CERT_SECRET_NAME: uniqueName('tls') });
+      await eventually('serve to be retrying', () => Promise.resolve(proxy.countRequests() >= 3 ? true : undefined), 30_000, 100);
+      const signalledAt = Date.now();
+      serve.child.kill('SIGTERM');
+      const { code, at } = await serve.exited;
+      expect(code, serve.stdout().join('\n')).to.equal(0);
+      expect(at - signalledAt).to.be.below(3_000);
+      expect(logLines(serve, /stopped during start-up/)).to.have.length(1);
+      const unreachable = logLines(serve, /apiserver unreachable/);
+      expect(unreachable.map((line) => line.level), 'one warning for every retry').to.deep.equal([WARN]);
+      expect(unreachable[0]?.msg).to.include(`apiserver ${proxy.url} from KUBECONFIG`).and.include(proxy.kubeconfigPath);
+      expect(serve.stderr()).to.equal('');
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('an unreachable apiserver: every /readyz answers 503 saying so until it answers, then 200; one warning, one recovery line', async () => {
+    const { controlPlane, namespace } = testCluster();
+    const proxy = await FaultProxy.start({ upstream: controlPlane });
+    try {
+      const outage = proxy.addRule({ action: { kind: 'reset' } });
+      const serve = await startServe({ KUBECONFIG: proxy.kubeconfigPath, POD_NAMESPACE: namespace });
+      const notReady = await eventually('/readyz to answer', async () => {
+        const answer = await readyz(serve);
+        return answer.status === 0 ? undefined : answer;
+      }, 30_000, 200);
+      expect(notReady.status).to.equal(503);
+      expect(notReady.body).to.include('cluster cache: nodes not listed yet').and.include('apiserver unreachable (nodes list)');
+      // The TLS listeners answer the same.
+      for (const port of [serve.ports.webhook, serve.ports.extender]) expect((await httpsGet(serve, port, '/readyz')).status).to.equal(503);
+      await new Promise((resolve) => setTimeout(resolve, 5_000));
+      expect((await readyz(serve)).status).to.equal(503);
+      expect(outage.hits, 'the reflectors and the Lease loop kept retrying').to.be.above(5);
+      expect(logLines(serve, /apiserver unreachable/).map((line) => line.level)).to.deep.equal([WARN]);
+      expect(serve.stdout().join('\n')).not.to.match(/HTTP-Code|Headers:/);
+
+      outage.remove();
+      await eventually('/readyz 200 once the apiserver answers', async () => ((await readyz(serve)).status === 200 ? true : undefined), 60_000, 250);
+      for (const port of [serve.ports.webhook, serve.ports.extender]) expect(await httpsGet(serve, port, '/readyz')).to.deep.equal({ status: 200, body: 'ok' });
+      await eventually('the recovery line', () => Promise.resolve(logLines(serve, /^recovered after .*: apiserver unreachable$/).length === 1 ? true : undefined), 10_000, 100);
+      expect(logLines(serve, /recovered after/).map((line) => line.level)).to.deep.equal([INFO]);
+
+      const signalledAt = Date.now();
+      serve.child.kill('SIGINT');
+      const { code, at } = await serve.exited;
+      expect(code).to.equal(0);
+      expect(at - signalledAt).to.be.below(5_000);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('a POD_NAMESPACE that does not exist: one warning naming it (no raw API dump), /readyz says why; leads once it exists, releases on SIGTERM', async () => {
+    const { controlPlane, core } = testCluster();
+    const missing = uniqueName('missing-ns');
+    const leaseName = uniqueName('lease');
+    const serve = await startServe({ KUBECONFIG: controlPlane.kubeconfigPath, POD_NAMESPACE: missing, LEASE_NAME: leaseName });
+    const why = `namespace "${missing}" (POD_NAMESPACE) does not exist`;
+    const notReady = await eventually('/readyz to say why', async () => {
+      const answer = await readyz(serve);
+      return answer.body.includes(why) ? answer : undefined;
+    }, 30_000, 200);
+    expect(notReady.status).to.equal(503);
+    expect(notReady.body).to.include(`leader election: leader election cannot work: ${why}`);
+    // Several Lease rounds later (2 s apart, backing off): still the one line.
+    await new Promise((resolve) => setTimeout(resolve, 8_000));
+    const warnings = logLines(serve, /does not exist/);
+    expect(warnings.map((line) => [line.level, line.condition])).to.deep.equal([[WARN, 'lease namespace missing']]);
+    expect(serve.stdout().join('\n')).not.to.match(/HTTP-Code|Headers:/);
+
+    await core.createNamespace({ body: { metadata: { name: missing, labels: { 'vgpu-warden.test/run': 'true' } } } });
+    try {
+      await eventually('/readyz 200 once the namespace exists', async () => ((await readyz(serve)).status === 200 ? true : undefined), 40_000, 250);
+      await eventually('the Lease to be held', async () => ((await leaseHolder(leaseName, missing)) ? true : undefined), 20_000, 250);
+      expect(logLines(serve, /^recovered after .*: lease namespace missing$/).map((line) => line.level)).to.deep.equal([INFO]);
+      serve.child.kill('SIGTERM');
+      expect((await serve.exited).code).to.equal(0);
+      expect(await leaseHolder(leaseName, missing), 'released on SIGTERM').to.equal('');
+    } finally {
+      await core.deleteNamespace({ name: missing }).catch(() => undefined);
+    }
+  });
+});

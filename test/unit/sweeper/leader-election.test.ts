@@ -1,0 +1,101 @@
+import { ApiException, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { LeaderElector } from '../../../src/sweeper/leader-election.js';
+import { ConditionLog } from '../../../src/telemetry/condition-log.js';
+
+function status(code: number, reason: string, message: string): ApiException<string> {
+  const body = JSON.stringify({ kind: 'Status', code, reason, message });
+  return new ApiException(code, `HTTP-Code: ${code}\nMessage: Unknown API Status Code!\nBody: ${body}\nHeaders: {"audit-id":"x"}`, body, {});
+}
+
+/** The three Lease calls the elector makes, scripted per test: no server, the elector's own logic only. */
+class ScriptedLeases {
+  lease: V1Lease | undefined;
+  namespaceExists = false;
+  unreachable = false;
+  calls = 0;
+
+  readonly api = {
+    readNamespacedLease: () => this.answer(() => {
+      if (this.lease === undefined) throw status(404, 'NotFound', 'leases.coordination.k8s.io "warden" not found');
+      return structuredClone(this.lease);
+    }),
+    createNamespacedLease: ({ body }: { body: V1Lease }) => this.answer(() => {
+      if (!this.namespaceExists) throw status(404, 'NotFound', 'namespaces "nope" not found');
+      this.lease = structuredClone(body);
+      return body;
+    }),
+    replaceNamespacedLease: ({ body }: { body: V1Lease }) => this.answer(() => {
+      this.lease = structuredClone(body);
+      return body;
+    }),
+  } as unknown as CoordinationV1Api;
+
+  private answer<T>(result: () => T): Promise<T> {
+    this.calls++;
+    if (this.unreachable) return Promise.reject(new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }) }));
+    return new Promise<T>((resolve) => { resolve(result()); });
+  }
+}
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let waited = 0; waited < 3_000; waited += 5) {
+    if (condition()) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('LeaderElector: a Lease loop that cannot work says so once, and readiness says why', () => {
+  let elector: LeaderElector | undefined;
+  afterEach(async () => { await elector?.stop({ release: false }); elector = undefined; });
+
+  function build(leases: ScriptedLeases, clock: () => number = Date.now) {
+    const lines: string[] = [];
+    const conditions = new ConditionLog({ clock, emit: (level, message) => { lines.push(`${level}: ${message}`); } });
+    elector = new LeaderElector({
+      api: leases.api, namespace: 'nope', name: 'warden', identity: 'replica-a', namespaceSetting: 'POD_NAMESPACE',
+      retryPeriodMs: 5, leaseDurationMs: 60, renewDeadlineMs: 40, clock, conditions: conditions.reporter('leader election'),
+    });
+    return { elector, lines };
+  }
+
+  it('a missing namespace: one warning naming POD_NAMESPACE however often it retries, readiness at once, then leads once it exists', async () => {
+    const leases = new ScriptedLeases();
+    const { elector, lines } = build(leases);
+    elector.start();
+    await until(() => leases.calls >= 10, 'ten Lease calls');
+    const expected = 'namespace "nope" (POD_NAMESPACE) does not exist, so Lease warden cannot be created; the lock sweeper does not run until it does';
+    expect(lines).to.deep.equal([`warn: leader election cannot work: ${expected}`]);
+    expect(elector.problem()).to.equal(`leader election cannot work: ${expected}`);
+    expect(elector.isLeader()).to.equal(false);
+
+    leases.namespaceExists = true;
+    await until(() => elector.isLeader(), 'leadership');
+    expect(elector.problem()).to.equal(undefined);
+    expect(lines).to.have.length(2);
+    expect(lines[1]).to.match(/^info: recovered after \d+s: lease namespace missing$/);
+  });
+
+  it('backs off while it keeps failing as a follower (no more than a lease duration apart)', async () => {
+    const leases = new ScriptedLeases();
+    build(leases).elector.start();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // At a fixed 5 ms period it would have made ~120 calls (read + create each round) in 300 ms.
+    expect(leases.calls).to.be.below(40);
+  });
+
+  it('an unreachable apiserver: one warning at once, but readiness only after a whole lease duration of failures', async () => {
+    let now = 1_000_000;
+    const leases = new ScriptedLeases();
+    leases.unreachable = true;
+    const { elector, lines } = build(leases, () => now);
+    elector.start();
+    await until(() => leases.calls >= 3, 'three attempts');
+    expect(lines).to.have.length(1);
+    expect(lines[0]).to.equal('warn: apiserver unreachable (leader election (Lease nope/warden)): fetch failed: connect ECONNREFUSED 127.0.0.1:6443');
+    expect(elector.problem(), 'a blip is not a readiness problem').to.equal(undefined);
+    now += 60;
+    expect(elector.problem()).to.equal(lines[0]?.slice('warn: '.length));
+  });
+});
