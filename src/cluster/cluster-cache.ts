@@ -98,6 +98,7 @@ export class ClusterCache {
       ownerPod: (ref) => this.ownerPod(ref),
       lockSeenAt: (node, value) => this.lockSeenAt(node, value),
       createdVersion: (uid) => this.createdVersions.get(uid),
+      current: () => this.watching(),
       observeWrite: (snapshot) => { this.observeNodeWrite(snapshot); },
     };
   }
@@ -179,6 +180,11 @@ export class ClusterCache {
     const usage = this.usage.usageOn(nodeName);
     if (generation !== undefined) this.usageSums.set(nodeName, { generation: this.nodeStates.get(nodeName)?.generation ?? generation, usage, validUntil: this.usage.nextExpiryOn(nodeName) });
     return usage;
+  }
+
+  /** Both collections listed and both watches up: the store is behind by at most the events in flight. */
+  watching(): boolean {
+    return this.reflectors.every((reflector) => reflector.synced && reflector.downSince === undefined);
   }
 
   /** Has the pod store seen every pod change up to resourceVersion `version` (false when it cannot tell)? */

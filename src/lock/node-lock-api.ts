@@ -44,4 +44,9 @@ export interface LockView {
    * (a watch ADDED event); undefined otherwise (e.g. it arrived in a LIST).
    */
   createdVersion?(uid: string): string | undefined;
+  /**
+   * False while the view may be behind by more than a watch event: a watch is down or relisting.
+   * A lock is then read from the API (its "held" verdict could rest on a pod that is long gone).
+   */
+  current?(): boolean;
 }

@@ -204,7 +204,7 @@ export class NodeLocks {
     let replaced: AcquireResult['replaced'];
     let previous: string | undefined;
     const budget = this.budget();
-    let fromView = this.deps.view !== undefined;
+    let fromView = this.viewIsCurrent();
     for (;;) {
       signal?.throwIfAborted();
       const snapshot = (fromView ? this.deps.view?.node(node) : undefined) ?? await this.deps.api.readNode(node, signal);
@@ -267,7 +267,7 @@ export class NodeLocks {
       const budget = this.budget();
       // A caller releasing its own write (a failed bind) reads the API: the view may not show that
       // write yet, and a missed release would keep the node locked until the bind grace is over.
-      let fromView = this.deps.view !== undefined && options.expectValues === undefined;
+      let fromView = this.viewIsCurrent() && options.expectValues === undefined;
       for (;;) {
         signal?.throwIfAborted();
         const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
@@ -299,7 +299,7 @@ export class NodeLocks {
     return this.mutex.run(node, async () => {
       const { signal } = options;
       const budget = this.budget();
-      let fromView = this.deps.view !== undefined;
+      let fromView = this.viewIsCurrent();
       for (;;) {
         signal?.throwIfAborted();
         const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
@@ -370,6 +370,15 @@ export class NodeLocks {
     }
     const now = this.clock();
     return { owner, classification: classifyLock(value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), this.createdAfter(snapshot, owner)) };
+  }
+
+  /**
+   * Decisions start from the state store only while it is current. Found by the chaos suite: the
+   * leader's pod watch was down for 40 s (relists failing through faults), and every sweep kept,
+   * at no API cost, the lock of a pod deleted meanwhile, as the bind in progress its store showed.
+   */
+  private viewIsCurrent(): boolean {
+    return this.deps.view !== undefined && this.deps.view.current?.() !== false;
   }
 
   /**
