@@ -1,23 +1,40 @@
 # vgpu-warden image: `docker build -t vgpu-warden:0.1.0 .` (the tag manifests/deployment.yaml uses).
 # The build stage compiles the TypeScript and drops the dev dependencies; the runtime stage holds only
 # dist/, the production node_modules and package.json, and runs as a non-root user.
+#
+# `npm run image` (tools/image/build.sh) builds the same runtime stage with buildah, without a
+# Docker engine: it builds the app on the host and turns the runtime stage below into a
+# Containerfile that copies the host's build (every `COPY --from=build /app/X` becomes `COPY X`),
+# so keep the runtime stage to COPY --from=build lines of that form.
 
-FROM node:24-slim AS build
+# Any Node 24 image; tools/image/build.sh passes a local Debian bookworm + Node 24 base where no
+# registry is reachable.
+ARG NODE_IMAGE=node:24-slim
+
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npm run build && npm prune --omit=dev
+RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
-FROM node:24-slim
-ENV NODE_ENV=production
+FROM ${NODE_IMAGE}
+# CERT_DIR: where `serve` keeps its CA and serving certificate when no CERT_SECRET_NAME is set
+# (the Deployment sets one). The default of a checkout, ./webhook-certs, would be /app/webhook-certs,
+# which uid 10001 cannot create; /tmp is writable by any uid and is the emptyDir the Deployment
+# mounts under its read-only root filesystem. The directory is made 0700 on first use.
+ENV NODE_ENV=production \
+    CERT_DIR=/tmp/vgpu-warden/webhook-certs
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 # Numeric, so that Kubernetes can check runAsNonRoot; the Deployment runs it as 10001 too.
 USER 10001:10001
-EXPOSE 9443 9395
-ENTRYPOINT ["node", "dist/main.js"]
+EXPOSE 9443 9444 9395
+# dist/bin.js, the package's `bin` entry, rather than dist/main.js: the same entry operators run
+# outside the image, and on a base with too old a Node (NODE_IMAGE is a build argument) it says
+# which version is needed instead of crashing at import inside the Kubernetes client.
+ENTRYPOINT ["node", "dist/bin.js"]
 CMD ["serve"]

@@ -24,6 +24,7 @@ import { WardenMetrics } from '../telemetry/metrics.js';
 import { timedAdmissionHandler, timedExtenderHandlers } from '../telemetry/timed-handlers.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { CaBundlePatcher } from '../tls/ca-bundle-patcher.js';
+import { CaBundleWatch } from '../tls/ca-bundle-watch.js';
 import { CertKeeper } from '../tls/cert-keeper.js';
 import type { CertStore } from '../tls/cert-store.js';
 import { CLIENT_CERT_LAYOUT, ClientCertPublisher } from '../tls/client-cert-publisher.js';
@@ -31,6 +32,7 @@ import { SCHEDULER_CLIENT_COMMON_NAME } from '../tls/client-cert-policy.js';
 import { FileCertStore } from '../tls/file-cert-store.js';
 import { SecretCertStore, SecretStore } from '../tls/secret-cert-store.js';
 import { servingNames } from '../tls/serving-names.js';
+import { webhookConfigurationSource } from '../tls/webhook-configuration-source.js';
 import { LeaderElector } from '../sweeper/leader-election.js';
 import { startPodWatchRelease } from '../sweeper/pod-watch-release.js';
 import { SweepSchedule } from '../sweeper/sweep-schedule.js';
@@ -155,9 +157,10 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   const store: CertStore = config.certSecretName === undefined
     ? new FileCertStore({ dir: config.certDir })
     : new SecretCertStore({ core, namespace: config.namespace, name: config.certSecretName, labels });
+  const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
   const caBundleTarget = config.webhookConfigName === undefined
     ? undefined
-    : new CaBundlePatcher({ api: kubeConfig.makeApiClient(AdmissionregistrationV1Api), configurationName: config.webhookConfigName });
+    : new CaBundlePatcher({ api: admissionApi, configurationName: config.webhookConfigName });
   const certLog = (line: string) => { log.info({ component: 'certs' }, line); };
   // loadConfig guarantees CERT_SECRET_NAME with client authentication: the client certificate is
   // issued from the CA shared in that Secret and published for kube-scheduler in another one.
@@ -334,6 +337,20 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   }
   keeper.start(CERT_CHECK_INTERVAL_MS);
   lifecycle.defer('certificate keeper', () => keeper.stop());
+  if (config.webhookConfigName !== undefined) {
+    // A reset of the caBundle (a GitOps tool forcing ownership, a replace, a re-create) is repaired
+    // within seconds instead of at the keeper's next periodic check.
+    const caBundleWatch = new CaBundleWatch({
+      configurationName: config.webhookConfigName,
+      source: webhookConfigurationSource(kubeConfig, admissionApi, config.webhookConfigName),
+      wanted: () => keeper.current()?.caBundlePem,
+      heal: () => keeper.ensure(),
+      conditions: conditions.reporter('webhook configuration watch'),
+      log: (level, message) => { log[level]({ component: 'certs' }, message); },
+    });
+    caBundleWatch.start();
+    lifecycle.defer('caBundle watch', () => caBundleWatch.stop());
+  }
   lifecycle.checkpoint();
   readiness.set('serving');
   log.info({ component: 'metrics', host: config.metricsHost, port: metricsListener.port }, 'metrics listening');

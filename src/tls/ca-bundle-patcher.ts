@@ -1,5 +1,6 @@
 import type { AdmissionregistrationV1Api } from '@kubernetes/client-node';
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { caBundleFieldOf } from './ca-bundle-drift.js';
 import { CaBundlePatchError } from './tls-errors.js';
 
 export interface CaBundlePatcherOptions {
@@ -27,7 +28,7 @@ export class CaBundlePatcher {
 
   async apply(caBundlePem: string): Promise<CaBundlePatchResult> {
     const { api, configurationName: name } = this.options;
-    const wanted = Buffer.from(caBundlePem, 'utf8').toString('base64');
+    const wanted = caBundleFieldOf(caBundlePem);
     const attempts = this.options.attempts ?? 5;
     for (let attempt = 1; ; attempt++) {
       let configuration;

@@ -16,7 +16,7 @@ import {
 } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ALLOCATED_ANNOTATION } from '../../src/devices/allocation-codec.js';
-import { apiStatusOf } from '../../src/kube/errors.js';
+import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
 import { findFreePort } from '../../src/local/free-port.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { ManagedProcess } from '../../src/local/managed-process.js';
@@ -68,6 +68,22 @@ function describeFailure(object: KubernetesObject, error: unknown): string {
 
 const of = (objects: AnyObject[], kind: string) => objects.filter((object) => object.kind === kind);
 
+/**
+ * Creates the shipped PriorityClass (cluster-scoped) unless it exists; returns it when this call
+ * created it, for the caller to delete.
+ */
+async function ensurePriorityClass(api: KubernetesObjectApi, objects: AnyObject[]): Promise<AnyObject | undefined> {
+  const priorityClass = of(objects, 'PriorityClass')[0];
+  if (priorityClass === undefined) throw new Error('the manifests ship no PriorityClass');
+  try {
+    await api.create(priorityClass);
+    return priorityClass;
+  } catch (error) {
+    if (httpStatusOf(error) === 409) return undefined;
+    throw error;
+  }
+}
+
 describe('manifests/ on the real apiserver', function () {
   this.timeout(120_000);
 
@@ -90,6 +106,16 @@ describe('manifests/ on the real apiserver', function () {
     }
     expect(failures, failures.join('\n')).to.deep.equal([]);
 
+    // The pods name the shipped PriorityClass, which must exist for them to be admitted at all.
+    const createdPriorityClass = await ensurePriorityClass(api, objects);
+    try {
+      await dryRunPods(core, namespace, shipped, objects);
+    } finally {
+      if (createdPriorityClass) await api.delete(createdPriorityClass).catch(() => undefined);
+    }
+  });
+
+  async function dryRunPods(core: ReturnType<typeof testCluster>['core'], namespace: string, shipped: ManifestObject[], objects: AnyObject[]): Promise<void> {
     // Pod Security is enforced on pods, not Deployments: give this namespace the shipped Namespace's
     // labels and dry-run the pod the Deployment would make.
     const shippedNamespace = findObject(shipped, 'Namespace', SHIPPED_NAMESPACE);
@@ -110,7 +136,7 @@ describe('manifests/ on the real apiserver', function () {
     delete loosened.spec!.containers[0]!.securityContext!.allowPrivilegeEscalation;
     const refusal = await core.createNamespacedPod({ namespace, body: loosened, dryRun: 'All' }).then(() => undefined, (error: unknown) => apiStatusOf(error)?.message);
     expect(refusal).to.be.a('string').that.includes('restricted').and.includes('allowPrivilegeEscalation');
-  });
+  }
 
   // What each ServiceAccount may and may not do, right by right: test/integration/rbac-least-privilege.test.ts.
   it('runs vgpu-warden serve and kube-scheduler each under its own ServiceAccount, never forbidden, scheduling a GPU pod through the mTLS extender', async () => {
@@ -181,6 +207,18 @@ describe('manifests/ on the real apiserver', function () {
         const config = await admission.readMutatingWebhookConfiguration({ name: env.WEBHOOK_CONFIG_NAME ?? '' });
         return (config.webhooks ?? []).every((webhook) => (webhook.clientConfig.caBundle ?? '') !== '') ? true : undefined;
       }, 20_000, 200);
+      // A reset of the caBundle (what a forced GitOps apply of an older manifest does) is repaired by
+      // serve's watch, under the shipped RBAC (list and watch by name), within seconds.
+      const resetAt = Date.now();
+      await admission.patchMutatingWebhookConfiguration({
+        name: env.WEBHOOK_CONFIG_NAME ?? '',
+        body: [{ op: 'replace', path: '/webhooks/0/clientConfig/caBundle', value: '' }],
+      }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
+      await eventually('serve to repair the reset caBundle', async () => {
+        const config = await admission.readMutatingWebhookConfiguration({ name: env.WEBHOOK_CONFIG_NAME ?? '' });
+        return (config.webhooks ?? []).every((webhook) => (webhook.clientConfig.caBundle ?? '') !== '') ? true : undefined;
+      }, 10_000, 100);
+      expect(Date.now() - resetAt, 'repaired within seconds').to.be.below(10_000);
       const coordination = kubeConfig.makeApiClient(CoordinationV1Api);
       await eventually('serve to take its leader Lease', async () => {
         const lease = await coordination.readNamespacedLease({ name: env.LEASE_NAME ?? '', namespace });

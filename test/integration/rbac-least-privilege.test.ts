@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AuthorizationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, AuthorizationV1Api, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { httpStatusOf } from '../../src/kube/errors.js';
@@ -36,6 +36,9 @@ function wardenNeeds(ns: string): Right[] {
     ['Events aggregated on nodes, in default', 'patch', 'events', { namespace: 'default' }],
     ['reads the caBundle of its webhook', 'get', 'mutatingwebhookconfigurations', { group: admission, name: 'vgpu-warden' }],
     ['replaces the caBundle of its webhook', 'update', 'mutatingwebhookconfigurations', { group: admission, name: 'vgpu-warden' }],
+    // A list or watch with fieldSelector metadata.name=vgpu-warden is authorized as one on that name.
+    ['lists its webhook to watch it (caBundle repair)', 'list', 'mutatingwebhookconfigurations', { group: admission, name: 'vgpu-warden' }],
+    ['watches its webhook (caBundle repair)', 'watch', 'mutatingwebhookconfigurations', { group: admission, name: 'vgpu-warden' }],
     ["creates the sweeper's Lease", 'create', 'leases', { group: coordination, namespace: ns }],
     ["reads the sweeper's Lease", 'get', 'leases', { group: coordination, namespace: ns, name: 'vgpu-warden' }],
     ["renews the sweeper's Lease", 'update', 'leases', { group: coordination, namespace: ns, name: 'vgpu-warden' }],
@@ -84,6 +87,11 @@ function wardenMustNot(ns: string): Right[] {
     ['create Leases elsewhere', 'create', 'leases', { group: coordination, namespace: 'kube-system' }],
     ["change another webhook's configuration", 'update', 'mutatingwebhookconfigurations', { group: admission, name: 'someone-else' }],
     ['register webhooks', 'create', 'mutatingwebhookconfigurations', { group: admission }],
+    ['list every webhook configuration', 'list', 'mutatingwebhookconfigurations', { group: admission }],
+    ['watch every webhook configuration', 'watch', 'mutatingwebhookconfigurations', { group: admission }],
+    ["watch another webhook's configuration", 'watch', 'mutatingwebhookconfigurations', { group: admission, name: 'someone-else' }],
+    ["patch its webhook's configuration (only the caBundle is replaced, with update)", 'patch', 'mutatingwebhookconfigurations', { group: admission, name: 'vgpu-warden' }],
+    ['read validating webhook configurations', 'list', 'validatingwebhookconfigurations', { group: admission }],
     ['delete its webhook', 'delete', 'mutatingwebhookconfigurations', { group: admission, name: 'vgpu-warden' }],
     ['loosen the admission policies', 'update', 'validatingadmissionpolicies', { group: admission, name: 'vgpu-warden-scheduler-owned-pod-metadata' }],
     ['unbind the admission policies', 'delete', 'validatingadmissionpolicybindings', { group: admission, name: 'vgpu-warden-scheduler-owned-pod-metadata' }],
@@ -212,6 +220,11 @@ describe('RBAC of manifests/: each identity can do what the design needs, and no
       expect(await status(warden.createNamespacedPod({ namespace, body: { metadata: { name: 'planted' }, spec: { containers: [{ name: 'c', image: 'x' }] } } })), 'creating a pod').to.equal(403);
       expect(await status(warden.replaceNode({ name: node, body: await core.readNode({ name: node }) })), 'replacing a node').to.equal(403);
       expect(await status(warden.readNamespacedPod({ name: 'victim', namespace })), 'reading a pod').to.equal(200);
+      // The caBundle watch's LIST, exactly as src/tls/webhook-configuration-source.ts sends it, and without the selector.
+      const wardenAdmission = loadKubeConfig(join(dir, 'vgpu-warden')).makeApiClient(AdmissionregistrationV1Api);
+      expect(await status(wardenAdmission.listMutatingWebhookConfiguration({ fieldSelector: 'metadata.name=vgpu-warden' })), 'listing its webhook by name').to.equal(200);
+      expect(await status(wardenAdmission.listMutatingWebhookConfiguration()), 'listing every webhook').to.equal(403);
+      expect(await status(wardenAdmission.listMutatingWebhookConfiguration({ fieldSelector: 'metadata.name=someone-else' })), 'listing another webhook').to.equal(403);
 
       const scheduler = await as('vgpu-warden-scheduler');
       expect(await status(scheduler.readNamespacedSecret({ name: 'vgpu-warden-tls', namespace })), 'the CA Secret').to.equal(403);

@@ -35,14 +35,28 @@ function parseDockerfile(text: string): Instruction[] {
   return instructions;
 }
 
+/** Global `ARG name=default` lines before the first FROM, which FROM lines may use as `${name}`. */
+function globalArgs(instructions: Instruction[]): Map<string, string> {
+  const args = new Map<string, string>();
+  for (const instruction of instructions) {
+    if (instruction.keyword === 'FROM') break;
+    const match = /^(\w+)=(\S+)$/.exec(instruction.args);
+    if (instruction.keyword === 'ARG' && match) args.set(match[1]!, match[2]!);
+  }
+  return args;
+}
+
 function stagesOf(instructions: Instruction[]): Stage[] {
   const stages: Stage[] = [];
+  const args = globalArgs(instructions);
   for (const instruction of instructions) {
     if (instruction.keyword === 'FROM') {
       const [image, as, name] = instruction.args.split(/\s+/).filter((word) => !word.startsWith('--'));
-      stages.push({ image: image ?? '', name: as?.toUpperCase() === 'AS' ? name : undefined, instructions: [] });
+      const resolved = (image ?? '').replace(/\$\{(\w+)\}/g, (whole, arg: string) => args.get(arg) ?? whole);
+      stages.push({ image: resolved, name: as?.toUpperCase() === 'AS' ? name : undefined, instructions: [] });
     } else {
       const current = stages.at(-1);
+      if (!current && instruction.keyword === 'ARG') continue;
       if (!current) throw new Error(`${instruction.keyword} before the first FROM`);
       current.instructions.push(instruction);
     }
@@ -63,7 +77,7 @@ const runtime = stages.at(-1)!;
 const runs = (stage: Stage) => stage.instructions.filter((entry) => entry.keyword === 'RUN').map((entry) => entry.args).join(' && ');
 
 describe('Dockerfile', () => {
-  it('builds in one node:24-slim stage and runs in another', () => {
+  it('builds in one node:24-slim stage and runs in another (the default of its NODE_IMAGE argument)', () => {
     expect(stages.length).to.be.at.least(2);
     for (const stage of stages) expect(stage.image).to.equal('node:24-slim');
     expect(build.name).to.be.a('string');
@@ -96,8 +110,8 @@ describe('Dockerfile', () => {
     expect(warden?.securityContext?.runAsUser).to.equal(Number(uid));
   });
 
-  it('starts dist/main.js serve in exec form', () => {
-    expect(execForm(runtime, 'ENTRYPOINT')).to.deep.equal(['node', 'dist/main.js']);
+  it('starts the package bin (dist/bin.js, which checks the Node version first) with serve, in exec form', () => {
+    expect(execForm(runtime, 'ENTRYPOINT')).to.deep.equal(['node', 'dist/bin.js']);
     expect(execForm(runtime, 'CMD')).to.deep.equal(['serve']);
   });
 

@@ -10,7 +10,7 @@ import { findObject, loadManifestObjects, MANIFESTS_DIR, objectsOfKind, readKust
 const NAMESPACE = 'vgpu-warden';
 const RBAC_KINDS = new Set(['ClusterRole', 'Role']);
 const BINDING_KINDS = new Set(['ClusterRoleBinding', 'RoleBinding']);
-const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
+const CLUSTER_SCOPED = new Set(['Namespace', 'PriorityClass', 'ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
 const REQUIRED_LABELS = ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/component', 'app.kubernetes.io/part-of'];
 // Roles the bindings may reference without shipping them: the apiserver's bootstrap roles.
 const BUILT_IN_ROLES = new Set(['ClusterRole/system:kube-scheduler', 'ClusterRole/system:volume-scheduler', 'Role/kube-system/extension-apiserver-authentication-reader']);
@@ -170,6 +170,14 @@ describe('manifests/ (the kustomize base)', () => {
       expect(selects(term?.labelSelector?.matchLabels, schedulerPodLabels)).to.equal(true);
     });
 
+    it('gives both Deployments the shipped PriorityClass, the highest a user-defined class may have', () => {
+      const classes = objects.filter(({ object }) => object.kind === 'PriorityClass').map(({ object }) => object as { metadata: { name: string }; value: number; globalDefault?: boolean });
+      expect(classes.map((entry) => entry.metadata.name)).to.deep.equal(['vgpu-warden-critical']);
+      expect(classes[0]).to.deep.include({ value: 1_000_000_000, globalDefault: false });
+      expect(podSpec.priorityClassName).to.equal('vgpu-warden-critical');
+      expect(schedulerPodSpec.priorityClassName).to.equal('vgpu-warden-critical');
+    });
+
     it('mounts the scheduler ConfigMap where --config points', () => {
       const mount = scheduler.volumeMounts?.find((entry) => entry.mountPath === '/config');
       const volume = schedulerPodSpec.volumes?.find((entry) => entry.name === mount?.name);
@@ -297,7 +305,9 @@ describe('manifests/ (the kustomize base)', () => {
         expect(webhook.clientConfig.service).to.deep.equal({
           name: webhookService.metadata?.name, namespace: webhookService.metadata?.namespace, path: '/mutate', port: 443,
         });
-        expect(webhook.clientConfig.caBundle, 'vgpu-warden fills the caBundle in').to.equal('');
+        // No caBundle field at all: vgpu-warden injects and watches it, and a manifest that names the
+        // field (even empty) would make every forced server-side apply or GitOps sync blank it.
+        expect(webhook.clientConfig, 'vgpu-warden fills the caBundle in').to.not.have.property('caBundle');
       }
     });
 
@@ -345,7 +355,7 @@ describe('manifests/ (the kustomize base)', () => {
         { apiGroups: [''], resources: ['pods/binding'], verbs: ['create'] },
         { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
         { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
-        { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['vgpu-warden'], verbs: ['get', 'update'] },
+        { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['vgpu-warden'], verbs: ['get', 'list', 'watch', 'update'] },
       ]);
     });
 

@@ -14,6 +14,15 @@ describe('untilNotTransient (start-up retries)', () => {
     expect(isTransientApiError(new Error('cannot read secret', { cause: api(503) }))).to.equal(true);
   });
 
+  it('counts an unwritable or missing local file as definite, also as a cause: retrying will not make CERT_DIR writable', () => {
+    const fileError = (code: string) => Object.assign(new Error(`${code}: mkdir 'webhook-certs'`), { code });
+    for (const code of ['EACCES', 'EROFS', 'ENOENT', 'ENOSPC']) {
+      expect(isTransientApiError(new Error('cannot create webhook-certs', { cause: fileError(code) })), code).to.equal(false);
+    }
+    // Network failures carry codes too, and stay transient.
+    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EAI_AGAIN']) expect(isTransientApiError(fileError(code)), code).to.equal(true);
+  });
+
   it('retries a transient failure with growing pauses and returns the first success', async () => {
     const pauses: number[] = [];
     let calls = 0;
