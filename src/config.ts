@@ -1,5 +1,6 @@
 import { delimiter } from 'node:path';
 import { validateCronExpression } from 'cron';
+import { GPU_CORE_POLICIES, type GpuCorePolicy } from './admission/pod-mutation.js';
 import { parseDuration } from './duration.js';
 import { WardenError } from './errors.js';
 import type { KubeconfigSetting } from './kube/kubeconfig-resolution.js';
@@ -33,6 +34,9 @@ export interface Config {
   sweepSchedule: string;
   overwriteDefaultScheduler: boolean;
   defaultGpuCount: number;
+  overwriteEnv: boolean;
+  runtimeClassName: string | undefined;
+  gpuCorePolicy: GpuCorePolicy;
   webhookDeleteTimeoutMs: number;
   serviceName: string;
   namespace: string;
@@ -162,6 +166,12 @@ const placementPolicy: Parser<'binpack' | 'spread'> = (raw) => {
   return raw;
 };
 
+const gpuCorePolicy: Parser<GpuCorePolicy> = (raw) => {
+  const found = GPU_CORE_POLICIES.find((policy) => policy === raw);
+  if (found === undefined) throw new InvalidValue();
+  return found;
+};
+
 const cron: Parser<string> = (raw) => {
   const fields = raw.trim().split(/\s+/);
   if (fields.length < 5 || fields.length > 6 || !validateCronExpression(raw).valid) throw new InvalidValue();
@@ -276,6 +286,21 @@ export const SETTINGS = [
     allowed: 'expected a whole number from 0 to 64', parse: wholeNumber,
   }),
   setting({
+    key: 'overwriteEnv', env: 'OVERWRITE_ENV', flag: 'overwrite-env', defaultValue: 'false',
+    description: 'HAMi chart value scheduler.overwriteEnv: the webhook sets NVIDIA_VISIBLE_DEVICES=none on containers that request no GPU (GPU pods\' other containers; non-GPU pods only if the webhook is sent them)',
+    allowed: 'expected true or false', parse: boolean,
+  }),
+  setting({
+    key: 'runtimeClassName', env: 'RUNTIME_CLASS_NAME', flag: 'runtime-class-name', defaultValue: undefined,
+    description: 'HAMi chart value devicePlugin.runtimeClassName: the webhook sets spec.runtimeClassName of GPU pods that name none; unset or empty sets nothing',
+    allowed: 'expected a RuntimeClass name (DNS subdomain) such as nvidia, or empty', parse: optionalDnsSubdomain,
+  }),
+  setting({
+    key: 'gpuCorePolicy', env: 'GPU_CORE_POLICY', flag: 'gpu-core-policy', defaultValue: 'default',
+    description: 'HAMi chart value devices.nvidia.gpuCorePolicy: force or disable is written as GPU_CORE_UTILIZATION_POLICY into GPU containers for HAMi-core; default writes nothing',
+    allowed: `expected one of ${GPU_CORE_POLICIES.join(', ')}`, parse: gpuCorePolicy,
+  }),
+  setting({
     key: 'webhookDeleteTimeoutMs', env: 'WEBHOOK_DELETE_TIMEOUT', flag: 'webhook-delete-timeout', defaultValue: '3s',
     description: 'upper bound for releasing a lock on pod DELETE; the delete is allowed either way (keep it under timeoutSeconds)',
     allowed: 'expected a positive duration such as 3s', parse: positiveDuration,
@@ -384,7 +409,7 @@ export const SETTING_GROUPS = {
   lockRules: ['bindGraceMs', 'nodeLockExpireMs', 'nodeLockForceAfterMs'],
   servingCertificate: ['certDir', 'serviceName', 'namespace', 'certHosts', 'certValidityMs', 'certRenewBeforeMs'],
   certificateStorage: ['certSecretName', 'webhookConfigName', 'namespace'],
-  webhook: ['webhookHost', 'webhookPort', 'schedulerName', 'overwriteDefaultScheduler', 'defaultGpuCount', 'webhookDeleteTimeoutMs'],
+  webhook: ['webhookHost', 'webhookPort', 'schedulerName', 'overwriteDefaultScheduler', 'defaultGpuCount', 'overwriteEnv', 'runtimeClassName', 'gpuCorePolicy', 'webhookDeleteTimeoutMs'],
   extender: [
     'extenderHost', 'extenderPort', 'extenderClientAuth', 'extenderClientSecretName', 'schedulerName',
     'nodeSchedulerPolicy', 'gpuSchedulerPolicy', 'bindLockWaitMs', 'bindTimeoutMs', 'stateStaleAfterMs',

@@ -17,6 +17,14 @@ export const GPU_RESOURCES = {
 } as const;
 
 export const TASK_PRIORITY_ENV = 'CUDA_TASK_PRIORITY';
+/** HAMi's util.CoreLimitSwitch: read by HAMi-core (libvgpu) inside the container. */
+export const CORE_POLICY_ENV = 'GPU_CORE_UTILIZATION_POLICY';
+/** What HAMi's overwriteEnv writes into containers that get no GPU, so the NVIDIA runtime exposes none. */
+export const VISIBLE_DEVICES_ENV = 'NVIDIA_VISIBLE_DEVICES';
+
+/** HAMi's GPUCoreUtilizationPolicy values (devices.nvidia.gpuCorePolicy); `default` writes nothing. */
+export const GPU_CORE_POLICIES = ['default', 'force', 'disable'] as const;
+export type GpuCorePolicy = (typeof GPU_CORE_POLICIES)[number];
 
 /** Annotations only the scheduler writes; a pod arriving with them could steer the device plugin (HAMi #3041). */
 export function isSchedulerOwnedAnnotation(key: string): boolean {
@@ -32,6 +40,12 @@ export interface PodMutationConfig {
   defaultGpuCount: number;
   /** The extender's request defaults (memoryFactor bounds gpumem); HAMi's chart defaults when absent. */
   requestDefaults?: RequestDefaults;
+  /** HAMi's overwriteEnv: NVIDIA_VISIBLE_DEVICES=none on containers that get no GPU. Off when absent, as in HAMi. */
+  overwriteEnv?: boolean;
+  /** HAMi's runtimeClassName: set on GPU pods that name none. Absent or empty writes nothing, as in HAMi. */
+  runtimeClassName?: string | undefined;
+  /** HAMi's gpuCorePolicy, written as GPU_CORE_UTILIZATION_POLICY into GPU containers; `default` (HAMi's default) writes nothing. */
+  gpuCorePolicy?: GpuCorePolicy;
 }
 
 export type MutationDecision =
@@ -69,6 +83,16 @@ interface ContainerPlan {
   hasGpu: boolean;
 }
 
+/**
+ * Whether the variable already ends up with this value. The kubelet lets the last entry of a name
+ * win, so only the last one counts (HAMi's hasEnvVarWithValue): an earlier `none` followed by the
+ * user's `all` still needs our entry, and a second webhook call adds nothing.
+ */
+function envEndsWith(env: unknown[], name: string, value: string): boolean {
+  const last = env.findLast((entry) => isRecord(entry) && entry.name === name);
+  return isRecord(last) && last.value === value && last.valueFrom === undefined;
+}
+
 /** CUDA_TASK_PRIORITY is an int in HAMi's env (0 high, 1 low); refuse what is not a whole number. */
 const PRIORITY_BOUNDS = { min: 0, max: INT32_MAX };
 
@@ -102,8 +126,15 @@ function planContainer(list: ContainerPlan['list'], index: number, container: Co
     plan.addLimits[GPU_RESOURCES.count] = String(count);
     warnings.push(`container ${name}: ${GPU_RESOURCES.count} set to ${count} because it asks for GPU memory or cores without a count`);
   }
-  if (count === undefined || count <= 0) return plan;
+  if (count === undefined || count <= 0) {
+    // HAMi's overwriteEnv: a container without a GPU must not see the node's GPUs through the
+    // NVIDIA runtime's default (all devices). Only such containers, exactly as HAMi.
+    if (config.overwriteEnv === true && !envEndsWith(env, VISIBLE_DEVICES_ENV, 'none')) plan.addEnv.push({ name: VISIBLE_DEVICES_ENV, value: 'none' });
+    return plan;
+  }
   plan.hasGpu = true;
+  const policy = config.gpuCorePolicy ?? 'default';
+  if (policy !== 'default' && !envEndsWith(env, CORE_POLICY_ENV, policy)) plan.addEnv.push({ name: CORE_POLICY_ENV, value: policy });
 
   // Exclusive by default: a count with no memory share (or 100 %) gets all cores, as HAMi does.
   const exclusive = int32Quantity(percentage) === 100 || (memory === undefined && percentage === undefined);
@@ -172,7 +203,11 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
       plans.push(planned);
     }
   }
-  if (!plans.some((plan) => plan.hasGpu)) return { kind: 'skip', reason: 'pod requests no GPU' };
+  if (!plans.some((plan) => plan.hasGpu)) {
+    // HAMi patches such pods too when overwriteEnv is on; the scheduler and everything else stay as written.
+    const envOps = plans.flatMap(containerOps);
+    return envOps.length === 0 ? { kind: 'skip', reason: 'pod requests no GPU' } : { kind: 'patch', ops: envOps, warnings };
+  }
 
   const privileged = plans.find((plan) => plan.container.securityContext?.privileged === true);
   if (privileged) {
@@ -184,6 +219,11 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
   }
 
   const ops = plans.flatMap(containerOps);
+  // As HAMi: only when the pod names no runtime class; the user's choice is never replaced.
+  const runtimeClassName = config.runtimeClassName ?? '';
+  if (runtimeClassName !== '' && (spec.runtimeClassName === undefined || spec.runtimeClassName === null)) {
+    ops.push({ op: 'add', path: '/spec/runtimeClassName', value: runtimeClassName });
+  }
   if (current !== config.schedulerName) {
     ops.push({ op: 'schedulerName' in spec ? 'replace' : 'add', path: '/spec/schedulerName', value: config.schedulerName });
   }

@@ -1,5 +1,5 @@
 import type { CoreV1Api, KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
-import { DEVICE_CORDON_ANNOTATION, NODE_REGISTER_ANNOTATION, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
+import { INVENTORY_ANNOTATIONS, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
 import { addUsage, type GpuUse } from '../devices/usage.js';
 import { withSignal } from '../kube/call-options.js';
 import { kubeListWatchSource } from '../kube/list-watch-source.js';
@@ -7,6 +7,7 @@ import { isAtLeastVersion } from '../kube/resource-version.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
+import { allocatableGpus, gpuLiveness, NODE_HANDSHAKE_ANNOTATION, type GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
@@ -41,6 +42,16 @@ interface NodeState {
   /** Bumped on every change that can change a fit or a lock decision on this node. */
   generation: number;
   lock: { raw: string; firstSeenMs: number } | undefined;
+  liveness: LivenessState;
+}
+
+/** What the store remembers of a node's device plugin, and its verdict (node-liveness.ts). */
+interface LivenessState {
+  /** The node's allocatable nvidia.com/gpu has been above zero while this process watched. */
+  reportedBefore: boolean;
+  /** When this process first saw the plugin not reporting (cleared when it reports). */
+  notReportingSince: number | undefined;
+  verdict: GpuLiveness;
 }
 
 /**
@@ -163,7 +174,23 @@ export class ClusterCache {
 
   /** This node's generation: filter and prioritize results for a node are valid while it holds. */
   nodeGeneration(nodeName: string): number | undefined {
-    return this.nodeStates.get(nodeName)?.generation;
+    const state = this.nodeStates.get(nodeName);
+    // A verdict that expires with time (a handshake grace ending) changes the node without an event.
+    if (state !== undefined) this.refreshLivenessIfExpired(nodeName, state);
+    return state?.generation;
+  }
+
+  /**
+   * Is the node's HAMi device plugin reporting (node-liveness.ts: allocatable nvidia.com/gpu above
+   * zero, or HAMi's 60 s handshake grace for a plugin that has not reported yet)? Filter refuses a
+   * node that is not, with `reason`; a change of verdict bumps the node's generation, so cached
+   * filter verdicts follow it, and the node comes back as soon as its plugin reports again.
+   */
+  gpuLiveness(nodeName: string): GpuLiveness {
+    const state = this.nodeStates.get(nodeName);
+    if (state === undefined) return { ready: false, reason: 'node unregistered', since: undefined };
+    this.refreshLivenessIfExpired(nodeName, state);
+    return state.liveness.verdict;
   }
 
   /**
@@ -296,6 +323,33 @@ export class ClusterCache {
     this.applyNodes(this.nodes.observeWrite(object));
   }
 
+  /** The node's plugin liveness after this version of the node, given what the store remembered. */
+  private judgeLiveness(node: V1Node, inventory: NodeInventory, before: LivenessState | undefined): LivenessState {
+    const now = this.clock();
+    const allocatable = allocatableGpus(node.status?.allocatable);
+    const reporting = allocatable !== undefined && allocatable > 0;
+    const reportedBefore = (before?.reportedBefore ?? false) || reporting;
+    const notReportingSince = reporting ? undefined : before?.notReportingSince ?? now;
+    const registeredShares = inventory.devices.length === 0 ? undefined
+      : inventory.devices.reduce((sum, device) => sum + (device.healthy ? device.count : 0), 0);
+    const verdict = gpuLiveness({
+      allocatable, handshake: node.metadata?.annotations?.[NODE_HANDSHAKE_ANNOTATION], registeredShares,
+      // The verdict for this version of the node: "before" it, not counting what it reports now.
+      reportedBefore: before?.reportedBefore ?? false, notReportingSince, now,
+    });
+    return { reportedBefore, notReportingSince, verdict };
+  }
+
+  private refreshLivenessIfExpired(nodeName: string, state: NodeState): void {
+    const validUntil = state.liveness.verdict.ready ? state.liveness.verdict.validUntil : undefined;
+    if (validUntil === undefined || this.clock() < validUntil) return;
+    const node = this.nodes.get(nodeName);
+    if (node === undefined) return;
+    const before = state.liveness.verdict;
+    state.liveness = this.judgeLiveness(node, state.inventory, state.liveness);
+    if (!sameVerdict(before, state.liveness.verdict)) this.bump(nodeName);
+  }
+
   private bump(nodeName: string): void {
     this.globalGeneration++;
     const state = this.nodeStates.get(nodeName);
@@ -324,12 +378,18 @@ export class ClusterCache {
     const annotations = node.metadata?.annotations ?? {};
     let state = this.nodeStates.get(name);
     if (state === undefined) {
-      state = { inventory: parseNodeInventory(annotations), generation: 0, lock: undefined };
+      const inventory = parseNodeInventory(annotations);
+      state = { inventory, generation: 0, lock: undefined, liveness: this.judgeLiveness(node, inventory, undefined) };
       this.nodeStates.set(name, state);
       this.bump(name);
     } else if (!sameInventoryAnnotations(previous?.metadata?.annotations, annotations)) {
       state.inventory = parseNodeInventory(annotations);
+      state.liveness = this.judgeLiveness(node, state.inventory, state.liveness);
       this.bump(name);
+    } else {
+      const before = state.liveness.verdict;
+      state.liveness = this.judgeLiveness(node, state.inventory, state.liveness);
+      if (!sameVerdict(before, state.liveness.verdict)) this.bump(name);
     }
     const raw = annotations[NODE_LOCK_ANNOTATION];
     if (raw !== state.lock?.raw) {
@@ -402,8 +462,13 @@ export class ClusterCache {
   }
 }
 
-const INVENTORY_KEYS = [NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION];
+
+/** Same answer for filter: readiness, reason and the moment it lapses (a note changes no verdict). */
+function sameVerdict(a: GpuLiveness, b: GpuLiveness): boolean {
+  if (a.ready !== b.ready) return false;
+  return a.ready && b.ready ? a.validUntil === b.validUntil : !a.ready && !b.ready && a.reason === b.reason;
+}
 
 function sameInventoryAnnotations(before: Record<string, string> | undefined, after: Record<string, string>): boolean {
-  return before !== undefined && INVENTORY_KEYS.every((key) => before[key] === after[key]);
+  return before !== undefined && INVENTORY_ANNOTATIONS.every((key) => before[key] === after[key]);
 }

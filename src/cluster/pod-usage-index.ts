@@ -6,7 +6,19 @@ export const VGPU_NODE_ANNOTATION = 'hami.io/vgpu-node';
 interface PodLike {
   metadata?: { uid?: string; namespace?: string; name?: string; annotations?: Record<string, string> };
   spec?: { nodeName?: string; initContainers?: unknown[] };
-  status?: { phase?: string };
+  status?: { phase?: string; initContainerStatuses?: { state?: { terminated?: { exitCode?: number } } }[] };
+}
+
+/**
+ * HAMi's InitContainersAllSucceeded (pkg/device/initcontainer.go): the pod has init containers and
+ * every one of them has terminated with exit code 0, so its app containers have started and the
+ * init containers' GPUs are free again. Phase is not consulted (HAMi: unreliable here).
+ */
+export function initContainersAllSucceeded(pod: PodLike): boolean {
+  const declared = pod.spec?.initContainers?.length ?? 0;
+  const statuses = pod.status?.initContainerStatuses ?? [];
+  if (declared === 0 || statuses.length < declared) return false;
+  return statuses.every((status) => status.state?.terminated !== undefined && status.state.terminated.exitCode === 0);
 }
 
 /**
@@ -32,6 +44,8 @@ interface Entry {
   encoded?: string;
   /** Set while the annotation cannot be decoded. */
   unreadable?: Omit<UnreadableAllocation, 'uid' | 'node'>;
+  /** Counted for its app containers only: its init containers have all succeeded. */
+  appOnly?: boolean;
 }
 
 /** Every GPU of a node at full use: split count, memory and cores. */
@@ -78,7 +92,10 @@ export class PodUsageIndex {
       return undefined;
     }
     const known = this.pods.get(uid);
-    if (known !== undefined && known.node === node && known.encoded === encoded) {
+    // HAMi shrinks a pod's usage to its app containers the first time it sees every init container
+    // succeeded, and keeps it shrunk (a restarted sandbox re-running them does not grow it back).
+    const appOnly = (known?.appOnly === true && known.node === node) || initContainersAllSucceeded(pod);
+    if (known !== undefined && known.node === node && known.encoded === encoded && (known.unreadable !== undefined || (known.appOnly === true) === appOnly)) {
       this.dropAssumed(uid);
       return undefined;
     }
@@ -98,7 +115,10 @@ export class PodUsageIndex {
         counted === 'last-readable' ? 'its last readable allocation' : `using every GPU of node ${node} until it is readable or the pod is gone`}`;
     }
     this.dropPod(uid);
-    this.pods.set(uid, { node, usage: podDeviceUsage(allocation, pod.spec?.initContainers?.length ?? 0), encoded });
+    const initCount = pod.spec?.initContainers?.length ?? 0;
+    // The annotation has one segment per container, init containers first: app-only drops theirs.
+    const usage = appOnly ? podDeviceUsage(allocation.slice(initCount), 0) : podDeviceUsage(allocation, initCount);
+    this.pods.set(uid, { node, usage, encoded, ...(appOnly ? { appOnly } : {}) });
     this.link(node, uid);
     // The informer now accounts for it: the assumption has done its job.
     this.dropAssumed(uid);

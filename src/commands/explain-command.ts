@@ -1,3 +1,4 @@
+import { podMutationConfig } from '../admission/mutation-config.js';
 import { CoreV1Api, type CoreV1Event, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { configFlag, EXIT_FAILURE, EXIT_OK, UsageError, type Command, type CommandContext } from '../cli.js';
 import type { Config } from '../config.js';
@@ -116,7 +117,7 @@ async function inspectLocks(locks: NodeLocks, nodes: readonly V1Node[], names: r
 function settingsOf(config: Config): ExplainSettings {
   return {
     defaults: { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS },
-    mutation: { schedulerName: config.schedulerName, overwriteDefaultScheduler: config.overwriteDefaultScheduler, defaultGpuCount: config.defaultGpuCount },
+    mutation: podMutationConfig(config),
   };
 }
 

@@ -1,3 +1,4 @@
+import { podMutationConfig } from '../admission/mutation-config.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
@@ -20,7 +21,7 @@ import { EventRecorder } from '../telemetry/events.js';
 import { startMetricsListener } from '../server/metrics-app.js';
 import { cachedLockSource } from '../telemetry/lock-samples.js';
 import { LockTelemetry } from '../telemetry/lock-telemetry.js';
-import { WardenMetrics } from '../telemetry/metrics.js';
+import { WardenMetrics, gpuSamples } from '../telemetry/metrics.js';
 import { timedAdmissionHandler, timedExtenderHandlers } from '../telemetry/timed-handlers.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { CaBundlePatcher } from '../tls/ca-bundle-patcher.js';
@@ -228,6 +229,7 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   const lockSamples = cachedLockSource(cache, lockConfig);
   metrics.setLockSource(() => (cache.synced ? lockSamples() : undefined));
   metrics.setUnreadableAllocationSource(() => (cache.synced ? cache.usage.unreadable() : undefined));
+  metrics.setGpuSource(() => (cache.synced ? gpuSamples(cache) : undefined));
 
   // The lock sweeper runs on the elected leader only; the pod watch runs on every replica (releases
   // are owner-checked and idempotent, so replicas racing on one lock give the same result).
@@ -254,7 +256,7 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   const ready = () => readiness.state();
 
   const admission = new PodAdmissionHandler({
-    mutation: { schedulerName: config.schedulerName, overwriteDefaultScheduler: config.overwriteDefaultScheduler, defaultGpuCount: config.defaultGpuCount },
+    mutation: podMutationConfig(config),
     locks,
     fenceView: cache,
     deleteTimeoutMs: config.webhookDeleteTimeoutMs,

@@ -4,13 +4,17 @@ import type { GpuUse } from './usage.js';
 
 /**
  * Whether one GPU can take one share of one container request, and if not the HAMi reason name
- * (hami-wire-contract.md §4.4, hami-core mode). Pure.
+ * (hami-wire-contract.md §4.4, hami-core mode; pkg/device/nvidia/device.go Fit). Pure.
+ *
+ * `CardMigModeUnsupported` is ours: HAMi slices MIG GPUs by profile, which we do not model, so a
+ * GPU the plugin registered in MIG mode is named as such rather than passed off as a type mismatch.
  */
 export const FIT_REASONS = [
   'CardNotHealth',
   'CardCordoned',
   'CardTypeMismatch',
   'CardUuidMismatch',
+  'CardMigModeUnsupported',
   'CardTimeSlicingExhausted',
   'CardInsufficientMemory',
   'CardInsufficientCore',
@@ -60,9 +64,9 @@ export function cardFilters(annotations: Readonly<Record<string, string>>): Card
   };
 }
 
+export const MIG_MODE = 'mig';
+
 function typeAllowed(device: GpuDevice, filters: CardFilters): boolean {
-  // MIG GPUs are sliced by profile, which we do not model: never place shares on them.
-  if (device.mode === 'mig') return false;
   const key = `${device.type}\u0000${device.mode}`;
   let allowed = filters.modelVerdicts.get(key);
   if (allowed === undefined) {
@@ -80,13 +84,20 @@ function uuidAllowed(device: GpuDevice, filters: CardFilters): boolean {
   return !filters.nouseUuids.has(device.uuid);
 }
 
-/** The first check the GPU fails, in HAMi's order, or undefined when it can take the share. */
-export function checkCard(device: GpuDevice, use: GpuUse, request: ContainerGpuRequest, filters: CardFilters): CardReason | undefined {
+/**
+ * The first check the GPU fails, in HAMi's order, or undefined when it can take the share.
+ * `exclusive` is the `mutex` GPU policy: a GPU anyone uses is refused with
+ * ExclusiveDeviceAllocateConflict, right after the slot check as in HAMi's Fit (`isMutex && dev.Used > 0`).
+ */
+export function checkCard(device: GpuDevice, use: GpuUse, request: ContainerGpuRequest, filters: CardFilters, exclusive = false): CardReason | undefined {
   if (!device.healthy) return 'CardNotHealth';
   if (device.cordoned) return 'CardCordoned';
   if (!typeAllowed(device, filters)) return 'CardTypeMismatch';
   if (!uuidAllowed(device, filters)) return 'CardUuidMismatch';
+  // MIG GPUs are sliced by profile, which we do not model: never place shares on them.
+  if (device.mode === MIG_MODE) return 'CardMigModeUnsupported';
   if (device.count <= use.slots) return 'CardTimeSlicingExhausted';
+  if (exclusive && use.slots > 0) return 'ExclusiveDeviceAllocateConflict';
   const memoryMiB = memoryOnGpu(request, device.memoryMiB);
   // A share of 0 MiB (a percentage of a card reporting almost no memory) would reach HAMi-core as
   // "no limit", and the allocation codec refuses it: such a card cannot take the share.

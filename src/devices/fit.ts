@@ -1,39 +1,61 @@
 import { NVIDIA_DEVICE_TYPE, type AllocatedDevice, type PodAllocation } from './allocation-codec.js';
-import { cardFilters, checkCard, type CardFilters, type CardReason } from './card-checks.js';
-import { orderGpus, type GpuPolicy } from './gpu-order.js';
-import type { GpuDevice } from './inventory.js';
+import { cardFilters, checkCard, MIG_MODE, VGPU_MODE_ANNOTATION, type CardFilters, type CardReason } from './card-checks.js';
+import { orderGpus } from './gpu-order.js';
+import { asChain, type GpuPolicy, type GpuPolicyChain } from './gpu-policy.js';
+import { NODE_SCORE_ANNOTATION, type GpuDevice, type LinkScores } from './inventory.js';
+import { groupByNuma, parseNumaBind } from './numa.js';
 import { memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from './requests.js';
 import { parseScoringWeights, type ScoringWeights } from './scoring-weights.js';
+import { bestLinkedSet, leastLinked } from './topology.js';
 import { addUsage, NO_USE, podDeviceUsage, UsageOverlay, type GpuUse } from './usage.js';
+import { quoted } from '../user-text.js';
 
 /**
  * Fitting a pod's GPU requests onto one node (hami-wire-contract.md §3.3 step 6 and §4.4,
- * hami-core mode: no MIG, NUMA binding, topology or quota). Pure: the caller's usage is never
+ * hami-core mode; pkg/device/nvidia/device.go Fit): the GPU policy chain (sort keys, `mutex`,
+ * `topology-aware`), `nvidia.com/numa-bind`, no MIG, no quota. Pure: the caller's usage is never
  * modified.
  *
  * Invariant 4 (ARCHITECTURE.md §5): every share is checked against the GPU's slots, memory and
  * cores before it is taken, so for GPUs that started within capacity `usageAfter` stays within it.
  */
-export type { GpuPolicy } from './gpu-order.js';
+export type { GpuPolicy, GpuPolicyChain } from './gpu-policy.js';
 
 export interface FitInput {
   devices: readonly GpuDevice[];
   /** Current usage per GPU UUID (bound plus assumed pods). */
   usage: ReadonlyMap<string, GpuUse>;
   requests: PodGpuRequests;
-  /** use/nouse-gpuuuid, use/nouse-gputype, vgpu-mode and device-scoring-weights are honoured. */
+  /** use/nouse-gpuuuid, use/nouse-gputype, vgpu-mode, numa-bind and device-scoring-weights are honoured. */
   podAnnotations: Readonly<Record<string, string>>;
-  gpuPolicy: GpuPolicy;
+  gpuPolicy: GpuPolicy | GpuPolicyChain;
+  /** The node's hami.io/node-nvidia-score, which `topology-aware` needs. */
+  linkScores?: LinkScores;
   /** `prepareFit(podAnnotations)`, when the caller fits the same pod onto many nodes. */
   prepared?: PreparedFit;
 }
 
 /** What a fit reads from the pod's annotations, parsed once per pod rather than once per node. */
-export type PreparedFit = { filters: CardFilters; weights: ScoringWeights } | { error: string };
+export type PreparedFit = { filters: CardFilters; weights: ScoringWeights; numaBind: boolean } | { error: string; code: string };
+
+/**
+ * A vgpu-mode that no hami-core or mps GPU can satisfy but a MIG GPU could: the pod asks for MIG,
+ * which we do not place. Named up front rather than as a CardTypeMismatch on every node.
+ */
+function migOnlyProblem(annotations: Readonly<Record<string, string>>): string | undefined {
+  const mode = annotations[VGPU_MODE_ANNOTATION];
+  if (mode === undefined || !mode.includes(MIG_MODE) || mode.includes('hami-core') || mode.includes('mps')) return undefined;
+  return `unsupported ${VGPU_MODE_ANNOTATION} ${quoted(mode)}: vgpu-warden does not place MIG instances (only hami-core and mps GPUs)`;
+}
 
 export function prepareFit(podAnnotations: Readonly<Record<string, string>>): PreparedFit {
   const weights = parseScoringWeights(podAnnotations);
-  return 'error' in weights ? weights : { filters: cardFilters(podAnnotations), weights };
+  if ('error' in weights) return { ...weights, code: INVALID_SCORING_WEIGHTS };
+  const numaBind = parseNumaBind(podAnnotations);
+  if (typeof numaBind === 'object') return { ...numaBind, code: INVALID_NUMA_BIND };
+  const mig = migOnlyProblem(podAnnotations);
+  if (mig !== undefined) return { error: mig, code: MIG_UNSUPPORTED };
+  return { filters: cardFilters(podAnnotations), weights, numaBind };
 }
 
 export type FitResult =
@@ -44,7 +66,15 @@ export type FitFailure = Extract<FitResult, { fits: false }>;
 
 export const NODE_INSUFFICIENT_DEVICE = 'NodeInsufficientDevice';
 export const ALLOCATED_CARDS_INSUFFICIENT_REQUEST = 'AllocatedCardsInsufficientRequest';
+/** The pod-level problems prepareFit finds; the extender's filter answers them with an Error. */
 export const INVALID_SCORING_WEIGHTS = 'InvalidDeviceScoringWeights';
+export const INVALID_NUMA_BIND = 'InvalidNumaBind';
+export const MIG_UNSUPPORTED = 'MigModeUnsupported';
+/** HAMi's reason when numa-bind finds enough GPUs on the node but not on one NUMA node. */
+export const NUMA_NOT_FIT = 'NumaNotFit';
+/** Ours: `topology-aware` on a node whose plugin reports no link scores (HAMi would pick blindly). */
+export const NODE_TOPOLOGY_UNKNOWN = 'NodeTopologyUnknown';
+const TOPOLOGY_UNKNOWN_REASON = `${NODE_TOPOLOGY_UNKNOWN}: topology-aware needs the node's ${NODE_SCORE_ANNOTATION}, which the HAMi device plugin writes with ENABLE_TOPOLOGY_SCORE=true`;
 
 /** `"<count>/<gpus> <Reason>"` entries sorted by reason name and joined by `", "`, as HAMi words them. */
 export function formatReasons(reasonCounts: Readonly<Record<string, number>>, gpus: number): string {
@@ -58,8 +88,44 @@ interface FitContext {
   /** The GPUs an NVIDIA request may use: those whose model contains "NVIDIA". */
   gpus: readonly GpuDevice[];
   filters: CardFilters;
-  policy: GpuPolicy;
+  policy: GpuPolicyChain;
   weights: ScoringWeights;
+  numaBind: boolean;
+  linkScores: LinkScores | undefined;
+}
+
+type ReasonCounts = Partial<Record<CardReason | typeof ALLOCATED_CARDS_INSUFFICIENT_REQUEST | typeof NUMA_NOT_FIT, number>>;
+
+/**
+ * Which `count` of the fitting GPUs (in policy order) to take, or undefined when no acceptable set
+ * exists. Without numa-bind or topology-aware: the first `count`. numa-bind: only sets within one
+ * NUMA node (HAMi's Fit restarts its count whenever the NUMA node changes); of the NUMA nodes with
+ * enough, the one whose first `count` GPUs reach least far down the policy order, so spread takes
+ * the emptiest NUMA node and binpack the fullest. topology-aware: the best-linked set (with
+ * numa-bind, the best of each NUMA node's best), ties to the earlier.
+ */
+function selectGpus(candidates: readonly GpuDevice[], count: number, context: FitContext): GpuDevice[] | undefined {
+  const position = new Map(candidates.map((device, index) => [device, index]));
+  const reach = (group: readonly GpuDevice[]): number => position.get(group[count - 1] as GpuDevice) ?? Infinity;
+  const groups = (context.numaBind ? groupByNuma(candidates) : [[...candidates]]).filter((group) => group.length >= count).sort((a, b) => reach(a) - reach(b));
+  const scores = context.linkScores;
+  if (groups.length === 0) return undefined;
+  if (!context.policy.topologyAware || scores === undefined) return groups[0]?.slice(0, count);
+  if (count === 1) {
+    // One GPU is always on one NUMA node: the least-linked of all the fitting GPUs.
+    const least = leastLinked(candidates, scores);
+    return least === undefined ? undefined : [least];
+  }
+  let best: { devices: GpuDevice[]; score: number } | undefined;
+  for (const group of groups) {
+    const set = bestLinkedSet(group, count, scores);
+    if (best === undefined || set.score > best.score) best = set;
+  }
+  return best?.devices;
+}
+
+function failure(reason: string, reasonCounts: Record<string, number>): FitFailure {
+  return { fits: false, reason, reasonCounts };
 }
 
 /**
@@ -67,26 +133,33 @@ interface FitContext {
  * shares to `usage` on success. Each GPU rejected counts once under its first failing reason.
  */
 function fitContainer(context: FitContext, usage: UsageOverlay, request: ContainerGpuRequest): AllocatedDevice[] | FitFailure {
-  const { gpus } = context;
+  const { gpus, policy } = context;
   if (request.count > gpus.length) {
     // HAMi reports this one bare, without a GPU count.
-    return { fits: false, reason: NODE_INSUFFICIENT_DEVICE, reasonCounts: { [NODE_INSUFFICIENT_DEVICE]: 1 } };
+    return failure(NODE_INSUFFICIENT_DEVICE, { [NODE_INSUFFICIENT_DEVICE]: 1 });
   }
-  const taken: AllocatedDevice[] = [];
-  const reasonCounts: Partial<Record<CardReason | typeof ALLOCATED_CARDS_INSUFFICIENT_REQUEST, number>> = {};
-  for (const device of orderGpus(gpus, usage, request, context.policy, context.weights)) {
-    const reason = checkCard(device, usage.get(device.uuid) ?? NO_USE, request, context.filters);
+  if (policy.topologyAware && context.linkScores === undefined) return failure(TOPOLOGY_UNKNOWN_REASON, { [NODE_TOPOLOGY_UNKNOWN]: 1 });
+  // numa-bind and topology-aware choose among every fitting GPU; otherwise the first ones will do.
+  const needsAll = context.numaBind || policy.topologyAware;
+  const candidates: GpuDevice[] = [];
+  const reasonCounts: ReasonCounts = {};
+  for (const device of orderGpus(gpus, usage, request, policy, context.weights)) {
+    const reason = checkCard(device, usage.get(device.uuid) ?? NO_USE, request, context.filters, policy.mutex);
     if (reason !== undefined) {
       reasonCounts[reason] = (reasonCounts[reason] ?? 0) + 1;
       continue;
     }
-    taken.push({ uuid: device.uuid, type: NVIDIA_DEVICE_TYPE, memoryMiB: memoryOnGpu(request, device.memoryMiB), cores: request.cores });
-    if (taken.length === request.count) break;
+    candidates.push(device);
+    if (!needsAll && candidates.length === request.count) break;
   }
-  if (taken.length < request.count) {
-    if (taken.length > 0) reasonCounts[ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = taken.length;
-    return { fits: false, reason: formatReasons(reasonCounts, gpus.length), reasonCounts };
+  const chosen = selectGpus(candidates, request.count, context);
+  if (chosen === undefined) {
+    // Enough GPUs fit, but on no one NUMA node: they all count as NumaNotFit.
+    if (candidates.length >= request.count) reasonCounts[NUMA_NOT_FIT] = candidates.length;
+    else if (candidates.length > 0) reasonCounts[ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = candidates.length;
+    return failure(formatReasons(reasonCounts, gpus.length), reasonCounts);
   }
+  const taken = chosen.map((device): AllocatedDevice => ({ uuid: device.uuid, type: NVIDIA_DEVICE_TYPE, memoryMiB: memoryOnGpu(request, device.memoryMiB), cores: request.cores }));
   for (const device of taken) {
     const current = usage.get(device.uuid) ?? NO_USE;
     usage.set(device.uuid, { slots: current.slots + 1, memoryMiB: current.memoryMiB + device.memoryMiB, cores: current.cores + device.cores });
@@ -102,12 +175,14 @@ function isNvidiaGpu(device: GpuDevice): boolean {
 
 export function fitPod(input: FitInput): FitResult {
   const prepared = input.prepared ?? prepareFit(input.podAnnotations);
-  if ('error' in prepared) return { fits: false, reason: prepared.error, reasonCounts: { [INVALID_SCORING_WEIGHTS]: 1 } };
+  if ('error' in prepared) return failure(prepared.error, { [prepared.code]: 1 });
   const context: FitContext = {
     gpus: input.devices.filter(isNvidiaGpu),
     filters: prepared.filters,
-    policy: input.gpuPolicy,
+    policy: asChain(input.gpuPolicy),
     weights: prepared.weights,
+    numaBind: prepared.numaBind,
+    linkScores: input.linkScores,
   };
 
   const allocation: PodAllocation = [];

@@ -7,12 +7,22 @@
  *   `omitempty` on every field, so a missing `index`/`numa` means 0 and a missing `health` means
  *   **false** (an unhealthy GPU), not "unknown".
  * - ≤ v2.7 (legacy): each device `id,count,devmem,devcore,type,numa,health[,index,mode]` followed by `:`.
+ *
+ * Link topology comes from a second annotation, `hami.io/node-nvidia-score`, which the plugin writes
+ * only with ENABLE_TOPOLOGY_SCORE=true: `[{"uuid":"GPU-a","score":{"GPU-b":100}}]`, a higher score
+ * a better link (pkg/device/devices.go DecodePairScores; pkg/device/nvidia/device.go GetNodeDevices).
  */
 import { LABEL_CHARS, quoted } from '../user-text.js';
 import { isDeviceUuid } from './allocation-codec.js';
 
 export const NODE_REGISTER_ANNOTATION = 'hami.io/node-nvidia-register';
 export const DEVICE_CORDON_ANNOTATION = 'hami.io/device-cordon';
+export const NODE_SCORE_ANNOTATION = 'hami.io/node-nvidia-score';
+/** Every node annotation the inventory is read from: a change to any of them calls for a re-parse. */
+export const INVENTORY_ANNOTATIONS: readonly string[] = [NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION, NODE_SCORE_ANNOTATION];
+
+/** GPU UUID → peer UUID → link score (higher is better); a pair not listed scores 0, as in HAMi. */
+export type LinkScores = ReadonlyMap<string, ReadonlyMap<string, number>>;
 
 export interface GpuDevice {
   uuid: string;
@@ -37,6 +47,8 @@ export interface NodeInventory {
   devices: GpuDevice[];
   /** Human-readable notes: missing annotation, dropped entries, unhealthy or cordoned GPUs. */
   problems: string[];
+  /** From hami.io/node-nvidia-score; absent when the node has none (or none we could read). */
+  linkScores?: LinkScores;
 }
 
 type Json = Record<string, unknown>;
@@ -145,6 +157,56 @@ function cordonedIds(annotations: Readonly<Record<string, string>>): Set<string>
   return new Set(value.split(',').map((id) => id.trim()).filter((id) => id !== ''));
 }
 
+function parseScoreEntry(entry: unknown, position: number, problems: string[]): [string, Map<string, number>] | undefined {
+  const label = `${NODE_SCORE_ANNOTATION} entry #${position}`;
+  if (!isRecord(entry) || typeof entry.uuid !== 'string' || entry.uuid === '') {
+    problems.push(`${label} has no uuid`);
+    return undefined;
+  }
+  const peers = new Map<string, number>();
+  // omitempty: a GPU without peers has no "score" key.
+  const score = entry.score ?? {};
+  if (!isRecord(score)) {
+    problems.push(`${label} (${quoted(entry.uuid, LABEL_CHARS)}) has a score that is not an object`);
+    return undefined;
+  }
+  for (const [peer, value] of Object.entries(score)) {
+    if (!isInt32(value)) {
+      problems.push(`${label} (${quoted(entry.uuid, LABEL_CHARS)}) has a non-integer score for ${quoted(peer, LABEL_CHARS)}`);
+      return undefined;
+    }
+    peers.set(peer, value);
+  }
+  return [entry.uuid, peers];
+}
+
+/** hami.io/node-nvidia-score, or undefined (with a problem when present but unreadable). */
+export function parseLinkScores(raw: string | undefined, problems: string[]): LinkScores | undefined {
+  if (raw === undefined) return undefined;
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(raw);
+  } catch (error) {
+    problems.push(`${NODE_SCORE_ANNOTATION} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+    return undefined;
+  }
+  if (!Array.isArray(decoded)) {
+    problems.push(`${NODE_SCORE_ANNOTATION} is not a JSON array`);
+    return undefined;
+  }
+  const scores = new Map<string, Map<string, number>>();
+  for (const [position, entry] of (decoded as unknown[]).entries()) {
+    const parsed = parseScoreEntry(entry, position, problems);
+    if (parsed !== undefined) scores.set(...parsed);
+  }
+  return scores;
+}
+
+/** The annotation value for `scores`, in HAMi's shape. */
+export function encodeLinkScores(scores: LinkScores): string {
+  return JSON.stringify([...scores].map(([uuid, peers]) => ({ uuid, score: Object.fromEntries(peers) })));
+}
+
 export function parseNodeInventory(annotations: Readonly<Record<string, string>> | undefined): NodeInventory {
   const raw = annotations?.[NODE_REGISTER_ANNOTATION];
   if (annotations === undefined || typeof raw !== 'string') return { devices: [], problems: ['annotation missing'] };
@@ -174,7 +236,8 @@ export function parseNodeInventory(annotations: Readonly<Record<string, string>>
   }
   for (const id of cordoned) if (!seen.has(id)) problems.push(`${DEVICE_CORDON_ANNOTATION} names unknown GPU ${id}`);
   if (entries.length === 0) problems.push('no gpu found on node');
-  return { devices, problems };
+  const linkScores = parseLinkScores(annotations[NODE_SCORE_ANNOTATION], problems);
+  return linkScores === undefined ? { devices, problems } : { devices, problems, linkScores };
 }
 
 // Go's encoding/json escapes these for HTML safety; JSON.stringify does not.

@@ -1,38 +1,13 @@
-import type { GpuPolicy } from './gpu-order.js';
+import type { NodePolicy } from './gpu-policy.js';
 import type { GpuDevice } from './inventory.js';
 import { NO_USE, type GpuUse } from './usage.js';
 
 /**
- * Scheduling policies and the node score for the extender's /prioritize (hami-wire-contract.md §3.4).
- * Pure.
+ * The node score for the extender's /prioritize (hami-wire-contract.md §3.4). Pure. The policies
+ * themselves are read in gpu-policy.ts; they are re-exported here for existing importers.
  */
-export type NodePolicy = 'binpack' | 'spread';
-
-export const NODE_POLICY_ANNOTATION = 'hami.io/node-scheduler-policy';
-export const GPU_POLICY_ANNOTATION = 'hami.io/gpu-scheduler-policy';
-
-type Policy = 'binpack' | 'spread';
-
-/**
- * `binpack` or `spread`, trimmed. HAMi's GPU policy may be a chain such as `binpack,numa`; its first
- * key decides the order, and the keys we do not implement (numa, mutex, topology-aware) are
- * dropped. Anything else is not a policy we know.
- */
-function readPolicy(value: string | undefined): Policy | undefined {
-  const first = value?.split(',')[0]?.trim();
-  return first === 'binpack' || first === 'spread' ? first : undefined;
-}
-
-/** The pod's node and GPU policies; absent or unknown annotation values fall back to the defaults. */
-export function policiesFor(
-  podAnnotations: Readonly<Record<string, string>>,
-  defaults: { node: NodePolicy; gpu: GpuPolicy },
-): { node: NodePolicy; gpu: GpuPolicy } {
-  return {
-    node: readPolicy(podAnnotations[NODE_POLICY_ANNOTATION]) ?? defaults.node,
-    gpu: readPolicy(podAnnotations[GPU_POLICY_ANNOTATION]) ?? defaults.gpu,
-  };
-}
+export type { NodePolicy } from './gpu-policy.js';
+export { GPU_POLICY_ANNOTATION, NODE_POLICY_ANNOTATION, policiesFor } from './gpu-policy.js';
 
 function ratio(used: number, total: number): number {
   return total > 0 ? used / total : 0;

@@ -109,7 +109,10 @@ export class Binder {
       () => new BindDeadlineError(`bind of ${args.podNamespace}/${args.podName} to ${args.node} ran out of its ${Math.round(this.deps.timeoutMs / 1000)}s deadline`));
     const target: EventTarget = { kind: 'Pod', name: args.podName, namespace: args.podNamespace, uid: args.podUid };
     try {
-      return await this.bindWithin(args, target, deadline.signal);
+      const outcome = await this.bindWithin(args, target, deadline.signal);
+      // HAMi's reason and message (recordScheduleBindingResultEvent), so scripts matching either agree.
+      if (outcome.error === undefined) this.deps.events.record(target, 'Normal', 'BindingSucceed', `Successfully binding node [${args.node}] to ${args.podNamespace}/${args.podName}`);
+      return outcome;
     } catch (error) {
       const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${error instanceof LockContentionError ? error.message : apiMessage(error)}`;
       this.deps.events.record(target, 'Warning', 'BindingFailed', message);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
-import type { EventRecorder } from '../telemetry/events.js';
+import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { forEachInSlices, mapInSlices } from '../time-slices.js';
 import type { Binder } from './binder.js';
 import { evaluateNode, FailureSummary, NODE_UNREGISTERED, scoreNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
@@ -87,6 +87,13 @@ export class ExtenderService {
     }
     const pod = viewPod(args.pod, this.deps.defaults);
     if (!pod.wantsGpu) return filterResult.passed(args.nodeNames);
+    if (pod.problem !== undefined) {
+      // A pod-level refusal (unknown policy, MIG, invalid numa-bind …): no node would do, so an
+      // Error, which kube-scheduler puts in the pod's FailedScheduling event; FilteringFailed too,
+      // as HAMi records its own Filter errors.
+      this.recordFilteringFailed(args.pod, pod.problem);
+      return filterResult.error(pod.problem);
+    }
     const passed: string[] = [];
     const failed = new Map<string, string>();
     const summary = new FailureSummary();
@@ -107,16 +114,18 @@ export class ExtenderService {
       }
     });
     this.remember(pod, remembered);
-    if (passed.length === 0) {
-      const identity = (args.pod as PodIdentity).metadata ?? {};
-      this.deps.events.record(
-        { kind: 'Pod', name: identity.name ?? '', namespace: identity.namespace ?? 'default', ...(identity.uid ? { uid: identity.uid } : {}) },
-        'Warning',
-        'FilteringFailed',
-        `no available node, ${args.nodeNames.length} nodes do not meet: ${summary.text()}`,
-      );
-    }
+    if (passed.length === 0) this.recordFilteringFailed(args.pod, `no available node, ${args.nodeNames.length} nodes do not meet: ${summary.text()}`);
+    else this.recordFilteringSucceed(args.pod, filteringSucceedMessage(passed, args.nodeNames.length - passed.length));
     return filterResult.passed(passed, failed);
+  }
+
+  private recordFilteringFailed(pod: Record<string, unknown>, message: string): void {
+    this.deps.events.record(podTarget(pod), 'Warning', 'FilteringFailed', message);
+  }
+
+  /** HAMi's reason; one per filter call, aggregated per pod by the recorder like FilteringFailed. */
+  private recordFilteringSucceed(pod: Record<string, unknown>, message: string): void {
+    this.deps.events.record(podTarget(pod), 'Normal', 'FilteringSucceed', message);
   }
 
   /**
@@ -192,4 +201,23 @@ export class ExtenderService {
       this.remembered.delete(oldest);
     }
   }
+}
+
+function podTarget(pod: Record<string, unknown>): EventTarget {
+  const identity = (pod as PodIdentity).metadata ?? {};
+  return { kind: 'Pod', name: identity.name ?? '', namespace: identity.namespace ?? 'default', ...(identity.uid ? { uid: identity.uid } : {}) };
+}
+
+/** Nodes named in a FilteringSucceed message at most; the rest are counted, so the Event stays small. */
+const SUCCEED_NODE_LIMIT = 10;
+
+/**
+ * After HAMi's genSuccessMsg ("find fit node(n1), 2 nodes not fit, 1 nodes fit(n1:..)"), but HAMi's
+ * filter picks one node and ours passes every fitting node on to kube-scheduler's scoring, so the
+ * message lists the fitting nodes rather than one choice.
+ */
+export function filteringSucceedMessage(passed: readonly string[], notFit: number): string {
+  const named = passed.slice(0, SUCCEED_NODE_LIMIT).join(',');
+  const more = passed.length > SUCCEED_NODE_LIMIT ? `,+${passed.length - SUCCEED_NODE_LIMIT} more` : '';
+  return `find fit nodes, ${notFit} nodes not fit, ${passed.length} nodes fit(${named}${more})`;
 }

@@ -1,7 +1,8 @@
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { fitPod, prepareFit, type FitResult, type GpuPolicy, type PreparedFit } from '../devices/fit.js';
+import { fitPod, prepareFit, type FitResult, type PreparedFit } from '../devices/fit.js';
+import { asChain, policiesFor, type GpuPolicy, type NodePolicy, type PodPolicies } from '../devices/gpu-policy.js';
 import { hasGpuRequest, podGpuRequests, type PodGpuRequests, type RequestDefaults } from '../devices/requests.js';
-import { nodeScore, policiesFor, type NodePolicy } from '../devices/score.js';
+import { nodeScore } from '../devices/score.js';
 import { clip, LABEL_CHARS } from '../user-text.js';
 import type { GpuUse } from '../devices/usage.js';
 
@@ -15,11 +16,19 @@ export interface PodView {
   uid: string | undefined;
   annotations: Record<string, string>;
   requests: PodGpuRequests;
-  policies: { node: NodePolicy; gpu: GpuPolicy };
+  policies: PodPolicies;
   wantsGpu: boolean;
   /** The annotations a fit reads, parsed once for all the nodes this pod is fitted onto. */
   fit: PreparedFit;
+  /**
+   * Why no node can take the pod whatever its state: a policy we do not know or do not implement,
+   * an invalid numa-bind or scoring weights, MIG. Filter answers with an Error naming it.
+   */
+  problem: string | undefined;
 }
+
+/** The reason code of a pod-level problem, on every node, where a caller fits node by node. */
+export const POD_UNSUPPORTED = 'PodSchedulingUnsupported';
 
 export type NodeEvaluation = (FitResult & { node: string }) | { node: string; fits: false; reason: string; reasonCounts: Record<string, number> };
 
@@ -32,13 +41,16 @@ export function viewPod(pod: unknown, defaults: PlacementDefaults): PodView {
   const metadata = (pod as PodLike).metadata ?? {};
   const annotations = metadata.annotations ?? {};
   const requests = podGpuRequests(pod, defaults.requestDefaults);
+  const policies = policiesFor(annotations, { node: defaults.nodePolicy, gpu: defaults.gpuPolicy });
+  const fit = prepareFit(annotations);
   return {
     uid: metadata.uid,
     annotations,
     requests,
-    policies: policiesFor(annotations, { node: defaults.nodePolicy, gpu: defaults.gpuPolicy }),
+    policies: 'error' in policies ? { node: defaults.nodePolicy, gpu: asChain(defaults.gpuPolicy) } : policies,
     wantsGpu: hasGpuRequest(requests),
-    fit: prepareFit(annotations),
+    fit,
+    problem: 'error' in policies ? policies.error : 'error' in fit ? fit.error : undefined,
   };
 }
 
@@ -50,17 +62,24 @@ export const NODE_UNREGISTERED = 'node unregistered';
 export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, usage?: ReadonlyMap<string, GpuUse>): NodeEvaluation {
   const inventory = cache.inventory(node);
   if (inventory === undefined) return { node, fits: false, reason: NODE_UNREGISTERED, reasonCounts: { NodeUnregistered: 1 } };
+  // Bind refits through here too, so a pod filter refuses can never be bound either.
+  if (pod.problem !== undefined) return { node, fits: false, reason: pod.problem, reasonCounts: { [POD_UNSUPPORTED]: 1 } };
   if (inventory.devices.length === 0) {
     // The problems quote the node's annotations, which a device plugin or a node patch wrote.
     const why = clip(inventory.problems.join('; '), REASON_CHARS) || 'hami.io/node-nvidia-register missing';
     return { node, fits: false, reason: `no GPU inventory on node (${why})`, reasonCounts: { NoGpuInventory: 1 } };
   }
+  // A node whose device plugin stopped reporting keeps its register annotation: without this it
+  // would attract pods that kubelet rejects, in a loop (and be the binpack favourite).
+  const liveness = cache.gpuLiveness(node);
+  if (!liveness.ready) return { node, fits: false, reason: liveness.reason, reasonCounts: { DevicePluginNotReporting: 1 } };
   const result = fitPod({
     devices: inventory.devices,
     usage: usage ?? cache.usageOn(node, pod.uid),
     requests: pod.requests,
     podAnnotations: pod.annotations,
     gpuPolicy: pod.policies.gpu,
+    ...(inventory.linkScores === undefined ? {} : { linkScores: inventory.linkScores }),
     prepared: pod.fit,
   });
   return { ...result, node };

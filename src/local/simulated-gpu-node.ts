@@ -1,5 +1,5 @@
 import type { V1Node } from '@kubernetes/client-node';
-import { encodeNodeInventory, NODE_REGISTER_ANNOTATION, type GpuDevice } from '../devices/inventory.js';
+import { encodeLinkScores, encodeNodeInventory, NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION, type GpuDevice } from '../devices/inventory.js';
 
 export interface SimulatedGpuNodeSpec {
   name: string;
@@ -14,6 +14,10 @@ export interface SimulatedGpuNodeSpec {
   gpuType?: string;
   /** Tasks per GPU (HAMi's deviceSplitCount). */
   splitCount?: number;
+  /** NUMA nodes the GPUs are spread over in index order, e.g. 2 → GPUs 0-1 on 0, 2-3 on 1 (default 1). */
+  numaNodes?: number;
+  /** Link score between GPUs by index: written as hami.io/node-nvidia-score when given. */
+  linkScore?: (a: number, b: number) => number;
 }
 
 /** The GPUs of a simulated node: stable UUIDs derived from the node name. */
@@ -25,11 +29,21 @@ export function simulatedGpus(spec: SimulatedGpuNodeSpec): GpuDevice[] {
     memoryMiB: spec.gpuMemoryMiB ?? 24576,
     cores: 100,
     type: spec.gpuType ?? 'NVIDIA-A10',
-    numa: 0,
+    numa: Math.floor((index * (spec.numaNodes ?? 1)) / spec.gpus),
     mode: 'hami-core',
     healthy: true,
     cordoned: false,
   }));
+}
+
+/** The register annotation (and the link scores, when the spec has them) of a simulated node. */
+export function simulatedGpuAnnotations(spec: SimulatedGpuNodeSpec): Record<string, string> {
+  const gpus = simulatedGpus(spec);
+  const annotations = { [NODE_REGISTER_ANNOTATION]: encodeNodeInventory(gpus) };
+  const { linkScore } = spec;
+  if (linkScore === undefined) return annotations;
+  const scores = new Map(gpus.map((a) => [a.uuid, new Map(gpus.filter((b) => b !== a).map((b) => [b.uuid, linkScore(a.index, b.index)]))]));
+  return { ...annotations, [NODE_SCORE_ANNOTATION]: encodeLinkScores(scores) };
 }
 
 /**
@@ -51,7 +65,7 @@ export function simulatedGpuNode(spec: SimulatedGpuNodeSpec): V1Node {
     metadata: {
       name: spec.name,
       labels: { 'kubernetes.io/hostname': spec.name, gpu: 'on', ...spec.labels },
-      ...(spec.register === false ? {} : { annotations: { [NODE_REGISTER_ANNOTATION]: encodeNodeInventory(simulatedGpus(spec)) } }),
+      ...(spec.register === false ? {} : { annotations: simulatedGpuAnnotations(spec) }),
     },
     status: {
       capacity: resources,

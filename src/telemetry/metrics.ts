@@ -22,6 +22,106 @@ export type LockSource = () => readonly LockSample[] | undefined | Promise<reado
  */
 export type UnreadableAllocationSource = () => readonly { counted: string }[] | undefined;
 
+/** One GPU as HAMi's scheduler collector sees it: the inventory entry and what is allocated on it now. */
+export interface GpuSample {
+  node: string;
+  uuid: string;
+  index: number;
+  type: string;
+  memoryMiB: number;
+  /** Core capacity in HAMi's units (100 × core scaling). */
+  cores: number;
+  usedMemoryMiB: number;
+  usedCores: number;
+  /** Containers sharing the GPU (HAMi's DeviceUsage.Used). */
+  shared: number;
+}
+
+/** Called on every scrape; undefined means "not known here" (the HAMi GPU families are left out). */
+export type GpuSource = () => readonly GpuSample[] | undefined;
+
+/** What gpuSamples() reads: the state store's inventory and usage, nothing else. */
+export interface GpuView {
+  nodeNames(): readonly string[];
+  inventory(node: string): { devices: readonly { uuid: string; index: number; memoryMiB: number; cores: number; type: string }[] } | undefined;
+  usageOn(node: string): ReadonlyMap<string, { slots: number; memoryMiB: number; cores: number }>;
+}
+
+/** Every GPU of every node with an inventory, with its usage; bounded by the node and GPU count. */
+export function gpuSamples(view: GpuView): GpuSample[] {
+  const samples: GpuSample[] = [];
+  for (const node of view.nodeNames()) {
+    const inventory = view.inventory(node);
+    if (inventory === undefined) continue;
+    const usage = view.usageOn(node);
+    for (const device of inventory.devices) {
+      const use = usage.get(device.uuid);
+      samples.push({
+        node, uuid: device.uuid, index: device.index, type: device.type, memoryMiB: device.memoryMiB, cores: device.cores,
+        usedMemoryMiB: use?.memoryMiB ?? 0, usedCores: use?.cores ?? 0, shared: use?.slots ?? 0,
+      });
+    }
+  }
+  return samples;
+}
+
+/**
+ * HAMi's scheduler metric families (cmd/scheduler/metrics.go), with its names, label names and
+ * values: the current `hami_*` names and the legacy ones its older dashboards use. HAMi wraps its
+ * registry with the constant label zone="vGPU"; so do we, so queries written for HAMi match.
+ */
+interface HamiFamily {
+  name: string;
+  help: string;
+  labels: readonly string[];
+  /** Label values in `labels` order, then the value; undefined leaves the GPU out (HAMi does for 0 memory). */
+  sample: (gpu: GpuSample) => { values: string[]; value: number } | undefined;
+}
+
+const MIB = 1024 * 1024;
+const HAMI_ZONE = 'vGPU';
+
+/** HAMi's normalizeCoreMetrics: capacity as 100, allocation as a rounded-up percentage of it. */
+function coreRatio(gpu: GpuSample): { limit: number; allocated: number } {
+  if (gpu.cores <= 0) return { limit: 0, allocated: 0 };
+  return { limit: 100, allocated: Math.ceil((gpu.usedCores / gpu.cores) * 100) };
+}
+
+const gpuLabels = (gpu: GpuSample): string[] => [gpu.node, gpu.uuid, String(gpu.index), gpu.type];
+const always = (values: string[], value: number) => ({ values, value });
+
+export const HAMI_GPU_FAMILIES: readonly HamiFamily[] = [
+  { name: 'hami_gpu_memory_limit_bytes', help: 'Device memory limit for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB) },
+  { name: 'hami_gpu_core_limit_ratio', help: 'Device core limit for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
+    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu).limit) },
+  { name: 'hami_gpu_memory_allocated_bytes', help: 'Device memory allocated for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_type'],
+    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB) },
+  { name: 'hami_gpu_shared_count', help: 'Number of containers sharing this GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.shared) },
+  { name: 'hami_gpu_core_allocated_ratio', help: 'Device core allocated for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
+    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu).allocated) },
+  { name: 'hami_node_gpu_overview', help: 'GPU overview on a certain node', labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type'],
+    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type], gpu.usedMemoryMiB * MIB) },
+  { name: 'hami_node_gpu_memory_allocated_ratio', help: 'GPU Memory Allocated Percentage on a certain GPU', labels: ['node', 'device_uuid', 'device_index'],
+    sample: (gpu) => (gpu.memoryMiB > 0 ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB) : undefined) },
+  // Legacy names: raw core units rather than ratios, as HAMi's legacy collector reports them.
+  { name: 'GPUDeviceMemoryLimit', help: 'Device memory limit for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB) },
+  { name: 'GPUDeviceCoreLimit', help: 'Device memory core limit for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.cores) },
+  { name: 'GPUDeviceMemoryAllocated', help: 'Device memory allocated for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicetype'],
+    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB) },
+  { name: 'GPUDeviceSharedNum', help: 'Number of containers sharing this GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.shared) },
+  { name: 'GPUDeviceCoreAllocated', help: 'Device core allocated for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.usedCores) },
+  { name: 'nodeGPUOverview', help: 'GPU overview on a certain node', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicememorylimit', 'devicetype'],
+    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type], gpu.usedMemoryMiB * MIB) },
+  { name: 'nodeGPUMemoryPercentage', help: 'GPU Memory Allocated Percentage on a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx'],
+    sample: (gpu) => (gpu.memoryMiB > 0 ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB) : undefined) },
+];
+
 export type BindOutcome = 'success' | 'error';
 export type SweepResult = 'ok' | 'error';
 export type AcquisitionOutcome = 'acquired' | 'reentrant' | 'taken-over';
@@ -60,6 +160,8 @@ export class WardenMetrics {
   private readonly onLockSourceError: (error: unknown) => void;
   private lockSource: LockSource | undefined;
   private unreadableAllocationSource: UnreadableAllocationSource | undefined;
+  private gpuSource: GpuSource | undefined;
+  private gpuSnapshot: { gpus: readonly GpuSample[] | undefined } | undefined;
   private lockSnapshot: Promise<readonly LockSample[] | undefined> | undefined;
 
   private readonly releases: Counter<'reason' | 'path'>;
@@ -121,6 +223,8 @@ export class WardenMetrics {
         for (const [counted, count] of counts) unreadable.set({ counted }, count);
       },
     });
+
+    for (const family of HAMI_GPU_FAMILIES) this.registerHamiFamily(family);
 
     this.releases = new Counter({
       name: `${PREFIX}lock_releases_total`,
@@ -210,6 +314,11 @@ export class WardenMetrics {
     this.unreadableAllocationSource = source;
   }
 
+  /** Where HAMi's per-GPU families come from; without a source they are absent. */
+  setGpuSource(source: GpuSource | undefined): void {
+    this.gpuSource = source;
+  }
+
   recordRelease(reason: string, path: string): void {
     this.releases.inc({ reason, path });
   }
@@ -250,6 +359,40 @@ export class WardenMetrics {
   observeSweep(seconds: number, result: SweepResult): void {
     this.sweepDuration.observe(seconds);
     this.sweepPasses.inc({ result });
+  }
+
+  private registerHamiFamily(family: HamiFamily): void {
+    const labelNames = ['zone', ...family.labels];
+    const gauge: Gauge = new Gauge({
+      name: family.name,
+      help: family.help,
+      labelNames,
+      registers: [this.registry],
+      collect: () => {
+        // Reset first: a GPU or node that went away must drop out, not keep its last value.
+        gauge.reset();
+        for (const gpu of this.gpus() ?? []) {
+          const sample = family.sample(gpu);
+          if (sample === undefined) continue;
+          const labels: Record<string, string> = { zone: HAMI_ZONE };
+          family.labels.forEach((name, i) => { labels[name] = sample.values[i] ?? ''; });
+          gauge.set(labels, sample.value);
+        }
+      },
+    });
+  }
+
+  /**
+   * prom-client starts every family's collect in the same tick of a scrape: the first reads the
+   * source and the rest reuse it until the next microtask, so every family shows the same view and
+   * the store is walked once per scrape.
+   */
+  private gpus(): readonly GpuSample[] | undefined {
+    if (this.gpuSnapshot === undefined) {
+      this.gpuSnapshot = { gpus: this.gpuSource?.() };
+      queueMicrotask(() => { this.gpuSnapshot = undefined; });
+    }
+    return this.gpuSnapshot.gpus;
   }
 
   /**

@@ -92,8 +92,8 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
         expect(text, name).to.include(`# TYPE ${name} `);
       }
       const events = (await core.listNamespacedEvent({ namespace })).items.filter((event) => event.involvedObject.name === 'normal');
-      // A successful bind writes no Event of its own (kube-scheduler records Scheduled); failures do.
-      expect(events.map((event) => event.reason)).to.include('Scheduled').and.not.include('BindingFailed');
+      // kube-scheduler records Scheduled; the extender adds HAMi's BindingSucceed (failures: BindingFailed).
+      expect(events.map((event) => event.reason)).to.include('Scheduled').and.include('BindingSucceed').and.not.include('BindingFailed');
     } finally {
       await fixture.stop();
     }

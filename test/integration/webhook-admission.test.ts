@@ -1,13 +1,54 @@
-import { PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CoreV1Api, NodeV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { PodAdmissionHandler } from '../../src/admission/pod-admission-handler.js';
+import type { PodMutationConfig } from '../../src/admission/pod-mutation.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import type { ControlPlane } from '../../src/local/control-plane.js';
+import { NodeLocks } from '../../src/lock/node-locks.js';
+import { HttpsListener } from '../../src/server/https-listener.js';
+import { createWebhookApp } from '../../src/server/webhook-app.js';
+import { createCertificateAuthority, issueCertificate } from '../../src/tls/certificates.js';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
 import { formatLockValue } from '../../src/lock/lock-value.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { WebhookFixture } from '../support/webhook-fixture.js';
 
+/**
+ * The shipped webhook registration (WebhookFixture's), served by a handler built with the given
+ * mutation settings, so HAMi's optional settings go through the real apiserver as operators set them.
+ */
+class ConfiguredWebhookFixture extends WebhookFixture {
+  constructor(private readonly controlPlane: ControlPlane, private readonly mutation: PodMutationConfig) {
+    super(controlPlane);
+  }
+
+  override async start(): Promise<void> {
+    const kubeConfig = loadKubeConfig(this.controlPlane.kubeconfigPath);
+    const ca = createCertificateAuthority({ commonName: 'webhook-settings-ca', validityDays: 1 });
+    const leaf = issueCertificate(ca, { commonName: 'vgpu-warden', subjectAltNames: ['localhost', '127.0.0.1'], usage: 'server', validityDays: 1 });
+    this.caPem = ca.certPem;
+    const handler = new PodAdmissionHandler({
+      mutation: this.mutation,
+      locks: new NodeLocks({ api: new KubeNodeLockApi(kubeConfig.makeApiClient(CoreV1Api)), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
+      deleteTimeoutMs: 5000,
+      onOutcome: (request) => { this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`); },
+    });
+    this.listener = await HttpsListener.start(createWebhookApp({ handler, readiness: () => ({ ready: true, reasons: [] }) }), { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem });
+    await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({ body: this.configuration() });
+  }
+}
+
 function gpuPod(name: string, extra: Record<string, unknown> = {}): V1Pod {
   return { metadata: { name }, spec: { containers: [{ name: 'main', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } }, ...extra }] } };
+}
+
+async function ensureRuntimeClass(name: string): Promise<void> {
+  const api = testCluster().kubeConfig.makeApiClient(NodeV1Api);
+  await api.createRuntimeClass({ body: { metadata: { name }, handler: name } }).catch((error: unknown) => {
+    if (httpStatusOf(error) !== 409) throw error;
+  });
 }
 
 describe('admission webhook over TLS, called by the real apiserver', function () {
@@ -111,6 +152,51 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       const error: unknown = await core.createNamespacedPod({ namespace, body }).then(() => undefined, (caught: unknown) => caught);
       expect(httpStatusOf(error)).to.equal(403);
       expect(apiStatusOf(error)?.message).to.include('scheduler-owned annotations (hami.io/vgpu-devices-allocated)');
+    });
+  });
+
+  describe("HAMi's webhook settings (overwriteEnv, runtimeClassName, gpuCorePolicy)", () => {
+    let configured: ConfiguredWebhookFixture;
+    const mutation: PodMutationConfig = {
+      schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1, overwriteEnv: true, runtimeClassName: 'nvidia', gpuCorePolicy: 'force',
+    };
+
+    before(async () => {
+      configured = new ConfiguredWebhookFixture(sharedControlPlane(), mutation);
+      await configured.start();
+    });
+    after(async () => { await configured.stop(); });
+    // Relabels the namespace for this webhook only, so the default fixture's webhook stays out.
+    beforeEach(async () => {
+      // The apiserver's RuntimeClass admission refuses a pod naming a class that does not exist.
+      for (const name of ['nvidia', 'custom']) await ensureRuntimeClass(name);
+      await configured.enroll(testCluster().namespace);
+    });
+
+    it('overwriteEnv: a GPU pod\'s container without a GPU gets NVIDIA_VISIBLE_DEVICES=none, the GPU container does not', async () => {
+      const { core, namespace } = testCluster();
+      const body: V1Pod = { metadata: { name: 'with-sidecar' }, spec: { containers: [
+        { name: 'main', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } },
+        { name: 'log', image: 'busybox', env: [{ name: 'NVIDIA_VISIBLE_DEVICES', value: 'all' }] },
+      ] } };
+      const created = await core.createNamespacedPod({ namespace, body });
+      expect(created.spec?.containers[1]?.env).to.deep.equal([{ name: 'NVIDIA_VISIBLE_DEVICES', value: 'all' }, { name: 'NVIDIA_VISIBLE_DEVICES', value: 'none' }]);
+      expect((created.spec?.containers[0]?.env ?? []).map((entry) => entry.name)).not.to.include('NVIDIA_VISIBLE_DEVICES');
+    });
+
+    it('runtimeClassName: a GPU pod naming none gets it, a pod naming its own keeps it', async () => {
+      const { core, namespace } = testCluster();
+      const created = await core.createNamespacedPod({ namespace, body: gpuPod('plain') });
+      expect(created.spec?.runtimeClassName).to.equal('nvidia');
+      const own = gpuPod('own-class');
+      own.spec = { ...own.spec!, runtimeClassName: 'custom' };
+      expect((await core.createNamespacedPod({ namespace, body: own })).spec?.runtimeClassName).to.equal('custom');
+    });
+
+    it('gpuCorePolicy: the GPU container gets GPU_CORE_UTILIZATION_POLICY=force exactly once', async () => {
+      const { core, namespace } = testCluster();
+      const created = await core.createNamespacedPod({ namespace, body: gpuPod('policy', { env: [{ name: 'A', value: '1' }] }) });
+      expect(created.spec?.containers[0]?.env).to.deep.equal([{ name: 'A', value: '1' }, { name: 'GPU_CORE_UTILIZATION_POLICY', value: 'force' }]);
     });
   });
 

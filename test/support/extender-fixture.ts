@@ -160,6 +160,21 @@ export class ExtenderFixture {
     rmSync(this.certDir, { recursive: true, force: true });
   }
 
+  /**
+   * The HAMi device plugin on `node` dies: kubelet publishes allocatable nvidia.com/gpu 0 and
+   * Allocate there fails; the node's register annotation stays. Resolves once the status is written.
+   */
+  async stopPlugin(node: string): Promise<void> {
+    this.plugin?.stopReporting(node);
+    await this.kubelet?.publishDevices(node);
+  }
+
+  /** The plugin on `node` is back: kubelet publishes its devices again. */
+  async revivePlugin(node: string): Promise<void> {
+    this.plugin?.reportAgain(node);
+    await this.kubelet?.publishDevices(node);
+  }
+
   /** Creates `count` simulated GPU nodes in a fresh group; pods select the group by label. */
   async createNodes(count: number, gpus = 4, gpuMemoryMiB = 24576): Promise<{ group: string; nodes: string[] }> {
     const group = uniqueName('grp');

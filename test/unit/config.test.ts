@@ -60,6 +60,10 @@ describe('config', () => {
     [{ DEFAULT_GPU_NUM: '-1' }, 'invalid DEFAULT_GPU_NUM (env) = "-1": expected a whole number from 0 to 64'],
     [{ OVERWRITE_DEFAULT_SCHEDULER: 'sometimes' }, 'invalid OVERWRITE_DEFAULT_SCHEDULER (env) = "sometimes"'],
     [{ WEBHOOK_DELETE_TIMEOUT: '0' }, 'invalid WEBHOOK_DELETE_TIMEOUT (env) = "0"'],
+    [{ OVERWRITE_ENV: 'maybe' }, 'invalid OVERWRITE_ENV (env) = "maybe": expected true or false'],
+    [{ RUNTIME_CLASS_NAME: 'Nvidia Runtime' }, 'invalid RUNTIME_CLASS_NAME (env) = "Nvidia Runtime": expected a RuntimeClass name (DNS subdomain) such as nvidia, or empty'],
+    [{ GPU_CORE_POLICY: 'Force' }, 'invalid GPU_CORE_POLICY (env) = "Force": expected one of default, force, disable'],
+    [{ GPU_CORE_POLICY: '' }, 'invalid GPU_CORE_POLICY (env) = "": expected one of default, force, disable'],
     [{ SERVICE_NAME: 'Vgpu.Warden' }, 'invalid SERVICE_NAME (env) = "Vgpu.Warden": expected a DNS label'],
     [{ POD_NAMESPACE: 'kube_system' }, 'invalid POD_NAMESPACE (env) = "kube_system"'],
     [{ CERT_HOSTS: 'ok.example,bad host' }, 'invalid CERT_HOSTS (env) = "ok.example,bad host"'],
@@ -213,5 +217,26 @@ describe('config', () => {
     const flags = SETTINGS.map((spec) => spec.flag);
     expect(new Set(envs).size).to.equal(envs.length);
     expect(new Set(flags).size).to.equal(flags.length);
+  });
+
+  describe("HAMi's webhook settings", () => {
+    it("default to HAMi's chart values: overwriteEnv false, no runtimeClassName, gpuCorePolicy default", () => {
+      expect(loadConfig({}, {}, settingsOf(['webhook']))).to.deep.include({ overwriteEnv: false, runtimeClassName: undefined, gpuCorePolicy: 'default' });
+    });
+
+    it('reads them from env and flags, an empty RUNTIME_CLASS_NAME meaning unset', () => {
+      expect(loadConfig({ OVERWRITE_ENV: 'true', RUNTIME_CLASS_NAME: 'nvidia', GPU_CORE_POLICY: 'force' }))
+        .to.deep.include({ overwriteEnv: true, runtimeClassName: 'nvidia', gpuCorePolicy: 'force' });
+      expect(loadConfig({ GPU_CORE_POLICY: 'force' }, { 'overwrite-env': 'on', 'runtime-class-name': '', 'gpu-core-policy': 'disable' }))
+        .to.deep.include({ overwriteEnv: true, runtimeClassName: undefined, gpuCorePolicy: 'disable' });
+    });
+
+    it('belong to the webhook group', () => {
+      expect(SETTING_GROUPS.webhook).to.include.members(['overwriteEnv', 'runtimeClassName', 'gpuCorePolicy']);
+    });
+
+    it('names the flag when a bad value came from one', () => {
+      expect(() => loadConfig({}, { 'gpu-core-policy': 'strict' })).to.throw(ConfigError, 'invalid GPU_CORE_POLICY (flag --gpu-core-policy) = "strict": expected one of default, force, disable');
+    });
   });
 });

@@ -179,6 +179,9 @@ export class HamiDevicePlugin {
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly stalls = new Set<{ reject: (error: Error) => void; timer: NodeJS.Timeout | undefined }>();
   private readonly history: AllocateRecord[] = [];
+  /** Nodes whose plugin process is down (stopReporting): no ListAndWatch devices, no Allocate. */
+  private readonly silenced = new Set<string>();
+  private readonly reportingListeners = new Set<(node: string, reporting: boolean) => void>();
   private stopped = false;
 
   constructor(private readonly options: HamiDevicePluginOptions) {
@@ -199,8 +202,46 @@ export class HamiDevicePlugin {
     return this.history.filter((record) => record.outcome === 'allocated' && record.resolvedTo?.uid !== record.admitted.uid);
   }
 
-  /** ListAndWatch's device list for `node`: the replica IDs of its healthy registered GPUs. */
+  /**
+   * The plugin on `node` dies (its pod is killed, its socket gone): ListAndWatch reports no devices,
+   * so kubelet publishes allocatable nvidia.com/gpu 0, and Allocate there fails. The register
+   * annotation stays on the node, as it does when HAMi's plugin dies.
+   */
+  stopReporting(node: string): void {
+    if (this.silenced.has(node)) return;
+    this.silenced.add(node);
+    this.notifyReporting(node, false);
+  }
+
+  /** The plugin on `node` is back: ListAndWatch reports its devices again. */
+  reportAgain(node: string): void {
+    if (!this.silenced.delete(node)) return;
+    this.notifyReporting(node, true);
+  }
+
+  isReporting(node: string): boolean {
+    return !this.silenced.has(node);
+  }
+
+  /** Calls `listener` when a node's plugin stops or starts reporting (kubelet re-reads ListAndWatch). */
+  onReportingChange(listener: (node: string, reporting: boolean) => void): () => void {
+    this.reportingListeners.add(listener);
+    return () => { this.reportingListeners.delete(listener); };
+  }
+
+  private notifyReporting(node: string, reporting: boolean): void {
+    for (const listener of [...this.reportingListeners]) {
+      try {
+        listener(node, reporting);
+      } catch {
+        // An observer must not change what the plugin does.
+      }
+    }
+  }
+
+  /** ListAndWatch's device list for `node`: the replica IDs of its healthy registered GPUs (none while it is down). */
   async listDevices(node: string): Promise<string[]> {
+    if (this.silenced.has(node)) return [];
     const inventory = (await this.api.readNode(node)).metadata?.annotations?.[NODE_REGISTER];
     return inventory === undefined ? [] : replicaIds(decodeRegisteredGpus(inventory));
   }
@@ -208,6 +249,10 @@ export class HamiDevicePlugin {
   /** kubelet's Allocate for one container; rejects with AllocateError as HAMi answers an error. */
   allocate(request: AllocateRequest): Promise<AllocateResponse> {
     if (this.stopped) return Promise.reject(new PluginStoppedError());
+    if (this.silenced.has(request.node)) {
+      // kubelet finds no endpoint for the resource: the call never reaches a plugin.
+      return Promise.reject(this.fail(request, new AllocateError(`device plugin on ${request.node} is not running`, 'Unavailable')).error);
+    }
     const previous = this.tails.get(request.node) ?? Promise.resolve();
     const call = previous.then(() => {
       if (this.stopped) throw new PluginStoppedError();

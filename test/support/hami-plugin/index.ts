@@ -14,6 +14,7 @@ export {
   type HamiDevicePluginOptions,
   type PodIdentity,
 } from './device-plugin.js';
+export { goTimeString, NODE_HANDSHAKE, reportedHandshake, requestingHandshake } from './handshake.js';
 export { decodeRegisteredGpus, replicaIds, InventoryFormatError, type RegisteredGpu } from './device-inventory.js';
 export { isLockOwnedBy, LockParseError, NodeLockReleaseError, parseGoRfc3339, parseNodeLock, releaseNodeLock, type HamiLockValue, type ReleaseOutcome } from './node-lock.js';
 export { getPendingPod, PendingPodError, type PendingPod } from './pending-pod.js';

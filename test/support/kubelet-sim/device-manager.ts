@@ -17,7 +17,20 @@ export class DeviceManager {
   /** pod UID → devices its finished init containers left for its later containers. */
   private readonly reusable = new Map<string, string[]>();
 
-  constructor(readonly resource: string, private readonly devices: readonly string[]) {}
+  constructor(readonly resource: string, private devices: readonly string[]) {}
+
+  /**
+   * ListAndWatch sent a new device list (the plugin died: none; it came back: all). Running pods keep
+   * what they hold, as kubelet's checkpoint does; only listed devices are handed out from now on.
+   */
+  replaceDevices(devices: readonly string[]): void {
+    this.devices = [...devices];
+  }
+
+  /** The devices the plugin lists now. */
+  get listed(): readonly string[] {
+    return this.devices;
+  }
 
   /** Devices for one container; `init` marks an init container, whose devices later containers reuse. */
   take(podUid: string, count: number, init: boolean): string[] {
@@ -48,6 +61,6 @@ export class DeviceManager {
   }
 
   get available(): number {
-    return this.devices.length - this.holders.size;
+    return this.devices.filter((device) => !this.holders.has(device)).length;
   }
 }

@@ -32,6 +32,11 @@ const strategicPatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicM
 export interface DevicePluginEndpoint {
   listDevices(node: string): Promise<string[]>;
   allocate(request: AllocateRequest): Promise<AllocateResponse>;
+  /**
+   * ListAndWatch sending a new list for a node (the plugin died or came back). The kubelet then
+   * re-reads the list and publishes it as the node's nvidia.com/gpu capacity and allocatable.
+   */
+  onReportingChange?(listener: (node: string, reporting: boolean) => void): () => void;
 }
 
 /**
@@ -167,6 +172,9 @@ export class KubeletSim {
   private readonly history: KubeletRecord[] = [];
   private readonly clock: () => Date;
   private readonly seed: number;
+  private readonly unsubscribe: () => void;
+  /** Per node, the publication of its device count in progress (they run one after another). */
+  private readonly publishing = new Map<string, Promise<void>>();
   private boundSeq = 0;
   private stopped = false;
 
@@ -179,6 +187,30 @@ export class KubeletSim {
       handlers: { upsert: (pod) => { this.onUpsert(pod); }, remove: (pod) => { this.onRemove(pod); } },
       ...(options.log === undefined ? {} : { log: options.log }),
     });
+    this.unsubscribe = options.plugin.onReportingChange?.((node) => {
+      if (options.servesNode(node)) void this.publishDevices(node);
+    }) ?? (() => undefined);
+  }
+
+  /**
+   * Re-reads the plugin's device list for `node` and publishes its length as the node's
+   * `nvidia.com/gpu` capacity and allocatable (kubelet's node status sync after ListAndWatch).
+   * Resolves once the status is written; calls for one node run in order.
+   */
+  publishDevices(node: string): Promise<void> {
+    const previous = this.publishing.get(node) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      if (this.stopped) return;
+      const ids = await this.options.plugin.listDevices(node);
+      const state = this.nodeState(node);
+      if (state.devices === undefined) state.devices = new DeviceManager(GPU_RESOURCE, ids);
+      else state.devices.replaceDevices(ids);
+      const count = String(ids.length);
+      await this.options.core.patchNodeStatus({ name: node, body: { status: { capacity: { [GPU_RESOURCE]: count }, allocatable: { [GPU_RESOURCE]: count } } } }, strategicPatch);
+      this.options.log?.(`kubelet ${node}: ${GPU_RESOURCE} allocatable ${count}`);
+    }).catch((error: unknown) => { this.options.log?.(`kubelet ${node}: publishing devices failed: ${describe(error)}`); });
+    this.publishing.set(node, next);
+    return next;
   }
 
   /** Resolves once the first LIST of bound pods has been taken in. */
@@ -189,6 +221,7 @@ export class KubeletSim {
   /** Stops watching and admitting; an Allocate in flight is not waited for (it may be stalled). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.unsubscribe();
     for (const node of this.nodes.values()) if (node.timer !== undefined) clearTimeout(node.timer);
     await this.feed.stop();
   }

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { decodeAllocation, encodeAllocation, isDecodeError } from '../../../src/devices/allocation-codec.js';
-import { fitPod, type GpuPolicy } from '../../../src/devices/fit.js';
-import type { GpuDevice } from '../../../src/devices/inventory.js';
+import { fitPod, type GpuPolicy, type GpuPolicyChain } from '../../../src/devices/fit.js';
+import type { GpuDevice, LinkScores } from '../../../src/devices/inventory.js';
 import { memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from '../../../src/devices/requests.js';
 import { addUsage, copyUsage, podDeviceUsage, subtractUsage, type GpuUse } from '../../../src/devices/usage.js';
 import { seededRandom } from '../../support/kubelet-sim/seeded-random.js';
@@ -80,7 +80,31 @@ function randomAnnotations(s: Scenario, devices: readonly GpuDevice[]): Record<s
   if (roll < 0.1) return { 'nvidia.com/nouse-gpuuuid': s.pick(devices).uuid };
   if (roll < 0.2) return { 'nvidia.com/use-gputype': s.pick(['T4', 'v100', 'a100']) };
   if (roll < 0.25) return { 'hami.io/device-scoring-weights': 'slot=0,core=1,memory=5' };
+  if (roll < 0.45) return { 'nvidia.com/numa-bind': 'true' };
   return {};
+}
+
+/** The policies HAMi accepts, chains included: the invariant must hold under each of them. */
+const POLICIES: (GpuPolicy | GpuPolicyChain)[] = [
+  'binpack', 'spread',
+  { keys: [], mutex: true, topologyAware: false },
+  { keys: ['binpack'], mutex: true, topologyAware: false },
+  { keys: ['numa', 'spread'], mutex: false, topologyAware: false },
+  { keys: ['binpack', 'numa'], mutex: false, topologyAware: true },
+];
+
+/** Random symmetric link scores between the node's GPUs. */
+function randomLinks(s: Scenario, devices: readonly GpuDevice[]): LinkScores {
+  const scores = new Map(devices.map((device) => [device.uuid, new Map<string, number>()]));
+  for (const a of devices) {
+    for (const b of devices) {
+      if (a.uuid >= b.uuid) continue;
+      const score = s.pick([10, 20, 100, 200]);
+      scores.get(a.uuid)?.set(b.uuid, score);
+      scores.get(b.uuid)?.set(a.uuid, score);
+    }
+  }
+  return scores;
 }
 
 describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
@@ -113,8 +137,9 @@ describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
         }
         const requests = randomPod(s);
         const before = JSON.stringify(sortedUsage(usage));
-        const gpuPolicy: GpuPolicy = s.pick(['binpack', 'spread']);
-        const result = fitPod({ devices, usage, requests, podAnnotations: randomAnnotations(s, devices), gpuPolicy });
+        const gpuPolicy = s.pick(POLICIES);
+        const podAnnotations = randomAnnotations(s, devices);
+        const result = fitPod({ devices, usage, requests, podAnnotations, gpuPolicy, linkScores: randomLinks(s, devices) });
         check(JSON.stringify(sortedUsage(usage)) === before, () => `${where()}: fit modified the caller's usage`);
         if (!result.fits) {
           refused++;
@@ -130,6 +155,14 @@ describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
           const chosen = result.allocation[position] ?? [];
           check(chosen.length === (request?.count ?? 0), () => `${where()} container ${position}: ${chosen.length} GPUs for ${request?.count ?? 0}`);
           check(new Set(chosen.map((device) => device.uuid)).size === chosen.length, () => `${where()} container ${position}: GPUs repeat`);
+          if (podAnnotations['nvidia.com/numa-bind'] === 'true') {
+            check(new Set(chosen.map((device) => byUuid.get(device.uuid)?.numa)).size <= 1, () => `${where()} container ${position}: numa-bind crossed NUMA nodes`);
+          }
+          if (typeof gpuPolicy === 'object' && gpuPolicy.mutex) {
+            // mutex: no GPU that anyone used before the pod, nor one an earlier app container took.
+            const earlier = result.allocation.slice(requests.initContainers.length, position).flat().map((device) => device.uuid);
+            for (const device of chosen) check((usage.get(device.uuid)?.slots ?? 0) === 0 && (position < requests.initContainers.length || !earlier.includes(device.uuid)), () => `${where()} container ${position}: mutex shared ${device.uuid}`);
+          }
           if (request !== undefined && request.count > 1) multiGpu++;
           for (const allocated of chosen) {
             const device = byUuid.get(allocated.uuid);

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import {
-  DEVICE_CORDON_ANNOTATION, encodeNodeInventory, NODE_REGISTER_ANNOTATION, parseNodeInventory, type GpuDevice,
+  DEVICE_CORDON_ANNOTATION, encodeLinkScores, encodeNodeInventory, INVENTORY_ANNOTATIONS, NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION, parseNodeInventory, type GpuDevice,
 } from '../../../src/devices/inventory.js';
+import { simulatedGpuAnnotations } from '../../../src/local/simulated-gpu-node.js';
 
 const V100 = 'NVIDIA-Tesla V100-PCIE-32GB';
 const A = 'GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec';
@@ -168,6 +169,59 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
     it('round-trips through parse', () => {
       const devices = [gpu({ uuid: 'GPU-1', index: 3, numa: 1 }), gpu({ uuid: 'GPU-2', healthy: false, mode: 'mps', count: 4 })];
       expect(inventoryOf(encodeNodeInventory(devices)).devices).to.deep.equal(devices);
+    });
+  });
+
+  describe('link scores (hami.io/node-nvidia-score, for topology-aware)', () => {
+    // The shape pkg/device/devices.go DecodePairScores reads: [{"uuid", "score": {peer: int}}].
+    const scores = `[{"uuid":"${A}","score":{"${B}":100}},{"uuid":"${B}","score":{"${A}":100}}]`;
+
+    it('reads the scores beside the devices', () => {
+      const inventory = inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: scores });
+      expect(inventory.linkScores?.get(A)?.get(B)).to.equal(100);
+      expect(inventory.linkScores?.get(B)?.get(A)).to.equal(100);
+      expect(inventory.problems).to.deep.equal([`${B} unhealthy`]);
+    });
+
+    it('leaves linkScores out when the plugin writes none, so topology-aware can say so', () => {
+      expect(inventoryOf(SPEC_EXAMPLE)).not.to.have.property('linkScores');
+    });
+
+    it('accepts a GPU without peers (omitempty drops "score")', () => {
+      expect(inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: `[{"uuid":"${A}"}]` }).linkScores?.get(A)?.size).to.equal(0);
+    });
+
+    const broken: [string, RegExp][] = [
+      ['{not json', /hami\.io\/node-nvidia-score is not valid JSON/],
+      ['{"uuid":"x"}', /is not a JSON array/],
+      ['[{"score":{}}]', /entry #0 has no uuid/],
+      [`[{"uuid":"${A}","score":{"${B}":"high"}}]`, /non-integer score for/],
+      [`[{"uuid":"${A}","score":[1]}]`, /score that is not an object/],
+    ];
+    for (const [value, problem] of broken) {
+      it(`names an unreadable value (${value.slice(0, 30)}) and drops what it cannot read`, () => {
+        const inventory = inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: value });
+        expect(inventory.problems.some((text) => problem.test(text)), inventory.problems.join('; ')).to.equal(true);
+        expect(inventory.linkScores?.get(A)?.get(B)).to.equal(undefined);
+        expect(inventory.devices).to.have.length(2);
+      });
+    }
+
+    it('round-trips through encodeLinkScores', () => {
+      const map = new Map([[A, new Map([[B, 40]])], [B, new Map([[A, 40]])]]);
+      expect(inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: encodeLinkScores(map) }).linkScores).to.deep.equal(map);
+    });
+
+    it('INVENTORY_ANNOTATIONS lists every annotation parseNodeInventory reads', () => {
+      expect(INVENTORY_ANNOTATIONS).to.have.members([NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION, NODE_SCORE_ANNOTATION]);
+    });
+
+    it('a simulated node can carry NUMA nodes and link scores', () => {
+      const inventory = parseNodeInventory(simulatedGpuAnnotations({ name: 'n', gpus: 4, numaNodes: 2, linkScore: (a, b) => (Math.floor(a / 2) === Math.floor(b / 2) ? 100 : 10) }));
+      expect(inventory.devices.map((device) => device.numa)).to.deep.equal([0, 0, 1, 1]);
+      expect(inventory.linkScores?.get('GPU-n-0')?.get('GPU-n-1')).to.equal(100);
+      expect(inventory.linkScores?.get('GPU-n-0')?.get('GPU-n-2')).to.equal(10);
+      expect(parseNodeInventory(simulatedGpuAnnotations({ name: 'n', gpus: 2 })).devices.map((device) => device.numa)).to.deep.equal([0, 0]);
     });
   });
 });

@@ -13,19 +13,22 @@ const use = (slots: number, memoryMiB: number, cores: number): GpuUse => ({ slot
 const req = (overrides: Partial<ContainerGpuRequest> = {}): ContainerGpuRequest => ({ count: 1, memoryMiB: 1000, memoryPercentage: undefined, cores: 0, ...overrides });
 
 describe('devices: policies and scores (HAMi §3.4)', () => {
-  describe('policiesFor', () => {
+  describe('policiesFor (pkg/util/util.go IsValidGPUSchedulerPolicy, IsValidNodeSchedulerPolicy)', () => {
     const defaults = { node: 'binpack', gpu: 'spread' } as const;
-    const cases: [Record<string, string>, { node: string; gpu: string }][] = [
-      [{}, { node: 'binpack', gpu: 'spread' }],
-      [{ [NODE_POLICY_ANNOTATION]: 'spread', [GPU_POLICY_ANNOTATION]: 'binpack' }, { node: 'spread', gpu: 'binpack' }],
-      [{ [NODE_POLICY_ANNOTATION]: ' spread ' }, { node: 'spread', gpu: 'spread' }],
-      [{ [NODE_POLICY_ANNOTATION]: 'Spread', [GPU_POLICY_ANNOTATION]: 'BINPACK' }, { node: 'binpack', gpu: 'spread' }],
-      [{ [NODE_POLICY_ANNOTATION]: 'fastest' }, { node: 'binpack', gpu: 'spread' }],
-      [{ [GPU_POLICY_ANNOTATION]: 'topology-aware' }, { node: 'binpack', gpu: 'spread' }],
-      [{ [GPU_POLICY_ANNOTATION]: 'mutex' }, { node: 'binpack', gpu: 'spread' }],
-      [{ [GPU_POLICY_ANNOTATION]: 'binpack,numa' }, { node: 'binpack', gpu: 'binpack' }],
-      [{ [GPU_POLICY_ANNOTATION]: 'numa,binpack' }, { node: 'binpack', gpu: 'spread' }],
-      [{ [GPU_POLICY_ANNOTATION]: '' }, { node: 'binpack', gpu: 'spread' }],
+    const chain = (keys: string[], mutex = false, topologyAware = false) => ({ keys, mutex, topologyAware });
+    const cases: [Record<string, string>, { node: string; gpu: ReturnType<typeof chain> }][] = [
+      [{}, { node: 'binpack', gpu: chain(['spread']) }],
+      [{ [NODE_POLICY_ANNOTATION]: 'spread', [GPU_POLICY_ANNOTATION]: 'binpack' }, { node: 'spread', gpu: chain(['binpack']) }],
+      [{ [NODE_POLICY_ANNOTATION]: ' spread ' }, { node: 'spread', gpu: chain(['spread']) }],
+      [{ [GPU_POLICY_ANNOTATION]: 'topology-aware' }, { node: 'binpack', gpu: chain([], false, true) }],
+      [{ [GPU_POLICY_ANNOTATION]: 'mutex' }, { node: 'binpack', gpu: chain([], true) }],
+      [{ [GPU_POLICY_ANNOTATION]: 'numa' }, { node: 'binpack', gpu: chain(['numa']) }],
+      [{ [GPU_POLICY_ANNOTATION]: 'binpack,numa' }, { node: 'binpack', gpu: chain(['binpack', 'numa']) }],
+      [{ [GPU_POLICY_ANNOTATION]: 'numa, binpack ,numa' }, { node: 'binpack', gpu: chain(['numa', 'binpack']) }],
+      [{ [GPU_POLICY_ANNOTATION]: 'mutex,topology-aware,spread' }, { node: 'binpack', gpu: chain(['spread'], true, true) }],
+      // Blank names no policy: the default stands, as in HAMi.
+      [{ [GPU_POLICY_ANNOTATION]: '' }, { node: 'binpack', gpu: chain(['spread']) }],
+      [{ [NODE_POLICY_ANNOTATION]: ' ' }, { node: 'binpack', gpu: chain(['spread']) }],
     ];
     for (const [annotations, want] of cases) {
       it(`${JSON.stringify(annotations)} → ${JSON.stringify(want)}`, () => {
@@ -33,9 +36,26 @@ describe('devices: policies and scores (HAMi §3.4)', () => {
       });
     }
 
-    it('falls back to whatever defaults are given', () => {
-      expect(policiesFor({ [NODE_POLICY_ANNOTATION]: 'x' }, { node: 'spread', gpu: 'binpack' })).to.deep.equal({ node: 'spread', gpu: 'binpack' });
+    it('takes whatever defaults are given', () => {
+      expect(policiesFor({}, { node: 'spread', gpu: 'binpack' })).to.deep.equal({ node: 'spread', gpu: chain(['binpack']) });
     });
+
+    // HAMi logs and ignores these, keeping its default; we refuse the pod, naming the value.
+    const refused: [Record<string, string>, RegExp][] = [
+      [{ [GPU_POLICY_ANNOTATION]: 'BINPACK' }, /^unsupported hami\.io\/gpu-scheduler-policy "BINPACK": unknown policy "BINPACK" \(HAMi's policies: binpack, spread, numa, mutex, topology-aware, comma-separated\)$/],
+      [{ [GPU_POLICY_ANNOTATION]: 'binpack,fastest' }, /unknown policy "fastest"/],
+      [{ [GPU_POLICY_ANNOTATION]: 'binpack,' }, /unknown policy ""/],
+      [{ [NODE_POLICY_ANNOTATION]: 'Spread' }, /^unsupported hami\.io\/node-scheduler-policy "Spread": expected binpack or spread$/],
+      [{ [NODE_POLICY_ANNOTATION]: 'binpack,numa' }, /node-scheduler-policy "binpack,numa"/],
+      [{ [GPU_POLICY_ANNOTATION]: 'x'.repeat(100_000) }, /^unsupported hami\.io\/gpu-scheduler-policy "x{63}…": unknown policy "x{63}…"/],
+    ];
+    for (const [annotations, want] of refused) {
+      it(`refuses ${JSON.stringify(annotations).slice(0, 80)}`, () => {
+        const result = policiesFor(annotations, defaults);
+        if (!('error' in result)) expect.fail(`expected an error, got ${JSON.stringify(result)}`);
+        expect(result.error).to.match(want);
+      });
+    }
   });
 
   describe('nodeUtilization', () => {

@@ -147,7 +147,7 @@ function gpuPod(name: string, uid: string, gpumem = '4000'): V1Pod {
 const events = { record: () => undefined } as unknown as EventRecorder;
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
 
-async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: number } = {}) {
+async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: number; events?: EventRecorder } = {}) {
   const api = new FakeApi(simulatedGpuNode({ name: 'gpu-1', gpus: 2 }));
   for (const pod of pods) api.pods.set(`ns/${pod.metadata?.name ?? ''}`, pod);
   const nodeSource = new StaticSource<V1Node>(() => [api.node]);
@@ -157,7 +157,7 @@ async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: 
   await cache.start();
   const locks = new NodeLocks({ api, view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 }, sleep: () => Promise.resolve() });
   const binder = new Binder({
-    core: api.core(), cache, locks, events, defaults, lockWaitMs: options.lockWaitMs ?? 1000, timeoutMs: options.timeoutMs ?? 6000, cleanupReserveMs: 1000, waitPollMs: 50,
+    core: api.core(), cache, locks, events: options.events ?? events, defaults, lockWaitMs: options.lockWaitMs ?? 1000, timeoutMs: options.timeoutMs ?? 6000, cleanupReserveMs: 1000, waitPollMs: 50,
   });
   return { api, cache, binder, nodeSource, podSource, locks };
 }
@@ -181,6 +181,20 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(pod?.metadata?.labels?.['hami.io/vgpu-node']).to.equal('gpu-1');
     const lock = parseLockValue(api.lock ?? '');
     expect(lock.kind === 'owned' && lock.owner.name).to.equal('a');
+  });
+
+  it('records HAMi\'s BindingSucceed with HAMi\'s message on success, and BindingFailed (never BindingSucceed) on failure', async () => {
+    const recorded: string[] = [];
+    const recorder = { record: (target: { name: string }, type: string, reason: string, message: string) => { recorded.push(`${target.name} ${type} ${reason}: ${message}`); } } as unknown as EventRecorder;
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), gpuPod('b', 'uid-b')], { events: recorder });
+    stop = () => cache.stop();
+    expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+    expect(recorded).to.deep.equal(['a Normal BindingSucceed: Successfully binding node [gpu-1] to ns/a']);
+    recorded.length = 0;
+    api.bindingFault = 'conflict';
+    expect((await binder.bind(args('b', 'uid-b'))).error).to.be.a('string');
+    expect(recorded.some((line) => line.includes('BindingSucceed'))).to.equal(false);
+    expect(recorded.some((line) => line.startsWith('b Warning BindingFailed: '))).to.equal(true);
   });
 
   it('a Binding that commits and loses its answer is a success: lock and annotations stay', async () => {

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
 import type { Binder } from '../../../src/extender/binder.js';
-import { ExtenderService } from '../../../src/extender/extender-service.js';
+import { ExtenderService, filteringSucceedMessage } from '../../../src/extender/extender-service.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import type { EventRecorder } from '../../../src/telemetry/events.js';
 import { ScriptedSource } from '../../support/scripted-source.js';
@@ -102,6 +102,20 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(scores[2]?.Score).to.be.at.least(1);
   });
 
+  it('records HAMi\'s FilteringSucceed (and no FilteringFailed) when some node fits, counting fit and not-fit nodes', async () => {
+    const { cache, service, events, messages } = await build();
+    cache.usage.assume('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 20_000, cores: 0 }]]));
+    await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'n2', 'n3'] });
+    expect(events).to.deep.equal(['FilteringSucceed']);
+    expect(messages).to.deep.equal(['find fit nodes, 1 nodes not fit, 2 nodes fit(n1,n3)']);
+  });
+
+  it('names at most 10 nodes in a FilteringSucceed message and counts the rest', () => {
+    const passed = Array.from({ length: 1000 }, (_, i) => `node-${i}`);
+    const message = filteringSucceedMessage(passed, 5);
+    expect(message).to.equal(`find fit nodes, 5 nodes not fit, 1000 nodes fit(${passed.slice(0, 10).join(',')},+990 more)`);
+  });
+
   it('records FilteringFailed when no node fits', async () => {
     const { service, events } = await build();
     const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames: ['n1', 'n2'] });
@@ -168,4 +182,69 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(result.NodeNames).to.deep.equal([]);
     expect(result.FailedNodes?.get('g0')).to.equal('4/4 CardTypeMismatch');
   });
+
+  describe('GPU policies (issue 16: nothing HAMi does is silently dropped)', () => {
+    const withAnnotations = (pod: ReturnType<typeof gpuPod>, annotations: Record<string, string>, count = '1') => ({
+      ...pod,
+      metadata: { ...pod.metadata, annotations },
+      spec: { containers: [{ name: 'c', resources: { limits: { ...pod.spec.containers[0]?.resources.limits, 'nvidia.com/gpu': count } } }] },
+    });
+
+    const refused: [Record<string, string>, RegExp][] = [
+      [{ 'hami.io/gpu-scheduler-policy': 'fastest' }, /^unsupported hami\.io\/gpu-scheduler-policy "fastest": unknown policy "fastest"/],
+      [{ 'hami.io/gpu-scheduler-policy': 'binpack,Mutex' }, /unknown policy "Mutex"/],
+      [{ 'hami.io/node-scheduler-policy': 'random' }, /^unsupported hami\.io\/node-scheduler-policy "random"/],
+      [{ 'nvidia.com/vgpu-mode': 'mig' }, /^unsupported nvidia\.com\/vgpu-mode "mig": vgpu-warden does not place MIG instances/],
+      [{ 'nvidia.com/numa-bind': 'yes' }, /^invalid nvidia\.com\/numa-bind "yes"/],
+      [{ 'hami.io/device-scoring-weights': 'slot=1' }, /^invalid hami\.io\/device-scoring-weights/],
+    ];
+    for (const [annotations, error] of refused) {
+      it(`answers an Error naming ${JSON.stringify(annotations)}, with a FilteringFailed event, and prioritize scores 0`, async () => {
+        const { service, events, messages } = await build();
+        const pod = withAnnotations(gpuPod('p', 1000), annotations);
+        const result = await service.filter({ pod, nodeNames: ['n1', 'n2'] });
+        expect(result.Error).to.match(error);
+        expect(result.NodeNames).to.equal(null);
+        expect(events).to.deep.equal(['FilteringFailed']);
+        expect(messages[0]).to.equal(result.Error);
+        expect((await service.prioritize({ pod, nodeNames: ['n1'] }))[0]?.Score).to.equal(0);
+      });
+    }
+
+    it('mutex: passes only nodes with an idle GPU, and names ExclusiveDeviceAllocateConflict elsewhere', async () => {
+      const { cache, service } = await build();
+      cache.usage.assume('other', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]));
+      const plain = await service.filter({ pod: gpuPod('p', 1000), nodeNames: ['n1', 'n2'] });
+      expect(plain.NodeNames).to.deep.equal(['n1', 'n2']);
+      const result = await service.filter({ pod: withAnnotations(gpuPod('q', 1000), { 'hami.io/gpu-scheduler-policy': 'mutex' }), nodeNames: ['n1', 'n2'] });
+      expect(result.NodeNames).to.deep.equal(['n2']);
+      expect(result.FailedNodes?.get('n1')).to.equal('1/1 ExclusiveDeviceAllocateConflict');
+    });
+
+    it('numa-bind: passes only nodes where one NUMA node holds the container, NumaNotFit elsewhere', async () => {
+      const { service } = await build({ nodes: [
+        simulatedGpuNode({ name: 'split', gpus: 2, numaNodes: 2 }),
+        simulatedGpuNode({ name: 'one', gpus: 2 }),
+      ] });
+      const pod = withAnnotations(gpuPod('p', 1000), { 'nvidia.com/numa-bind': 'true' }, '2');
+      const result = await service.filter({ pod, nodeNames: ['split', 'one'] });
+      expect(result.NodeNames).to.deep.equal(['one']);
+      expect(result.FailedNodes?.get('split')).to.equal('2/2 NumaNotFit');
+    });
+
+    it('topology-aware: fails a node without link scores with a reason saying so, passes one with them', async () => {
+      const { service, messages } = await build({ nodes: [
+        simulatedGpuNode({ name: 'linked', gpus: 2, linkScore: () => 100 }),
+        simulatedGpuNode({ name: 'unknown', gpus: 2 }),
+      ] });
+      const pod = withAnnotations(gpuPod('p', 1000), { 'hami.io/gpu-scheduler-policy': 'topology-aware' }, '2');
+      const result = await service.filter({ pod, nodeNames: ['linked', 'unknown'] });
+      expect(result.NodeNames).to.deep.equal(['linked']);
+      expect(result.FailedNodes?.get('unknown')).to.match(/^NodeTopologyUnknown: topology-aware needs the node's hami\.io\/node-nvidia-score/);
+      const none = await service.filter({ pod, nodeNames: ['unknown'] });
+      expect(none.NodeNames).to.deep.equal([]);
+      expect(messages.at(-1)).to.match(/1 node NodeTopologyUnknown: topology-aware needs .* \(unknown\)$/);
+    });
+  });
 });
+

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
-import { WardenMetrics, type LockSample } from '../../../src/telemetry/metrics.js';
+import { gpuSamples, HAMI_GPU_FAMILIES, WardenMetrics, type GpuSample, type LockSample } from '../../../src/telemetry/metrics.js';
 
 /** The sample lines of one metric family (no HELP/TYPE), e.g. `name{labels} value`. */
 function samplesOf(text: string, name: string): string[] {
@@ -181,5 +181,99 @@ describe('WardenMetrics', () => {
     const text = await new WardenMetrics().text();
     expect(text).to.include('# TYPE process_cpu_seconds_total counter');
     expect(text).to.include('# TYPE nodejs_eventloop_lag_seconds gauge');
+  });
+});
+
+describe('WardenMetrics: HAMi scheduler families', () => {
+  // Names and label names exactly as HAMi's cmd/scheduler/metrics.go registers them; every
+  // series also carries zone="vGPU", the constant label HAMi wraps its registry with.
+  const HAMI: [string, string[]][] = [
+    ['hami_gpu_memory_limit_bytes', ['node', 'device_uuid', 'device_index', 'device_type']],
+    ['hami_gpu_core_limit_ratio', ['node', 'device_uuid', 'device_index', 'device_type']],
+    ['hami_gpu_memory_allocated_bytes', ['node', 'device_uuid', 'device_index', 'device_cores', 'device_type']],
+    ['hami_gpu_shared_count', ['node', 'device_uuid', 'device_index', 'device_type']],
+    ['hami_gpu_core_allocated_ratio', ['node', 'device_uuid', 'device_index', 'device_type']],
+    ['hami_node_gpu_overview', ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type']],
+    ['hami_node_gpu_memory_allocated_ratio', ['node', 'device_uuid', 'device_index']],
+    ['GPUDeviceMemoryLimit', ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype']],
+    ['GPUDeviceCoreLimit', ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype']],
+    ['GPUDeviceMemoryAllocated', ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicetype']],
+    ['GPUDeviceSharedNum', ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype']],
+    ['GPUDeviceCoreAllocated', ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype']],
+    ['nodeGPUOverview', ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicememorylimit', 'devicetype']],
+    ['nodeGPUMemoryPercentage', ['nodeid', 'deviceuuid', 'deviceidx']],
+  ];
+  const gpu = (over: Partial<GpuSample> = {}): GpuSample => ({
+    node: 'n1', uuid: 'GPU-a', index: 0, type: 'NVIDIA-T4', memoryMiB: 16_000, cores: 100, usedMemoryMiB: 4000, usedCores: 30, shared: 2, ...over,
+  });
+  const labelNamesOf = (line: string): string[] => [...(/\{(.*)\}/.exec(line)?.[1] ?? '').matchAll(/(\w+)="/g)].map((m) => m[1] ?? '');
+
+  it('registers exactly HAMi\'s gauge families with HAMi\'s label names', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    metrics.setGpuSource(() => [gpu()]);
+    const text = await metrics.text();
+    expect(HAMI_GPU_FAMILIES.map((family) => family.name)).to.have.members(HAMI.map(([name]) => name));
+    for (const [name, labels] of HAMI) {
+      expect(text).to.include(`# TYPE ${name} gauge\n`);
+      const lines = samplesOf(text, name);
+      expect(lines, name).to.have.length(1);
+      expect(labelNamesOf(lines[0] ?? ''), name).to.have.members(['zone', ...labels]);
+      expect(lines[0], name).to.include('zone="vGPU"');
+    }
+  });
+
+  it('reports HAMi\'s values: bytes from MiB, core ratios rounded up, legacy raw cores, memory fraction', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    metrics.setGpuSource(() => [gpu({ cores: 200, usedCores: 33 })]);
+    const text = await metrics.text();
+    const value = (name: string): number => Number(samplesOf(text, name)[0]?.split(' ').pop());
+    expect(value('hami_gpu_memory_limit_bytes')).to.equal(16_000 * 1024 * 1024);
+    expect(value('hami_gpu_memory_allocated_bytes')).to.equal(4000 * 1024 * 1024);
+    expect(value('hami_node_gpu_overview')).to.equal(4000 * 1024 * 1024);
+    expect(value('hami_gpu_core_limit_ratio')).to.equal(100);
+    expect(value('hami_gpu_core_allocated_ratio')).to.equal(17); // ceil(33 / 200 × 100)
+    expect(value('hami_gpu_shared_count')).to.equal(2);
+    expect(value('hami_node_gpu_memory_allocated_ratio')).to.equal(0.25);
+    expect(value('GPUDeviceCoreLimit')).to.equal(200);
+    expect(value('GPUDeviceCoreAllocated')).to.equal(33);
+    expect(value('GPUDeviceSharedNum')).to.equal(2);
+    expect(value('nodeGPUMemoryPercentage')).to.equal(0.25);
+    expect(samplesOf(text, 'hami_node_gpu_overview')[0]).to.include('device_cores="200"').and.include('device_memory_limit="16000"').and.include('device_index="0"');
+  });
+
+  it('are absent without a source or when it answers undefined, read the source once per scrape, and drop a GPU that went away', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    expect(samplesOf(await metrics.text(), 'hami_gpu_shared_count')).to.deep.equal([]);
+    let calls = 0;
+    let gpus: GpuSample[] | undefined = [gpu(), gpu({ uuid: 'GPU-b', index: 1, shared: 0, usedMemoryMiB: 0, usedCores: 0 })];
+    metrics.setGpuSource(() => { calls += 1; return gpus; });
+    expect(samplesOf(await metrics.text(), 'hami_gpu_shared_count')).to.have.length(2);
+    expect(calls).to.equal(1);
+    gpus = [gpu()];
+    expect(samplesOf(await metrics.text(), 'hami_gpu_shared_count')).to.have.length(1);
+    expect(calls).to.equal(2);
+    gpus = undefined;
+    expect(samplesOf(await metrics.text(), 'GPUDeviceSharedNum')).to.deep.equal([]);
+  });
+
+  it('leave out the memory fraction of a GPU with no memory, as HAMi does', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    metrics.setGpuSource(() => [gpu({ memoryMiB: 0, usedMemoryMiB: 0 })]);
+    const text = await metrics.text();
+    expect(samplesOf(text, 'hami_node_gpu_memory_allocated_ratio')).to.deep.equal([]);
+    expect(samplesOf(text, 'nodeGPUMemoryPercentage')).to.deep.equal([]);
+    expect(samplesOf(text, 'hami_gpu_memory_limit_bytes')).to.have.length(1);
+  });
+
+  it('gpuSamples joins each node\'s inventory with its usage, zero where a GPU is unused, skipping nodes without inventory', () => {
+    const samples = gpuSamples({
+      nodeNames: () => ['n1', 'plain'],
+      inventory: (node) => (node === 'n1' ? { devices: [{ uuid: 'GPU-0', index: 0, memoryMiB: 8000, cores: 100, type: 'T4' }, { uuid: 'GPU-1', index: 1, memoryMiB: 8000, cores: 100, type: 'T4' }] } : undefined),
+      usageOn: () => new Map([['GPU-1', { slots: 1, memoryMiB: 2000, cores: 25 }]]),
+    });
+    expect(samples).to.deep.equal([
+      { node: 'n1', uuid: 'GPU-0', index: 0, type: 'T4', memoryMiB: 8000, cores: 100, usedMemoryMiB: 0, usedCores: 0, shared: 0 },
+      { node: 'n1', uuid: 'GPU-1', index: 1, type: 'T4', memoryMiB: 8000, cores: 100, usedMemoryMiB: 2000, usedCores: 25, shared: 1 },
+    ]);
   });
 });

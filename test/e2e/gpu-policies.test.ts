@@ -1,0 +1,112 @@
+import { PatchStrategy, setHeaderOptions, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
+import { parseNodeInventory } from '../../src/devices/inventory.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { simulatedGpuAnnotations } from '../../src/local/simulated-gpu-node.js';
+import { ExtenderFixture, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
+import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+
+/**
+ * HAMi's GPU scheduling policies through the real kube-scheduler, the kubelet simulator and the
+ * HAMi device-plugin stand-in (issue 16, item 1): mutex never puts a pod on a GPU someone uses,
+ * numa-bind keeps a container's GPUs on one NUMA node, and a policy we do not know leaves the pod
+ * Pending with the policy named in its events, never placed under a default.
+ */
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const POLICY = 'hami.io/gpu-scheduler-policy';
+
+async function allocated(namespace: string, name: string): Promise<V1Pod> {
+  const { core } = testCluster();
+  return eventually(`${name} bound and allocated`, async () => {
+    const pod = await core.readNamespacedPod({ name, namespace });
+    return pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? pod : undefined;
+  }, 30_000, 100);
+}
+
+function gpusOf(pod: V1Pod): string[] {
+  const decoded = decodeAllocation(pod.metadata?.annotations?.[ALLOCATED_ANNOTATION] ?? '');
+  if ('error' in decoded) throw new Error(decoded.error);
+  return decoded.flat().map((device) => device.uuid);
+}
+
+/** The first event on the pod whose message matches, from kube-scheduler or from vgpu-warden. */
+async function eventMatching(namespace: string, pod: string, pattern: RegExp): Promise<CoreV1Event> {
+  const { core } = testCluster();
+  return eventually(`an event on ${pod} matching ${String(pattern)}`, async () => {
+    const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod}` });
+    return events.items.find((event) => pattern.test(event.message ?? ''));
+  }, 30_000, 200);
+}
+
+describe('HAMi GPU policies through the real kube-scheduler', function () {
+  this.timeout(120_000);
+  let fixture: ExtenderFixture;
+
+  before(async function () {
+    this.timeout(120_000);
+    fixture = new ExtenderFixture(sharedControlPlane());
+    await fixture.start();
+  });
+  after(async function () {
+    this.timeout(60_000);
+    await fixture.stop();
+  });
+
+  it('mutex: a pod never lands on a GPU in use, even under binpack; with none idle it stays Pending, ExclusiveDeviceAllocateConflict named', async () => {
+    const { core, namespace } = testCluster();
+    const { group } = await fixture.createNodes(1, 4, 24576);
+    const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };
+    await core.createNamespacedPod({ namespace, body: gpuPodSpec('sharer', group, limits) });
+    const [sharerGpu] = gpusOf(await allocated(namespace, 'sharer'));
+
+    // binpack alone would pack every one of these onto the sharer's GPU.
+    const exclusive: string[] = [];
+    for (let index = 0; index < 3; index++) {
+      await core.createNamespacedPod({ namespace, body: gpuPodSpec(`mutex-${index}`, group, limits, { [POLICY]: 'binpack,mutex' }) });
+      exclusive.push(...gpusOf(await allocated(namespace, `mutex-${index}`)));
+    }
+    expect(exclusive).not.to.include(sharerGpu);
+    expect(new Set(exclusive).size).to.equal(3);
+    const pods = (await core.listNamespacedPod({ namespace })).items;
+    for (const [uuid, load] of loadPerGpu(pods)) expect(load.slots, `pods on ${uuid}`).to.equal(1);
+
+    // Every GPU has a user now: the next mutex pod must wait, and say why.
+    await core.createNamespacedPod({ namespace, body: gpuPodSpec('mutex-late', group, limits, { [POLICY]: 'mutex' }) });
+    const event = await eventMatching(namespace, 'mutex-late', /ExclusiveDeviceAllocateConflict/);
+    expect(event.reason).to.be.oneOf(['FilteringFailed', 'FailedScheduling']);
+    expect((await core.readNamespacedPod({ name: 'mutex-late', namespace })).spec?.nodeName).to.equal(undefined);
+  });
+
+  it('numa-bind: a container\'s GPUs share a NUMA node where spread alone would cross', async () => {
+    const { core, namespace } = testCluster();
+    const { group, nodes } = await fixture.createNodes(1, 4, 24576);
+    const node = nodes[0] ?? '';
+    // The plugin reports GPUs 0-1 on NUMA node 0 and 2-3 on node 1.
+    await core.patchNode({ name: node, body: { metadata: { annotations: simulatedGpuAnnotations({ name: node, gpus: 4, gpuMemoryMiB: 24576, numaNodes: 2 }) } } }, mergePatch);
+    await eventually('the extender to see the NUMA nodes', () => Promise.resolve(fixture.server?.cache.inventory(node)?.devices[3]?.numa === 1 ? true : undefined), 10_000, 50);
+    const numaOf = new Map((parseNodeInventory((await core.readNode({ name: node })).metadata?.annotations).devices).map((device) => [device.uuid, device.numa]));
+
+    const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };
+    await core.createNamespacedPod({ namespace, body: gpuPodSpec('first', group, limits) });
+    const [firstGpu] = gpusOf(await allocated(namespace, 'first'));
+    expect(numaOf.get(firstGpu ?? '')).to.equal(0);
+
+    // spread takes the idle GPUs in index order: GPU 1 (NUMA 0) and GPU 2 (NUMA 1), across the two.
+    await core.createNamespacedPod({ namespace, body: gpuPodSpec('bound', group, { ...limits, 'nvidia.com/gpu': '2' }, { 'nvidia.com/numa-bind': 'true' }) });
+    const gpus = gpusOf(await allocated(namespace, 'bound'));
+    expect(gpus).to.have.length(2);
+    expect(new Set(gpus.map((uuid) => numaOf.get(uuid))).size, `NUMA nodes of ${gpus.join(', ')}`).to.equal(1);
+  });
+
+  it('an unknown policy leaves the pod Pending with the policy named in its events, never a default', async () => {
+    const { core, namespace } = testCluster();
+    const { group } = await fixture.createNodes(1, 4, 24576);
+    await core.createNamespacedPod({ namespace, body: gpuPodSpec('unknown-policy', group, { 'nvidia.com/gpu': '1' }, { [POLICY]: 'binpack,fastest' }) });
+    const event = await eventMatching(namespace, 'unknown-policy', /unknown policy "fastest"/);
+    expect(event.message).to.contain('hami.io/gpu-scheduler-policy "binpack,fastest"');
+    const pod = await core.readNamespacedPod({ name: 'unknown-policy', namespace });
+    expect(pod.spec?.nodeName).to.equal(undefined);
+    expect(pod.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.equal(undefined);
+  });
+});
