@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import type { SchedulerHandle } from '../../src/local/control-plane.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
-import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
+import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
 import { nonLoopbackAddress } from '../support/mtls-request.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
@@ -11,15 +11,7 @@ describe('real kube-scheduler through the extender with client certificates (as 
   this.timeout(180_000);
   let fixture: ExtenderFixture;
 
-  before(async function () {
-    this.timeout(120_000);
-    fixture = new ExtenderFixture(sharedControlPlane(), { SWEEP_ENABLED: 'false' }, { clientAuth: true });
-    await fixture.start();
-  });
-  after(async function () {
-    this.timeout(60_000);
-    await fixture.stop();
-  });
+  fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), { SWEEP_ENABLED: 'false' }, { clientAuth: true }), (started) => { fixture = started; });
 
   it('schedules, binds and allocates a GPU pod, kube-scheduler presenting the issued client certificate from files', async () => {
     const { core, namespace } = testCluster();

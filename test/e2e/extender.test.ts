@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
-import { ExtenderFixture, gpuPodSpec, gpuUuids, loadPerGpu } from '../support/extender-fixture.js';
+import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids, loadPerGpu } from '../support/extender-fixture.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -25,15 +25,7 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
   this.timeout(180_000);
   let fixture: ExtenderFixture;
 
-  before(async function () {
-    this.timeout(120_000);
-    fixture = new ExtenderFixture(sharedControlPlane());
-    await fixture.start();
-  });
-  after(async function () {
-    this.timeout(60_000);
-    await fixture.stop();
-  });
+  fixtureForSuite(() => new ExtenderFixture(sharedControlPlane()), (started) => { fixture = started; });
 
   it('fills 3 nodes x 4 GPUs with gpumem/gpucores pods without over-allocating any GPU (invariant 4)', async () => {
     const { core, namespace } = testCluster();

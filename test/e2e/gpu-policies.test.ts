@@ -4,7 +4,7 @@ import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/alloca
 import { parseNodeInventory } from '../../src/devices/inventory.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { simulatedGpuAnnotations } from '../../src/local/simulated-gpu-node.js';
-import { ExtenderFixture, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
+import { ExtenderFixture, fixtureForSuite, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
@@ -43,15 +43,7 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
   this.timeout(120_000);
   let fixture: ExtenderFixture;
 
-  before(async function () {
-    this.timeout(120_000);
-    fixture = new ExtenderFixture(sharedControlPlane());
-    await fixture.start();
-  });
-  after(async function () {
-    this.timeout(60_000);
-    await fixture.stop();
-  });
+  fixtureForSuite(() => new ExtenderFixture(sharedControlPlane()), (started) => { fixture = started; });
 
   it('mutex: a pod never lands on a GPU in use, even under binpack; with none idle it stays Pending, ExclusiveDeviceAllocateConflict named', async () => {
     const { core, namespace } = testCluster();

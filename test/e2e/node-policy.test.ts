@@ -2,7 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { NodePolicy } from '../../src/devices/score.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
-import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
+import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
@@ -82,15 +82,7 @@ describe('the node policy decides placement through the real kube-scheduler', fu
     describe(`NODE_SCHEDULER_POLICY=${nodePolicy} (and the matching kube-scheduler profile)`, () => {
       let fixture: ExtenderFixture;
 
-      before(async function () {
-        this.timeout(120_000);
-        fixture = new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy });
-        await fixture.start();
-      });
-      after(async function () {
-        this.timeout(60_000);
-        await fixture.stop();
-      });
+      fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }), (started) => { fixture = started; });
 
       if (nodePolicy === 'binpack') {
         it('packs 40 small GPU pods onto one node (its 40 GPU slots), not onto the cpu-busy node', async () => {

@@ -1,7 +1,7 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
-import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
+import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
@@ -14,15 +14,7 @@ describe('device-plugin liveness through the real kube-scheduler', function () {
   this.timeout(150_000);
   let fixture: ExtenderFixture;
 
-  before(async function () {
-    this.timeout(120_000);
-    fixture = new ExtenderFixture(sharedControlPlane());
-    await fixture.start();
-  });
-  after(async function () {
-    this.timeout(60_000);
-    await fixture.stop();
-  });
+  fixtureForSuite(() => new ExtenderFixture(sharedControlPlane()), (started) => { fixture = started; });
 
   async function placed(namespace: string, name: string): Promise<V1Pod> {
     const { core } = testCluster();

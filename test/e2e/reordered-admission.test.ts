@@ -2,7 +2,7 @@ import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
-import { ExtenderFixture, gpuPodSpec, gpuUuids } from '../support/extender-fixture.js';
+import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids } from '../support/extender-fixture.js';
 import type { AllocateRecord } from '../support/hami-plugin/index.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
@@ -124,15 +124,7 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
 
   describe('default lock rules (no NODELOCK_FORCE_AFTER)', () => {
     let fixture: ExtenderFixture;
-    before(async function () {
-      this.timeout(120_000);
-      fixture = new ExtenderFixture(sharedControlPlane(), FAST, { kubelet: { order: 'latest-first' } });
-      await fixture.start();
-    });
-    after(async function () {
-      this.timeout(60_000);
-      await fixture.stop();
-    });
+    fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), FAST, { kubelet: { order: 'latest-first' } }), (started) => { fixture = started; });
 
     it('the second pod cannot be bound before the first is allocated, even with the first held past NODELOCK_EXPIRE; each gets its own GPU', async () => {
       const { core, namespace, node, lock, create, t0, own } = await setUp(fixture);
@@ -241,15 +233,7 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
 
   describe('NODELOCK_FORCE_AFTER=5s (opt-in): a stalled lock is released', () => {
     let fixture: ExtenderFixture;
-    before(async function () {
-      this.timeout(120_000);
-      fixture = new ExtenderFixture(sharedControlPlane(), FORCE_AFTER, { kubelet: { order: 'latest-first' } });
-      await fixture.start();
-    });
-    after(async function () {
-      this.timeout(60_000);
-      await fixture.stop();
-    });
+    fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), FORCE_AFTER, { kubelet: { order: 'latest-first' } }), (started) => { fixture = started; });
 
     /** first bound and held by the kubelet; the sweeper forces its lock free; second bound. */
     async function secondBoundAfterForcedRelease(setup: Awaited<ReturnType<typeof setUp>>) {

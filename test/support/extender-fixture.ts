@@ -221,3 +221,21 @@ export function loadPerGpu(pods: V1Pod[]): Map<string, GpuLoad> {
   }
   return load;
 }
+
+/**
+ * Registers the enclosing suite's hooks: before, builds the fixture with `make`, hands it to `use`
+ * and starts it; after, stops it. The e2e suites share this instead of repeating the hooks.
+ */
+export function fixtureForSuite(make: () => ExtenderFixture, use: (fixture: ExtenderFixture) => void): void {
+  let started: ExtenderFixture | undefined;
+  before(async function () {
+    this.timeout(120_000);
+    started = make();
+    use(started);
+    await started.start();
+  });
+  after(async function () {
+    this.timeout(60_000);
+    await started?.stop();
+  });
+}
