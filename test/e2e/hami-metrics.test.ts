@@ -1,18 +1,8 @@
-import { request } from 'node:http';
 import { expect } from 'chai';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { ExtenderFixture, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
+import { scrapeMetrics } from '../support/scrape-metrics.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
-
-function scrape(port: number): Promise<string> {
-  return new Promise((done, fail) => {
-    request({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
-      let text = '';
-      res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-      res.on('end', () => { done(text); });
-    }).on('error', fail).end();
-  });
-}
 
 /** Per-GPU samples of one family on one node: uuid -> { labels text, value }. */
 function perGpu(text: string, family: string, node: string, nodeLabel = 'node', uuidLabel = 'device_uuid'): Map<string, { line: string; value: number }> {
@@ -52,7 +42,7 @@ describe('HAMi scheduler metric families and event reasons (real kube-scheduler,
       expect([...load.values()].reduce((sum, gpu) => sum + gpu.slots, 0)).to.equal(4);
       // The store catches up with the pods' annotations through its watch: poll the scrape until it does.
       const text = await eventually('a scrape matching the allocations', async () => {
-        const scraped = await scrape(fixture.server?.metricsPort ?? 0);
+        const scraped = await scrapeMetrics(fixture.server?.metricsPort ?? 0);
         const used = perGpu(scraped, 'hami_gpu_memory_allocated_bytes', node);
         return [...load].every(([uuid, gpu]) => used.get(uuid)?.value === gpu.memoryMiB * MIB) ? scraped : undefined;
       }, 20_000, 200);

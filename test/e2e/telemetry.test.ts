@@ -1,19 +1,9 @@
-import { request } from 'node:http';
 import { expect } from 'chai';
 import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
+import { scrapeMetrics } from '../support/scrape-metrics.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
-
-function scrape(port: number): Promise<string> {
-  return new Promise((done, fail) => {
-    request({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
-      let text = '';
-      res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-      res.on('end', () => { done(text); });
-    }).on('error', fail).end();
-  });
-}
 
 /** The value of one sample line, e.g. sample(text, 'vgpu_warden_lock_releases_total{reason="x",path="y"}'). */
 function sample(text: string, series: string): number | undefined {
@@ -47,7 +37,7 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
         return onNode && onPod ? events : undefined;
       }, 15_000, 250);
       expect(stalledEvents[0]?.type).to.equal('Warning');
-      const metrics = await scrape(fixture.server?.metricsPort ?? 0);
+      const metrics = await scrapeMetrics(fixture.server?.metricsPort ?? 0);
       expect(sample(metrics, 'vgpu_warden_stalled_lock_reports_total')).to.be.greaterThan(0);
       expect(sample(metrics, 'vgpu_warden_node_locks_held{state="stalled"}')).to.equal(1);
 
@@ -59,7 +49,7 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
       const releasedAfterMs = Date.now() - lockedAt;
       console.log(`        stalled lock released ${releasedAfterMs} ms after it was taken (NODELOCK_FORCE_AFTER 8s)`);
       expect(releasedAfterMs).to.be.at.least(7000);
-      const after = await scrape(fixture.server?.metricsPort ?? 0);
+      const after = await scrapeMetrics(fixture.server?.metricsPort ?? 0);
       expect(sample(after, 'vgpu_warden_lock_releases_total{reason="forced-after-stall",path="sweeper"}')).to.equal(1);
       const released = await eventually('NodeLockReleased on the node', async () =>
         (await core.listEventForAllNamespaces()).items.find((event) => event.reason === 'NodeLockReleased' && event.involvedObject.name === node), 10_000, 250);
@@ -79,7 +69,7 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
       await eventually('the pod allocated', async () =>
         ((await core.readNamespacedPod({ name: 'normal', namespace })).metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : undefined), 30_000, 100);
       await new Promise((resolve) => setTimeout(resolve, 1500));
-      const text = await scrape(fixture.server?.metricsPort ?? 0);
+      const text = await scrapeMetrics(fixture.server?.metricsPort ?? 0);
       for (const name of [
         'vgpu_warden_bind_duration_seconds_count{outcome="success"}',
         'vgpu_warden_filter_duration_seconds_count',

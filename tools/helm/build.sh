@@ -26,7 +26,9 @@ case "${1:-}" in
   *) echo "build.sh: unknown argument '$1' (allowed: --print-bin-dir, --print-path)" >&2; exit 2 ;;
 esac
 
-step() { printf '[helm-build] %s\n' "$*"; }
+tool_name=helm-build
+# shellcheck source=../lib/steps.sh
+source "$here/../lib/steps.sh"
 
 # The stamp records exactly what was built; a binary without a matching stamp is rebuilt.
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$build_key" && -x "$bin_dir/helm" ]]; then
@@ -47,20 +49,6 @@ log="$out_dir/build.log"
 new_bin="$out_dir/bin.partial"
 rm -rf "$new_bin"
 mkdir -p "$new_bin"
-
-run() {
-  # Runs one step quietly; on failure prints the log's tail and where the whole log is.
-  local name=$1; shift
-  step "$name"
-  local started=$SECONDS
-  if ! { echo "### $name: $*"; "$@"; } >>"$log" 2>&1; then
-    echo "[helm-build] FAILED: $name; last lines of the log:" >&2
-    tail -n 25 "$log" >&2
-    echo "[helm-build] full log: $log" >&2
-    exit 1
-  fi
-  echo "### $name took $((SECONDS - started))s" >>"$log"
-}
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 ldflags=""

@@ -58,22 +58,10 @@ log="$cache_root/build.log"
 : >"$log"
 started=$SECONDS
 
-step() { printf '[image] %s\n' "$*"; }
+tool_name=image
+# shellcheck source=../lib/steps.sh
+source "$here/../lib/steps.sh"
 fail() { echo "[image] FAILED: $*" >&2; exit 1; }
-
-run() {
-  # Runs one step quietly; on failure prints the log's tail and where the whole log is.
-  local name=$1; shift
-  step "$name"
-  local began=$SECONDS
-  if ! { echo "### $name: $*"; "$@"; } >>"$log" 2>&1; then
-    echo "[image] FAILED: $name; last lines of the log:" >&2
-    tail -n 25 "$log" >&2
-    echo "[image] full log: $log" >&2
-    exit 1
-  fi
-  echo "### $name took $((SECONDS - began))s" >>"$log"
-}
 
 command -v buildah >/dev/null 2>&1 || fail "buildah is not installed (Debian: apt-get install buildah debootstrap)"
 package_field() { node -e 'const p = require(process.argv[1]); console.log(process.argv[2].split(".").reduce((o, k) => o?.[k], p) ?? "")' "$repo/package.json" "$1"; }

@@ -28,7 +28,9 @@ elif [[ $# -gt 0 ]]; then
   exit 2
 fi
 
-step() { printf '[k8s-build] %s\n' "$*"; }
+tool_name=k8s-build
+# shellcheck source=../lib/steps.sh
+source "$here/../lib/steps.sh"
 
 # The stamp records exactly what was built; binaries without a matching stamp are rebuilt.
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$build_key" ]] \
@@ -51,20 +53,6 @@ work="$out_dir/work"
 new_bin="$out_dir/bin.partial"
 rm -rf "$work" "$new_bin"
 mkdir -p "$work/kube" "$work/etcd" "$new_bin"
-
-run() {
-  # Runs one step quietly; on failure prints the log's tail and where the whole log is.
-  local name=$1; shift
-  step "$name"
-  local started=$SECONDS
-  if ! { echo "### $name: $*"; "$@"; } >>"$log" 2>&1; then
-    echo "[k8s-build] FAILED: $name; last lines of the log:" >&2
-    tail -n 25 "$log" >&2
-    echo "[k8s-build] full log: $log" >&2
-    exit 1
-  fi
-  echo "### $name took $((SECONDS - started))s" >>"$log"
-}
 
 kube_minor=${KUBERNETES_VERSION#v1.}; kube_minor=${kube_minor%%.*}
 staging_version="v0.${KUBERNETES_VERSION#v1.}"
