@@ -1,4 +1,5 @@
-import type { CoreV1Api, KubeConfig, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, KubeConfig, V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
+import { tightestLimits, type QuotaBudget, type QuotaField } from '../devices/gpu-quota.js';
 import { INVENTORY_ANNOTATIONS, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
 import { addUsage, type GpuUse } from '../devices/usage.js';
 import { withSignal } from '../kube/call-options.js';
@@ -10,12 +11,18 @@ import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
 import { allocatableGpus, gpuLiveness, NODE_HANDSHAKE_ANNOTATION, type GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
+import { QuotaIndex } from './quota-index.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
 
 export interface ClusterCacheDeps {
-  /** Where nodes and pods come from; `kubeSources` builds the real ones. */
-  sources: { nodes: ListWatchSource<V1Node>; pods: ListWatchSource<V1Pod> };
+  /**
+   * Where nodes, pods and ResourceQuotas come from; `kubeSources` builds the real ones. Without a
+   * quota source no namespace GPU quota is enforced (tests, `explain` snapshots).
+   */
+  sources: { nodes: ListWatchSource<V1Node>; pods: ListWatchSource<V1Pod>; quotas?: ListWatchSource<V1ResourceQuota> };
+  /** MEMORY_FACTOR: GPU memory quota limits are scaled by it, as requests are (HAMi). */
+  quotaMemoryFactor?: number;
   log?: (level: 'info' | 'warn', message: string) => void;
   /** A watch down longer than this makes the store stale (filter refuses, /readyz fails). */
   staleAfterMs?: number;
@@ -30,12 +37,24 @@ export function kubeSources(kubeConfig: KubeConfig, core: CoreV1Api): ClusterCac
   return {
     nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', (signal) => core.listNode({}, withSignal(signal))),
     pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', (signal) => core.listPodForAllNamespaces({}, withSignal(signal))),
+    quotas: kubeListWatchSource<V1ResourceQuota>(kubeConfig, '/api/v1/resourcequotas', (signal) => core.listResourceQuotaForAllNamespaces({}, withSignal(signal))),
   };
 }
 
 export type PodChange = 'add' | 'update' | 'delete';
 type NodeListener = (node: V1Node, change: PodChange) => void;
 type PodListener = (pod: V1Pod, change: PodChange) => void;
+
+/** One namespace's use of a GPU resource against its tightest limit, for the quota metrics. */
+export interface QuotaUse {
+  namespace: string;
+  /** The resource name, without `limits.`: nvidia.com/gpumem, nvidia.com/gpucores or nvidia.com/gpu. */
+  resource: string;
+  used: number;
+  limit: number;
+}
+
+const RESOURCE_OF_FIELD: Readonly<Record<QuotaField, string>> = { memoryMiB: 'nvidia.com/gpumem', cores: 'nvidia.com/gpucores', gpus: 'nvidia.com/gpu' };
 
 interface NodeState {
   inventory: NodeInventory;
@@ -70,6 +89,8 @@ export class ClusterCache {
   readonly lockView: LockView;
   private readonly nodes = new ObjectStore<V1Node>();
   private readonly pods = new ObjectStore<V1Pod>();
+  private readonly quotaObjects = new ObjectStore<V1ResourceQuota>();
+  private readonly quotas: QuotaIndex;
   private readonly nodeStates = new Map<string, NodeState>();
   private readonly usageSums = new Map<string, { generation: number; usage: ReadonlyMap<string, GpuUse>; validUntil: number | undefined }>();
   private readonly nodeListeners = new Set<NodeListener>();
@@ -80,6 +101,8 @@ export class ClusterCache {
   /** Pod UID -> the resourceVersion it was created at, for pods whose creation the watch delivered. */
   private readonly createdVersions = new Map<string, string>();
   private readonly reflectors: Reflector<V1Node | V1Pod>[];
+  /** The ResourceQuota reflector, when there is a quota source; part of `synced`, not of `watching`. */
+  private readonly quotaReflector: Reflector<V1ResourceQuota> | undefined;
   private readonly clock: () => number;
   private globalGeneration = 0;
 
@@ -104,6 +127,16 @@ export class ClusterCache {
         } },
       }),
     ];
+    this.quotas = new QuotaIndex(deps.quotaMemoryFactor ?? 1, (message) => { log?.('warn', message); });
+    const quotaSource = deps.sources.quotas;
+    this.quotaReflector = quotaSource === undefined ? undefined : new Reflector<V1ResourceQuota>({
+      what: 'resourcequotas', source: quotaSource, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
+      ...(deps.conditions ? { conditions: deps.conditions.reporter('resourcequotas reflector') } : {}),
+      sink: {
+        replace: (items) => { this.quotas.apply(this.quotaObjects.replace(items)); },
+        apply: (type, quota) => { this.quotas.apply(this.quotaObjects.apply(type, quota)); },
+      },
+    });
     this.lockView = {
       node: (name) => this.nodeSnapshot(name),
       ownerPod: (ref) => this.ownerPod(ref),
@@ -114,9 +147,22 @@ export class ClusterCache {
     };
   }
 
-  /** True once both nodes and pods have been listed successfully. */
+  /** True once nodes, pods and (with a quota source) ResourceQuotas have been listed successfully. */
   get synced(): boolean {
-    return this.reflectors.every((reflector) => reflector.synced);
+    return this.everyReflector().every(({ reflector }) => reflector.synced);
+  }
+
+  /**
+   * Nodes and pods, then ResourceQuotas when there is a source: a store that has not listed the
+   * quotas is not synced, so no pod is placed past a quota it has not read yet.
+   */
+  private everyReflector(): { what: string; reflector: Reflector<unknown> }[] {
+    const all: { what: string; reflector: Reflector<unknown> }[] = [];
+    const [nodes, pods] = this.reflectors;
+    if (nodes) all.push({ what: 'nodes', reflector: nodes });
+    if (pods) all.push({ what: 'pods', reflector: pods });
+    if (this.quotaReflector) all.push({ what: 'resourcequotas', reflector: this.quotaReflector });
+    return all;
   }
 
   /**
@@ -127,8 +173,7 @@ export class ClusterCache {
     const problems: string[] = [];
     const now = this.clock();
     const staleAfter = this.deps.staleAfterMs ?? 30_000;
-    for (const [what, reflector] of [['nodes', this.reflectors[0]], ['pods', this.reflectors[1]]] as const) {
-      if (reflector === undefined) continue;
+    for (const { what, reflector } of this.everyReflector()) {
       const down = reflector.downSince;
       const stale = reflector.synced && down !== undefined && now - down > staleAfter;
       if (!reflector.synced) problems.push(`${what} not listed yet`);
@@ -139,19 +184,20 @@ export class ClusterCache {
     return problems;
   }
 
-  /** Starts both reflectors; resolves once synced (or when stopped first). */
+  /** Starts the reflectors; resolves once synced (or when stopped first). */
   async start(): Promise<void> {
-    for (const reflector of this.reflectors) reflector.start();
-    await Promise.all(this.reflectors.map((reflector) => reflector.waitForSync(2_147_483_647)));
+    const all = this.everyReflector();
+    for (const { reflector } of all) reflector.start();
+    await Promise.all(all.map(({ reflector }) => reflector.waitForSync(2_147_483_647)));
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.reflectors.map((reflector) => reflector.stop()));
+    await Promise.all(this.everyReflector().map(({ reflector }) => reflector.stop()));
   }
 
   /** Resolves true once synced, or false after `timeoutMs`. */
   async waitForSync(timeoutMs: number): Promise<boolean> {
-    const results = await Promise.all(this.reflectors.map((reflector) => reflector.waitForSync(timeoutMs)));
+    const results = await Promise.all(this.everyReflector().map(({ reflector }) => reflector.waitForSync(timeoutMs)));
     return results.every(Boolean);
   }
 
@@ -291,6 +337,33 @@ export class ClusterCache {
 
   nodeNames(): string[] {
     return [...this.nodeStates.keys()];
+  }
+
+  /**
+   * The pod's namespace GPU quota: every GPU limit of its ResourceQuotas and what the namespace's
+   * pods use (bound and assumed), the pod itself left out. Undefined when no quota limits GPUs there.
+   */
+  quotaBudget(namespace: string, excludeUid?: string): QuotaBudget | undefined {
+    const limits = this.quotas.limits(namespace);
+    if (limits.length === 0) return undefined;
+    return { namespace, limits, used: this.usage.namespaceUse(namespace, excludeUid) };
+  }
+
+  /** Per namespace with a GPU quota and per limited resource: its use and tightest limit. */
+  quotaUses(): QuotaUse[] {
+    const uses: QuotaUse[] = [];
+    for (const namespace of this.quotas.namespaces()) {
+      const used = this.usage.namespaceUse(namespace);
+      for (const [field, limit] of tightestLimits(this.quotas.limits(namespace))) {
+        uses.push({ namespace, resource: RESOURCE_OF_FIELD[field], used: used[field], limit: limit.limit });
+      }
+    }
+    return uses;
+  }
+
+  /** Every pod in the store (read-only: callers must not modify them), for scrape-time views. */
+  allPods(): IterableIterator<V1Pod> {
+    return this.pods.values();
   }
 
   /** The pod a lock names, as lock rules see it; undefined when the store has no such pod. */

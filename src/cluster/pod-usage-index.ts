@@ -1,4 +1,5 @@
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../devices/allocation-codec.js';
+import { namespaceUseOf, NO_NAMESPACE_USE, type NamespaceUse } from '../devices/gpu-quota.js';
 import { addUsage, podDeviceUsage, type GpuUse } from '../devices/usage.js';
 
 export const VGPU_NODE_ANNOTATION = 'hami.io/vgpu-node';
@@ -39,6 +40,8 @@ export interface UnreadableAllocation {
 
 interface Entry {
   node: string;
+  /** Where its usage counts against a GPU quota; undefined for an assumption made without one. */
+  namespace?: string;
   usage: Map<string, GpuUse>;
   /** The annotation it was decoded from: an update that leaves it alone changes nothing. */
   encoded?: string;
@@ -62,6 +65,11 @@ export class PodUsageIndex {
   // Filter asks for the usage of every candidate node: index by node so that costs O(pods on it).
   private readonly byNode = new Map<string, Set<string>>();
   private readonly unreadableUids = new Set<string>();
+  /** Pods (bound or assumed) by namespace, for the quota check. */
+  private readonly byNamespace = new Map<string, Set<string>>();
+  /** A namespace's sum, valid while its generation holds: filter reads it for every node it tries. */
+  private readonly namespaceSums = new Map<string, { generation: number; use: NamespaceUse }>();
+  private readonly namespaceGenerations = new Map<string, number>();
 
   /**
    * `onNodeChanged` hears of every change to a node's usage (the store bumps that node's
@@ -107,7 +115,7 @@ export class PodUsageIndex {
         : assumed?.node === node ? assumed.usage : undefined;
       const counted: UnreadableCounting = lastReadable === undefined ? 'whole-node' : 'last-readable';
       this.dropPod(uid);
-      this.pods.set(uid, { node, usage: lastReadable ?? new Map<string, GpuUse>(), encoded, unreadable: { pod: podName, problem: allocation.error, counted } });
+      this.setPod(uid, { node, ...namespaceOf(pod), usage: lastReadable ?? new Map<string, GpuUse>(), encoded, unreadable: { pod: podName, problem: allocation.error, counted } });
       this.unreadableUids.add(uid);
       this.link(node, uid);
       this.dropAssumed(uid);
@@ -118,7 +126,7 @@ export class PodUsageIndex {
     const initCount = pod.spec?.initContainers?.length ?? 0;
     // The annotation has one segment per container, init containers first: app-only drops theirs.
     const usage = appOnly ? podDeviceUsage(allocation.slice(initCount), 0) : podDeviceUsage(allocation, initCount);
-    this.pods.set(uid, { node, usage, encoded, ...(appOnly ? { appOnly } : {}) });
+    this.setPod(uid, { node, ...namespaceOf(pod), usage, encoded, ...(appOnly ? { appOnly } : {}) });
     this.link(node, uid);
     // The informer now accounts for it: the assumption has done its job.
     this.dropAssumed(uid);
@@ -130,10 +138,48 @@ export class PodUsageIndex {
     this.dropAssumed(uid);
   }
 
-  assume(uid: string, node: string, usage: Map<string, GpuUse>): void {
+  /** `namespace` makes the assumption count against the namespace's GPU quota until the informer takes over. */
+  assume(uid: string, node: string, usage: Map<string, GpuUse>, namespace?: string): void {
     this.dropAssumed(uid);
-    this.assumed.set(uid, { node, usage, expiresAt: this.clock() + this.assumeTtlMs });
+    const entry = { node, usage, expiresAt: this.clock() + this.assumeTtlMs, ...(namespace === undefined ? {} : { namespace }) };
+    this.assumed.set(uid, entry);
+    this.linkNamespace(entry, uid);
     this.link(node, uid);
+  }
+
+  /**
+   * What the namespace's GPU pods use (bound and assumed, finished pods excluded), leaving out
+   * `excludeUid` (the pod being placed). A pod counted `whole-node` adds its last readable usage
+   * (none when it never had one): its node is blocked for everybody, but how much it takes from
+   * its namespace cannot be read.
+   */
+  namespaceUse(namespace: string, excludeUid?: string): Readonly<NamespaceUse> {
+    this.dropExpiredAssumptions();
+    const uids = this.byNamespace.get(namespace);
+    if (uids === undefined) return NO_NAMESPACE_USE;
+    if (excludeUid !== undefined && uids.has(excludeUid)) return this.sumNamespace(namespace, uids, excludeUid);
+    const generation = this.namespaceGenerations.get(namespace) ?? 0;
+    const known = this.namespaceSums.get(namespace);
+    if (known?.generation === generation) return known.use;
+    const use = this.sumNamespace(namespace, uids, undefined);
+    this.namespaceSums.set(namespace, { generation, use });
+    return use;
+  }
+
+  /** A pod counts once: as the informer shows it, else as its bind assumed it. */
+  private sumNamespace(namespace: string, uids: ReadonlySet<string>, excludeUid: string | undefined): NamespaceUse {
+    const total = { gpus: 0, memoryMiB: 0, cores: 0 };
+    for (const uid of uids) {
+      if (uid === excludeUid) continue;
+      const bound = this.pods.get(uid);
+      const entry = bound?.namespace === namespace ? bound : this.assumed.get(uid);
+      if (entry?.namespace !== namespace) continue;
+      const own = namespaceUseOf(entry.usage);
+      total.gpus += own.gpus;
+      total.memoryMiB += own.memoryMiB;
+      total.cores += own.cores;
+    }
+    return total;
   }
 
   forget(uid: string): void {
@@ -212,10 +258,49 @@ export class PodUsageIndex {
     if (uids?.size === 0) this.byNode.delete(node);
   }
 
+  private setPod(uid: string, entry: Entry): void {
+    this.pods.set(uid, entry);
+    this.linkNamespace(entry, uid);
+  }
+
+  private linkNamespace(entry: Entry, uid: string): void {
+    if (entry.namespace === undefined) return;
+    this.bumpNamespace(entry.namespace);
+    let uids = this.byNamespace.get(entry.namespace);
+    if (!uids) this.byNamespace.set(entry.namespace, (uids = new Set()));
+    uids.add(uid);
+  }
+
+  private unlinkNamespace(entry: Entry, uid: string): void {
+    const namespace = entry.namespace;
+    if (namespace === undefined) return;
+    this.bumpNamespace(namespace);
+    // Keep the link while the other map still places this uid in the namespace.
+    if (this.pods.get(uid)?.namespace === namespace || this.assumed.get(uid)?.namespace === namespace) return;
+    const uids = this.byNamespace.get(namespace);
+    uids?.delete(uid);
+    if (uids?.size === 0) {
+      this.byNamespace.delete(namespace);
+      this.namespaceSums.delete(namespace);
+      this.namespaceGenerations.delete(namespace);
+    }
+  }
+
+  private bumpNamespace(namespace: string): void {
+    this.namespaceGenerations.set(namespace, (this.namespaceGenerations.get(namespace) ?? 0) + 1);
+  }
+
+  /** Assumptions are few (binds in flight): walking them all on a quota read is cheap. */
+  private dropExpiredAssumptions(): void {
+    const now = this.clock();
+    for (const [uid, entry] of this.assumed) if (entry.expiresAt <= now) this.dropAssumed(uid);
+  }
+
   private dropPod(uid: string): void {
     const entry = this.pods.get(uid);
     if (!entry) return;
     this.pods.delete(uid);
+    this.unlinkNamespace(entry, uid);
     this.unreadableUids.delete(uid);
     this.unlink(entry.node, uid);
   }
@@ -224,8 +309,14 @@ export class PodUsageIndex {
     const entry = this.assumed.get(uid);
     if (!entry) return;
     this.assumed.delete(uid);
+    this.unlinkNamespace(entry, uid);
     this.unlink(entry.node, uid);
   }
+}
+
+function namespaceOf(pod: PodLike): { namespace?: string } {
+  const namespace = pod.metadata?.namespace;
+  return namespace === undefined ? {} : { namespace };
 }
 
 /** Raises every GPU of `capacity` in `into` to at least its full use. */

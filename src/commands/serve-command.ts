@@ -22,6 +22,7 @@ import { startMetricsListener } from '../server/metrics-app.js';
 import { cachedLockSource } from '../telemetry/lock-samples.js';
 import { LockTelemetry } from '../telemetry/lock-telemetry.js';
 import { WardenMetrics, gpuSamples } from '../telemetry/metrics.js';
+import { containerAllocationSamples } from '../telemetry/hami-pod-metrics.js';
 import { timedAdmissionHandler, timedExtenderHandlers } from '../telemetry/timed-handlers.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { CaBundlePatcher } from '../tls/ca-bundle-patcher.js';
@@ -208,6 +209,8 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
 
   const cache = new ClusterCache({
     sources: kubeSources(kubeConfig, core), staleAfterMs: config.stateStaleAfterMs, conditions,
+    // GPU memory quota limits are in the units requests are counted in (HAMi's memoryFactor).
+    quotaMemoryFactor: DEFAULT_REQUEST_DEFAULTS.memoryFactor,
     log: (level, message) => { log[level]({ component: 'cache' }, message); },
   });
   // Resolves once synced or stopped; until synced, readiness says why not (cache.problems()).
@@ -230,6 +233,8 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   metrics.setLockSource(() => (cache.synced ? lockSamples() : undefined));
   metrics.setUnreadableAllocationSource(() => (cache.synced ? cache.usage.unreadable() : undefined));
   metrics.setGpuSource(() => (cache.synced ? gpuSamples(cache) : undefined));
+  metrics.setContainerAllocationSource(() => (cache.synced ? containerAllocationSamples(cache) : undefined));
+  metrics.setQuotaSource(() => (cache.synced ? cache.quotaUses() : undefined));
 
   // The lock sweeper runs on the elected leader only; the pod watch runs on every replica (releases
   // are owner-checked and idempotent, so replicas racing on one lock give the same result).

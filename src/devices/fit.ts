@@ -2,6 +2,7 @@ import { NVIDIA_DEVICE_TYPE, type AllocatedDevice, type PodAllocation } from './
 import { cardFilters, checkCard, MIG_MODE, VGPU_MODE_ANNOTATION, type CardFilters, type CardReason } from './card-checks.js';
 import { orderGpus } from './gpu-order.js';
 import { asChain, type GpuPolicy, type GpuPolicyChain } from './gpu-policy.js';
+import { namespaceUseOf, quotaExceeded, RESOURCE_QUOTA_NOT_FIT, type NamespaceUse, type QuotaBudget } from './gpu-quota.js';
 import { NODE_SCORE_ANNOTATION, type GpuDevice, type LinkScores } from './inventory.js';
 import { groupByNuma, parseNumaBind } from './numa.js';
 import { memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from './requests.js';
@@ -13,8 +14,8 @@ import { quoted } from '../user-text.js';
 /**
  * Fitting a pod's GPU requests onto one node (hami-wire-contract.md §3.3 step 6 and §4.4,
  * hami-core mode; pkg/device/nvidia/device.go Fit): the GPU policy chain (sort keys, `mutex`,
- * `topology-aware`), `nvidia.com/numa-bind`, no MIG, no quota. Pure: the caller's usage is never
- * modified.
+ * `topology-aware`), `nvidia.com/numa-bind`, the namespace's GPU quota (gpu-quota.ts), no MIG.
+ * Pure: the caller's usage is never modified.
  *
  * Invariant 4 (ARCHITECTURE.md §5): every share is checked against the GPU's slots, memory and
  * cores before it is taken, so for GPUs that started within capacity `usageAfter` stays within it.
@@ -33,6 +34,8 @@ export interface FitInput {
   linkScores?: LinkScores;
   /** `prepareFit(podAnnotations)`, when the caller fits the same pod onto many nodes. */
   prepared?: PreparedFit;
+  /** The pod's namespace GPU quota; absent when no ResourceQuota of the namespace limits GPUs. */
+  quota?: QuotaBudget;
 }
 
 /** What a fit reads from the pod's annotations, parsed once per pod rather than once per node. */
@@ -92,9 +95,14 @@ interface FitContext {
   weights: ScoringWeights;
   numaBind: boolean;
   linkScores: LinkScores | undefined;
+  /**
+   * The quota limit the pod would break with this container holding `devices` (its earlier
+   * containers included), or undefined; absent when no quota applies.
+   */
+  quotaBreak: ((devices: readonly AllocatedDevice[]) => string | undefined) | undefined;
 }
 
-type ReasonCounts = Partial<Record<CardReason | typeof ALLOCATED_CARDS_INSUFFICIENT_REQUEST | typeof NUMA_NOT_FIT, number>>;
+type ReasonCounts = Partial<Record<CardReason | typeof ALLOCATED_CARDS_INSUFFICIENT_REQUEST | typeof NUMA_NOT_FIT | typeof RESOURCE_QUOTA_NOT_FIT, number>>;
 
 /**
  * Which `count` of the fitting GPUs (in policy order) to take, or undefined when no acceptable set
@@ -128,6 +136,16 @@ function failure(reason: string, reasonCounts: Record<string, number>): FitFailu
   return { fits: false, reason, reasonCounts };
 }
 
+function shareOf(device: GpuDevice, request: ContainerGpuRequest): AllocatedDevice {
+  return { uuid: device.uuid, type: NVIDIA_DEVICE_TYPE, memoryMiB: memoryOnGpu(request, device.memoryMiB), cores: request.cores };
+}
+
+/** HAMi's "n/m Reason" list, followed by the quota sentence when a GPU was refused for the quota. */
+function reasonText(reasonCounts: ReasonCounts, gpus: number, quotaDetail: string | undefined): string {
+  const text = formatReasons(reasonCounts, gpus);
+  return quotaDetail === undefined ? text : `${text} (${quotaDetail})`;
+}
+
 /**
  * Takes `request.count` distinct GPUs for one container, trying them in policy order, and adds the
  * shares to `usage` on success. Each GPU rejected counts once under its first failing reason.
@@ -143,11 +161,23 @@ function fitContainer(context: FitContext, usage: UsageOverlay, request: Contain
   const needsAll = context.numaBind || policy.topologyAware;
   const candidates: GpuDevice[] = [];
   const reasonCounts: ReasonCounts = {};
+  let quotaDetail: string | undefined;
   for (const device of orderGpus(gpus, usage, request, policy, context.weights)) {
     const reason = checkCard(device, usage.get(device.uuid) ?? NO_USE, request, context.filters, policy.mutex);
     if (reason !== undefined) {
       reasonCounts[reason] = (reasonCounts[reason] ?? 0) + 1;
       continue;
+    }
+    // As HAMi's Fit: a GPU whose share, with the shares taken so far, breaks the quota is skipped
+    // (with a percentage request a smaller GPU may still fit). numa-bind and topology-aware check
+    // the set they choose instead.
+    if (!needsAll && context.quotaBreak !== undefined) {
+      const broken = context.quotaBreak([...candidates, device].map((gpu) => shareOf(gpu, request)));
+      if (broken !== undefined) {
+        reasonCounts[RESOURCE_QUOTA_NOT_FIT] = (reasonCounts[RESOURCE_QUOTA_NOT_FIT] ?? 0) + 1;
+        quotaDetail ??= broken;
+        continue;
+      }
     }
     candidates.push(device);
     if (!needsAll && candidates.length === request.count) break;
@@ -157,9 +187,16 @@ function fitContainer(context: FitContext, usage: UsageOverlay, request: Contain
     // Enough GPUs fit, but on no one NUMA node: they all count as NumaNotFit.
     if (candidates.length >= request.count) reasonCounts[NUMA_NOT_FIT] = candidates.length;
     else if (candidates.length > 0) reasonCounts[ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = candidates.length;
-    return failure(formatReasons(reasonCounts, gpus.length), reasonCounts);
+    return failure(reasonText(reasonCounts, gpus.length, quotaDetail), reasonCounts);
   }
-  const taken = chosen.map((device): AllocatedDevice => ({ uuid: device.uuid, type: NVIDIA_DEVICE_TYPE, memoryMiB: memoryOnGpu(request, device.memoryMiB), cores: request.cores }));
+  const taken = chosen.map((device) => shareOf(device, request));
+  if (needsAll && context.quotaBreak !== undefined) {
+    const broken = context.quotaBreak(taken);
+    if (broken !== undefined) {
+      reasonCounts[RESOURCE_QUOTA_NOT_FIT] = taken.length;
+      return failure(reasonText(reasonCounts, gpus.length, broken), reasonCounts);
+    }
+  }
   for (const device of taken) {
     const current = usage.get(device.uuid) ?? NO_USE;
     usage.set(device.uuid, { slots: current.slots + 1, memoryMiB: current.memoryMiB + device.memoryMiB, cores: current.cores + device.cores });
@@ -173,9 +210,34 @@ function isNvidiaGpu(device: GpuDevice): boolean {
   return NVIDIA_IN_TYPE.test(device.type);
 }
 
+/**
+ * The least the pod adds to its namespace whatever GPUs it gets (HAMi's webhook pre-check: the
+ * larger of the app containers' sum and the biggest init container, field by field); memory given
+ * as a percentage is counted per GPU during the fit instead.
+ */
+export function leastQuotaUse(requests: PodGpuRequests): NamespaceUse {
+  const use = (request: ContainerGpuRequest | undefined): NamespaceUse => (request === undefined ? { gpus: 0, memoryMiB: 0, cores: 0 }
+    : { gpus: request.count, memoryMiB: request.memoryMiB * request.count, cores: request.cores * request.count });
+  const apps = requests.containers.map(use).reduce((a, b) => ({ gpus: a.gpus + b.gpus, memoryMiB: a.memoryMiB + b.memoryMiB, cores: a.cores + b.cores }), { gpus: 0, memoryMiB: 0, cores: 0 });
+  for (const init of requests.initContainers.map(use)) {
+    apps.gpus = Math.max(apps.gpus, init.gpus);
+    apps.memoryMiB = Math.max(apps.memoryMiB, init.memoryMiB);
+    apps.cores = Math.max(apps.cores, init.cores);
+  }
+  return apps;
+}
+
 export function fitPod(input: FitInput): FitResult {
   const prepared = input.prepared ?? prepareFit(input.podAnnotations);
   if ('error' in prepared) return failure(prepared.error, { [prepared.code]: 1 });
+  const quota = input.quota;
+  if (quota !== undefined) {
+    // A pod over its quota on every node says so once, not as a GPU count per node.
+    const broken = quotaExceeded(quota, leastQuotaUse(input.requests));
+    if (broken !== undefined) return failure(`${RESOURCE_QUOTA_NOT_FIT} (${broken})`, { [RESOURCE_QUOTA_NOT_FIT]: 1 });
+  }
+  const allocation: PodAllocation = [];
+  const initCount = input.requests.initContainers.length;
   const context: FitContext = {
     gpus: input.devices.filter(isNvidiaGpu),
     filters: prepared.filters,
@@ -183,9 +245,10 @@ export function fitPod(input: FitInput): FitResult {
     weights: prepared.weights,
     numaBind: prepared.numaBind,
     linkScores: input.linkScores,
+    // `allocation` holds the containers fitted so far when a container asks.
+    quotaBreak: quota === undefined ? undefined : (devices) => quotaExceeded(quota, namespaceUseOf(podDeviceUsage([...allocation, [...devices]], initCount))),
   };
 
-  const allocation: PodAllocation = [];
   // Init containers run one after another: each sees the node as it is, not the others' shares.
   for (const request of input.requests.initContainers) {
     if (request === undefined) {

@@ -152,7 +152,8 @@ export class Binder {
       this.lockOwners.set(args.node, token);
       const evaluation = evaluateNode(this.deps.cache, args.node, view, await this.usageForBind(args, lock, signal));
       if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
-      this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, view.requests.initContainers.length));
+      // Synchronously after the fit: the namespace's next quota check already counts this pod.
+      this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, view.requests.initContainers.length), args.podNamespace);
       const encoded = encodeAllocation(evaluation.allocation);
       const seconds = String(Math.floor(this.clock().getTime() / 1000));
       const annotations = {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
+import { budgetKey } from '../devices/gpu-quota.js';
 import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
@@ -31,9 +32,10 @@ type NodeVerdict = { fits: true; score: number } | { fits: false; reason: string
 /** One verdict shared by every node name the store does not know (a filter may name 100,000). */
 const UNREGISTERED: NodeVerdict = Object.freeze({ fits: false, reason: NODE_UNREGISTERED });
 
-/** Filter's verdicts for one pod, each valid while its node's generation holds. */
+/** Filter's verdicts for one pod, each valid while its node's generation and the pod's quota budget hold. */
 interface RememberedFilter {
   verdicts: Map<string, { generation: number | undefined; verdict: NodeVerdict }>;
+  quota: string;
 }
 
 /**
@@ -97,8 +99,10 @@ export class ExtenderService {
     const passed: string[] = [];
     const failed = new Map<string, string>();
     const summary = new FailureSummary();
-    const remembered: RememberedFilter = { verdicts: new Map() };
-    const shape = shapeOf(pod);
+    // The namespace's quota use is part of the shape: a verdict cached for one budget says nothing of another.
+    const quota = budgetKey(cache.quotaBudget(pod.namespace, pod.uid));
+    const remembered: RememberedFilter = { verdicts: new Map(), quota };
+    const shape = shapeOf(pod) + quota;
     const repeated = this.noteShape(shape);
     // In slices: the admission webhook answers from this event loop too.
     await forEachInSlices(args.nodeNames, (node) => {
@@ -138,7 +142,8 @@ export class ExtenderService {
     await cache.waitForSync(this.deps.syncWaitMs);
     const pod = viewPod(args.pod, this.deps.defaults);
     if (!pod.wantsGpu) return args.nodeNames.map((node) => ({ Host: node, Score: 0 }));
-    const remembered = pod.uid === undefined ? undefined : this.remembered.get(pod.uid);
+    const known = pod.uid === undefined ? undefined : this.remembered.get(pod.uid);
+    const remembered = known?.quota === budgetKey(cache.quotaBudget(pod.namespace, pod.uid)) ? known : undefined;
     const identity = (args.pod as PodIdentity).metadata ?? {};
     return mapInSlices(args.nodeNames, (node) => {
       const known = remembered?.verdicts.get(node);

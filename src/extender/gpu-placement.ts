@@ -14,6 +14,8 @@ export interface PlacementDefaults {
 
 export interface PodView {
   uid: string | undefined;
+  /** Whose GPU quota the pod counts against. */
+  namespace: string;
   annotations: Record<string, string>;
   requests: PodGpuRequests;
   policies: PodPolicies;
@@ -33,7 +35,7 @@ export const POD_UNSUPPORTED = 'PodSchedulingUnsupported';
 export type NodeEvaluation = (FitResult & { node: string }) | { node: string; fits: false; reason: string; reasonCounts: Record<string, number> };
 
 interface PodLike {
-  metadata?: { uid?: string; annotations?: Record<string, string> };
+  metadata?: { uid?: string; namespace?: string; annotations?: Record<string, string> };
 }
 
 /** What the scheduler needs to know about a pod: its GPU requests and placement policies. */
@@ -45,6 +47,7 @@ export function viewPod(pod: unknown, defaults: PlacementDefaults): PodView {
   const fit = prepareFit(annotations);
   return {
     uid: metadata.uid,
+    namespace: metadata.namespace ?? 'default',
     annotations,
     requests,
     policies: 'error' in policies ? { node: defaults.nodePolicy, gpu: asChain(defaults.gpuPolicy) } : policies,
@@ -57,8 +60,11 @@ export function viewPod(pod: unknown, defaults: PlacementDefaults): PodView {
 /** The reason for a node the state store does not know. */
 export const NODE_UNREGISTERED = 'node unregistered';
 
-/** Fits the pod onto one node against the cache's usage (bound plus assumed pods, minus this pod). */
-/** `usage` replaces the store's usage of the node (a bind that read the node's pods from the API). */
+/**
+ * Fits the pod onto one node against the cache's usage (bound plus assumed pods, minus this pod)
+ * and its namespace's GPU quota. `usage` replaces the store's usage of the node (a bind that read
+ * the node's pods from the API).
+ */
 export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, usage?: ReadonlyMap<string, GpuUse>): NodeEvaluation {
   const inventory = cache.inventory(node);
   if (inventory === undefined) return { node, fits: false, reason: NODE_UNREGISTERED, reasonCounts: { NodeUnregistered: 1 } };
@@ -73,6 +79,7 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
   // would attract pods that kubelet rejects, in a loop (and be the binpack favourite).
   const liveness = cache.gpuLiveness(node);
   if (!liveness.ready) return { node, fits: false, reason: liveness.reason, reasonCounts: { DevicePluginNotReporting: 1 } };
+  const quota = cache.quotaBudget(pod.namespace, pod.uid);
   const result = fitPod({
     devices: inventory.devices,
     usage: usage ?? cache.usageOn(node, pod.uid),
@@ -81,6 +88,7 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
     gpuPolicy: pod.policies.gpu,
     ...(inventory.linkScores === undefined ? {} : { linkScores: inventory.linkScores }),
     prepared: pod.fit,
+    ...(quota === undefined ? {} : { quota }),
   });
   return { ...result, node };
 }

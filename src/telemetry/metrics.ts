@@ -1,4 +1,9 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import {
+  coreRatio, HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, MIB, perScrape, type ContainerAllocationSource, type HamiFamily, type QuotaSource,
+} from './hami-pod-metrics.js';
+
+export type { ContainerAllocationSample, ContainerAllocationSource, QuotaSample, QuotaSource } from './hami-pod-metrics.js';
 
 /** One locked node as the lock gauges see it at scrape time. */
 export interface LockSample {
@@ -66,41 +71,28 @@ export function gpuSamples(view: GpuView): GpuSample[] {
 }
 
 /**
- * HAMi's scheduler metric families (cmd/scheduler/metrics.go), with its names, label names and
- * values: the current `hami_*` names and the legacy ones its older dashboards use. HAMi wraps its
- * registry with the constant label zone="vGPU"; so do we, so queries written for HAMi match.
+ * HAMi's per-GPU scheduler metric families (cmd/scheduler/metrics.go), with its names, label names
+ * and values: the current `hami_*` names and the legacy ones its older dashboards use. The
+ * per-container and quota families are in hami-pod-metrics.ts. HAMi wraps its registry with the
+ * constant label zone="vGPU"; so do we, so queries written for HAMi match.
  */
-interface HamiFamily {
-  name: string;
-  help: string;
-  labels: readonly string[];
-  /** Label values in `labels` order, then the value; undefined leaves the GPU out (HAMi does for 0 memory). */
-  sample: (gpu: GpuSample) => { values: string[]; value: number } | undefined;
-}
-
-const MIB = 1024 * 1024;
 const HAMI_ZONE = 'vGPU';
-
-/** HAMi's normalizeCoreMetrics: capacity as 100, allocation as a rounded-up percentage of it. */
-function coreRatio(gpu: GpuSample): { limit: number; allocated: number } {
-  if (gpu.cores <= 0) return { limit: 0, allocated: 0 };
-  return { limit: 100, allocated: Math.ceil((gpu.usedCores / gpu.cores) * 100) };
-}
 
 const gpuLabels = (gpu: GpuSample): string[] => [gpu.node, gpu.uuid, String(gpu.index), gpu.type];
 const always = (values: string[], value: number) => ({ values, value });
 
-export const HAMI_GPU_FAMILIES: readonly HamiFamily[] = [
+// A GPU with no memory has no memory fraction: HAMi leaves it out.
+export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
   { name: 'hami_gpu_memory_limit_bytes', help: 'Device memory limit for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
     sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB) },
   { name: 'hami_gpu_core_limit_ratio', help: 'Device core limit for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu).limit) },
+    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu.cores, gpu.usedCores).limit) },
   { name: 'hami_gpu_memory_allocated_bytes', help: 'Device memory allocated for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_type'],
     sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB) },
   { name: 'hami_gpu_shared_count', help: 'Number of containers sharing this GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
     sample: (gpu) => always(gpuLabels(gpu), gpu.shared) },
   { name: 'hami_gpu_core_allocated_ratio', help: 'Device core allocated for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu).allocated) },
+    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu.cores, gpu.usedCores).allocated) },
   { name: 'hami_node_gpu_overview', help: 'GPU overview on a certain node', labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type'],
     sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type], gpu.usedMemoryMiB * MIB) },
   { name: 'hami_node_gpu_memory_allocated_ratio', help: 'GPU Memory Allocated Percentage on a certain GPU', labels: ['node', 'device_uuid', 'device_index'],
@@ -161,7 +153,12 @@ export class WardenMetrics {
   private lockSource: LockSource | undefined;
   private unreadableAllocationSource: UnreadableAllocationSource | undefined;
   private gpuSource: GpuSource | undefined;
-  private gpuSnapshot: { gpus: readonly GpuSample[] | undefined } | undefined;
+  private containerAllocationSource: ContainerAllocationSource | undefined;
+  private quotaSource: QuotaSource | undefined;
+  // Each source is read once per scrape and shared by the families built from it (perScrape).
+  private readonly gpus = perScrape(() => this.gpuSource?.());
+  private readonly containerAllocations = perScrape(() => this.containerAllocationSource?.());
+  private readonly quotas = perScrape(() => this.quotaSource?.());
   private lockSnapshot: Promise<readonly LockSample[] | undefined> | undefined;
 
   private readonly releases: Counter<'reason' | 'path'>;
@@ -224,7 +221,9 @@ export class WardenMetrics {
       },
     });
 
-    for (const family of HAMI_GPU_FAMILIES) this.registerHamiFamily(family);
+    for (const family of HAMI_GPU_FAMILIES) this.registerHamiFamily(family, this.gpus);
+    for (const family of HAMI_CONTAINER_FAMILIES) this.registerHamiFamily(family, this.containerAllocations);
+    for (const family of HAMI_QUOTA_FAMILIES) this.registerHamiFamily(family, this.quotas);
 
     this.releases = new Counter({
       name: `${PREFIX}lock_releases_total`,
@@ -319,6 +318,16 @@ export class WardenMetrics {
     this.gpuSource = source;
   }
 
+  /** Where HAMi's per-container families (hami_vgpu_*, vGPU*Allocated) come from; without a source they are absent. */
+  setContainerAllocationSource(source: ContainerAllocationSource | undefined): void {
+    this.containerAllocationSource = source;
+  }
+
+  /** Where HAMi's quota families (hami_resource_quota_*, QuotaUsed) come from; without a source they are absent. */
+  setQuotaSource(source: QuotaSource | undefined): void {
+    this.quotaSource = source;
+  }
+
   recordRelease(reason: string, path: string): void {
     this.releases.inc({ reason, path });
   }
@@ -361,7 +370,7 @@ export class WardenMetrics {
     this.sweepPasses.inc({ result });
   }
 
-  private registerHamiFamily(family: HamiFamily): void {
+  private registerHamiFamily<S>(family: HamiFamily<S>, read: () => readonly S[] | undefined): void {
     const labelNames = ['zone', ...family.labels];
     const gauge: Gauge = new Gauge({
       name: family.name,
@@ -369,10 +378,10 @@ export class WardenMetrics {
       labelNames,
       registers: [this.registry],
       collect: () => {
-        // Reset first: a GPU or node that went away must drop out, not keep its last value.
+        // Reset first: a GPU, pod or quota that went away must drop out, not keep its last value.
         gauge.reset();
-        for (const gpu of this.gpus() ?? []) {
-          const sample = family.sample(gpu);
+        for (const item of read() ?? []) {
+          const sample = family.sample(item);
           if (sample === undefined) continue;
           const labels: Record<string, string> = { zone: HAMI_ZONE };
           family.labels.forEach((name, i) => { labels[name] = sample.values[i] ?? ''; });
@@ -380,19 +389,6 @@ export class WardenMetrics {
         }
       },
     });
-  }
-
-  /**
-   * prom-client starts every family's collect in the same tick of a scrape: the first reads the
-   * source and the rest reuse it until the next microtask, so every family shows the same view and
-   * the store is walked once per scrape.
-   */
-  private gpus(): readonly GpuSample[] | undefined {
-    if (this.gpuSnapshot === undefined) {
-      this.gpuSnapshot = { gpus: this.gpuSource?.() };
-      queueMicrotask(() => { this.gpuSnapshot = undefined; });
-    }
-    return this.gpuSnapshot.gpus;
   }
 
   /**

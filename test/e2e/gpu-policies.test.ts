@@ -1,9 +1,9 @@
-import { PatchStrategy, setHeaderOptions, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { parseNodeInventory } from '../../src/devices/inventory.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { simulatedGpuAnnotations } from '../../src/local/simulated-gpu-node.js';
+import { allocatedPod, eventMatching } from '../support/pod-waits.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
@@ -16,27 +16,11 @@ import { eventually, sharedControlPlane, testCluster } from '../support/test-clu
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const POLICY = 'hami.io/gpu-scheduler-policy';
 
-async function allocated(namespace: string, name: string): Promise<V1Pod> {
-  const { core } = testCluster();
-  return eventually(`${name} bound and allocated`, async () => {
-    const pod = await core.readNamespacedPod({ name, namespace });
-    return pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? pod : undefined;
-  }, 30_000, 100);
-}
 
 function gpusOf(pod: V1Pod): string[] {
   const decoded = decodeAllocation(pod.metadata?.annotations?.[ALLOCATED_ANNOTATION] ?? '');
   if ('error' in decoded) throw new Error(decoded.error);
   return decoded.flat().map((device) => device.uuid);
-}
-
-/** The first event on the pod whose message matches, from kube-scheduler or from vgpu-warden. */
-async function eventMatching(namespace: string, pod: string, pattern: RegExp): Promise<CoreV1Event> {
-  const { core } = testCluster();
-  return eventually(`an event on ${pod} matching ${String(pattern)}`, async () => {
-    const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod}` });
-    return events.items.find((event) => pattern.test(event.message ?? ''));
-  }, 30_000, 200);
 }
 
 describe('HAMi GPU policies through the real kube-scheduler', function () {
@@ -50,13 +34,13 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
     const { group } = await fixture.createNodes(1, 4, 24576);
     const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('sharer', group, limits) });
-    const [sharerGpu] = gpusOf(await allocated(namespace, 'sharer'));
+    const [sharerGpu] = gpusOf(await allocatedPod(namespace, 'sharer'));
 
     // binpack alone would pack every one of these onto the sharer's GPU.
     const exclusive: string[] = [];
     for (let index = 0; index < 3; index++) {
       await core.createNamespacedPod({ namespace, body: gpuPodSpec(`mutex-${index}`, group, limits, { [POLICY]: 'binpack,mutex' }) });
-      exclusive.push(...gpusOf(await allocated(namespace, `mutex-${index}`)));
+      exclusive.push(...gpusOf(await allocatedPod(namespace, `mutex-${index}`)));
     }
     expect(exclusive).not.to.include(sharerGpu);
     expect(new Set(exclusive).size).to.equal(3);
@@ -81,12 +65,12 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
 
     const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('first', group, limits) });
-    const [firstGpu] = gpusOf(await allocated(namespace, 'first'));
+    const [firstGpu] = gpusOf(await allocatedPod(namespace, 'first'));
     expect(numaOf.get(firstGpu ?? '')).to.equal(0);
 
     // spread takes the idle GPUs in index order: GPU 1 (NUMA 0) and GPU 2 (NUMA 1), across the two.
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('bound', group, { ...limits, 'nvidia.com/gpu': '2' }, { 'nvidia.com/numa-bind': 'true' }) });
-    const gpus = gpusOf(await allocated(namespace, 'bound'));
+    const gpus = gpusOf(await allocatedPod(namespace, 'bound'));
     expect(gpus).to.have.length(2);
     expect(new Set(gpus.map((uuid) => numaOf.get(uuid))).size, `NUMA nodes of ${gpus.join(', ')}`).to.equal(1);
   });

@@ -1,7 +1,8 @@
+import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { ExtenderFixture, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
-import { scrapeMetrics } from '../support/scrape-metrics.js';
+import { scrapeMetrics, seriesOf } from '../support/scrape-metrics.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /** Per-GPU samples of one family on one node: uuid -> { labels text, value }. */
@@ -17,10 +18,74 @@ function perGpu(text: string, family: string, node: string, nodeLabel = 'node', 
 
 const MIB = 1024 * 1024;
 
+const CURRENT = { namespace: 'namespace', node: 'node', pod: 'pod', index: 'container_index', uuid: 'device_uuid' };
+const LEGACY = { namespace: 'podnamespace', node: 'nodename', pod: 'podname', index: 'containeridx', uuid: 'deviceuuid' };
+
+/**
+ * One per-container family's series in `namespace`, as `pod/index/uuid@node` -> value, every series
+ * checked to carry exactly HAMi's label names plus zone="vGPU".
+ */
+function perContainer(text: string, family: string, namespace: string, names = CURRENT): Record<string, number> {
+  const found: Record<string, number> = {};
+  for (const { labels, value } of seriesOf(text, family)) {
+    if (labels[names.namespace] !== namespace) continue;
+    expect(Object.keys(labels), family).to.have.members(['zone', ...Object.values(names)]);
+    expect(labels.zone, family).to.equal('vGPU');
+    found[`${labels[names.pod] ?? ''}/${labels[names.index] ?? ''}/${labels[names.uuid] ?? ''}@${labels[names.node] ?? ''}`] = value;
+  }
+  return found;
+}
+
+/** Each GPU's core capacity, read from the node's register annotation as HAMi's device plugin wrote it. */
+async function gpuCoresOf(core: CoreV1Api, node: string): Promise<Map<string, number>> {
+  const annotation = (await core.readNode({ name: node })).metadata?.annotations?.['hami.io/node-nvidia-register'] ?? '[]';
+  return new Map((JSON.parse(annotation) as { id: string; devcore: number }[]).map((gpu) => [gpu.id, gpu.devcore]));
+}
+
+/**
+ * What HAMi's per-container families should show for these pods, straight from each pod's
+ * hami.io/vgpu-devices-allocated read back from the API (`<uuid>,NVIDIA,<MiB>,<cores>:` per device,
+ * `;` per container, init containers first), decoded here independently of src/.
+ */
+function expectedPerContainer(pods: V1Pod[], gpuCores: Map<string, number>): Record<'memory' | 'ratio' | 'cores', Record<string, number>> {
+  const expected = { memory: {} as Record<string, number>, ratio: {} as Record<string, number>, cores: {} as Record<string, number> };
+  for (const pod of pods) {
+    const encoded = pod.metadata?.annotations?.['hami.io/vgpu-devices-allocated'];
+    if (encoded === undefined || pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') continue;
+    const node = pod.metadata?.annotations?.['hami.io/vgpu-node'] ?? '';
+    encoded.split(';').slice(0, -1).forEach((container, index) => {
+      for (const device of container.split(':').slice(0, -1)) {
+        const [uuid = '', , memory = '', cores = ''] = device.split(',');
+        const key = `${pod.metadata?.name ?? ''}/${index}/${uuid}@${node}`;
+        const total = gpuCores.get(uuid) ?? 0;
+        expected.memory[key] = Number(memory) * MIB;
+        expected.ratio[key] = total > 0 ? Math.ceil((Number(cores) / total) * 100) : 0;
+        expected.cores[key] = Number(cores);
+      }
+    });
+  }
+  return expected;
+}
+
+/** Polls the scrape until HAMi's per-container memory family matches the pods, then checks all four families. */
+async function expectPerContainerSeries(port: number, core: CoreV1Api, namespace: string, gpuCores: Map<string, number>): Promise<Record<string, number>> {
+  const expected = expectedPerContainer((await core.listNamespacedPod({ namespace })).items, gpuCores);
+  const text = await eventually('a scrape with one per-container series per container and GPU', async () => {
+    const scraped = await scrapeMetrics(port);
+    const memory = perContainer(scraped, 'hami_vgpu_memory_allocated_bytes', namespace);
+    return JSON.stringify(Object.entries(memory).sort()) === JSON.stringify(Object.entries(expected.memory).sort()) ? scraped : undefined;
+  }, 20_000, 200);
+  expect(perContainer(text, 'hami_vgpu_memory_allocated_bytes', namespace)).to.deep.equal(expected.memory);
+  expect(perContainer(text, 'hami_vgpu_core_allocated_ratio', namespace)).to.deep.equal(expected.ratio);
+  expect(perContainer(text, 'vGPUMemoryAllocated', namespace, LEGACY)).to.deep.equal(expected.memory);
+  expect(perContainer(text, 'vGPUCoreAllocated', namespace, LEGACY)).to.deep.equal(expected.cores);
+  return expected.memory;
+}
+
 describe('HAMi scheduler metric families and event reasons (real kube-scheduler, apiserver, kubelet simulator, HAMi stand-in)', function () {
   this.timeout(120_000);
 
-  it('a scrape after binds shows HAMi\'s per-GPU families matching the pods\' allocations, and each pod gets FilteringSucceed and BindingSucceed', async () => {
+  it('a scrape after binds shows HAMi\'s per-GPU and per-container families matching the pods\' allocations (gone with the pods), and each pod gets FilteringSucceed and BindingSucceed', async () => {
     const { core, namespace } = testCluster();
     const fixture = new ExtenderFixture(sharedControlPlane(), { LEADER_ELECTION: 'false' });
     await fixture.start();
@@ -74,6 +139,35 @@ describe('HAMi scheduler metric families and event reasons (real kube-scheduler,
         expect(bind?.message).to.equal(`Successfully binding node [${node}] to ${namespace}/${name}`);
         expect(reasons.map((event) => event.reason)).to.not.include('FilteringFailed');
       }
+
+      // HAMi's per-container families: one series per container and GPU of each pod, from its annotation.
+      const port = fixture.server?.metricsPort ?? 0;
+      const gpuCores = await gpuCoresOf(core, node);
+      const before = await expectPerContainerSeries(port, core, namespace, gpuCores);
+      expect(Object.keys(before).map((key) => key.split('/')[0])).to.have.members(['small', 'medium', 'pair', 'pair']);
+      const seriesOfPod = (series: Record<string, number>, pod: string): [string, number][] =>
+        Object.entries(series).filter(([key]) => key.startsWith(`${pod}/`)).map(([key, value]) => [key.split('/')[1] ?? '', value]);
+      expect(seriesOfPod(before, 'small')).to.deep.equal([['0', 3000 * MIB]]);
+
+      // A pod with a GPU init container: container_index counts the init container first, as HAMi's annotation does.
+      const staged = gpuPodSpec('staged', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000', 'nvidia.com/gpucores': '20' });
+      staged.spec = { ...staged.spec, containers: staged.spec?.containers ?? [],
+        initContainers: [{ name: 'warmup', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '40' } } }] };
+      await core.createNamespacedPod({ namespace, body: staged });
+      await eventually('staged allocated', async () =>
+        (await core.readNamespacedPod({ name: 'staged', namespace })).metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : undefined, 60_000, 200);
+      const withStaged = await expectPerContainerSeries(port, core, namespace, gpuCores);
+      expect(seriesOfPod(withStaged, 'staged')).to.have.deep.members([['0', 2000 * MIB], ['1', 1000 * MIB]]);
+
+      // Deleted pods' series drop out; the others stay.
+      await core.deleteNamespacedPod({ name: 'staged', namespace });
+      await core.deleteNamespacedPod({ name: 'small', namespace });
+      await eventually('staged and small gone from the API', async () => {
+        const names = (await core.listNamespacedPod({ namespace })).items.map((pod) => pod.metadata?.name);
+        return names.includes('staged') || names.includes('small') ? undefined : true;
+      }, 60_000, 200);
+      const after = await expectPerContainerSeries(port, core, namespace, gpuCores);
+      expect(Object.keys(after).map((key) => key.split('/')[0])).to.have.members(['medium', 'pair', 'pair']);
     } finally {
       await fixture.stop();
     }

@@ -1,6 +1,6 @@
-import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { allocatedPod } from '../support/pod-waits.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
 import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
@@ -16,13 +16,6 @@ describe('device-plugin liveness through the real kube-scheduler', function () {
 
   fixtureForSuite(() => new ExtenderFixture(sharedControlPlane()), (started) => { fixture = started; });
 
-  async function placed(namespace: string, name: string): Promise<V1Pod> {
-    const { core } = testCluster();
-    return eventually(`${name} bound and allocated`, async () => {
-      const pod = await core.readNamespacedPod({ namespace, name });
-      return pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? pod : undefined;
-    }, 60_000, 250);
-  }
 
   async function notReady(node: string): Promise<void> {
     await eventually(`the state store to see ${node}'s plugin gone`, () => Promise.resolve(fixture.server?.cache.gpuLiveness(node).ready === false ? true : undefined), 20_000, 100);
@@ -39,7 +32,7 @@ describe('device-plugin liveness through the real kube-scheduler', function () {
     await notReady(dead);
     const names = ['busy-0', 'busy-1', 'busy-2'];
     await Promise.all(names.map((name) => core.createNamespacedPod({ namespace, body: gpuPodSpec(name, group, limits) })));
-    for (const name of names) expect((await placed(namespace, name)).spec?.nodeName, name).to.equal(alive);
+    for (const name of names) expect((await allocatedPod(namespace, name, 60_000)).spec?.nodeName, name).to.equal(alive);
 
     // Nowhere left: the pod stays Pending and its events say why, naming the plugin.
     await fixture.stopPlugin(alive);
@@ -60,7 +53,7 @@ describe('device-plugin liveness through the real kube-scheduler', function () {
 
     // The plugin comes back: kube-scheduler retries the pod and it lands there, allocated by the plugin.
     await fixture.revivePlugin(dead);
-    const waiting = await placed(namespace, 'waiting');
+    const waiting = await allocatedPod(namespace, 'waiting', 60_000);
     expect(waiting.spec?.nodeName).to.equal(dead);
     const allocatable = (await core.readNode({ name: dead })).status?.allocatable?.['nvidia.com/gpu'];
     expect(allocatable, 'kubelet publishes the plugin\'s 2 GPUs x 10 shares again').to.equal('20');

@@ -30,6 +30,8 @@ function wardenNeeds(ns: string): Right[] {
     ['the state store watches nodes', 'watch', 'nodes'],
     ['NodeLocks reads a node', 'get', 'nodes', { name: 'gpu-1' }],
     ['NodeLocks writes hami.io/mutex.lock', 'patch', 'nodes', { name: 'gpu-1' }],
+    ['the state store lists ResourceQuotas (namespace GPU quota)', 'list', 'resourcequotas'],
+    ['the state store watches ResourceQuotas', 'watch', 'resourcequotas'],
     ['Events on pods, in their namespace', 'create', 'events', { namespace: 'tenant-a' }],
     ['Events on nodes, in default', 'create', 'events', { namespace: 'default' }],
     ['Events aggregated (count) on pods', 'patch', 'events', { namespace: 'tenant-a' }],
@@ -70,6 +72,9 @@ function wardenMustNot(ns: string): Right[] {
     ['patch node status', 'patch', 'nodes', { name: 'gpu-1', subresource: 'status' }],
     ['proxy to a kubelet', 'get', 'nodes', { name: 'gpu-1', subresource: 'proxy' }],
     ['delete Events', 'delete', 'events', { namespace: 'tenant-a' }],
+    ['change a ResourceQuota (raise its own limits)', 'update', 'resourcequotas', { namespace: 'tenant-a', name: 'gpu-quota' }],
+    ['write a ResourceQuota status', 'update', 'resourcequotas', { namespace: 'tenant-a', name: 'gpu-quota', subresource: 'status' }],
+    ['delete a ResourceQuota', 'delete', 'resourcequotas', { namespace: 'tenant-a', name: 'gpu-quota' }],
     ['list Secrets in its namespace', 'list', 'secrets', { namespace: ns }],
     ['watch Secrets in its namespace', 'watch', 'secrets', { namespace: ns }],
     ['read another Secret in its namespace', 'get', 'secrets', { namespace: ns, name: 'another-secret' }],
@@ -167,7 +172,7 @@ describe('RBAC of manifests/: each identity can do what the design needs, and no
     return wrong;
   }
 
-  it("vgpu-warden's ServiceAccount: pods, bindings, nodes, events, its webhook, its Lease and its two Secrets; none of kube-scheduler's rights", async () => {
+  it("vgpu-warden's ServiceAccount: pods, bindings, nodes, events, ResourceQuotas (read), its webhook, its Lease and its two Secrets; none of kube-scheduler's rights", async () => {
     const { kubeConfig, namespace } = testCluster();
     const cleanup = await applyShippedIdentities(kubeConfig, namespace);
     try {

@@ -354,6 +354,7 @@ describe('manifests/ (the kustomize base)', () => {
         { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'patch'] },
         { apiGroups: [''], resources: ['pods/binding'], verbs: ['create'] },
         { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
+        { apiGroups: [''], resources: ['resourcequotas'], verbs: ['list', 'watch'] },
         { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
         { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['vgpu-warden'], verbs: ['get', 'list', 'watch', 'update'] },
       ]);

@@ -265,6 +265,38 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     expect(samplesOf(text, 'hami_gpu_memory_limit_bytes')).to.have.length(1);
   });
 
+  it('reads each HAMi source once per scrape and independently: a source that knows nothing leaves out only its own families', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    const reads = { gpus: 0, containers: 0, quotas: 0 };
+    let containersKnown = true;
+    metrics.setGpuSource(() => { reads.gpus += 1; return [gpu()]; });
+    metrics.setContainerAllocationSource(() => {
+      reads.containers += 1;
+      return containersKnown ? [{ namespace: 'ml', node: 'n1', pod: 'p', containerIndex: 0, uuid: 'GPU-a', memoryMiB: 4000, cores: 30, gpuCores: 100 }] : undefined;
+    });
+    metrics.setQuotaSource(() => { reads.quotas += 1; return [{ namespace: 'ml', resource: 'nvidia.com/gpumem', used: 4000, limit: 8000 }]; });
+
+    const text = await metrics.text();
+    expect(reads).to.deep.equal({ gpus: 1, containers: 1, quotas: 1 });
+    expect(samplesOf(text, 'hami_vgpu_memory_allocated_bytes')).to.deep.equal([
+      `hami_vgpu_memory_allocated_bytes{zone="vGPU",namespace="ml",node="n1",pod="p",container_index="0",device_uuid="GPU-a"} ${4000 * 1024 * 1024}`,
+    ]);
+    expect(samplesOf(text, 'hami_vgpu_core_allocated_ratio')).to.deep.equal([
+      'hami_vgpu_core_allocated_ratio{zone="vGPU",namespace="ml",node="n1",pod="p",container_index="0",device_uuid="GPU-a"} 30',
+    ]);
+    expect(samplesOf(text, 'hami_resource_quota_used')).to.deep.equal(['hami_resource_quota_used{zone="vGPU",namespace="ml",quota_name="nvidia.com/gpumem",limit="8000"} 4000']);
+
+    containersKnown = false;
+    const partial = await metrics.text();
+    expect(reads).to.deep.equal({ gpus: 2, containers: 2, quotas: 2 });
+    for (const name of ['hami_vgpu_memory_allocated_bytes', 'hami_vgpu_core_allocated_ratio', 'vGPUMemoryAllocated', 'vGPUCoreAllocated']) {
+      expect(samplesOf(partial, name), name).to.deep.equal([]);
+      expect(partial).to.include(`# TYPE ${name} gauge\n`);
+    }
+    expect(samplesOf(partial, 'hami_gpu_shared_count')).to.have.length(1);
+    expect(samplesOf(partial, 'QuotaUsed')).to.have.length(1);
+  });
+
   it('gpuSamples joins each node\'s inventory with its usage, zero where a GPU is unused, skipping nodes without inventory', () => {
     const samples = gpuSamples({
       nodeNames: () => ['n1', 'plain'],

@@ -1,0 +1,140 @@
+/**
+ * HAMi's per-container and resource-quota scheduler metric families (cmd/scheduler/metrics.go):
+ * the samples they are built from and the family definitions, with HAMi's names, label names and
+ * values. Pure; WardenMetrics registers them and reads the sources at scrape time.
+ */
+import { ALLOCATED_ANNOTATION, decodeAllocation } from '../devices/allocation-codec.js';
+import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
+
+/**
+ * One family as HAMi's collector registers it. HAMi wraps its registry with the constant label
+ * zone="vGPU"; WardenMetrics adds it, so queries written for HAMi match.
+ */
+export interface HamiFamily<S> {
+  name: string;
+  help: string;
+  labels: readonly string[];
+  /** Label values in `labels` order, then the value; undefined leaves the sample out. */
+  sample: (sample: S) => { values: string[]; value: number } | undefined;
+}
+
+export const MIB = 1024 * 1024;
+
+/** HAMi's normalizeCoreMetrics: a GPU's capacity as 100, an allocation as a rounded-up percentage of it. */
+export function coreRatio(totalCores: number, usedCores: number): { limit: number; allocated: number } {
+  if (totalCores <= 0) return { limit: 0, allocated: 0 };
+  return { limit: 100, allocated: Math.ceil((usedCores / totalCores) * 100) };
+}
+
+/** One GPU share of one container of a pod holding GPUs. */
+export interface ContainerAllocationSample {
+  namespace: string;
+  node: string;
+  pod: string;
+  /** Position in hami.io/vgpu-devices-allocated: init containers first, as HAMi counts. */
+  containerIndex: number;
+  uuid: string;
+  memoryMiB: number;
+  /** The share's cores in HAMi's units (the annotation's value). */
+  cores: number;
+  /** The GPU's core capacity from the node's inventory; 0 when the inventory does not list it. */
+  gpuCores: number;
+}
+
+/** Called on every scrape; undefined means "not known here" (the families are left out). */
+export type ContainerAllocationSource = () => readonly ContainerAllocationSample[] | undefined;
+
+/** The parts of a pod containerAllocationSamples() reads (V1Pod has them). */
+export interface AllocationPod {
+  metadata?: { namespace?: string; name?: string; annotations?: Record<string, string> };
+  spec?: { nodeName?: string };
+  status?: { phase?: string };
+}
+
+/** What containerAllocationSamples() reads: the state store's pods and inventory (ClusterCache has both). */
+export interface ContainerAllocationView {
+  allPods(): Iterable<AllocationPod>;
+  inventory(node: string): { devices: readonly { uuid: string; cores: number }[] } | undefined;
+}
+
+/**
+ * Every GPU share of every container of every pod holding GPUs, the way HAMi's collector walks its
+ * scheduled pods. Pods that have finished hold nothing; a pod whose annotation cannot be decoded is
+ * left out (it is counted by vgpu_warden_unreadable_allocations). That includes a device with an
+ * empty UUID, which the decoder refuses: HAMi skips just that device. Bounded by the pods and GPUs
+ * of the cluster.
+ */
+export function containerAllocationSamples(view: ContainerAllocationView): ContainerAllocationSample[] {
+  const samples: ContainerAllocationSample[] = [];
+  for (const pod of view.allPods()) {
+    const annotations = pod.metadata?.annotations ?? {};
+    const encoded = annotations[ALLOCATED_ANNOTATION];
+    const node = annotations[VGPU_NODE_ANNOTATION] ?? pod.spec?.nodeName;
+    const phase = pod.status?.phase;
+    if (encoded === undefined || node === undefined || node === '' || phase === 'Succeeded' || phase === 'Failed') continue;
+    const allocation = decodeAllocation(encoded);
+    if ('error' in allocation) continue;
+    const gpuCores = new Map((view.inventory(node)?.devices ?? []).map((device) => [device.uuid, device.cores]));
+    const [namespace, name] = [pod.metadata?.namespace ?? '', pod.metadata?.name ?? ''];
+    allocation.forEach((devices, containerIndex) => {
+      for (const device of devices) {
+        samples.push({
+          namespace, node, pod: name, containerIndex, uuid: device.uuid, memoryMiB: device.memoryMiB, cores: device.cores,
+          gpuCores: gpuCores.get(device.uuid) ?? 0,
+        });
+      }
+    });
+  }
+  return samples;
+}
+
+const containerLabels = (share: ContainerAllocationSample): string[] => [share.namespace, share.node, share.pod, String(share.containerIndex), share.uuid];
+
+export const HAMI_CONTAINER_FAMILIES: readonly HamiFamily<ContainerAllocationSample>[] = [
+  { name: 'hami_vgpu_memory_allocated_bytes', help: 'vGPU memory allocated from a container', labels: ['namespace', 'node', 'pod', 'container_index', 'device_uuid'],
+    sample: (share) => ({ values: containerLabels(share), value: share.memoryMiB * MIB }) },
+  { name: 'hami_vgpu_core_allocated_ratio', help: 'vGPU core allocated from a container', labels: ['namespace', 'node', 'pod', 'container_index', 'device_uuid'],
+    sample: (share) => ({ values: containerLabels(share), value: coreRatio(share.gpuCores, share.cores).allocated }) },
+  // Legacy names: raw core units rather than a ratio, as HAMi's legacy collector reports them.
+  { name: 'vGPUMemoryAllocated', help: 'vGPU memory allocated from a container', labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
+    sample: (share) => ({ values: containerLabels(share), value: share.memoryMiB * MIB }) },
+  { name: 'vGPUCoreAllocated', help: 'vGPU core allocated from a container', labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
+    sample: (share) => ({ values: containerLabels(share), value: share.cores }) },
+];
+
+/** One namespace's use of one quota-limited resource. */
+export interface QuotaSample {
+  namespace: string;
+  /** The resource without the `limits.` prefix, e.g. 'nvidia.com/gpumem'. */
+  resource: string;
+  used: number;
+  limit: number;
+}
+
+/** Called on every scrape; undefined means "not known here" (the quota families are left out). */
+export type QuotaSource = () => readonly QuotaSample[] | undefined;
+
+export const HAMI_QUOTA_FAMILIES: readonly HamiFamily<QuotaSample>[] = [
+  { name: 'hami_resource_quota_used', help: 'resourcequota usage for a certain device', labels: ['namespace', 'quota_name', 'limit'],
+    sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }) },
+  { name: 'hami_resource_quota_limit', help: 'resourcequota limit for a certain device', labels: ['namespace', 'quota_name'],
+    sample: (quota) => ({ values: [quota.namespace, quota.resource], value: quota.limit }) },
+  { name: 'QuotaUsed', help: 'resourcequota usage for a certain device', labels: ['quotanamespace', 'quotaName', 'limit'],
+    sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }) },
+];
+
+/**
+ * One read of `read` per scrape, shared by every family reading it. prom-client starts every
+ * family's collect in the same tick of a scrape: the first reads the source and the rest reuse it
+ * until the next microtask, so every family shows the same view and the store is walked once.
+ */
+export function perScrape<T>(read: () => T): () => T {
+  let snapshot: { value: T } | undefined;
+  return () => {
+    if (snapshot === undefined) {
+      snapshot = { value: read() };
+      queueMicrotask(() => { snapshot = undefined; });
+    }
+    return snapshot.value;
+  };
+}

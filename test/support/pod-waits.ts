@@ -1,0 +1,21 @@
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { eventually, testCluster } from './test-cluster.js';
+
+/** The pod once it is bound and its device plugin has allocated it (bind-phase success). */
+export function allocatedPod(namespace: string, name: string, timeoutMs = 30_000): Promise<V1Pod> {
+  const { core } = testCluster();
+  return eventually(`${name} bound and allocated`, async () => {
+    const pod = await core.readNamespacedPod({ name, namespace });
+    return pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? pod : undefined;
+  }, timeoutMs, 100);
+}
+
+/** The first event on the pod whose message matches, from kube-scheduler or from vgpu-warden. */
+export function eventMatching(namespace: string, pod: string, pattern: RegExp): Promise<CoreV1Event> {
+  const { core } = testCluster();
+  return eventually(`an event on ${pod} matching ${String(pattern)}`, async () => {
+    const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod}` });
+    return events.items.find((event) => pattern.test(event.message ?? ''));
+  }, 30_000, 200);
+}
