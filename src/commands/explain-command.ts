@@ -1,5 +1,5 @@
 import { podMutationConfig } from '../admission/mutation-config.js';
-import { CoreV1Api, type CoreV1Event, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, type CoreV1Event, type V1Node, type V1Pod, type V1ResourceQuota } from '@kubernetes/client-node';
 import { configFlag, EXIT_FAILURE, EXIT_OK, UsageError, type Command, type CommandContext } from '../cli.js';
 import type { Config } from '../config.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
@@ -81,19 +81,36 @@ interface ClusterRead {
   nodes: V1Node[];
   pods: V1Pod[];
   events: CoreV1Event[];
+  /** The pod's namespace's ResourceQuotas; undefined when they may not be read (then no quota is judged). */
+  quotas: V1ResourceQuota[] | undefined;
 }
 
-/** Every node and every pod that can hold GPUs (filter's inputs), and the pod's Events. */
-async function readCluster(core: CoreV1Api, ref: PodRef): Promise<ClusterRead> {
-  const [nodes, pods, events] = await Promise.all([
+/**
+ * The namespace's ResourceQuotas (the GPU quota filter checks), or undefined with one line on
+ * stderr when the caller may not list them: the rest of the explanation is still worth having.
+ */
+async function readQuotas(core: CoreV1Api, namespace: string, stderr: (line: string) => void): Promise<V1ResourceQuota[] | undefined> {
+  try {
+    return await listPages(`the ResourceQuotas of namespace ${namespace}`, (next) => core.listNamespacedResourceQuota({ namespace, ...paged(next) }));
+  } catch (error) {
+    if (!(error instanceof ExplainReadError) || httpStatusOf(error.cause) !== 403) throw error;
+    stderr(`vgpu-warden: may not list the ResourceQuotas of namespace ${namespace}; the GPU quota is not judged`);
+    return undefined;
+  }
+}
+
+/** Every node and every pod that can hold GPUs (filter's inputs), the namespace's quotas, and the pod's Events. */
+async function readCluster(core: CoreV1Api, ref: PodRef, stderr: (line: string) => void): Promise<ClusterRead> {
+  const [nodes, pods, events, quotas] = await Promise.all([
     listPages('nodes', (next) => core.listNode(paged(next))),
     // Finished pods hold no GPUs: the state store drops them anyway.
     listPages('pods', (next) => core.listPodForAllNamespaces({ ...paged(next), fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed' })),
     listPages(`the events of pod ${ref.namespace}/${ref.name}`, (next) => core.listNamespacedEvent({
       namespace: ref.namespace, ...paged(next), fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${ref.name}`,
     }), EVENT_PAGES),
+    readQuotas(core, ref.namespace, stderr),
   ]);
-  return { nodes, pods, events };
+  return { nodes, pods, events, quotas };
 }
 
 /** The locks on `nodes`, inspected and rowed exactly as `vgpu-warden locks` does. */
@@ -167,9 +184,9 @@ export function explainCommand(): Command {
           }
           throw new ExplainReadError(`could not read pod ${ref.namespace}/${ref.name}`, { cause: error });
         }
-        const read = await readCluster(core, ref);
+        const read = await readCluster(core, ref, io.stderr);
         const settings = settingsOf(config);
-        const cache = await snapshotCache(read.nodes, read.pods);
+        const cache = await snapshotCache(read.nodes, read.pods, read.quotas);
         const placement = placementFor(pod, cache, settings);
         const locks = new NodeLocks({
           api: new KubeNodeLockApi(core),

@@ -135,6 +135,26 @@ describe('vgpu-warden explain on a real apiserver', function () {
     expect(text.out).to.include(`  CardInsufficientMemory${' '.repeat(Math.max(0, ...(explanation.placement?.failing ?? []).map((group) => group.reason.length)) - 'CardInsufficientMemory'.length)}  1 node: ${staged.node}`);
   });
 
+  it('over its namespace\'s GPU quota: the verdict names ResourceQuotaNotFit and the ResourceQuota, as filter does', async () => {
+    const staged = await stage(cleanups);
+    const { core, namespace } = staged;
+    await core.createNamespacedResourceQuota({ namespace, body: { metadata: { name: 'explain-quota' }, spec: { hard: { 'limits.nvidia.com/gpumem': '1500' } } } });
+    cleanups.push(async () => { await core.deleteNamespacedResourceQuota({ name: 'explain-quota', namespace }); });
+    const { cache, service } = await extender(core);
+    const pod = await createGpuPod(staged, 'over-quota', 2000);
+    await storeHas(cache, staged, pod);
+    await eventually('the store to read the quota', () => Promise.resolve(cache.quotaBudget(namespace) !== undefined ? true : undefined), 10_000, 20);
+    const filtered = await service.filter({ pod: JSON.parse(JSON.stringify(pod)) as Record<string, unknown>, nodeNames: [staged.node] });
+    const reason = `ResourceQuotaNotFit (ResourceQuota ${namespace}/explain-quota: limits.nvidia.com/gpumem 0 used + 2000 requested > 1500)`;
+    expect(filtered.FailedNodes?.get(staged.node)).to.equal(reason);
+
+    const explanation = await explainJson(namespace, 'over-quota');
+    expect(explanation.situation).to.equal('fits-nowhere');
+    const ours = explanation.placement?.failing.flatMap((group) => group.nodes.filter((entry) => entry.node === staged.node).map((entry) => ({ reason: group.reason, detail: entry.detail })));
+    expect(ours).to.deep.equal([{ reason: 'ResourceQuotaNotFit', detail: reason }]);
+    expect(explanation.verdict).to.include('ResourceQuotaNotFit');
+  });
+
   it('waits on a lock held by another bound-and-allocating pod: names the node, holder and its state', async () => {
     const staged = await stage(cleanups);
     const { cache, binder } = await extender(staged.core);
