@@ -60,7 +60,8 @@ export function eventReport(sorted: readonly EventLike[], now: Date, limit: numb
 }
 
 /** Reasons a bind writes about its progress: the latest of them says where the bind stands. */
-const BIND_REASONS = new Set(['NodeLockWait', 'BindingFailed', 'Scheduled']);
+// BindingSucceed is HAMi's reason, which our binder writes before kube-scheduler's Scheduled.
+const BIND_REASONS = new Set(['NodeLockWait', 'BindingFailed', 'BindingSucceed', 'Scheduled']);
 
 /** The most recent bind-related event, if any. */
 export function lastBindEvent<T extends EventLike>(sorted: readonly T[]): T | undefined {

@@ -28,6 +28,9 @@ describe('pod events and allocation progress', () => {
     ];
     expect(lockWaitNode(lastBindEvent(sorted))).to.equal('gpu-7');
     expect(lockWaitNode(lastBindEvent([...sorted, { reason: 'Scheduled', message: 'bound' }]))).to.equal(undefined);
+    // A bind that failed once and then succeeded is not reported as failed.
+    const retried = [{ reason: 'BindingFailed', message: 'x' }, { reason: 'BindingSucceed', message: 'Successfully binding node [gpu-7] to a/b' }];
+    expect(lastBindEvent(retried)?.reason).to.equal('BindingSucceed');
   });
 
   it('allocation progress: unreadable to-allocate gives no progress, not a guess', () => {
