@@ -62,6 +62,8 @@ export type NodeCapacity = (node: string) => ReadonlyMap<string, GpuUse>;
 export class PodUsageIndex {
   private readonly pods = new Map<string, Entry>();
   private readonly assumed = new Map<string, Entry & { expiresAt: number }>();
+  /** No assumption expires before this: filter asks for a namespace's use once per node it tries. */
+  private assumedExpiryFloor = Infinity;
   // Filter asks for the usage of every candidate node: index by node so that costs O(pods on it).
   private readonly byNode = new Map<string, Set<string>>();
   private readonly unreadableUids = new Set<string>();
@@ -143,6 +145,7 @@ export class PodUsageIndex {
     this.dropAssumed(uid);
     const entry = { node, usage, expiresAt: this.clock() + this.assumeTtlMs, ...(namespace === undefined ? {} : { namespace }) };
     this.assumed.set(uid, entry);
+    this.assumedExpiryFloor = Math.min(this.assumedExpiryFloor, entry.expiresAt);
     this.linkNamespace(entry, uid);
     this.link(node, uid);
   }
@@ -290,11 +293,18 @@ export class PodUsageIndex {
     this.namespaceGenerations.set(namespace, (this.namespaceGenerations.get(namespace) ?? 0) + 1);
   }
 
-  /** Assumptions are few (binds in flight): walking them all on a quota read is cheap. */
+  /** Walks the assumptions (binds in flight) only once the earliest of them may have expired. */
   private dropExpiredAssumptions(): void {
     const now = this.clock();
-    for (const [uid, entry] of this.assumed) if (entry.expiresAt <= now) this.dropAssumed(uid);
+    if (now < this.assumedExpiryFloor) return;
+    let floor = Infinity;
+    for (const [uid, entry] of this.assumed) {
+      if (entry.expiresAt <= now) this.dropAssumed(uid);
+      else floor = Math.min(floor, entry.expiresAt);
+    }
+    this.assumedExpiryFloor = floor;
   }
+
 
   private dropPod(uid: string): void {
     const entry = this.pods.get(uid);

@@ -35,7 +35,7 @@ export interface FitInput {
   /** `prepareFit(podAnnotations)`, when the caller fits the same pod onto many nodes. */
   prepared?: PreparedFit;
   /** The pod's namespace GPU quota; absent when no ResourceQuota of the namespace limits GPUs. */
-  quota?: QuotaBudget;
+  quota?: QuotaBudget | undefined;
 }
 
 /** What a fit reads from the pod's annotations, parsed once per pod rather than once per node. */
@@ -227,6 +227,24 @@ export function leastQuotaUse(requests: PodGpuRequests): NamespaceUse {
   return apps;
 }
 
+/**
+ * Whether every allocation of the pod adds exactly leastQuotaUse to its namespace, so the pre-check
+ * has settled the quota and no GPU needs checking: no init container asks for a GPU (their per-GPU
+ * peak can land beside the app containers' sum) and no share is a percentage of a card's memory.
+ */
+function quotaUseIsFixed(requests: PodGpuRequests): boolean {
+  return requests.initContainers.every((request) => request === undefined)
+    && requests.containers.every((request) => request === undefined || request.memoryMiB > 0 || request.memoryPercentage === undefined);
+}
+
+/**
+ * The quota check of one fit: `allocation` holds the containers fitted so far when a container
+ * asks. A function of its own, so fitPod's locals are not captured by a closure on every call.
+ */
+function quotaChecker(quota: QuotaBudget, allocation: PodAllocation, initCount: number): (devices: readonly AllocatedDevice[]) => string | undefined {
+  return (devices) => quotaExceeded(quota, namespaceUseOf(podDeviceUsage([...allocation, [...devices]], initCount)));
+}
+
 export function fitPod(input: FitInput): FitResult {
   const prepared = input.prepared ?? prepareFit(input.podAnnotations);
   if ('error' in prepared) return failure(prepared.error, { [prepared.code]: 1 });
@@ -245,8 +263,7 @@ export function fitPod(input: FitInput): FitResult {
     weights: prepared.weights,
     numaBind: prepared.numaBind,
     linkScores: input.linkScores,
-    // `allocation` holds the containers fitted so far when a container asks.
-    quotaBreak: quota === undefined ? undefined : (devices) => quotaExceeded(quota, namespaceUseOf(podDeviceUsage([...allocation, [...devices]], initCount))),
+    quotaBreak: quota === undefined || quotaUseIsFixed(input.requests) ? undefined : quotaChecker(quota, allocation, initCount),
   };
 
   // Init containers run one after another: each sees the node as it is, not the others' shares.

@@ -36,7 +36,7 @@ export function placementOf(pod: unknown, ref: PodRef, cache: ClusterCache, defa
     const unreadable = gpuRequestProblems(pod, defaults.requestDefaults);
     if (unreadable.length > 0) return { ...report, error: `unreadable GPU request: ${clip(describeProblems(unreadable), MESSAGE_CHARS)}` };
   }
-  const view: PodView = viewPod(pod, defaults);
+  const view: PodView = viewPod(pod, defaults, cache);
   const groups = new Map<string, Group>();
   for (const node of nodes) {
     const evaluation = evaluateNode(cache, node, view);

@@ -131,7 +131,7 @@ export class Binder {
     }
     const problems = gpuRequestProblems(pod, this.deps.defaults.requestDefaults);
     if (problems.length > 0) throw new BindError(`unreadable GPU request: ${describeProblems(problems)}`);
-    const view = viewPod(pod, this.deps.defaults);
+    const view = viewPod(pod, this.deps.defaults, this.deps.cache);
     if (!view.wantsGpu) {
       // kube-scheduler sends only pods with a managed resource; a pod that names none gets a plain bind.
       await this.createBinding(args, {}, signal);
@@ -150,7 +150,9 @@ export class Binder {
         throw error;
       }
       this.lockOwners.set(args.node, token);
-      const evaluation = evaluateNode(this.deps.cache, args.node, view, await this.usageForBind(args, lock, signal));
+      const usage = await this.usageForBind(args, lock, signal);
+      // The quota as it is now, after the lock wait: no await between this fit and the assume below.
+      const evaluation = evaluateNode(this.deps.cache, args.node, { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid) }, usage);
       if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
       // Synchronously after the fit: the namespace's next quota check already counts this pod.
       this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, view.requests.initContainers.length), args.podNamespace);

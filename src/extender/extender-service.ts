@@ -87,7 +87,7 @@ export class ExtenderService {
       const unreadable = gpuRequestProblems(args.pod, this.deps.defaults.requestDefaults);
       if (unreadable.length > 0) return filterResult.error(`unreadable GPU request: ${describeProblems(unreadable)}`);
     }
-    const pod = viewPod(args.pod, this.deps.defaults);
+    const pod = viewPod(args.pod, this.deps.defaults, cache);
     if (!pod.wantsGpu) return filterResult.passed(args.nodeNames);
     if (pod.problem !== undefined) {
       // A pod-level refusal (unknown policy, MIG, invalid numa-bind …): no node would do, so an
@@ -100,7 +100,7 @@ export class ExtenderService {
     const failed = new Map<string, string>();
     const summary = new FailureSummary();
     // The namespace's quota use is part of the shape: a verdict cached for one budget says nothing of another.
-    const quota = budgetKey(cache.quotaBudget(pod.namespace, pod.uid));
+    const quota = budgetKey(pod.quota);
     const remembered: RememberedFilter = { verdicts: new Map(), quota };
     const shape = shapeOf(pod) + quota;
     const repeated = this.noteShape(shape);
@@ -140,10 +140,10 @@ export class ExtenderService {
   async prioritize(args: FilterArgs): Promise<HostPriority[]> {
     const { cache } = this.deps;
     await cache.waitForSync(this.deps.syncWaitMs);
-    const pod = viewPod(args.pod, this.deps.defaults);
+    const pod = viewPod(args.pod, this.deps.defaults, cache);
     if (!pod.wantsGpu) return args.nodeNames.map((node) => ({ Host: node, Score: 0 }));
     const known = pod.uid === undefined ? undefined : this.remembered.get(pod.uid);
-    const remembered = known?.quota === budgetKey(cache.quotaBudget(pod.namespace, pod.uid)) ? known : undefined;
+    const remembered = known?.quota === budgetKey(pod.quota) ? known : undefined;
     const identity = (args.pod as PodIdentity).metadata ?? {};
     return mapInSlices(args.nodeNames, (node) => {
       const known = remembered?.verdicts.get(node);

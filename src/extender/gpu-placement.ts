@@ -3,6 +3,7 @@ import { fitPod, prepareFit, type FitResult, type PreparedFit } from '../devices
 import { asChain, policiesFor, type GpuPolicy, type NodePolicy, type PodPolicies } from '../devices/gpu-policy.js';
 import { hasGpuRequest, podGpuRequests, type PodGpuRequests, type RequestDefaults } from '../devices/requests.js';
 import { nodeScore } from '../devices/score.js';
+import type { QuotaBudget } from '../devices/gpu-quota.js';
 import { clip, LABEL_CHARS } from '../user-text.js';
 import type { GpuUse } from '../devices/usage.js';
 
@@ -16,6 +17,11 @@ export interface PodView {
   uid: string | undefined;
   /** Whose GPU quota the pod counts against. */
   namespace: string;
+  /**
+   * The namespace's GPU quota as the store had it when the view was made: one budget for every
+   * node one call fits the pod onto (and the key its cached verdicts are filed under).
+   */
+  quota: QuotaBudget | undefined;
   annotations: Record<string, string>;
   requests: PodGpuRequests;
   policies: PodPolicies;
@@ -38,16 +44,26 @@ interface PodLike {
   metadata?: { uid?: string; namespace?: string; annotations?: Record<string, string> };
 }
 
-/** What the scheduler needs to know about a pod: its GPU requests and placement policies. */
-export function viewPod(pod: unknown, defaults: PlacementDefaults): PodView {
+/** Where a pod's namespace GPU quota comes from (the state store). */
+export interface QuotaLookup {
+  quotaBudget(namespace: string, excludeUid?: string): QuotaBudget | undefined;
+}
+
+/**
+ * What the scheduler needs to know about a pod: its GPU requests, placement policies and its
+ * namespace's GPU quota now (`quotas`; a bind reads it again after waiting for the lock).
+ */
+export function viewPod(pod: unknown, defaults: PlacementDefaults, quotas: QuotaLookup): PodView {
   const metadata = (pod as PodLike).metadata ?? {};
   const annotations = metadata.annotations ?? {};
   const requests = podGpuRequests(pod, defaults.requestDefaults);
   const policies = policiesFor(annotations, { node: defaults.nodePolicy, gpu: defaults.gpuPolicy });
   const fit = prepareFit(annotations);
+  const namespace = metadata.namespace ?? 'default';
   return {
     uid: metadata.uid,
-    namespace: metadata.namespace ?? 'default',
+    namespace,
+    quota: quotas.quotaBudget(namespace, metadata.uid),
     annotations,
     requests,
     policies: 'error' in policies ? { node: defaults.nodePolicy, gpu: asChain(defaults.gpuPolicy) } : policies,
@@ -79,7 +95,7 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
   // would attract pods that kubelet rejects, in a loop (and be the binpack favourite).
   const liveness = cache.gpuLiveness(node);
   if (!liveness.ready) return { node, fits: false, reason: liveness.reason, reasonCounts: { DevicePluginNotReporting: 1 } };
-  const quota = cache.quotaBudget(pod.namespace, pod.uid);
+  const quota = pod.quota;
   const result = fitPod({
     devices: inventory.devices,
     usage: usage ?? cache.usageOn(node, pod.uid),
@@ -88,7 +104,7 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
     gpuPolicy: pod.policies.gpu,
     ...(inventory.linkScores === undefined ? {} : { linkScores: inventory.linkScores }),
     prepared: pod.fit,
-    ...(quota === undefined ? {} : { quota }),
+    quota,
   });
   return { ...result, node };
 }

@@ -1,8 +1,9 @@
 import { expect } from 'chai';
 import { fitPod, leastQuotaUse, type FitInput, type FitResult } from '../../../src/devices/fit.js';
-import type { QuotaBudget, QuotaLimit } from '../../../src/devices/gpu-quota.js';
+import { namespaceUseOf, type QuotaBudget, type QuotaLimit } from '../../../src/devices/gpu-quota.js';
 import type { GpuDevice } from '../../../src/devices/inventory.js';
 import type { ContainerGpuRequest, PodGpuRequests } from '../../../src/devices/requests.js';
+import { podDeviceUsage } from '../../../src/devices/usage.js';
 
 function gpu(uuid: string, overrides: Partial<GpuDevice> = {}): GpuDevice {
   return { uuid, index: 0, count: 10, memoryMiB: 32768, cores: 100, type: 'NVIDIA-Tesla V100-PCIE-32GB', numa: 0, mode: 'hami-core', healthy: true, cordoned: false, ...overrides };
@@ -80,6 +81,18 @@ describe('devices: fit under a namespace GPU quota (HAMi fitQuota, ResourceQuota
     expect(!two.fits && two.reason).to.equal('ResourceQuotaNotFit (ResourceQuota team-a/count: limits.nvidia.com/gpu 1 used + 2 requested > 2)');
     const cores = fit({ devices: [gpu('a')], requests: app(req({ cores: 60 })), quota: budget({ cores: 50 }, { quota: 'c', field: 'cores', limit: 100 }) });
     expect(!cores.fits && cores.reason).to.contain('limits.nvidia.com/gpucores 50 used + 60 requested > 100');
+  });
+
+  it('for app containers with fixed shares, what any placement adds is exactly the pre-checked use (so no GPU is checked)', () => {
+    let seed = 7;
+    const random = (n: number) => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n; };
+    for (let round = 0; round < 200; round++) {
+      const containers = Array.from({ length: 1 + random(3) }, () => (random(4) === 0 ? undefined : req({ count: 1 + random(2), memoryMiB: 1 + random(8000), cores: random(50) })));
+      const requests = app(...containers);
+      const result = fit({ devices: [gpu('a'), gpu('b'), gpu('c')], requests, gpuPolicy: random(2) === 0 ? 'binpack' : 'spread' });
+      if (!result.fits) continue;
+      expect(namespaceUseOf(podDeviceUsage(result.allocation, 0)), JSON.stringify(requests)).to.deep.equal(leastQuotaUse(requests));
+    }
   });
 
   it('without a quota nothing changes: the same pod fits', () => {

@@ -25,21 +25,22 @@ describe('gpu-placement: policies in the shared fit', () => {
   }
 
   it('viewPod reads the chain and numa-bind; a refusal is the pod\'s problem on every node', async () => {
-    const view = viewPod(pod({ 'hami.io/gpu-scheduler-policy': 'binpack,numa,mutex' }), defaults);
+    const noQuota = { quotaBudget: () => undefined };
+    const view = viewPod(pod({ 'hami.io/gpu-scheduler-policy': 'binpack,numa,mutex' }), defaults, noQuota);
     expect(view.problem).to.equal(undefined);
     expect(view.policies).to.deep.equal({ node: 'binpack', gpu: { keys: ['binpack', 'numa'], mutex: true, topologyAware: false } });
 
-    const refused = viewPod(pod({ 'hami.io/gpu-scheduler-policy': 'exclusive' }), defaults);
+    const refused = viewPod(pod({ 'hami.io/gpu-scheduler-policy': 'exclusive' }), defaults, noQuota);
     expect(refused.problem).to.match(/unknown policy "exclusive"/);
     const cache = await store([simulatedGpuNode({ name: 'n1', gpus: 1 })]);
     const evaluation = evaluateNode(cache, 'n1', refused);
     expect(evaluation).to.deep.include({ fits: false, reason: refused.problem, reasonCounts: { [POD_UNSUPPORTED]: 1 } });
-    expect(evaluateNode(cache, 'n1', viewPod(pod({}), defaults)).fits).to.equal(true);
+    expect(evaluateNode(cache, 'n1', viewPod(pod({}), defaults, cache)).fits).to.equal(true);
   });
 
   it('passes the node\'s link scores to topology-aware', async () => {
     const cache = await store([simulatedGpuNode({ name: 'n1', gpus: 4, linkScore: (a, b) => (a + b === 5 ? 100 : 1) })]);
-    const evaluation = evaluateNode(cache, 'n1', viewPod(pod({ 'hami.io/gpu-scheduler-policy': 'topology-aware' }, '2'), defaults));
+    const evaluation = evaluateNode(cache, 'n1', viewPod(pod({ 'hami.io/gpu-scheduler-policy': 'topology-aware' }, '2'), defaults, cache));
     if (!evaluation.fits) expect.fail(evaluation.reason);
     expect(evaluation.allocation[0]?.map((device) => device.uuid)).to.deep.equal(['GPU-n1-2', 'GPU-n1-3']);
   });
