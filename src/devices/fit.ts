@@ -245,15 +245,23 @@ function quotaChecker(quota: QuotaBudget, allocation: PodAllocation, initCount: 
   return (devices) => quotaExceeded(quota, namespaceUseOf(podDeviceUsage([...allocation, [...devices]], initCount)));
 }
 
+/**
+ * `ResourceQuotaNotFit (<the limit broken>)` when the pod is over its namespace's GPU quota whatever
+ * GPUs it gets (the pre-check), else undefined.
+ */
+export function podOverQuota(requests: PodGpuRequests, quota: QuotaBudget | undefined): string | undefined {
+  if (quota === undefined) return undefined;
+  const broken = quotaExceeded(quota, leastQuotaUse(requests));
+  return broken === undefined ? undefined : `${RESOURCE_QUOTA_NOT_FIT} (${broken})`;
+}
+
 export function fitPod(input: FitInput): FitResult {
   const prepared = input.prepared ?? prepareFit(input.podAnnotations);
   if ('error' in prepared) return failure(prepared.error, { [prepared.code]: 1 });
   const quota = input.quota;
-  if (quota !== undefined) {
-    // A pod over its quota on every node says so once, not as a GPU count per node.
-    const broken = quotaExceeded(quota, leastQuotaUse(input.requests));
-    if (broken !== undefined) return failure(`${RESOURCE_QUOTA_NOT_FIT} (${broken})`, { [RESOURCE_QUOTA_NOT_FIT]: 1 });
-  }
+  // A pod over its quota on every node says so once, not as a GPU count per node.
+  const overQuota = podOverQuota(input.requests, quota);
+  if (overQuota !== undefined) return failure(overQuota, { [RESOURCE_QUOTA_NOT_FIT]: 1 });
   const allocation: PodAllocation = [];
   const initCount = input.requests.initContainers.length;
   const context: FitContext = {

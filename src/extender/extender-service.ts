@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
+import { podOverQuota } from '../devices/fit.js';
 import { budgetKey } from '../devices/gpu-quota.js';
 import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
@@ -95,6 +96,15 @@ export class ExtenderService {
       // as HAMi records its own Filter errors.
       this.recordFilteringFailed(args.pod, pod.problem);
       return filterResult.error(pod.problem);
+    }
+    const overQuota = podOverQuota(pod.requests, pod.quota);
+    if (overQuota !== undefined) {
+      // Over its namespace's GPU quota on every node: an Error too, not FailedNodes. kube-scheduler
+      // does not watch ResourceQuotas, and a pod whose nodes some in-tree plugin also rejected (a
+      // nodeSelector) is retried only on that plugin's events; after an Error it retries on its
+      // backoff (at most 10 s), so a raised limit or a pod of the namespace ending is noticed.
+      this.recordFilteringFailed(args.pod, overQuota);
+      return filterResult.error(overQuota);
     }
     const passed: string[] = [];
     const failed = new Map<string, string>();

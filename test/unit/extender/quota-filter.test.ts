@@ -54,13 +54,13 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
     return { cache, service, quotas, pods, messages, warnings, started };
   }
 
-  it('refuses a pod that would take its namespace over limits.nvidia.com/gpumem on every node, naming the quota', async () => {
+  it('refuses a pod that would take its namespace over limits.nvidia.com/gpumem with an Error naming the quota (kube-scheduler retries it on its backoff)', async () => {
     const { service, messages } = await build({ quotas: [quota('gpu-quota', { 'limits.nvidia.com/gpumem': '8k' })], pods: [boundPod('running', 6000, 'n1')] });
     const result = await service.filter({ pod: gpuPod('p', 4000), nodeNames: ['n1', 'n2'] });
-    expect(result.NodeNames).to.deep.equal([]);
     const reason = 'ResourceQuotaNotFit (ResourceQuota team-a/gpu-quota: limits.nvidia.com/gpumem 6000 used + 4000 requested > 8000)';
-    expect(Object.fromEntries(result.FailedNodes ?? new Map())).to.deep.equal({ n1: reason, n2: reason });
-    expect(messages.at(-1)).to.equal(`FilteringFailed: no available node, 2 nodes do not meet: 2 nodes ${reason} (n1, n2)`);
+    expect(result.Error).to.equal(reason);
+    expect(result.NodeNames ?? []).to.deep.equal([]);
+    expect(messages.at(-1)).to.equal(`FilteringFailed: ${reason}`);
     // Within the quota, and another namespace is not limited by it.
     expect((await service.filter({ pod: gpuPod('q', 2000), nodeNames: ['n1', 'n2'] })).NodeNames).to.deep.equal(['n1', 'n2']);
     expect((await service.filter({ pod: gpuPod('r', 4000, 'team-b'), nodeNames: ['n2'] })).NodeNames).to.deep.equal(['n2']);
@@ -72,12 +72,12 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
     expect(first.NodeNames).to.deep.equal(['n1', 'n2']);
     // A bind in flight (assumed) counts at once; the next pod of the same shape is refused.
     store.usage.assume('uid-a', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]), 'team-a');
-    expect((await service.filter({ pod: gpuPod('b', 1000), nodeNames: ['n1', 'n2'] })).NodeNames).to.deep.equal([]);
+    expect((await service.filter({ pod: gpuPod('b', 1000), nodeNames: ['n1', 'n2'] })).Error).to.match(/^ResourceQuotaNotFit/);
     // The quota is raised: the same shape fits again.
     quotas.emit('MODIFIED', quota('gpu-quota', { 'limits.nvidia.com/gpu': '2' }));
     expect((await service.filter({ pod: gpuPod('c', 1000), nodeNames: ['n2'] })).NodeNames).to.deep.equal(['n2']);
     quotas.emit('MODIFIED', quota('gpu-quota', { 'limits.nvidia.com/gpu': '1' }));
-    expect((await service.filter({ pod: gpuPod('d', 1000), nodeNames: ['n2'] })).NodeNames).to.deep.equal([]);
+    expect((await service.filter({ pod: gpuPod('d', 1000), nodeNames: ['n2'] })).Error).to.match(/^ResourceQuotaNotFit/);
     // The pod finishes: its share is free again.
     pods.emit('ADDED', boundPod('a', 1000, 'n1'));
     pods.emit('MODIFIED', { ...boundPod('a', 1000, 'n1'), status: { phase: 'Succeeded' } });
@@ -95,18 +95,26 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
       pods: [boundPod('running', 1000, 'n1')],
     });
     const result = await service.filter({ pod: gpuPod('p', 2500), nodeNames: ['n2'] });
-    expect(result.FailedNodes?.get('n2')).to.equal('ResourceQuotaNotFit (ResourceQuota team-a/tight: limits.nvidia.com/gpumem 1000 used + 2500 requested > 3000)');
+    expect(result.Error).to.equal('ResourceQuotaNotFit (ResourceQuota team-a/tight: limits.nvidia.com/gpumem 1000 used + 2500 requested > 3000)');
     expect(store.quotaUses()).to.have.deep.members([
       { namespace: 'team-a', resource: 'nvidia.com/gpumem', used: 1000, limit: 3000 },
       { namespace: 'team-a', resource: 'nvidia.com/gpucores', used: 0, limit: 200 },
     ]);
   });
 
+  it('a share the pre-check cannot know (a percentage of a card) is checked per GPU: FailedNodes, as HAMi\'s Fit', async () => {
+    const { service } = await build({ quotas: [quota('gpu-quota', { 'limits.nvidia.com/gpumem': '5000' })] });
+    const pod = { ...gpuPod('p', 0), spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem-percentage': '50' } } }] } };
+    const result = await service.filter({ pod, nodeNames: ['n1'] });
+    expect(result.Error).to.equal('');
+    expect(result.FailedNodes?.get('n1')).to.match(/^1\/1 ResourceQuotaNotFit \(ResourceQuota team-a\/gpu-quota: limits\.nvidia\.com\/gpumem 0 used \+ \d+ requested > 5000\)$/);
+  });
+
   it('scales the memory limit by MEMORY_FACTOR, as the requests are scaled', async () => {
     const { service } = await build({ quotas: [quota('gpu-quota', { 'limits.nvidia.com/gpumem': '1000' })], memoryFactor: 4 });
     // gpumem 1000 with factor 4 asks for 4000 MiB; the limit 1000 means 4000 MiB too.
     expect((await service.filter({ pod: gpuPod('p', 1000), nodeNames: ['n1'] })).NodeNames).to.deep.equal(['n1']);
-    expect((await service.filter({ pod: gpuPod('q', 1001), nodeNames: ['n1'] })).FailedNodes?.get('n1')).to.contain('0 used + 4004 requested > 4000');
+    expect((await service.filter({ pod: gpuPod('q', 1001), nodeNames: ['n1'] })).Error).to.contain('0 used + 4004 requested > 4000');
   });
 
   it('places nothing until the quotas are listed, and warns once about a value it cannot read', async () => {
