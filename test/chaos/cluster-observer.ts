@@ -54,12 +54,17 @@ export class ClusterObserver {
 
   constructor(private readonly deps: { core: CoreV1Api; namespace: string; nodeSelector: string; timeline: Timeline }) {}
 
+  /**
+   * Nodes and pods as of one etcd revision: the pods are listed at exactly the nodes' list
+   * resourceVersion. Two lists taken side by side could show a lock already freed beside its owner
+   * not yet deleted (a false released-while-awaiting, seen in a 30-minute run).
+   */
   async snapshot(): Promise<Snapshot | undefined> {
     try {
-      const [pods, nodes] = await Promise.all([
-        this.deps.core.listNamespacedPod({ namespace: this.deps.namespace }),
-        this.deps.core.listNode({ labelSelector: this.deps.nodeSelector }),
-      ]);
+      const nodes = await this.deps.core.listNode({ labelSelector: this.deps.nodeSelector });
+      const revision = nodes.metadata?.resourceVersion;
+      if (revision === undefined) return undefined;
+      const pods = await this.deps.core.listNamespacedPod({ namespace: this.deps.namespace, resourceVersion: revision, resourceVersionMatch: 'Exact' });
       const at = Date.now();
       const observedPods = pods.items.map(observePod);
       const observedNodes: ObservedNode[] = nodes.items.map((node) => ({ name: node.metadata?.name ?? '', gpus: gpusOf(node), lock: node.metadata?.annotations?.[LOCK_ANNOTATION] }));
