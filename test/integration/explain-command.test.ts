@@ -146,7 +146,8 @@ describe('vgpu-warden explain on a real apiserver', function () {
     await eventually('the store to read the quota', () => Promise.resolve(cache.quotaBudget(namespace) !== undefined ? true : undefined), 10_000, 20);
     const filtered = await service.filter({ pod: JSON.parse(JSON.stringify(pod)) as Record<string, unknown>, nodeNames: [staged.node] });
     const reason = `ResourceQuotaNotFit (ResourceQuota ${namespace}/explain-quota: limits.nvidia.com/gpumem 0 used + 2000 requested > 1500)`;
-    expect(filtered.FailedNodes?.get(staged.node)).to.equal(reason);
+    // /filter refuses such a pod as a whole (an Error kube-scheduler retries on its backoff).
+    expect(filtered.Error).to.equal(reason);
 
     const explanation = await explainJson(namespace, 'over-quota');
     expect(explanation.situation).to.equal('fits-nowhere');
