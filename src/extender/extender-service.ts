@@ -99,10 +99,10 @@ export class ExtenderService {
     }
     const overQuota = podOverQuota(pod.requests, pod.quota);
     if (overQuota !== undefined) {
-      // Over its namespace's GPU quota on every node: an Error too, not FailedNodes. kube-scheduler
-      // does not watch ResourceQuotas, and a pod whose nodes some in-tree plugin also rejected (a
-      // nodeSelector) is retried only on that plugin's events; after an Error it retries on its
-      // backoff (at most 10 s), so a raised limit or a pod of the namespace ending is noticed.
+      // Over its namespace's GPU quota on every node: an Error too, not FailedNodes. A pod refused
+      // node by node is retried on cluster events: a raised limit is none (kube-scheduler watches no
+      // ResourceQuota), and on a pod ending it may retry before our store has seen it. An Error is
+      // retried on its backoff (at most 10 s), so either is noticed.
       this.recordFilteringFailed(args.pod, overQuota);
       return filterResult.error(overQuota);
     }

@@ -36,8 +36,8 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
   it('keeps a pod over limits.nvidia.com/gpumem Pending with the quota named, schedules it once the limit is raised or a pod ends, and exports the use', async () => {
     const { core, namespace } = testCluster();
     const { group } = await fixture.createNodes(1, 4, 24576);
-    // Another node the pods' nodeSelector rules out: kube-scheduler's NodeAffinity rejects it, so a
-    // pod refused with FailedNodes would wait for a node event; the quota's Error is retried anyway.
+    // Another node, which the pods' nodeSelector rules out (kube-scheduler's NodeAffinity rejects
+    // it), as in the full suite and in most clusters.
     await fixture.createNodes(1, 1, 24576);
     await core.createNamespacedResourceQuota({ namespace, body: { metadata: { name: 'gpu-quota' }, spec: { hard: { 'limits.nvidia.com/gpumem': '3000', 'limits.nvidia.com/gpu': '4' } } } });
     await eventually('the extender to read the quota', () => Promise.resolve(fixture.server?.cache.quotaBudget(namespace) !== undefined ? true : undefined), 10_000, 50);
