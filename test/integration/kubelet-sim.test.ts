@@ -91,6 +91,31 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     expect(await lockOf(core)).to.equal(undefined);
   });
 
+  it('retries a status write the apiserver refused (kubelet\'s status manager does): a pod rejected meanwhile still ends Failed', async () => {
+    const { core, namespace } = testCluster();
+    action = { kind: 'fail', message: 'nvml: driver not loaded' };
+    // The apiserver answers the first two status writes with a 503, as during a restart.
+    let refusals = 2;
+    const flaky = new Proxy(core, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (property !== 'patchNamespacedPodStatus' || typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          if (refusals > 0) {
+            refusals -= 1;
+            return Promise.reject(Object.assign(new Error('HTTP-Code: 503 Service Unavailable'), { code: 503 }));
+          }
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    await start(flaky);
+    await bindAsScheduler(core, namespace, 'unlucky');
+    const pod = await phaseOf(core, namespace, 'unlucky', 'Failed');
+    expect(pod.status?.reason).to.equal('UnexpectedAdmissionError');
+    expect(refusals).to.equal(0);
+  });
+
   it('more nvidia.com/gpu than the plugin advertises: kubelet\'s device manager rejects the pod, Allocate is never called', async () => {
     const { core, namespace } = testCluster();
     await start(core);

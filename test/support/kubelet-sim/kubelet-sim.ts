@@ -118,7 +118,15 @@ interface PodEntry {
   /** The pod has been admitted (containers started), for the terminal status. */
   started: boolean;
   tearingDown: boolean;
+  /** A status the API refused for a transient reason, waiting for its retry (the latest wins). */
+  unwrittenStatus?: object;
+  /** A retry of the status is scheduled. */
+  statusRetrying?: boolean;
 }
+
+/** kubelet's status manager retries a status the API did not take; so do we, this far apart at most. */
+const STATUS_RETRY_FIRST_MS = 200;
+const STATUS_RETRY_MAX_MS = 5000;
 
 interface NodeState {
   queue: PodEntry[];
@@ -502,13 +510,57 @@ export class KubeletSim {
     })();
   }
 
+  /**
+   * Writes the pod's status. A transient failure (the apiserver down, a 5xx) is retried in the
+   * background, as kubelet's status manager does, with the latest status the pod was given: a pod
+   * rejected while the apiserver was away still ends Failed. 404 (gone) and 409 (another
+   * incarnation) end it.
+   */
   private async patchStatus(entry: PodEntry, body: object): Promise<void> {
     if (this.stopped || entry.gone) return;
+    if (entry.statusRetrying === true) {
+      // A retry is pending: it writes this status instead of the older one, in order.
+      entry.unwrittenStatus = body;
+      return;
+    }
+    if (!(await this.writeStatus(entry, body))) this.retryStatus(entry, body, STATUS_RETRY_FIRST_MS);
+  }
+
+  /** True when written or not worth retrying. */
+  private async writeStatus(entry: PodEntry, body: object): Promise<boolean> {
     try {
       await this.options.core.patchNamespacedPodStatus({ name: entry.identity.name, namespace: entry.identity.namespace, body: { metadata: { uid: entry.identity.uid }, ...body } }, strategicPatch);
+      return true;
     } catch (error) {
       const status = httpStatus(error);
-      if (status !== 404 && status !== 409) this.options.log?.(`kubelet ${entry.node}: status of ${entry.identity.namespace}/${entry.identity.name} not written: ${describe(error)}`);
+      if (status === 404 || status === 409) return true;
+      this.options.log?.(`kubelet ${entry.node}: status of ${entry.identity.namespace}/${entry.identity.name} not written: ${describe(error)}; retrying`);
+      return false;
     }
+  }
+
+  private retryStatus(entry: PodEntry, body: object, delayMs: number): void {
+    entry.statusRetrying = true;
+    entry.unwrittenStatus = body;
+    const timer = setTimeout(() => {
+      void (async () => {
+        // patchStatus may replace the pending status while the write below is in flight.
+        const pending = (): object | undefined => entry.unwrittenStatus;
+        const latest = pending() ?? body;
+        entry.unwrittenStatus = undefined;
+        if (this.stopped || entry.gone) {
+          entry.statusRetrying = false;
+          return;
+        }
+        const written = await this.writeStatus(entry, latest);
+        const newer = pending();
+        if (!written || newer !== undefined) {
+          this.retryStatus(entry, newer ?? latest, written ? STATUS_RETRY_FIRST_MS : Math.min(delayMs * 2, STATUS_RETRY_MAX_MS));
+          return;
+        }
+        entry.statusRetrying = false;
+      })();
+    }, delayMs);
+    timer.unref();
   }
 }
