@@ -15,7 +15,7 @@ export interface WatchReleaser {
 
 /**
  * Frees a pod's node lock when the pod watch shows it DELETED or with deletionTimestamp set, so locks
- * are freed even while the webhook is down. It checks the cached node first: a pod that holds no lock
+ * are freed even while the webhook is down; for a pod never bound, the locks the store shows naming it. It checks the cached node first: a pod that holds no lock
  * costs no API call; the release itself is owner-checked and RV-guarded through NodeLocks.
  *
  * It also frees, at once, a lock left on one node by a pod that the watch shows bound to another
@@ -46,15 +46,19 @@ export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchRe
       return;
     }
     const node = nodeOfPod(pod as unknown as Record<string, unknown>);
-    if (node === undefined) return;
     // Still there, bound here and not yet allocated: kubelet may still admit it and the plugin find it
     // through the lock. Its DELETED event (or its allocation) frees the lock.
-    if (change !== 'delete' && pod.spec?.nodeName === node && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating') return;
-    const lock = deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
-    if (lock === undefined || !isOwnedBy(parseLockValue(lock), { namespace, name })) return;
+    if (node !== undefined && change !== 'delete' && pod.spec?.nodeName === node && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating') return;
+    // A pod never bound has no node to name, but a bind may have locked a node for it and died
+    // before its Binding (a replica killed mid-bind): the store knows which nodes' locks name it.
+    // No bind of it can succeed any more (kube-apiserver refuses to bind a pod being deleted).
     const fence = deletionFence({ uid: pod.metadata?.uid, deletionTimestamp: deletionTimestampOf(pod.metadata), observedAt: new Date() }, deps.cache);
-    void deps.locks.release(node, { namespace, name }, 'watch', { fence }).catch((error: unknown) => {
-      deps.log?.(`could not release the lock of ${namespace}/${name} on ${node} after its deletion: ${failureText(error)}`);
-    });
+    for (const locked of node === undefined ? deps.cache.nodesLockedBy(namespace, name) : [node]) {
+      const lock = deps.cache.node(locked)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+      if (lock === undefined || !isOwnedBy(parseLockValue(lock), { namespace, name })) continue;
+      void deps.locks.release(locked, { namespace, name }, 'watch', { fence }).catch((error: unknown) => {
+        deps.log?.(`could not release the lock of ${namespace}/${name} on ${locked} after its deletion: ${failureText(error)}`);
+      });
+    }
   });
 }

@@ -86,4 +86,19 @@ describe('pod-watch release', () => {
     pods.emit('DELETED', pod('p', '3', { nodeName: 'gpu-a', deleting: true, bindPhase: 'allocating' }));
     expect(locks.released).to.deep.equal(['gpu-a:ns/p:watch']);
   });
+
+  it('frees the lock a dead bind left for a pod never bound, found through the store, once the pod is deleted (chaos seed 2)', async () => {
+    const { pods, locks } = await build();
+    pods.emit('ADDED', pod('p', '2'));
+    expect(locks.released, 'a pending pod keeps the lock its bind may still use').to.deep.equal([]);
+    pods.emit('MODIFIED', pod('p', '3', { deleting: true }));
+    expect(locks.released).to.deep.equal(['gpu-a:ns/p:watch']);
+  });
+
+  it('frees nothing for a deleted pod never bound whose name no lock carries', async () => {
+    const { pods, locks } = await build();
+    pods.emit('ADDED', pod('q', '2'));
+    pods.emit('DELETED', pod('q', '3', { deleting: true }));
+    expect(locks.released).to.deep.equal([]);
+  });
 });
