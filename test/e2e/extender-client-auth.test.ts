@@ -38,7 +38,9 @@ describe('real kube-scheduler through the extender with client certificates (as 
       await core.createNamespacedPod({ namespace, body });
       const condition = await eventually('PodScheduled=False', async () =>
         (await core.readNamespacedPod({ name: 'refused', namespace })).status?.conditions?.find((entry) => entry.type === 'PodScheduled' && entry.status === 'False'), 60_000, 250);
-      expect(condition.message).to.match(/certificate required|tls/i);
+      // Go's client usually reports the server's alert (tls: certificate required); when the server
+      // has already closed the refused handshake it reports EOF or a reset instead.
+      expect(condition.message).to.match(/certificate required|tls|EOF|connection reset by peer|broken pipe/i);
       await new Promise((resolve) => setTimeout(resolve, 2000));
       const pod = await core.readNamespacedPod({ name: 'refused', namespace });
       expect(pod.spec?.nodeName, 'bound without a client certificate').to.equal(undefined);
