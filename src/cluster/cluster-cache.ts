@@ -1,5 +1,5 @@
 import type { CoreV1Api, KubeConfig, V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
-import { tightestLimits, type QuotaBudget, type QuotaField } from '../devices/gpu-quota.js';
+import { QUOTA_RESOURCES, tightestLimits, type QuotaBudget, type QuotaUse } from '../devices/gpu-quota.js';
 import { INVENTORY_ANNOTATIONS, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
 import { addUsage, type GpuUse } from '../devices/usage.js';
 import { withSignal } from '../kube/call-options.js';
@@ -45,16 +45,7 @@ export type PodChange = 'add' | 'update' | 'delete';
 type NodeListener = (node: V1Node, change: PodChange) => void;
 type PodListener = (pod: V1Pod, change: PodChange) => void;
 
-/** One namespace's use of a GPU resource against its tightest limit, for the quota metrics. */
-export interface QuotaUse {
-  namespace: string;
-  /** The resource name, without `limits.`: nvidia.com/gpumem, nvidia.com/gpucores or nvidia.com/gpu. */
-  resource: string;
-  used: number;
-  limit: number;
-}
 
-const RESOURCE_OF_FIELD: Readonly<Record<QuotaField, string>> = { memoryMiB: 'nvidia.com/gpumem', cores: 'nvidia.com/gpucores', gpus: 'nvidia.com/gpu' };
 
 interface NodeState {
   inventory: NodeInventory;
@@ -355,7 +346,7 @@ export class ClusterCache {
     for (const namespace of this.quotas.namespaces()) {
       const used = this.usage.namespaceUse(namespace);
       for (const [field, limit] of tightestLimits(this.quotas.limits(namespace))) {
-        uses.push({ namespace, resource: RESOURCE_OF_FIELD[field], used: used[field], limit: limit.limit });
+        uses.push({ namespace, resource: QUOTA_RESOURCES[field], used: used[field], limit: limit.limit });
       }
     }
     return uses;

@@ -23,12 +23,24 @@ export const NO_NAMESPACE_USE: Readonly<NamespaceUse> = Object.freeze({ gpus: 0,
 
 export type QuotaField = keyof NamespaceUse;
 
+/** The resource each usage field is limited as (the quota key without `limits.`). */
+export const QUOTA_RESOURCES: Readonly<Record<QuotaField, string>> = Object.freeze({ memoryMiB: GPU_MEMORY, cores: GPU_CORES, gpus: GPU_COUNT });
+
 /** The keys read, by the usage field each limits. */
 export const QUOTA_KEYS: Readonly<Record<QuotaField, string>> = Object.freeze({
-  memoryMiB: `limits.${GPU_MEMORY}`,
-  cores: `limits.${GPU_CORES}`,
-  gpus: `limits.${GPU_COUNT}`,
+  memoryMiB: `limits.${QUOTA_RESOURCES.memoryMiB}`,
+  cores: `limits.${QUOTA_RESOURCES.cores}`,
+  gpus: `limits.${QUOTA_RESOURCES.gpus}`,
 });
+
+/** One namespace's use of a GPU resource against its tightest limit (the quota metrics). */
+export interface QuotaUse {
+  namespace: string;
+  /** One of QUOTA_RESOURCES: nvidia.com/gpumem, nvidia.com/gpucores or nvidia.com/gpu. */
+  resource: string;
+  used: number;
+  limit: number;
+}
 
 const FIELD_OF_KEY = new Map(Object.entries(QUOTA_KEYS).map(([field, key]) => [key, field as QuotaField]));
 

@@ -95,7 +95,6 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
   // would attract pods that kubelet rejects, in a loop (and be the binpack favourite).
   const liveness = cache.gpuLiveness(node);
   if (!liveness.ready) return { node, fits: false, reason: liveness.reason, reasonCounts: { DevicePluginNotReporting: 1 } };
-  const quota = pod.quota;
   const result = fitPod({
     devices: inventory.devices,
     usage: usage ?? cache.usageOn(node, pod.uid),
@@ -104,7 +103,7 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
     gpuPolicy: pod.policies.gpu,
     ...(inventory.linkScores === undefined ? {} : { linkScores: inventory.linkScores }),
     prepared: pod.fit,
-    quota,
+    quota: pod.quota,
   });
   return { ...result, node };
 }

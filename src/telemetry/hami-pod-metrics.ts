@@ -5,6 +5,7 @@
  */
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../devices/allocation-codec.js';
 import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
+import type { QuotaUse } from '../devices/gpu-quota.js';
 
 /**
  * One family as HAMi's collector registers it. HAMi wraps its registry with the constant label
@@ -102,14 +103,8 @@ export const HAMI_CONTAINER_FAMILIES: readonly HamiFamily<ContainerAllocationSam
     sample: (share) => ({ values: containerLabels(share), value: share.cores }) },
 ];
 
-/** One namespace's use of one quota-limited resource. */
-export interface QuotaSample {
-  namespace: string;
-  /** The resource without the `limits.` prefix, e.g. 'nvidia.com/gpumem'. */
-  resource: string;
-  used: number;
-  limit: number;
-}
+/** One namespace's use of one quota-limited resource (what the state store's quotaUses() gives). */
+export type QuotaSample = QuotaUse;
 
 /** Called on every scrape; undefined means "not known here" (the quota families are left out). */
 export type QuotaSource = () => readonly QuotaSample[] | undefined;
