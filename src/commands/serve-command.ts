@@ -9,6 +9,8 @@ import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { Binder } from '../extender/binder.js';
 import { ExtenderService } from '../extender/extender-service.js';
+import { podRequeueWriter } from '../extender/pod-requeue-writer.js';
+import { RefusalRequeue } from '../extender/refusal-requeue.js';
 import { loadKubeConfig, type PooledKubeConfig } from '../kube/client.js';
 import { untilNotTransient } from '../kube/retry-transient.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
@@ -276,8 +278,21 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   });
   const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
   const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, log: (level, message) => { log[level]({ component: 'bind' }, message); } });
+  const refusals = new RefusalRequeue({
+    nodeGeneration: (node) => cache.nodeGeneration(node),
+    onNodeChange: (listener) => cache.onNodeChange((node) => { listener(node.metadata?.name ?? ''); }),
+    stillPending: (pod) => {
+      const current = cache.pod(pod.namespace, pod.name);
+      const phase = current?.status?.phase;
+      return current?.metadata?.uid === pod.uid && current.spec?.nodeName === undefined && current.metadata.deletionTimestamp === undefined && phase !== 'Succeeded' && phase !== 'Failed';
+    },
+    nudge: podRequeueWriter(core),
+    log: (message) => { log.info({ component: 'extender' }, message); },
+  });
+  refusals.start();
+  lifecycle.defer('refusal requeue', () => { refusals.stop(); });
   const extenderApp = createExtenderApp({
-    handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000 }), metrics),
+    handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000, refusals }), metrics),
     readiness: ready,
     onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },
     ...(clientCerts

@@ -8,6 +8,7 @@ import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { forEachInSlices, mapInSlices } from '../time-slices.js';
 import type { Binder } from './binder.js';
 import { evaluateNode, FailureSummary, NODE_UNREGISTERED, scoreNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
+import type { RefusalRequeue, RefusedPod } from './refusal-requeue.js';
 import { filterResult, type BindingArgs, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type HostPriority } from './protocol.js';
 
 export interface ExtenderServiceDeps {
@@ -17,6 +18,31 @@ export interface ExtenderServiceDeps {
   defaults: PlacementDefaults;
   /** How long filter waits for the first cache sync before answering with an Error. */
   syncWaitMs: number;
+  /**
+   * How long a filter that placed the pod nowhere waits for nodes kube-scheduler named but the
+   * store has not seen yet (default UNSEEN_NODE_WAIT_MS).
+   */
+  unseenNodeWaitMs?: number;
+  /** Requeues pods refused on every node once a refusing node changes (see refusal-requeue.ts). */
+  refusals?: RefusalRequeue;
+}
+
+/**
+ * kube-scheduler's node informer can be ahead of the store's (a node just created, our watch event
+ * not here yet). A short wait covers the usual lag; past it filter answers an Error, retried on
+ * kube-scheduler's backoff, because a refusal node by node would be retried only on the next
+ * cluster event (kubernetes#122019), which on a quiet cluster may be minutes away.
+ */
+export const UNSEEN_NODE_WAIT_MS = 1_000;
+
+/** What one pass over the node names found. */
+interface Placement {
+  passed: string[];
+  failed: Map<string, string>;
+  summary: FailureSummary;
+  remembered: RememberedFilter;
+  /** Names the store has no node for at all (not merely no GPU inventory). */
+  unseen: string[];
 }
 
 interface PodIdentity {
@@ -106,31 +132,73 @@ export class ExtenderService {
       this.recordFilteringFailed(args.pod, overQuota);
       return filterResult.error(overQuota);
     }
-    const passed: string[] = [];
-    const failed = new Map<string, string>();
-    const summary = new FailureSummary();
     // The namespace's quota use is part of the shape: a verdict cached for one budget says nothing of another.
     const quota = budgetKey(pod.quota);
-    const remembered: RememberedFilter = { verdicts: new Map(), quota };
     const shape = shapeOf(pod) + quota;
     const repeated = this.noteShape(shape);
-    // In slices: the admission webhook answers from this event loop too.
-    await forEachInSlices(args.nodeNames, (node) => {
+    let placement = await this.place(args.nodeNames, pod, shape, repeated, quota);
+    if (placement.passed.length === 0 && placement.unseen.length > 0) {
+      if (await this.waitForAnyNode(placement.unseen, this.deps.unseenNodeWaitMs ?? UNSEEN_NODE_WAIT_MS)) {
+        placement = await this.place(args.nodeNames, pod, shape, repeated, quota);
+      }
+    }
+    const { passed, failed, summary, unseen } = placement;
+    this.remember(pod, placement.remembered);
+    const notMet = `${args.nodeNames.length} nodes do not meet: ${summary.text()}`;
+    const refused = refusedPod(args.pod);
+    if (passed.length === 0 && unseen.length > 0) {
+      // An Error is retried on kube-scheduler's backoff: no requeue needed.
+      if (refused !== undefined) this.deps.refusals?.forget(refused.uid);
+      const message = `vgpu-warden has not seen ${unseenText(unseen)} yet (its node watch is behind kube-scheduler's); retry: ${notMet}`;
+      this.recordFilteringFailed(args.pod, message);
+      return filterResult.error(message);
+    }
+    if (passed.length === 0) {
+      if (refused !== undefined) this.deps.refusals?.noteRefusal(refused, [...failed.keys()].map((node) => [node, placement.remembered.verdicts.get(node)?.generation]));
+      this.recordFilteringFailed(args.pod, `no available node, ${notMet}`);
+    } else {
+      if (refused !== undefined) this.deps.refusals?.forget(refused.uid);
+      this.recordFilteringSucceed(args.pod, filteringSucceedMessage(passed, args.nodeNames.length - passed.length));
+    }
+    return filterResult.passed(passed, failed);
+  }
+
+  /** Fits the pod onto every named node, in slices: the admission webhook answers from this event loop too. */
+  private async place(nodeNames: readonly string[], pod: PodView, shape: string, repeated: boolean, quota: string): Promise<Placement> {
+    const { cache } = this.deps;
+    const placement: Placement = { passed: [], failed: new Map(), summary: new FailureSummary(), remembered: { verdicts: new Map(), quota }, unseen: [] };
+    await forEachInSlices(nodeNames, (node) => {
       const verdict = repeated ? this.cachedVerdict(node, pod, shape) : this.verdict(node, pod);
       const generation = cache.nodeGeneration(node);
       // A node the store does not know is refitted in no time: not worth an entry per name.
-      if (generation !== undefined) remembered.verdicts.set(node, { generation, verdict });
+      if (generation !== undefined) placement.remembered.verdicts.set(node, { generation, verdict });
+      else placement.unseen.push(node);
       if (verdict.fits) {
-        passed.push(node);
-      } else if (!failed.has(node)) {
-        failed.set(node, verdict.reason);
-        summary.add(node, verdict.reason);
+        placement.passed.push(node);
+      } else if (!placement.failed.has(node)) {
+        placement.failed.set(node, verdict.reason);
+        placement.summary.add(node, verdict.reason);
       }
     });
-    this.remember(pod, remembered);
-    if (passed.length === 0) this.recordFilteringFailed(args.pod, `no available node, ${args.nodeNames.length} nodes do not meet: ${summary.text()}`);
-    else this.recordFilteringSucceed(args.pod, filteringSucceedMessage(passed, args.nodeNames.length - passed.length));
-    return filterResult.passed(passed, failed);
+    return placement;
+  }
+
+  /** Resolves true as soon as the store sees one of `names` (at once if it already has), false after `timeoutMs`. */
+  private waitForAnyNode(names: readonly string[], timeoutMs: number): Promise<boolean> {
+    const { cache } = this.deps;
+    // The store may have caught up while the last slices ran.
+    if (names.some((name) => cache.nodeGeneration(name) !== undefined)) return Promise.resolve(true);
+    if (timeoutMs <= 0) return Promise.resolve(false);
+    const wanted = new Set(names);
+    return new Promise((resolve) => {
+      const finish = (seen: boolean): void => {
+        clearTimeout(timer);
+        unsubscribe();
+        resolve(seen);
+      };
+      const unsubscribe = cache.onNodeChange((node) => { if (wanted.has(node.metadata?.name ?? '')) finish(true); });
+      const timer = setTimeout(() => { finish(false); }, timeoutMs);
+    });
   }
 
   private recordFilteringFailed(pod: Record<string, unknown>, message: string): void {
@@ -216,6 +284,20 @@ export class ExtenderService {
       this.remembered.delete(oldest);
     }
   }
+}
+
+/** The pod's identity, when kube-scheduler's copy carries all of it. */
+function refusedPod(pod: Record<string, unknown>): RefusedPod | undefined {
+  const { metadata } = pod as PodIdentity;
+  const [namespace, name, uid] = [metadata?.namespace, metadata?.name, metadata?.uid];
+  return namespace && name && uid ? { namespace, name, uid } : undefined;
+}
+
+/** `node a` or `3 nodes (a, b, c, …)`: names are validated by the protocol parser, so short. */
+function unseenText(unseen: readonly string[]): string {
+  if (unseen.length === 1) return `node ${unseen[0] ?? ''}`;
+  const shown = unseen.slice(0, 3).join(', ');
+  return `${unseen.length} nodes (${shown}${unseen.length > 3 ? ', …' : ''})`;
 }
 
 function podTarget(pod: Record<string, unknown>): EventTarget {

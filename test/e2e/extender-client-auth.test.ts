@@ -3,9 +3,16 @@ import { expect } from 'chai';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import type { SchedulerHandle } from '../../src/local/control-plane.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
 import { nonLoopbackAddress } from '../support/mtls-request.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { podStory } from '../support/observations.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+
+/** Re-runs a wait as soon as the extender's store sees the pod change; the poll stays as the fallback. */
+function onPodChange(fixture: ExtenderFixture, namespace: string, name: string): Wake {
+  return (recheck) => fixture.server!.cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace && pod.metadata.name === name) recheck(); });
+}
 
 describe('real kube-scheduler through the extender with client certificates (as deployed: its own Deployment, off loopback)', function () {
   this.timeout(180_000);
@@ -19,8 +26,8 @@ describe('real kube-scheduler through the extender with client certificates (as 
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('mtls-0', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000' }) });
     const pod = await eventually('the pod bound and allocated', async () => {
       const read = await core.readNamespacedPod({ name: 'mtls-0', namespace });
-      return read.spec?.nodeName !== undefined && read.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? read : undefined;
-    }, 90_000, 250);
+      return read.spec?.nodeName !== undefined && read.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? read : notYet(await podStory(core, namespace, 'mtls-0', read));
+    }, 90_000, 250, onPodChange(fixture, namespace, 'mtls-0'));
     expect(pod.spec?.nodeName).to.equal(nodes[0]);
   });
 
@@ -36,8 +43,11 @@ describe('real kube-scheduler through the extender with client certificates (as 
       const body: V1Pod = gpuPodSpec('refused', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000' });
       body.spec!.schedulerName = 'no-client-cert';
       await core.createNamespacedPod({ namespace, body });
-      const condition = await eventually('PodScheduled=False', async () =>
-        (await core.readNamespacedPod({ name: 'refused', namespace })).status?.conditions?.find((entry) => entry.type === 'PodScheduled' && entry.status === 'False'), 60_000, 250);
+      const condition = await eventually('PodScheduled=False', async () => {
+        const read = await core.readNamespacedPod({ name: 'refused', namespace });
+        const scheduled = read.status?.conditions?.find((entry) => entry.type === 'PodScheduled');
+        return scheduled?.status === 'False' ? scheduled : notYet(`PodScheduled ${scheduled?.status ?? 'not set'}; ${await podStory(core, namespace, 'refused', read)}`);
+      }, 60_000, 250, onPodChange(fixture, namespace, 'refused'));
       // Go's client usually reports the server's alert (tls: certificate required); when the server
       // has already closed the refused handshake it reports EOF or a reset instead.
       expect(condition.message).to.match(/certificate required|tls|EOF|connection reset by peer|broken pipe/i);

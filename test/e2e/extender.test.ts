@@ -3,8 +3,10 @@ import { expect } from 'chai';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids, loadPerGpu } from '../support/extender-fixture.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { describePod, podStory } from '../support/observations.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -13,12 +15,29 @@ async function podsIn(namespace: string): Promise<V1Pod[]> {
   return (await core.listNamespacedPod({ namespace })).items;
 }
 
-async function waitAllocated(namespace: string, names: string[], timeoutMs = 90_000): Promise<V1Pod[]> {
+const allocated = (pod: V1Pod) => pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success';
+
+/**
+ * Re-runs a wait when the extender's store sees a pod of `namespace` allocated, the only change that
+ * can complete these waits (rechecking on every other update would only list pods in a loop during a
+ * burst); the poll stays as the fallback.
+ */
+function onAllocated(fixture: ExtenderFixture, namespace: string): Wake {
+  return (recheck) => fixture.server!.cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace && allocated(pod)) recheck(); });
+}
+
+async function waitAllocated(fixture: ExtenderFixture, namespace: string, names: string[], timeoutMs = 90_000): Promise<V1Pod[]> {
+  const { core } = testCluster();
   return eventually(`${names.length} pods bound and allocated`, async () => {
     const pods = (await podsIn(namespace)).filter((pod) => names.includes(pod.metadata?.name ?? ''));
-    const done = pods.filter((pod) => pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success');
-    return done.length === names.length ? done : undefined;
-  }, timeoutMs, 250);
+    const done = pods.filter(allocated);
+    if (done.length === names.length) return done;
+    // The first pod still waiting tells the story; the others are counted.
+    const waiting = names.filter((name) => !done.some((pod) => pod.metadata?.name === name));
+    const [first = ''] = waiting;
+    const more = waiting.length > 1 ? ` (and ${waiting.length - 1} more waiting)` : '';
+    return notYet(`${done.length}/${names.length} allocated; ${await podStory(core, namespace, first, pods.find((pod) => pod.metadata?.name === first))}${more}`);
+  }, timeoutMs, 250, onAllocated(fixture, namespace));
 }
 
 describe('scheduler extender with the real kube-scheduler, the kubelet simulator and the HAMi stand-in', function () {
@@ -35,9 +54,14 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
     await Promise.all(names.map((name) => core.createNamespacedPod({ namespace, body: gpuPodSpec(name, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '8000', 'nvidia.com/gpucores': '30' }) })));
 
     const placed = await eventually('36 pods allocated', async () => {
-      const pods = (await podsIn(namespace)).filter((pod) => pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success');
-      return pods.length >= 36 ? pods : undefined;
-    }, 120_000, 500);
+      const all = await podsIn(namespace);
+      const pods = all.filter((pod) => pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success');
+      if (pods.length >= 36) return pods;
+      const unbound = all.filter((pod) => pod.spec?.nodeName === undefined);
+      const awaiting = all.length - unbound.length - pods.length;
+      const example = unbound[0] === undefined ? '' : ` (${unbound[0].metadata?.name ?? '?'}: ${describePod(unbound[0])})`;
+      return notYet(`${pods.length} of ${all.length} pods allocated, ${awaiting} bound awaiting Allocate, ${unbound.length} unbound${example}`);
+    }, 120_000, 500, onAllocated(fixture, namespace));
     await new Promise((resolve) => setTimeout(resolve, 2000));
     const all = await podsIn(namespace);
     expect(all.filter((pod) => pod.spec?.nodeName !== undefined)).to.have.length(36);
@@ -57,9 +81,9 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
       const limits = { 'nvidia.com/gpu': '2', 'nvidia.com/gpumem': '12000', 'nvidia.com/gpucores': '50' };
       const annotations = { 'hami.io/node-scheduler-policy': policy };
       await core.createNamespacedPod({ namespace, body: gpuPodSpec('first', group, limits, annotations) });
-      const [first] = await waitAllocated(namespace, ['first']);
+      const [first] = await waitAllocated(fixture, namespace, ['first']);
       await core.createNamespacedPod({ namespace, body: gpuPodSpec('second', group, limits, annotations) });
-      const [second] = await waitAllocated(namespace, ['second']);
+      const [second] = await waitAllocated(fixture, namespace, ['second']);
       if (policy === 'binpack') expect(second?.spec?.nodeName).to.equal(first?.spec?.nodeName);
       else expect(second?.spec?.nodeName).to.not.equal(first?.spec?.nodeName);
     });
@@ -70,7 +94,7 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
     const { group, nodes } = await fixture.createNodes(3);
     const wanted = gpuUuids(nodes[2] ?? '')[3] ?? '';
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('pinned', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' }, { 'nvidia.com/use-gpuuuid': wanted }) });
-    const [pod] = await waitAllocated(namespace, ['pinned']);
+    const [pod] = await waitAllocated(fixture, namespace, ['pinned']);
     expect(pod?.spec?.nodeName).to.equal(nodes[2]);
     const allocation = decodeAllocation(pod?.metadata?.annotations?.[ALLOCATED_ANNOTATION] ?? '');
     expect('error' in allocation ? allocation : allocation.flat().map((device) => device.uuid)).to.deep.equal([wanted]);
@@ -81,7 +105,8 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
     const { group } = await fixture.createNodes(1);
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('too-big', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '999999' }) });
     const event = await eventually('a FilteringFailed event', async () =>
-      (await core.listNamespacedEvent({ namespace })).items.find((item) => item.reason === 'FilteringFailed' && item.involvedObject.name === 'too-big'), 60_000, 500);
+      (await core.listNamespacedEvent({ namespace })).items.find((item) => item.reason === 'FilteringFailed' && item.involvedObject.name === 'too-big')
+        ?? notYet(await podStory(core, namespace, 'too-big')), 60_000, 500);
     expect(event.message).to.include('CardInsufficientMemory');
     expect((await core.readNamespacedPod({ name: 'too-big', namespace })).spec?.nodeName).to.equal(undefined);
   });
@@ -92,7 +117,7 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
     const names = Array.from({ length: 20 }, (_, index) => `burst-${index}`);
     const started = Date.now();
     await Promise.all(names.map((name) => core.createNamespacedPod({ namespace, body: gpuPodSpec(name, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000', 'nvidia.com/gpucores': '5' }) })));
-    await waitAllocated(namespace, names, 120_000);
+    await waitAllocated(fixture, namespace, names, 120_000);
     const elapsedMs = Date.now() - started;
     console.log(`        20 pods on one node bound and allocated in ${(elapsedMs / 1000).toFixed(1)} s`);
     expect(elapsedMs).to.be.below(120_000);
@@ -129,22 +154,25 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
           name: 'probe', namespace, dryRun: 'All',
           body: { metadata: { name: 'probe', annotations: { [ALLOCATED_ANNOTATION]: 'x' } }, target: { apiVersion: 'v1', kind: 'Node', name: node } },
         }).then(() => false, () => true);
-        return denied ? true : undefined;
+        return denied ? true : notYet('a dry-run Binding carrying the allocated annotation still admitted');
       }, 20_000, 250);
 
       await core.createNamespacedPod({ namespace, body: gpuPodSpec('blocked', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' }) });
       const failed = await eventually('a BindingFailed event', async () =>
-        (await core.listNamespacedEvent({ namespace })).items.find((item) => item.reason === 'BindingFailed' && item.involvedObject.name === 'blocked'), 60_000, 250);
+        (await core.listNamespacedEvent({ namespace })).items.find((item) => item.reason === 'BindingFailed' && item.involvedObject.name === 'blocked')
+          ?? notYet(await podStory(core, namespace, 'blocked')), 60_000, 250);
       expect(failed.message).to.include('GPU annotations are blocked by the test');
       // kube-scheduler keeps retrying, so a lock may be seen mid-attempt; each attempt must let it go.
-      await eventually('the failed bind to release its lock', async () =>
-        ((await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION] === undefined ? true : undefined), 5000, 50);
+      await eventually('the failed bind to release its lock', async () => {
+        const lock = (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+        return lock === undefined ? true : notYet(`${node} locked ${lock}`);
+      }, 5000, 50, (recheck) => fixture.server!.cache.onLockChange(node, recheck));
       expect((await core.readNamespacedPod({ name: 'blocked', namespace })).spec?.nodeName).to.equal(undefined);
     } finally {
       await admission.deleteValidatingAdmissionPolicyBinding({ name: policyName }).catch(() => undefined);
       await admission.deleteValidatingAdmissionPolicy({ name: policyName }).catch(() => undefined);
     }
-    const [bound] = await waitAllocated(namespace, ['blocked'], 90_000);
+    const [bound] = await waitAllocated(fixture, namespace, ['blocked'], 90_000);
     expect(bound?.spec?.nodeName).to.equal(node);
   });
 });

@@ -5,7 +5,7 @@ import { parseNodeInventory } from '../../src/devices/inventory.js';
 import { simulatedGpuAnnotations } from '../../src/local/simulated-gpu-node.js';
 import { allocatedPod, eventMatching } from '../support/pod-waits.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
  * HAMi's GPU scheduling policies through the real kube-scheduler, the kubelet simulator and the
@@ -60,7 +60,11 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
     const node = nodes[0] ?? '';
     // The plugin reports GPUs 0-1 on NUMA node 0 and 2-3 on node 1.
     await core.patchNode({ name: node, body: { metadata: { annotations: simulatedGpuAnnotations({ name: node, gpus: 4, gpuMemoryMiB: 24576, numaNodes: 2 }) } } }, mergePatch);
-    await eventually('the extender to see the NUMA nodes', () => Promise.resolve(fixture.server?.cache.inventory(node)?.devices[3]?.numa === 1 ? true : undefined), 10_000, 50);
+    await eventually('the extender to see the NUMA nodes', () => {
+      const devices = fixture.server?.cache.inventory(node)?.devices;
+      return Promise.resolve(devices?.[3]?.numa === 1 ? true
+        : notYet(devices === undefined ? `no inventory of ${node} in the store` : `NUMA nodes of ${node}'s GPUs in the store: ${devices.map((device) => device.numa).join(', ')}`));
+    }, 10_000, 50, (recheck) => fixture.server!.cache.onNodeChange((changed) => { if (changed.metadata?.name === node) recheck(); }));
     const numaOf = new Map((parseNodeInventory((await core.readNode({ name: node })).metadata?.annotations).devices).map((device) => [device.uuid, device.numa]));
 
     const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { allocatedPod, eventMatching } from '../support/pod-waits.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
 import { scrapeMetrics, seriesValue } from '../support/scrape-metrics.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
  * HAMi's namespace GPU quota through the real kube-scheduler (issue 16, item 2): a ResourceQuota
@@ -40,7 +40,9 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
     // it), as in the full suite and in most clusters.
     await fixture.createNodes(1, 1, 24576);
     await core.createNamespacedResourceQuota({ namespace, body: { metadata: { name: 'gpu-quota' }, spec: { hard: { 'limits.nvidia.com/gpumem': '3000', 'limits.nvidia.com/gpu': '4' } } } });
-    await eventually('the extender to read the quota', () => Promise.resolve(fixture.server?.cache.quotaBudget(namespace) !== undefined ? true : undefined), 10_000, 50);
+    // The store offers no quota listener: polled only.
+    await eventually('the extender to read the quota', () =>
+      Promise.resolve(fixture.server?.cache.quotaBudget(namespace) !== undefined ? true : notYet(`no quota budget for ${namespace} in the store`)), 10_000, 50);
 
     const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000' };
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('first', group, limits) });
@@ -53,7 +55,9 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
     for (const reason of ['FilteringFailed', 'FailedScheduling']) {
       await eventually(`a ${reason} event naming the quota`, async () => {
         const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=over,reason=${reason}` });
-        return events.items.some((item) => item.message === quotaNamed) ? true : undefined;
+        const last = events.items.at(-1)?.message;
+        return events.items.some((item) => item.message === quotaNamed) ? true
+          : notYet(`${events.items.length} ${reason} events on over${last === undefined ? '' : `, the last: ${last.slice(0, 200)}`}`);
       }, 30_000, 200);
     }
     expect((await core.readNamespacedPod({ name: 'over', namespace })).spec?.nodeName).to.equal(undefined);
@@ -76,8 +80,11 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
     await placedDespiteQuota(namespace, 'third');
     await eventually('the quota metric to follow', async () => {
       const text = await scrapeMetrics(port);
-      return seriesValue(text, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpumem', limit: '4000' }) === 4000
-        && seriesValue(text, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpu' }) === 2 ? true : undefined;
-    }, 10_000, 200);
+      const [memory, gpus] = [
+        seriesValue(text, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpumem', limit: '4000' }),
+        seriesValue(text, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpu' }),
+      ];
+      return memory === 4000 && gpus === 2 ? true : notYet(`hami_resource_quota_used gpumem (limit 4000) ${memory ?? 'absent'}, gpu ${gpus ?? 'absent'}`);
+    }, 10_000, 200, (recheck) => fixture.server!.cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace) recheck(); }));
   });
 });

@@ -1,9 +1,11 @@
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
+import { describePod, podStory } from '../support/observations.js';
 import { scrapeMetrics, seriesOf } from '../support/scrape-metrics.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /** Per-GPU samples of one family on one node: uuid -> { labels text, value }. */
 function perGpu(text: string, family: string, node: string, nodeLabel = 'node', uuidLabel = 'device_uuid'): Map<string, { line: string; value: number }> {
@@ -17,6 +19,14 @@ function perGpu(text: string, family: string, node: string, nodeLabel = 'node', 
 }
 
 const MIB = 1024 * 1024;
+
+/**
+ * Re-runs a wait as soon as the extender's store sees a pod of `namespace` change: the pods' state
+ * and the scrape (read from the store) change only then. The poll stays as the fallback.
+ */
+function onPodsOf(fixture: ExtenderFixture, namespace: string): Wake {
+  return (recheck) => fixture.server!.cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace) recheck(); });
+}
 
 const CURRENT = { namespace: 'namespace', node: 'node', pod: 'pod', index: 'container_index', uuid: 'device_uuid' };
 const LEGACY = { namespace: 'podnamespace', node: 'nodename', pod: 'podname', index: 'containeridx', uuid: 'deviceuuid' };
@@ -68,13 +78,17 @@ function expectedPerContainer(pods: V1Pod[], gpuCores: Map<string, number>): Rec
 }
 
 /** Polls the scrape until HAMi's per-container memory family matches the pods, then checks all four families. */
-async function expectPerContainerSeries(port: number, core: CoreV1Api, namespace: string, gpuCores: Map<string, number>): Promise<Record<string, number>> {
+async function expectPerContainerSeries(port: number, core: CoreV1Api, namespace: string, gpuCores: Map<string, number>, wake: Wake): Promise<Record<string, number>> {
   const expected = expectedPerContainer((await core.listNamespacedPod({ namespace })).items, gpuCores);
   const text = await eventually('a scrape with one per-container series per container and GPU', async () => {
     const scraped = await scrapeMetrics(port);
     const memory = perContainer(scraped, 'hami_vgpu_memory_allocated_bytes', namespace);
-    return JSON.stringify(Object.entries(memory).sort()) === JSON.stringify(Object.entries(expected.memory).sort()) ? scraped : undefined;
-  }, 20_000, 200);
+    if (JSON.stringify(Object.entries(memory).sort()) === JSON.stringify(Object.entries(expected.memory).sort())) return scraped;
+    const differing = Object.keys(expected.memory).filter((key) => memory[key] !== expected.memory[key]);
+    const unexpected = Object.keys(memory).filter((key) => !(key in expected.memory));
+    return notYet(`${Object.keys(memory).length} hami_vgpu_memory_allocated_bytes series (${Object.keys(expected.memory).length} expected); `
+      + `missing or differing: ${differing.slice(0, 3).join(', ') || 'none'}; unexpected: ${unexpected.slice(0, 3).join(', ') || 'none'}`);
+  }, 20_000, 200, wake);
   expect(perContainer(text, 'hami_vgpu_memory_allocated_bytes', namespace)).to.deep.equal(expected.memory);
   expect(perContainer(text, 'hami_vgpu_core_allocated_ratio', namespace)).to.deep.equal(expected.ratio);
   expect(perContainer(text, 'vGPUMemoryAllocated', namespace, LEGACY)).to.deep.equal(expected.memory);
@@ -100,8 +114,10 @@ describe('HAMi scheduler metric families and event reasons (real kube-scheduler,
       for (const body of pods) await core.createNamespacedPod({ namespace, body });
       await eventually('every pod allocated', async () => {
         const list = (await core.listNamespacedPod({ namespace })).items;
-        return list.length === pods.length && list.every((pod) => pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success') ? true : undefined;
-      }, 60_000, 200);
+        if (list.length === pods.length && list.every((pod) => pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success')) return true;
+        const waiting = list.filter((pod) => pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] !== 'success');
+        return notYet(`${list.length - waiting.length} of ${list.length} pods allocated${waiting.map((pod) => `; ${pod.metadata?.name ?? '?'}: ${describePod(pod)}`).join('')}`);
+      }, 60_000, 200, onPodsOf(fixture, namespace));
 
       const load = loadPerGpu((await core.listNamespacedPod({ namespace })).items);
       expect([...load.values()].reduce((sum, gpu) => sum + gpu.slots, 0)).to.equal(4);
@@ -109,8 +125,10 @@ describe('HAMi scheduler metric families and event reasons (real kube-scheduler,
       const text = await eventually('a scrape matching the allocations', async () => {
         const scraped = await scrapeMetrics(fixture.server?.metricsPort ?? 0);
         const used = perGpu(scraped, 'hami_gpu_memory_allocated_bytes', node);
-        return [...load].every(([uuid, gpu]) => used.get(uuid)?.value === gpu.memoryMiB * MIB) ? scraped : undefined;
-      }, 20_000, 200);
+        if ([...load].every(([uuid, gpu]) => used.get(uuid)?.value === gpu.memoryMiB * MIB)) return scraped;
+        const values = [...load].map(([uuid, gpu]) => `${uuid} ${used.get(uuid)?.value ?? 'absent'} (want ${gpu.memoryMiB * MIB})`);
+        return notYet(`hami_gpu_memory_allocated_bytes on ${node}: ${values.join(', ')}`);
+      }, 20_000, 200, onPodsOf(fixture, namespace));
 
       const limits = perGpu(text, 'hami_gpu_memory_limit_bytes', node);
       expect(limits.size).to.equal(2);
@@ -132,7 +150,7 @@ describe('HAMi scheduler metric families and event reasons (real kube-scheduler,
         const reasons = await eventually(`${name}'s FilteringSucceed and BindingSucceed events`, async () => {
           const events = (await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` })).items;
           const found = events.map((event) => event.reason ?? '');
-          return found.includes('FilteringSucceed') && found.includes('BindingSucceed') ? events : undefined;
+          return found.includes('FilteringSucceed') && found.includes('BindingSucceed') ? events : notYet(`${name}'s event reasons: ${found.join(', ') || 'none'}`);
         }, 20_000, 200);
         const bind = reasons.find((event) => event.reason === 'BindingSucceed');
         expect(bind?.type).to.equal('Normal');
@@ -143,7 +161,7 @@ describe('HAMi scheduler metric families and event reasons (real kube-scheduler,
       // HAMi's per-container families: one series per container and GPU of each pod, from its annotation.
       const port = fixture.server?.metricsPort ?? 0;
       const gpuCores = await gpuCoresOf(core, node);
-      const before = await expectPerContainerSeries(port, core, namespace, gpuCores);
+      const before = await expectPerContainerSeries(port, core, namespace, gpuCores, onPodsOf(fixture, namespace));
       expect(Object.keys(before).map((key) => key.split('/')[0])).to.have.members(['small', 'medium', 'pair', 'pair']);
       const seriesOfPod = (series: Record<string, number>, pod: string): [string, number][] =>
         Object.entries(series).filter(([key]) => key.startsWith(`${pod}/`)).map(([key, value]) => [key.split('/')[1] ?? '', value]);
@@ -154,19 +172,21 @@ describe('HAMi scheduler metric families and event reasons (real kube-scheduler,
       staged.spec = { ...staged.spec, containers: staged.spec?.containers ?? [],
         initContainers: [{ name: 'warmup', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '40' } } }] };
       await core.createNamespacedPod({ namespace, body: staged });
-      await eventually('staged allocated', async () =>
-        (await core.readNamespacedPod({ name: 'staged', namespace })).metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : undefined, 60_000, 200);
-      const withStaged = await expectPerContainerSeries(port, core, namespace, gpuCores);
+      await eventually('staged allocated', async () => {
+        const read = await core.readNamespacedPod({ name: 'staged', namespace });
+        return read.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : notYet(await podStory(core, namespace, 'staged', read));
+      }, 60_000, 200, onPodsOf(fixture, namespace));
+      const withStaged = await expectPerContainerSeries(port, core, namespace, gpuCores, onPodsOf(fixture, namespace));
       expect(seriesOfPod(withStaged, 'staged')).to.have.deep.members([['0', 2000 * MIB], ['1', 1000 * MIB]]);
 
       // Deleted pods' series drop out; the others stay.
       await core.deleteNamespacedPod({ name: 'staged', namespace });
       await core.deleteNamespacedPod({ name: 'small', namespace });
       await eventually('staged and small gone from the API', async () => {
-        const names = (await core.listNamespacedPod({ namespace })).items.map((pod) => pod.metadata?.name);
-        return names.includes('staged') || names.includes('small') ? undefined : true;
-      }, 60_000, 200);
-      const after = await expectPerContainerSeries(port, core, namespace, gpuCores);
+        const left = (await core.listNamespacedPod({ namespace })).items.filter((pod) => pod.metadata?.name === 'staged' || pod.metadata?.name === 'small');
+        return left.length === 0 ? true : notYet(`still listed: ${left.map((pod) => `${pod.metadata?.name ?? '?'} (${describePod(pod)})`).join(', ')}`);
+      }, 60_000, 200, onPodsOf(fixture, namespace));
+      const after = await expectPerContainerSeries(port, core, namespace, gpuCores, onPodsOf(fixture, namespace));
       expect(Object.keys(after).map((key) => key.split('/')[0])).to.have.members(['medium', 'pair', 'pair']);
     } finally {
       await fixture.stop();

@@ -8,7 +8,7 @@ import type { JsonPatchOp } from '../../src/admission/json-patch.js';
 import { findFreePort } from '../../src/local/free-port.js';
 import { applyJsonPatch } from '../support/apply-json-patch.js';
 import { BuildahContainer, buildahAvailable, groupProcesses, imageConfig, signalGroup, type ImageConfig } from '../support/buildah-container.js';
-import { eventually, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 // A tag of its own, so the test never moves the operator's vgpu-warden:<version>; the build script
@@ -50,6 +50,12 @@ function postReview(port: number, caPem: string, review: unknown): Promise<{ sta
 
 function envOf(config: ImageConfig): Record<string, string> {
   return Object.fromEntries((config.Env ?? []).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
+}
+
+/** How many lines the output has and its last one, shortened: what a wait on a log saw. */
+function outputTail(output: string): string {
+  const lines = output.trimEnd().split('\n').filter((line) => line !== '');
+  return `${lines.length} log lines${lines.length === 0 ? '' : `, the last: ${(lines.at(-1) ?? '').slice(0, 300)}`}`;
 }
 
 const HOST_LOCAL_CA_DIR = '/usr/local/share/ca-certificates';
@@ -152,9 +158,14 @@ describe('the container image, built with buildah and run from inside (tools/ima
     child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     const exited = new Promise<number | null>((done) => { child.once('close', (code) => { done(code); }); });
     try {
-      const caPem = await eventually('serve to write its CA into the default directory', () => container.readFile(`${DEFAULT_CERT_DIR}/ca.crt`), 60_000, 250)
+      // serve logs (on stdout) as it starts up: each line is a moment to look again; the polls stay as the fallback.
+      const caPem = await eventually('serve to write its CA into the default directory', async () => {
+        const ca = await container.readFile(`${DEFAULT_CERT_DIR}/ca.crt`);
+        return ca ?? notYet(`no ${DEFAULT_CERT_DIR}/ca.crt in the container; ${outputTail(output)}`);
+      }, 60_000, 250, wakeOn(child.stdout, 'data'))
         .catch((error: unknown) => { throw new Error(`${(error as Error).message}; output:\n${output}`); });
-      await eventually('the webhook to listen', () => Promise.resolve(output.includes('admission webhook listening') ? true : undefined), 30_000, 100);
+      await eventually('the webhook to listen', () =>
+        Promise.resolve(output.includes('admission webhook listening') ? true : notYet(`no "admission webhook listening" in ${outputTail(output)}`)), 30_000, 100, wakeOn(child.stdout, 'data'));
       expect(output).to.include(`(directory ${DEFAULT_CERT_DIR})`);
 
       const pod = {

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { formatRfc3339 } from '../../src/lock/lock-value.js';
 import { setLock } from '../support/lock-helpers.js';
-import { eventually } from '../support/test-cluster.js';
+import { eventually, notYet } from '../support/test-cluster.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 const socket = `vgpu-warden-live-${process.pid}`;
@@ -24,6 +24,9 @@ const screen = (): string[] => tmux('capture-pane', '-p', '-t', session).replace
 const paneFlag = (format: string): string => tmux('display-message', '-p', '-t', session, format).trim();
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 const quote = (text: string) => `'${text.replace(/'/g, "'\\''")}'`;
+/** A pane line for a wait's `seen`: shortened, and `(none)` past the screen's end. */
+const paneLine = (line: string | undefined): string => (line === undefined ? '(none)' : JSON.stringify(line.trimEnd().slice(0, 120)));
+const lastPaneLine = (lines: string[]): string => paneLine(lines.findLast((line) => line.trim() !== ''));
 
 /** Events named so that their key order is their time order: a LIST with limit 200 returns the oldest. */
 async function createEvents(core: CoreV1Api, base: number): Promise<void> {
@@ -100,10 +103,13 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
     tmux('pipe-pane', '-t', session, '-o', `cat >> ${quote(rawLog)}`);
 
     const exportLine = `export KUBECONFIG=${kubeconfigPath}`;
+    // tmux tells of no change to a pane: these waits poll it.
     await eventually('the live view on the alternate screen with the demo result', () => {
       if (paneFlag('#{pane_dead}') === '1') throw new Error(`local exited:\n${screen().join('\n')}`);
       const lines = screen();
-      return Promise.resolve(paneFlag('#{alternate_on}') === '1' && lines[1] === exportLine && lines[2]?.startsWith('seed demo: replacement pod seed-replacement bound to gpu-node-1') === true ? true : undefined);
+      const alternate = paneFlag('#{alternate_on}') === '1';
+      return Promise.resolve(alternate && lines[1] === exportLine && lines[2]?.startsWith('seed demo: replacement pod seed-replacement bound to gpu-node-1') === true ? true
+        : notYet(`alternate screen ${alternate ? 'on' : 'off'}; line 2 ${paneLine(lines[1])}; line 3 ${paneLine(lines[2])}; last line ${lastPaneLine(lines)}`));
     }, 150_000, 500);
 
     kubeConfig = loadKubeConfig(kubeconfigPath);
@@ -121,10 +127,14 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
     const frame = await eventually('a frame with the newest events, the lock state and the pending pod', () => {
       const lines = screen();
       const text = lines.join('\n');
-      const ready = text.includes('live-e2e event 0229') && text.includes('same-second 5')
-        && /gpu-node-2 {2}releasable {2}default\/live-e2e-ghost .* owner-not-found: the pod named by the lock does not exist/.test(text)
-        && /default\/live-e2e-too-big {2}\S+ {2}(FilteringFailed|FailedScheduling): /.test(text);
-      return Promise.resolve(ready ? lines : undefined);
+      const parts = {
+        'event 0229': text.includes('live-e2e event 0229'),
+        'same-second 5': text.includes('same-second 5'),
+        'the releasable lock': /gpu-node-2 {2}releasable {2}default\/live-e2e-ghost .* owner-not-found: the pod named by the lock does not exist/.test(text),
+        'the pending pod': /default\/live-e2e-too-big {2}\S+ {2}(FilteringFailed|FailedScheduling): /.test(text),
+      };
+      const missing = Object.entries(parts).filter(([, present]) => !present).map(([part]) => part);
+      return Promise.resolve(missing.length === 0 ? lines : notYet(`a frame of ${lines.length} lines without ${missing.join(', ')}`));
     }, 60_000, 500);
     const text = frame.join('\n');
     expect(frame[1]).to.equal(exportLine);
@@ -144,7 +154,8 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
     expect(later[2]).to.match(/^seed demo: replacement pod seed-replacement bound to gpu-node-1/);
 
     tmux('send-keys', '-t', session, 'C-c');
-    await eventually('local to exit', () => Promise.resolve(paneFlag('#{pane_dead}') === '1' ? true : undefined), 60_000, 250);
+    await eventually('local to exit', () =>
+      Promise.resolve(paneFlag('#{pane_dead}') === '1' ? true : notYet(`the pane still alive, its last line ${lastPaneLine(screen())}`)), 60_000, 250);
     expect(paneFlag('#{alternate_on}'), 'still on the alternate screen').to.equal('0');
     const raw = readFileSync(rawLog, 'latin1');
     expect(raw.lastIndexOf('\u001b[?1049l'), 'never left the alternate screen').to.be.greaterThan(raw.lastIndexOf('\u001b[?1049h')).and.greaterThan(0);
@@ -154,7 +165,7 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
     expect(normal).to.include(`local: ready; use it with: ${exportLine}`);
     expect(normal).to.include('local: seed demo: replacement pod seed-replacement bound to gpu-node-1');
     expect(normal).to.include('local: received SIGINT; stopping');
-    const status = await eventually('the exit status', () => Promise.resolve(existsSync(statusFile) ? readFileSync(statusFile, 'utf8') : undefined), 60_000, 250);
+    const status = await eventually('the exit status', () => Promise.resolve(existsSync(statusFile) ? readFileSync(statusFile, 'utf8') : notYet(`no ${statusFile} yet`)), 60_000, 250);
     expect(status, normal).to.equal('130');
   });
 });

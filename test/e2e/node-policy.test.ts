@@ -2,8 +2,9 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { NodePolicy } from '../../src/devices/score.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
  * NODE_SCHEDULER_POLICY decides where the real kube-scheduler puts GPU pods, against kube-scheduler's
@@ -45,6 +46,12 @@ async function place(fixture: ExtenderFixture, nodePolicy: NodePolicy): Promise<
     } });
   };
   const gpuPods = async (): Promise<V1Pod[]> => (await core.listNamespacedPod({ namespace, labelSelector: `${APP_LABEL}=${app}` })).items;
+  // placeOne's condition changes only with the store's pods of the namespace and its view of the nodes' locks.
+  const storeChanged: Wake = (recheck) => {
+    const cache = fixture.server!.cache;
+    const stops = [cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace) recheck(); }), ...nodes.map((node) => cache.onLockChange(node, recheck))];
+    return () => { for (const stop of stops) stop(); };
+  };
   const placeOne = async (index: number) => {
     const body = gpuPodSpec(`${nodePolicy}-${index}`, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', cpu: '500m', memory: '1Gi' });
     body.metadata = { ...body.metadata, labels: { [APP_LABEL]: app } };
@@ -52,8 +59,10 @@ async function place(fixture: ExtenderFixture, nodePolicy: NodePolicy): Promise<
     await eventually(`${nodePolicy} pod ${index} allocated and its node lock gone from the extender's view`, async () => {
       const pods = await gpuPods();
       const allocated = pods.filter((pod) => pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success');
-      return allocated.length === index + 1 && nodes.every((node) => fixture.server?.cache.lockOf(node) === undefined) ? true : undefined;
-    }, 20_000, 25);
+      const locks = nodes.flatMap((node) => { const lock = fixture.server?.cache.lockOf(node); return lock === undefined ? [] : [`${node} ${lock.raw}`]; });
+      return allocated.length === index + 1 && locks.length === 0 ? true
+        : notYet(`${allocated.length} of ${index + 1} pods allocated (${pods.length} created); locks in the extender's view: ${locks.join(', ') || 'none'}`);
+    }, 20_000, 25, storeChanged);
   };
 
   let hogNode: string;

@@ -1,8 +1,9 @@
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { podStory } from '../support/observations.js';
 import { allocatedPod } from '../support/pod-waits.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
  * A node whose HAMi device plugin dies keeps its register annotation; only kubelet's allocatable
@@ -18,7 +19,11 @@ describe('device-plugin liveness through the real kube-scheduler', function () {
 
 
   async function notReady(node: string): Promise<void> {
-    await eventually(`the state store to see ${node}'s plugin gone`, () => Promise.resolve(fixture.server?.cache.gpuLiveness(node).ready === false ? true : undefined), 20_000, 100);
+    const cache = fixture.server?.cache;
+    await eventually(`the state store to see ${node}'s plugin gone`, () => {
+      const liveness = cache?.gpuLiveness(node);
+      return Promise.resolve(liveness?.ready === false ? true : notYet(`liveness ${JSON.stringify(liveness)}`));
+    }, 20_000, 100, (recheck) => cache?.onNodeChange(recheck) ?? (() => undefined));
   }
 
   it('a dead plugin\'s node gets no pods (the reason in the pod\'s events) and gets them again once the plugin reports', async () => {
@@ -44,7 +49,7 @@ describe('device-plugin liveness through the real kube-scheduler', function () {
     const [ours, theirs] = await eventually('events naming the dead device plugins', async () => {
       const events = await eventsOfWaiting();
       const found = [events.find((item) => item.reason === 'FilteringFailed'), events.find((item) => item.reason === 'FailedScheduling')];
-      return found[0] !== undefined && found[1] !== undefined ? found as [CoreV1Event, CoreV1Event] : undefined;
+      return found[0] !== undefined && found[1] !== undefined ? found as [CoreV1Event, CoreV1Event] : notYet(await podStory(core, namespace, 'waiting'));
     }, 60_000, 500);
     expect(ours.message).to.include(dead).and.to.include(alive).and.to.include('status.allocatable["nvidia.com/gpu"] is 0');
     // The shared control plane holds other tests' nodes too: kube-scheduler counts them all.

@@ -1,10 +1,13 @@
+import { EventEmitter } from 'node:events';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
+import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids } from '../support/extender-fixture.js';
 import type { AllocateRecord } from '../support/hami-plugin/index.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { describeNodeLock, describePod, podStory } from '../support/observations.js';
+import { eventually, notYet, sharedControlPlane, testCluster, wakeOn } from '../support/test-cluster.js';
 
 /**
  * Two GPU pods bound to one node through the real kube-scheduler and vgpu-warden, and a kubelet
@@ -27,6 +30,8 @@ interface Trail { at: number; line: string }
 /** Polls a node's lock and keeps each change, for the time line. */
 class LockTrail {
   readonly changes: { at: number; value: string | undefined }[] = [];
+  /** Emits 'change' on each change kept, so that a wait on the trail need not poll it. */
+  private readonly changed = new EventEmitter();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly core: CoreV1Api, private readonly node: string) {}
@@ -34,7 +39,10 @@ class LockTrail {
   start(): void {
     const poll = async () => {
       const value = (await this.core.readNode({ name: this.node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
-      if (this.changes.at(-1)?.value !== value || this.changes.length === 0) this.changes.push({ at: Date.now(), value });
+      if (this.changes.at(-1)?.value !== value || this.changes.length === 0) {
+        this.changes.push({ at: Date.now(), value });
+        this.changed.emit('change');
+      }
     };
     this.timer = setInterval(() => { poll().catch(() => undefined); }, 50);
   }
@@ -45,7 +53,11 @@ class LockTrail {
 
   /** Resolves once the polls have seen the lock name `name`'s pod. */
   async names(name: string): Promise<void> {
-    await eventually(`the lock to name ${name}`, () => Promise.resolve(this.changes.at(-1)?.value?.endsWith(`,${name}`) === true ? true : undefined), 10_000, 20);
+    await eventually(`the lock to name ${name}`, () => {
+      const last = this.changes.at(-1);
+      return Promise.resolve(last?.value?.endsWith(`,${name}`) === true ? true
+        : notYet(last === undefined ? 'no poll of the lock answered yet' : `the lock ${last.value ?? 'absent'} for ${Date.now() - last.at} ms (${this.changes.length} changes seen)`));
+    }, 10_000, 20, wakeOn(this.changed, 'change'));
   }
 
   /** The lock named `name`'s pod from `from` until `to` with no other value in between. */
@@ -90,11 +102,16 @@ async function pod(core: CoreV1Api, namespace: string, name: string): Promise<V1
   return core.readNamespacedPod({ name, namespace });
 }
 
-async function waitFor(core: CoreV1Api, namespace: string, name: string, what: string, test: (pod: V1Pod) => boolean, timeoutMs = 30_000): Promise<V1Pod> {
+/** Re-runs a wait as soon as the fixture's store sees the pod change; the poll stays as the fallback. */
+function onPod(fixture: ExtenderFixture, namespace: string, name: string): Wake {
+  return (recheck) => fixture.server!.cache.onPodChange((changed) => { if (changed.metadata?.namespace === namespace && changed.metadata.name === name) recheck(); });
+}
+
+async function waitFor(fixture: ExtenderFixture, namespace: string, name: string, what: string, test: (pod: V1Pod) => boolean, timeoutMs = 30_000): Promise<V1Pod> {
   return eventually(`${name} ${what}`, async () => {
-    const current = await pod(core, namespace, name);
-    return test(current) ? current : undefined;
-  }, timeoutMs, 50);
+    const current = await pod(fixture.core, namespace, name);
+    return test(current) ? current : notYet(await podStory(fixture.core, namespace, name, current));
+  }, timeoutMs, 50, onPod(fixture, namespace, name));
 }
 
 const bound = (node: string) => (current: V1Pod) => current.spec?.nodeName === node;
@@ -116,7 +133,7 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
       namespace,
       body: gpuPodSpec(name, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': name === 'first' ? '1000' : '2000' }, { 'nvidia.com/use-gpuuuid': name === 'first' ? gpu0 : gpu1 }),
     });
-    return { core, namespace, node, lock, create, t0: Date.now(), own: { first: [`${gpu0}/1000MiB`], second: [`${gpu1}/2000MiB`] } };
+    return { fixture, core, namespace, node, lock, create, t0: Date.now(), own: { first: [`${gpu0}/1000MiB`], second: [`${gpu1}/2000MiB`] } };
   }
 
   const recordsFor = (fixture: ExtenderFixture, namespace: string, name: string) =>
@@ -132,7 +149,7 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
         // The kubelet would take the later-bound pod first (latest-first) and holds the first one back.
         fixture.admission = (current) => (current.metadata?.name === 'first' ? 'never' : 0);
         await create('first');
-        await waitFor(core, namespace, 'first', 'bound', bound(node));
+        await waitFor(fixture, namespace, 'first', 'bound', bound(node));
         await lock.names('first');
         await create('second');
         const heldFrom = Date.now();
@@ -142,8 +159,8 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
         expect(lock.heldBy('first', heldFrom, Date.now()), 'the lock stayed first\'s throughout').to.equal(true);
 
         expect(fixture.kubelet?.admitNow(namespace, 'first')).to.equal(true);
-        await waitFor(core, namespace, 'first', 'Running', running);
-        const second = await waitFor(core, namespace, 'second', 'Running', running, 60_000);
+        await waitFor(fixture, namespace, 'first', 'Running', running);
+        const second = await waitFor(fixture, namespace, 'second', 'Running', running, 60_000);
         printTimeline('first held 6.5 s by the kubelet, then admitted:', t0, fixture, namespace, lock);
 
         const [firstAllocate] = recordsFor(fixture, namespace, 'first');
@@ -169,7 +186,7 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
       try {
         fixture.admission = (current) => (current.metadata?.name === 'first' ? 'never' : 0);
         await create('first');
-        await waitFor(core, namespace, 'first', 'bound', bound(node));
+        await waitFor(fixture, namespace, 'first', 'bound', bound(node));
         await lock.names('first');
         await create('second');
         // A plain DELETE: on a kubelet's node it only sets deletionTimestamp until the kubelet is done.
@@ -180,9 +197,11 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
         expect(lock.heldBy('first', deleted, Date.now()), 'the lock stayed first\'s after its graceful delete').to.equal(true);
 
         expect(fixture.kubelet?.admitNow(namespace, 'first')).to.equal(true);
-        await eventually('first to be gone (the kubelet finished its deletion)', async () =>
-          (await core.listNamespacedPod({ namespace })).items.some((item) => item.metadata?.name === 'first') ? undefined : true, 10_000, 50);
-        const second = await waitFor(core, namespace, 'second', 'Running', running, 60_000);
+        await eventually('first to be gone (the kubelet finished its deletion)', async () => {
+          const first = (await core.listNamespacedPod({ namespace })).items.find((item) => item.metadata?.name === 'first');
+          return first === undefined ? true : notYet(`first still listed: ${describePod(first)}`);
+        }, 10_000, 50, onPod(fixture, namespace, 'first'));
+        const second = await waitFor(fixture, namespace, 'second', 'Running', running, 60_000);
         printTimeline('first deleted gracefully before the kubelet got to it; the kubelet then admits first:', t0, fixture, namespace, lock);
 
         const [firstAllocate] = recordsFor(fixture, namespace, 'first');
@@ -200,22 +219,28 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
     it('DOCUMENTS A RESIDUAL GAP (invariant 7): a kubelet that handles a pod\'s bind only after the pod was force-deleted still admits it, and hands it the next pod\'s GPU', async () => {
       // kubelet's sync loop handles the pod's ADD before its REMOVE: with the loop busy (say behind a
       // slow Allocate) it can admit a pod that is already gone from the API (admitDeleted).
-      const lagging = new ExtenderFixture(sharedControlPlane(), FAST, { kubelet: { admitDeleted: true } });
+      // Its plugin tells of each Allocate it records, for the wait on first's below.
+      const allocations = new EventEmitter();
+      const lagging = new ExtenderFixture(sharedControlPlane(), FAST, { kubelet: { admitDeleted: true }, plugin: { onRecord: () => { allocations.emit('record'); } } });
       await lagging.start();
       const { core, namespace, node, lock, create, t0, own } = await setUp(lagging);
       try {
         lagging.admission = () => 'never';
         await create('first');
-        await waitFor(core, namespace, 'first', 'bound', bound(node));
+        await waitFor(lagging, namespace, 'first', 'bound', bound(node));
         await create('second');
         await core.deleteNamespacedPod({ name: 'first', namespace, gracePeriodSeconds: 0 });
-        await waitFor(core, namespace, 'second', 'bound', bound(node), 60_000);
+        await waitFor(lagging, namespace, 'second', 'bound', bound(node), 60_000);
         await lock.names('second');
 
         expect(lagging.kubelet?.admitNow(namespace, 'first')).to.equal(true);
-        await eventually('first\'s Allocate', () => Promise.resolve(recordsFor(lagging, namespace, 'first').length > 0 ? true : undefined), 10_000, 50);
+        await eventually('first\'s Allocate', () => {
+          const records = (lagging.plugin?.records ?? []).filter((record) => record.admitted.namespace === namespace);
+          return Promise.resolve(recordsFor(lagging, namespace, 'first').length > 0 ? true
+            : notYet(`Allocate records in the namespace: ${records.map((record) => `${record.admitted.name} ${record.outcome}`).join(', ') || 'none'}`));
+        }, 10_000, 50, wakeOn(allocations, 'record'));
         expect(lagging.kubelet?.admitNow(namespace, 'second')).to.equal(true);
-        const second = await waitFor(core, namespace, 'second', 'rejected', rejected);
+        const second = await waitFor(lagging, namespace, 'second', 'rejected', rejected);
         printTimeline('first force-deleted before the kubelet handled its bind; the kubelet then admits first, then second:', t0, lagging, namespace, lock);
 
         const [firstAllocate] = recordsFor(lagging, namespace, 'first');
@@ -239,23 +264,29 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
     async function secondBoundAfterForcedRelease(setup: Awaited<ReturnType<typeof setUp>>) {
       const { core, namespace, node, create } = setup;
       await create('first');
-      await waitFor(core, namespace, 'first', 'bound', bound(node));
+      await waitFor(setup.fixture, namespace, 'first', 'bound', bound(node));
       await create('second');
-      await waitFor(core, namespace, 'second', 'bound', bound(node), 60_000);
-      const forced = await eventually('NodeLockReleased (forced-after-stall) on the node', async () =>
-        (await core.listEventForAllNamespaces()).items.find((event) => event.reason === 'NodeLockReleased' && event.involvedObject.name === node), 10_000, 100);
+      await waitFor(setup.fixture, namespace, 'second', 'bound', bound(node), 60_000);
+      // Events are not watched here: polled only.
+      const forced = await eventually('NodeLockReleased (forced-after-stall) on the node', async () => {
+        const onNode = (await core.listEventForAllNamespaces()).items.filter((event) => event.involvedObject.name === node);
+        const released = onNode.find((event) => event.reason === 'NodeLockReleased');
+        if (released !== undefined) return released;
+        const reasons = onNode.slice(-3).map((event) => event.reason ?? '?').join(', ') || 'none';
+        return notYet(`${onNode.length} events on ${node} (the last listed: ${reasons}); ${await describeNodeLock(core, node)}`);
+      }, 10_000, 100);
       expect(forced.message).to.include('forced-after-stall').and.include('first');
     }
 
     it('the second pod is bound and admitted first with its own GPU; the first then finds no lock and is rejected: no wrong allocation', async () => {
       const setup = await setUp(fixture);
-      const { core, namespace, lock, t0, own } = setup;
+      const { namespace, lock, t0, own } = setup;
       try {
         fixture.admission = (current) => (current.metadata?.name === 'first' ? 'never' : 0);
         await secondBoundAfterForcedRelease(setup);
-        await waitFor(core, namespace, 'second', 'Running', running);
+        await waitFor(fixture, namespace, 'second', 'Running', running);
         expect(fixture.kubelet?.admitNow(namespace, 'first')).to.equal(true);
-        const first = await waitFor(core, namespace, 'first', 'rejected', rejected);
+        const first = await waitFor(fixture, namespace, 'first', 'rejected', rejected);
         printTimeline('first held by the kubelet past NODELOCK_FORCE_AFTER; second bound and admitted; then first:', t0, fixture, namespace, lock);
 
         const [secondAllocate] = recordsFor(fixture, namespace, 'second');
@@ -272,14 +303,14 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
 
     it('DOCUMENTS WHY IT IS OPT-IN (HAMi #3096): admitting the first while the second holds the lock hands the first the second\'s GPU, and the second is rejected', async () => {
       const setup = await setUp(fixture);
-      const { core, namespace, lock, t0, own } = setup;
+      const { namespace, lock, t0, own } = setup;
       try {
         fixture.admission = () => 'never';
         await secondBoundAfterForcedRelease(setup);
         expect(fixture.kubelet?.admitNow(namespace, 'first')).to.equal(true);
-        await waitFor(core, namespace, 'first', 'Running', running);
+        await waitFor(fixture, namespace, 'first', 'Running', running);
         expect(fixture.kubelet?.admitNow(namespace, 'second')).to.equal(true);
-        const second = await waitFor(core, namespace, 'second', 'rejected', rejected);
+        const second = await waitFor(fixture, namespace, 'second', 'rejected', rejected);
         printTimeline('first held past NODELOCK_FORCE_AFTER, second bound; the kubelet admits first, then second:', t0, fixture, namespace, lock);
 
         const [firstAllocate] = recordsFor(fixture, namespace, 'first');
@@ -296,13 +327,13 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
       const withFallback = new ExtenderFixture(sharedControlPlane(), FORCE_AFTER, { kubelet: { order: 'latest-first' }, plugin: { fallback: true } });
       await withFallback.start();
       const setup = await setUp(withFallback);
-      const { core, namespace, lock, t0, own } = setup;
+      const { namespace, lock, t0, own } = setup;
       try {
         withFallback.admission = (current) => (current.metadata?.name === 'first' ? 'never' : 0);
         await secondBoundAfterForcedRelease(setup);
-        await waitFor(core, namespace, 'second', 'Running', running);
+        await waitFor(withFallback, namespace, 'second', 'Running', running);
         expect(withFallback.kubelet?.admitNow(namespace, 'first')).to.equal(true);
-        await waitFor(core, namespace, 'first', 'Running', running);
+        await waitFor(withFallback, namespace, 'first', 'Running', running);
         printTimeline('as above, the plugin with HAMi\'s list fallback:', t0, withFallback, namespace, lock);
 
         const [firstAllocate] = recordsFor(withFallback, namespace, 'first');

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -16,17 +17,29 @@ import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { HamiDevicePlugin, pluginApiFromCore } from '../support/hami-plugin/index.js';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
-import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
+import { podStory } from '../support/observations.js';
+import { eventually, notYet, sharedControlPlane, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
-function readyz(port: number, caPem: string): Promise<number> {
+/** The /readyz status and body (what is not ready yet); status 0 and the error when it did not answer. */
+function readyz(port: number, caPem: string): Promise<{ status: number; body: string }> {
   return new Promise((done) => {
-    request({ host: '127.0.0.1', port, path: '/readyz', ca: caPem }, (res) => { res.resume(); done(res.statusCode ?? 0); })
-      .on('error', () => { done(0); })
+    request({ host: '127.0.0.1', port, path: '/readyz', ca: caPem }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+      res.on('end', () => { done({ status: res.statusCode ?? 0, body }); });
+    })
+      .on('error', (error) => { done({ status: 0, body: error.message }); })
       .end();
   });
+}
+
+/** How many lines the output has and its last one, shortened: what a wait on a log saw. */
+function outputTail(output: string): string {
+  const lines = output.trimEnd().split('\n').filter((line) => line !== '');
+  return `${lines.length} log lines${lines.length === 0 ? '' : `, the last: ${(lines.at(-1) ?? '').slice(0, 300)}`}`;
 }
 
 /**
@@ -61,10 +74,17 @@ describe('a replica SIGKILLed mid-bind', function () {
       started.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
       started.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
       child = started;
+      // serve logs as it starts up: each line is a moment to look again; the polls stay as the fallback.
       const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
-        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch { return undefined; }
-      })()), 30_000, 100);
-      await eventually('serve to be ready', async () => ((await readyz(webhookPort, caPem)) === 200 ? true : undefined), 30_000, 100);
+        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) {
+          const exited = started.exitCode === null ? '' : `serve exited ${started.exitCode}; `;
+          return notYet(`${exited}no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${outputTail(output)}`);
+        }
+      })()), 30_000, 100, wakeOn(started.stdout, 'data'));
+      await eventually('serve to be ready', async () => {
+        const answer = await readyz(webhookPort, caPem);
+        return answer.status === 200 ? true : notYet(`/readyz ${answer.status}: ${answer.body.trim().slice(0, 300)}`);
+      }, 30_000, 100, wakeOn(started.stdout, 'data'));
       return caPem;
     };
 
@@ -72,7 +92,12 @@ describe('a replica SIGKILLed mid-bind', function () {
     const [first, second] = [`${group}-a`, `${group}-b`];
     // Straight to the apiserver, as a node's kubelet and device plugin are (the proxy is vgpu-warden's).
     const plugin = new HamiDevicePlugin({ api: pluginApiFromCore(core) });
-    const kubelet = new KubeletSim({ kubeConfig: loadKubeConfig(plane.kubeconfigPath), core, plugin, servesNode: (node) => node === first || node === second });
+    // The kubelet tells of each step it takes (bound seen, running written): the waits on the pod below look again then.
+    const kubeletSteps = new EventEmitter();
+    const kubelet = new KubeletSim({
+      kubeConfig: loadKubeConfig(plane.kubeconfigPath), core, plugin, servesNode: (node) => node === first || node === second,
+      onRecord: () => { kubeletSteps.emit('record'); },
+    });
     try {
       await core.createNode({ body: simulatedGpuNode({ name: first, gpus: 2, labels: { 'vgpu-warden.test/group': group } }) });
       const secondNode = simulatedGpuNode({ name: second, gpus: 2, labels: { 'vgpu-warden.test/group': group } });
@@ -100,19 +125,26 @@ describe('a replica SIGKILLed mid-bind', function () {
 
       const bound = await eventually('kube-scheduler to place the pod on the second node', async () => {
         const pod = await core.readNamespacedPod({ name: 'victim', namespace });
-        return pod.spec?.nodeName === second ? Date.now() : undefined;
-      }, 60_000, 50);
-      const freed = await eventually('the first node\'s lock to be freed', async () => ((await lockOnFirst()) === undefined ? Date.now() : undefined), 30_000, 50);
+        return pod.spec?.nodeName === second ? Date.now() : notYet(await podStory(core, namespace, 'victim', pod));
+      }, 60_000, 50, wakeOn(kubeletSteps, 'record'));
+      // No store in this process watches the node: polled only.
+      const freed = await eventually('the first node\'s lock to be freed', async () => {
+        const lock = await lockOnFirst();
+        return lock === undefined ? Date.now() : notYet(`${first} locked ${lock}`);
+      }, 30_000, 50);
       expect(freed - bound, 'freed at once, not after BIND_GRACE or a sweep').to.be.below(5_000);
       await eventually('the pod to be allocated on the second node', async () => {
         const pod = await core.readNamespacedPod({ name: 'victim', namespace });
-        return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' && pod.status?.phase === 'Running' ? true : undefined;
-      }, 30_000, 50);
+        return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' && pod.status?.phase === 'Running' ? true : notYet(await podStory(core, namespace, 'victim', pod));
+      }, 30_000, 50, wakeOn(kubeletSteps, 'record'));
       expect(plugin.records.map((record) => [record.node, record.outcome, record.admitted.name, record.resolvedTo?.name]), 'one Allocate, on the second node, with its own devices')
         .to.deep.equal([[second, 'allocated', 'victim', 'victim']]);
       expect(await lockOnFirst()).to.equal(undefined);
       // The child's log line may reach us a moment after the write it reports.
-      await eventually('the restarted replica to log the release', () => Promise.resolve(output.includes('released') && output.includes(first) ? true : undefined), 10_000, 50);
+      await eventually('the restarted replica to log the release', () => {
+        const [released, node] = [output.includes('released'), output.includes(first)];
+        return Promise.resolve(released && node ? true : notYet(`"released" in the output: ${released ? 'yes' : 'no'}, ${first}: ${node ? 'yes' : 'no'}; ${outputTail(output)}`));
+      }, 10_000, 50, wakeOn(child!.stdout, 'data'));
     } finally {
       child?.kill('SIGKILL');
       await scheduler?.stop();

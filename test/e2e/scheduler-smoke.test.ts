@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import type { SchedulerHandle } from '../../src/local/control-plane.js';
 import { ReadinessError } from '../../src/local/wait-until-ready.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
-import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
+import { podStory } from '../support/observations.js';
+import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 
 function podOn(nodeName: string, name: string, gpus?: number): V1Pod {
   return {
@@ -39,8 +40,10 @@ describe('kube-scheduler smoke (real kube-scheduler, apiserver, etcd)', function
     await core.createNode({ body: simulatedGpuNode({ name: nodeName, gpus: 4 }) });
     await core.createNamespacedPod({ namespace, body: podOn(nodeName, 'plain') });
 
-    const placedOn = await eventually('the scheduler to bind the pod', async () =>
-      (await core.readNamespacedPod({ name: 'plain', namespace })).spec?.nodeName);
+    const placedOn = await eventually('the scheduler to bind the pod', async () => {
+      const pod = await core.readNamespacedPod({ name: 'plain', namespace });
+      return pod.spec?.nodeName ?? notYet(await podStory(core, namespace, 'plain', pod));
+    });
     expect(placedOn).to.equal(nodeName);
   });
 
@@ -59,8 +62,11 @@ describe('kube-scheduler smoke (real kube-scheduler, apiserver, etcd)', function
     await core.createNode({ body: simulatedGpuNode({ name: nodeName, gpus: 1 }) });
     await core.createNamespacedPod({ namespace, body: podOn(nodeName, 'too-big', 2) });
 
-    const condition = await eventually('PodScheduled=False', async () =>
-      (await core.readNamespacedPod({ name: 'too-big', namespace })).status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False'));
+    const condition = await eventually('PodScheduled=False', async () => {
+      const pod = await core.readNamespacedPod({ name: 'too-big', namespace });
+      const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
+      return scheduled?.status === 'False' ? scheduled : notYet(`PodScheduled ${scheduled?.status ?? 'not set'}; ${await podStory(core, namespace, 'too-big', pod)}`);
+    });
     expect(condition.reason).to.equal('Unschedulable');
     expect(condition.message).to.include('nvidia.com/gpu');
   });

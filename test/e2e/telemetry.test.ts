@@ -1,9 +1,11 @@
 import { expect } from 'chai';
 import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
+import { podStory } from '../support/observations.js';
 import { scrapeMetrics } from '../support/scrape-metrics.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /** The value of one sample line, e.g. sample(text, 'vgpu_warden_lock_releases_total{reason="x",path="y"}'). */
 function sample(text: string, series: string): number | undefined {
@@ -25,16 +27,20 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
       fixture.admission = (pod) => (pod.metadata?.name === 'stuck' ? 'never' : 0);
       const { group, nodes } = await fixture.createNodes(1);
       const node = nodes[0] ?? '';
+      // The lock waits look again as soon as the fixture's store sees the lock change (the polls stay
+      // as the fallback) and spend no further request on what they saw: the times they measure stay
+      // close to the writes.
+      const onLock: Wake = (recheck) => fixture.server!.cache.onLockChange(node, recheck);
       await core.createNamespacedPod({ namespace, body: gpuPodSpec('stuck', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' }) });
       const lockedAt = await eventually('the lock to appear', async () =>
-        ((await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION] === undefined ? undefined : Date.now()), 30_000, 20);
+        ((await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION] === undefined ? notYet(`${node} unlocked`) : Date.now()), 30_000, 20, onLock);
       const lockNow = async () => (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
 
       const stalledEvents = await eventually('NodeLockStalled on the node and on the pod', async () => {
         const events = (await core.listEventForAllNamespaces()).items.filter((event) => event.reason === 'NodeLockStalled');
         const onNode = events.some((event) => event.involvedObject.kind === 'Node' && event.involvedObject.name === node);
         const onPod = events.some((event) => event.involvedObject.kind === 'Pod' && event.involvedObject.name === 'stuck');
-        return onNode && onPod ? events : undefined;
+        return onNode && onPod ? events : notYet(`${events.length} NodeLockStalled events; on ${node}: ${onNode ? 'yes' : 'no'}, on stuck: ${onPod ? 'yes' : 'no'}`);
       }, 15_000, 250);
       expect(stalledEvents[0]?.type).to.equal('Warning');
       const metrics = await scrapeMetrics(fixture.server?.metricsPort ?? 0);
@@ -45,14 +51,20 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
       const beforeForce = lockedAt + 6500 - Date.now();
       if (beforeForce > 0) await new Promise((resolve) => setTimeout(resolve, beforeForce));
       expect(await lockNow(), 'released before NODELOCK_FORCE_AFTER').to.not.equal(undefined);
-      await eventually('the forced release', async () => ((await lockNow()) === undefined ? true : undefined), 10_000, 100);
+      await eventually('the forced release', async () => {
+        const lock = await lockNow();
+        return lock === undefined ? true : notYet(`${node} locked ${lock}`);
+      }, 10_000, 100, onLock);
       const releasedAfterMs = Date.now() - lockedAt;
       console.log(`        stalled lock released ${releasedAfterMs} ms after it was taken (NODELOCK_FORCE_AFTER 8s)`);
       expect(releasedAfterMs).to.be.at.least(7000);
       const after = await scrapeMetrics(fixture.server?.metricsPort ?? 0);
       expect(sample(after, 'vgpu_warden_lock_releases_total{reason="forced-after-stall",path="sweeper"}')).to.equal(1);
-      const released = await eventually('NodeLockReleased on the node', async () =>
-        (await core.listEventForAllNamespaces()).items.find((event) => event.reason === 'NodeLockReleased' && event.involvedObject.name === node), 10_000, 250);
+      const released = await eventually('NodeLockReleased on the node', async () => {
+        const onNode = (await core.listEventForAllNamespaces()).items.filter((event) => event.involvedObject.name === node);
+        return onNode.find((event) => event.reason === 'NodeLockReleased')
+          ?? notYet(`${onNode.length} events on ${node} (the last listed: ${onNode.slice(-3).map((event) => event.reason ?? '?').join(', ') || 'none'})`);
+      }, 10_000, 250);
       expect(released.message).to.include('forced-after-stall').and.include('stuck');
     } finally {
       await fixture.stop();
@@ -66,8 +78,12 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
     try {
       const { group } = await fixture.createNodes(1);
       await core.createNamespacedPod({ namespace, body: gpuPodSpec('normal', group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' }) });
-      await eventually('the pod allocated', async () =>
-        ((await core.readNamespacedPod({ name: 'normal', namespace })).metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : undefined), 30_000, 100);
+      // Looks again as soon as the fixture's store sees the pod change; the poll stays as the fallback.
+      const onNormal: Wake = (recheck) => fixture.server!.cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace && pod.metadata.name === 'normal') recheck(); });
+      await eventually('the pod allocated', async () => {
+        const pod = await core.readNamespacedPod({ name: 'normal', namespace });
+        return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? true : notYet(await podStory(core, namespace, 'normal', pod));
+      }, 30_000, 100, onNormal);
       await new Promise((resolve) => setTimeout(resolve, 1500));
       const text = await scrapeMetrics(fixture.server?.metricsPort ?? 0);
       for (const name of [

@@ -28,7 +28,7 @@ import { impersonating } from '../support/impersonation.js';
 import { applyComponent } from '../support/kustomize-component.js';
 import { createGpuNode } from '../support/lock-helpers.js';
 import { MANIFESTS_DIR } from '../support/manifests.js';
-import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 import { WebhookFixture } from '../support/webhook-fixture.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -176,8 +176,13 @@ describe('admission policies (manifests/admission-policies.yaml) in the real kub
         warden.patchNamespacedPod({ name: 'policy-probe', namespace, body: { metadata: { labels: { probe: 'x' } } }, dryRun: 'All' }, mergePatch),
         warden.patchNode({ name: probeNode, body: { metadata: { labels: { probe: 'x' } } }, dryRun: 'All' }, mergePatch),
       ];
-      const refused = await Promise.all(attempts.map((attempt) => attempt.then(() => false, (error: unknown) => apiStatusOf(error)?.message?.includes('ValidatingAdmissionPolicy') === true)));
-      return refused.every(Boolean) ? true : undefined;
+      // Each probe's outcome, so that a timeout names the policy not enforced yet.
+      const outcomes = await Promise.all(attempts.map((attempt) => attempt.then(() => 'admitted', (error: unknown) => {
+        const message = apiStatusOf(error)?.message;
+        return message?.includes('ValidatingAdmissionPolicy') === true ? 'refused' : `failed ${httpStatusOf(error) ?? '?'} ${(message ?? (error instanceof Error ? error.message : 'no API status')).slice(0, 120)}`;
+      })));
+      const probes = ['GPU pod', 'annotated pod', 'warden pod patch', 'warden node patch'];
+      return outcomes.every((outcome) => outcome === 'refused') ? true : notYet(outcomes.map((outcome, index) => `${probes[index]}: ${outcome}`).join('; '));
     }, 20_000, 100);
   }
 
@@ -332,12 +337,16 @@ describe('admission policies (manifests/admission-policies.yaml) in the real kub
         await tenantApps.createNamespacedDeployment({ namespace, body: deployment('clean', { 'example.com/note': 'x' }) });
         const failure = await eventually('the ReplicaSet to report its refused pod', async () => {
           const sets = await adminApps.listNamespacedReplicaSet({ namespace, labelSelector: 'app=forged' });
-          return sets.items[0]?.status?.conditions?.find((condition) => condition.type === 'ReplicaFailure')?.message;
+          const set = sets.items[0];
+          return set?.status?.conditions?.find((condition) => condition.type === 'ReplicaFailure')?.message
+            ?? notYet(set === undefined ? 'no app=forged ReplicaSet' : `ReplicaSet ${set.metadata?.name ?? '?'}: ${set.status?.replicas ?? 0} replicas, conditions [${(set.status?.conditions ?? []).map((condition) => condition.type).join(', ')}]`);
         }, 60_000, 200);
         expect(failure).to.include(`ValidatingAdmissionPolicy '${POD_METADATA}'`).and.include('hami.io/vgpu-devices-allocated');
         const clean = await eventually("the clean Deployment's pod", async () => {
           const pods = await admin.listNamespacedPod({ namespace, labelSelector: 'app=clean' });
-          return pods.items[0];
+          if (pods.items[0] !== undefined) return pods.items[0];
+          const sets = await adminApps.listNamespacedReplicaSet({ namespace, labelSelector: 'app=clean' });
+          return notYet(`no app=clean pod; ReplicaSets: ${sets.items.map((set) => `${set.metadata?.name ?? '?'} [${(set.status?.conditions ?? []).map((condition) => `${condition.type}: ${(condition.message ?? '').slice(0, 120)}`).join(', ')}]`).join(' | ') || 'none'}`);
         }, 60_000, 200);
         expect(clean.metadata?.ownerReferences?.[0]?.kind).to.equal('ReplicaSet');
         expect((await admin.listNamespacedPod({ namespace, labelSelector: 'app=forged' })).items).to.deep.equal([]);
@@ -521,8 +530,8 @@ describe('admission policies (manifests/admission-policies.yaml) in the real kub
 
         await putBindings(testBindings(component.objects));
         await eventually('the bindings to warn instead of refusing', async () => {
-          const dry = await tenant.createNamespacedPod({ namespace, body: pod('fell-through'), dryRun: 'All' }).catch(() => undefined);
-          return dry === undefined ? undefined : true;
+          const refusal = await tenant.createNamespacedPod({ namespace, body: pod('fell-through'), dryRun: 'All' }).then(() => undefined, (error: unknown) => error);
+          return refusal === undefined ? true : notYet(`the dry run refused: ${httpStatusOf(refusal) ?? '?'} ${(apiStatusOf(refusal)?.message ?? (refusal instanceof Error ? refusal.message : 'no API status')).slice(0, 200)}`);
         }, 20_000, 100);
         const answer = await tenant.createNamespacedPodWithHttpInfo({ namespace, body: pod('fell-through', { annotations: { 'hami.io/bind-phase': 'success' } }) });
         expect(answer.data.spec?.schedulerName).to.equal('default-scheduler');

@@ -13,7 +13,9 @@ import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { EventRecorder } from '../../src/telemetry/events.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { readLock, setLock } from '../support/lock-helpers.js';
-import { eventually, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
+import type { Wake } from '../support/eventually.js';
+import { describePod } from '../support/observations.js';
+import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const FULL_CARD_MIB = 24576;
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
@@ -110,8 +112,35 @@ describe('Binder against the real apiserver through a fault proxy', function () 
 
   /** Waits until the store has the node's inventory and this incarnation of the pod. */
   async function cacheHas(cache: ClusterCache, node: string, namespace: string, pod: string, uid: string): Promise<void> {
-    await eventually(`the store to have node ${node} and pod ${pod} (${uid})`,
-      () => Promise.resolve(cache.inventory(node) !== undefined && cache.pod(namespace, pod)?.metadata?.uid === uid ? true : undefined), 10_000, 20);
+    await eventually(`the store to have node ${node} and pod ${pod} (${uid})`, () => {
+      const seenUid = cache.pod(namespace, pod)?.metadata?.uid;
+      return Promise.resolve(cache.inventory(node) !== undefined && seenUid === uid ? true
+        : notYet(`node ${cache.inventory(node) === undefined ? 'without inventory' : 'with inventory'}, pod ${seenUid === undefined ? 'absent' : `uid ${seenUid}`}; ${describeStore(cache)}`));
+    }, 10_000, 20, (recheck) => {
+      const unsubscribe = [cache.onNodeChange(recheck), cache.onPodChange(recheck)];
+      return () => { for (const off of unsubscribe) off(); };
+    });
+  }
+
+  /** Whether the store is synced and watching, and its problems: why it may not have caught up. */
+  function describeStore(cache: ClusterCache): string {
+    const problems = cache.problems();
+    return `store ${cache.synced ? 'synced' : 'not synced'}, ${cache.watching() ? 'watching' : 'not watching'}${problems.length === 0 ? '' : `, problems: ${problems.join('; ').slice(0, 300)}`}`;
+  }
+
+  /** The node's lock as the store has it. */
+  function storeLock(cache: ClusterCache, node: string): string {
+    return `store lock ${cache.lockOf(node)?.raw ?? 'none'}`;
+  }
+
+  /** Wakes a wait on the store when the node's lock or the pod it names changes. */
+  function lockChanges(cache: ClusterCache, node: string): Wake {
+    return (recheck) => cache.onLockChange(node, recheck);
+  }
+
+  /** Waits until the API no longer has the pod (deleted with no grace period). */
+  async function gone(core: CoreV1Api, namespace: string, name: string): Promise<void> {
+    await eventually(`${name} to be gone`, () => core.readNamespacedPod({ namespace, name }).then((pod) => notYet(`${name}: ${describePod(pod)}`), () => true), 10_000, 20);
   }
 
   it('a Binding whose answer is dropped after commit is a success; annotations and lock stay', async () => {
@@ -200,7 +229,9 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const uidA = await createGpuPod(direct, namespace, 'sts-0');
     await cacheHas(cache, node, namespace, 'sts-0', uidA);
     await eventually('the store to see the holder bound and the lock', () => Promise.resolve(
-      cache.lockOf(node)?.raw === holderLock && cache.pod(namespace, 'holder')?.spec?.nodeName === node ? true : undefined), 10_000, 20);
+      cache.lockOf(node)?.raw === holderLock && cache.pod(namespace, 'holder')?.spec?.nodeName === node ? true
+        : notYet(`${storeLock(cache, node)}, holder ${cache.pod(namespace, 'holder') === undefined ? 'absent' : `on ${cache.pod(namespace, 'holder')?.spec?.nodeName ?? 'no node'}`} in the store`)),
+      10_000, 20, lockChanges(cache, node));
 
     const started = Date.now();
     const oldBind = binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidA, node });
@@ -210,7 +241,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(settled, 'the bind of sts-0 waits while holder holds the lock').to.equal(false);
 
     await direct.deleteNamespacedPod({ namespace, name: 'sts-0', gracePeriodSeconds: 0 });
-    await eventually('sts-0 to be gone', () => direct.readNamespacedPod({ namespace, name: 'sts-0' }).then(() => undefined, () => true), 10_000, 20);
+    await gone(direct, namespace, 'sts-0');
     const uidB = await createGpuPod(direct, namespace, 'sts-0');
     expect(uidB).to.not.equal(uidA);
     await cacheHas(cache, node, namespace, 'sts-0', uidB);
@@ -266,13 +297,13 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     await setLock(direct, node, holderLock);
     const uidA = await createGpuPod(direct, namespace, 'sts-0');
     await cacheHas(cache, node, namespace, 'sts-0', uidA);
-    await eventually('the store to see the lock', () => Promise.resolve(cache.lockOf(node)?.raw === holderLock ? true : undefined), 10_000, 20);
+    await eventually('the store to see the lock', () => Promise.resolve(cache.lockOf(node)?.raw === holderLock ? true : notYet(`${storeLock(cache, node)}; ${describeStore(cache)}`)), 10_000, 20, lockChanges(cache, node));
     const goDark = async () => {
       const dark = proxy.addRule({ match: { path: /^\/api\/v1\/pods$/, watch: true }, action: { kind: 'delay', ms: lagMs }, times: 1 });
       proxy.breakWatches();
       await dark.whenHit();
       await direct.deleteNamespacedPod({ namespace, name: 'sts-0', gracePeriodSeconds: 0 });
-      await eventually('sts-0 to be gone', () => direct.readNamespacedPod({ namespace, name: 'sts-0' }).then(() => undefined, () => true), 10_000, 20);
+      await gone(direct, namespace, 'sts-0');
       const uidB = await createGpuPod(direct, namespace, 'sts-0');
       expect(cache.pod(namespace, 'sts-0')?.metadata?.uid, 'the store still has the old incarnation').to.equal(uidA);
       return uidB;
@@ -435,7 +466,8 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(await first.binder.bind({ podName: 'p1', podNamespace: namespace, podUid: uids.p1, node }), first.logs.join('\n')).to.deep.equal({});
     // The device plugin allocates p1 and frees the lock; the lagging replica's node watch sees that.
     await setLock(direct, node, null);
-    await eventually('the lagging replica to see the lock released', () => Promise.resolve(lagging.cache.lockOf(node) === undefined ? true : undefined), 10_000, 20);
+    await eventually('the lagging replica to see the lock released', () => Promise.resolve(lagging.cache.lockOf(node) === undefined ? true : notYet(`${storeLock(lagging.cache, node)}; ${describeStore(lagging.cache)}`)),
+      10_000, 20, lockChanges(lagging.cache, node));
     expect(lagging.cache.pod(namespace, 'p1')?.spec?.nodeName ?? '', 'the lagging store has not seen p1 bound').to.equal('');
 
     const outcome = await lagging.binder.bind({ podName: 'p2', podNamespace: namespace, podUid: uids.p2, node });

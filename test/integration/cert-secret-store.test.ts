@@ -11,7 +11,7 @@ import { CertKeeper, type CaBundleTarget } from '../../src/tls/cert-keeper.js';
 import { SecretCertStore } from '../../src/tls/secret-cert-store.js';
 import { servingNames } from '../../src/tls/serving-names.js';
 import { barrier, certificatesIn, fingerprintsOf, HookedStore } from '../support/tls-helpers.js';
-import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const DAY = 86_400_000;
 const SECRET = 'vgpu-warden-certs';
@@ -299,7 +299,7 @@ describe('certificates on a real apiserver', () => {
         await keeper.ensure();
         await eventually('the apiserver to call the webhook', async () => {
           await probe();
-          return presented.length > 0 ? true : undefined;
+          return presented.length > 0 ? true : notYet('a probe ConfigMap created without a call to the webhook');
         });
 
         const failures: string[] = [];

@@ -2,7 +2,7 @@ import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { withSignal } from '../../src/kube/call-options.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
  * The fault-injection and workload hooks of the test control plane: crashing kube-apiserver or etcd
@@ -24,15 +24,17 @@ describe('control plane restarts and controller-manager', function () {
       const failed = await eventually(`a write to fail while ${component} is down`, async () => {
         try {
           await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: `during-${attempt++}` } } }, withSignal(AbortSignal.timeout(2000)));
-          return undefined;
+          return notYet(`write during-${attempt - 1} accepted`);
         } catch (error) {
-          return error;
+          // A check's answer cannot be undefined: a write that threw nothing keeps the wait going.
+          return error ?? notYet(`write during-${attempt - 1} threw ${String(error)}`);
         }
       }, 10_000, 50);
       expect(failed, 'a write failed (refused, timed out or answered with an error)').to.have.property('message');
       await crash;
       const fresh = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
-      const kept = await eventually('reads to work again', async () => fresh.readNamespacedConfigMap({ namespace, name: 'before' }).catch(() => undefined), 30_000, 100);
+      const kept = await eventually('reads to work again', async () => fresh.readNamespacedConfigMap({ namespace, name: 'before' })
+        .catch((error: unknown) => notYet(`the read failed: ${error instanceof Error ? error.message.slice(0, 200) : String(error)}`)), 30_000, 100);
       expect(kept.data).to.deep.equal({ kept: 'yes' });
       const died = await Promise.race([plane.firstUnexpectedExit(), new Promise((resolve) => setTimeout(() => { resolve('none'); }, 200))]);
       expect(died, 'a restart is not a crash').to.equal('none');
@@ -52,13 +54,14 @@ describe('control plane restarts and controller-manager', function () {
       } });
       const pods = await eventually('3 pods from the ReplicaSet', async () => {
         const list = await core.listNamespacedPod({ namespace, labelSelector: 'app=scaled' });
-        return list.items.length === 3 ? list.items : undefined;
+        return list.items.length === 3 ? list.items : notYet(`${list.items.length} pods with app=scaled`);
       }, 60_000, 200);
       for (const pod of pods) expect(pod.metadata?.ownerReferences?.[0]?.kind).to.equal('ReplicaSet');
       await apps.patchNamespacedDeploymentScale({ namespace, name: 'scaled', body: [{ op: 'replace', path: '/spec/replicas', value: 1 }] });
       await eventually('scaled down to 1 pod', async () => {
         const list = await core.listNamespacedPod({ namespace, labelSelector: 'app=scaled' });
-        return list.items.filter((pod) => pod.metadata?.deletionTimestamp == null).length === 1 ? true : undefined;
+        const live = list.items.filter((pod) => pod.metadata?.deletionTimestamp == null).length;
+        return live === 1 ? true : notYet(`${live} live and ${list.items.length - live} deleting pods with app=scaled`);
       }, 60_000, 200);
     } finally {
       await manager.stop();

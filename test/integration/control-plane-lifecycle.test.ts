@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
 import { processGroupExists } from '../../src/local/managed-process.js';
-import { eventually } from '../support/test-cluster.js';
+import { eventually, notYet } from '../support/test-cluster.js';
 
 interface Started {
   processGroups: number[];
@@ -75,8 +75,13 @@ describe('control plane lifecycle: nothing is left behind', function () {
     await exited;
 
     // The guard around each program notices within about a second and stops it.
-    await eventually('the guards to stop every control-plane process', () =>
-      Promise.resolve(processGroups.some(processGroupExists) || processesUsing(runDir).length > 0 ? undefined : true), 30_000, 250);
+    await eventually('the guards to stop every control-plane process', () => {
+      const groups = processGroups.filter(processGroupExists);
+      const processes = processesUsing(runDir);
+      return Promise.resolve(groups.length > 0 || processes.length > 0
+        ? notYet(`process groups alive: [${groups.join(', ')}]; ${processes.length} processes using the run directory${processes.length === 0 ? '' : `, e.g. ${processes[0]}`}`)
+        : true);
+    }, 30_000, 250);
     // Nobody was left to remove the directory; that is the one trace a SIGKILL leaves.
     rmSync(runDir, { recursive: true, force: true });
   });

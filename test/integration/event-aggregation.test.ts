@@ -9,7 +9,7 @@ import { NodeLocks } from '../../src/lock/node-locks.js';
 import { EventRecorder } from '../../src/telemetry/events.js';
 import { impersonating } from '../support/impersonation.js';
 import { accessReview, applyShippedIdentities, serviceAccountSubject } from '../support/shipped-identities.js';
-import { eventually, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster } from '../support/test-cluster.js';
 
 const INTERVAL_MS = 2_000;
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
@@ -29,6 +29,16 @@ async function createPod(core: CoreV1Api, namespace: string, name: string): Prom
 async function filteringFailed(namespace: string, pod: string): Promise<CoreV1Event[]> {
   const list = await testCluster().core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${pod},reason=FilteringFailed` });
   return list.items;
+}
+
+/** What a wait saw of the FilteringFailed Events: how many and their counts. */
+function describeCounts(items: CoreV1Event[]): string {
+  return `${items.length} FilteringFailed Events, counts [${items.map((item) => item.count ?? '?').join(', ')}]`;
+}
+
+/** The recorder's own report lines, for a wait: a failed write explains a missing Event. */
+function describeLines(lines: string[]): string {
+  return lines.length === 0 ? 'no recorder lines' : `${lines.length} recorder lines, the last: ${lines.at(-1)?.slice(0, 200) ?? ''}`;
 }
 
 /** Ten records 100 ms apart: the extender filtering one unschedulable pod ten times in a second. */
@@ -56,7 +66,7 @@ describe('Event aggregation on a real apiserver', function () {
 
     const event = await eventually('the Event to reach count 10', async () => {
       const items = await filteringFailed(namespace, 'too-big');
-      return items.length === 1 && items[0]?.count === 10 ? items[0] : undefined;
+      return items.length === 1 && items[0]?.count === 10 ? items[0] : notYet(`${describeCounts(items)}; ${describeLines(problems)}`);
     }, 10_000, 200);
     expect(event.message).to.equal('no available node (attempt 10)');
     expect(event.type).to.equal('Warning');
@@ -91,7 +101,7 @@ describe('Event aggregation on a real apiserver', function () {
 
       const event = await eventually('one FilteringFailed Event with count 10', async () => {
         const items = await filteringFailed(namespace, 'fits-nowhere');
-        return items.length === 1 && items[0]?.count === 10 ? items[0] : undefined;
+        return items.length === 1 && items[0]?.count === 10 ? items[0] : notYet(describeCounts(items));
       }, 10_000, 200);
       expect(event.message).to.match(/^no available node, 2 nodes do not meet: /);
     } finally {
@@ -109,7 +119,7 @@ describe('Event aggregation on a real apiserver', function () {
     });
     const authorization = kubeConfig.makeApiClient(AuthorizationV1Api);
     const writer = { user: 'event-writer', groups: ['system:authenticated'] };
-    await eventually('the Role to take effect', async () => ((await accessReview(authorization, writer, { verb: 'create', resource: 'events', namespace })) ? true : undefined), 10_000, 100);
+    await eventually('the Role to take effect', async () => ((await accessReview(authorization, writer, { verb: 'create', resource: 'events', namespace })) ? true : notYet('event-writer may not create events yet')), 10_000, 100);
     expect(await accessReview(authorization, writer, { verb: 'patch', resource: 'events', namespace })).to.equal(false);
     const uid = await createPod(core, namespace, 'create-only');
     const lines: string[] = [];
@@ -119,7 +129,7 @@ describe('Event aggregation on a real apiserver', function () {
 
     const items = await eventually('the second Event, with the other 9', async () => {
       const found = await filteringFailed(namespace, 'create-only');
-      return found.length === 2 ? found : undefined;
+      return found.length === 2 ? found : notYet(`${describeCounts(found)}; ${describeLines(lines)}`);
     }, 10_000, 200);
     expect(items.map((item) => item.count).sort()).to.deep.equal([1, 9]);
     expect(lines).to.have.length(1);
@@ -142,7 +152,7 @@ describe('Event aggregation on a real apiserver', function () {
       // One Event with count 10 where the ServiceAccount may patch Events, 1 + 9 where it may only create them.
       const items = await eventually('all 10 occurrences in the API', async () => {
         const found = await filteringFailed(namespace, 'shipped');
-        return found.reduce((sum, item) => sum + (item.count ?? 0), 0) === 10 ? found : undefined;
+        return found.reduce((sum, item) => sum + (item.count ?? 0), 0) === 10 ? found : notYet(`${describeCounts(found)}; ${describeLines(lines)}`);
       }, 10_000, 200);
       expect(items.length).to.be.within(1, 2);
       expect(lines.filter((line) => !line.startsWith('cannot patch Events'))).to.deep.equal([]);

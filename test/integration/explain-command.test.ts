@@ -14,7 +14,8 @@ import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { EventRecorder } from '../../src/telemetry/events.js';
 import { setLock } from '../support/lock-helpers.js';
-import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+import { describeEvents } from '../support/observations.js';
+import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
@@ -97,8 +98,14 @@ describe('vgpu-warden explain on a real apiserver', function () {
   }
 
   async function storeHas(cache: ClusterCache, { namespace, node }: Stage, pod: V1Pod): Promise<void> {
-    await eventually('the store to have the node and the pod', () =>
-      Promise.resolve(cache.inventory(node) !== undefined && cache.pod(namespace, pod.metadata?.name ?? '')?.metadata?.uid === pod.metadata?.uid ? true : undefined), 10_000, 20);
+    await eventually('the store to have the node and the pod', () => {
+      const seenUid = cache.pod(namespace, pod.metadata?.name ?? '')?.metadata?.uid;
+      return Promise.resolve(cache.inventory(node) !== undefined && seenUid === pod.metadata?.uid ? true
+        : notYet(`node ${cache.inventory(node) === undefined ? 'without inventory' : 'with inventory'}, pod ${seenUid === undefined ? 'absent' : `uid ${seenUid}`} in the store`));
+    }, 10_000, 20, (recheck) => {
+      const unsubscribe = [cache.onNodeChange(recheck), cache.onPodChange(recheck)];
+      return () => { for (const off of unsubscribe) off(); };
+    });
   }
 
   async function bind(binder: Binder, { namespace, node }: Stage, pod: V1Pod): Promise<{ error?: string }> {
@@ -126,7 +133,8 @@ describe('vgpu-warden explain on a real apiserver', function () {
     expect(explanation.pod.requests).to.deep.equal([{ container: 'main', init: false, gpus: 1, memoryMiB: 30_000, memoryPercentage: null, cores: 30 }]);
     await eventually('the FilteringFailed event to be listed', async () => {
       const again = await explainJson(staged.namespace, 'too-big');
-      return again.events.items.some((event) => event.reason === 'FilteringFailed') ? true : undefined;
+      return again.events.items.some((event) => event.reason === 'FilteringFailed') ? true
+        : notYet(`explain lists ${again.events.items.length} events: [${again.events.items.map((event) => event.reason).join(', ')}]`);
     }, 10_000, 200);
 
     const text = await explain(staged.namespace, 'too-big', 'text');
@@ -143,7 +151,8 @@ describe('vgpu-warden explain on a real apiserver', function () {
     const { cache, service } = await extender(core);
     const pod = await createGpuPod(staged, 'over-quota', 2000);
     await storeHas(cache, staged, pod);
-    await eventually('the store to read the quota', () => Promise.resolve(cache.quotaBudget(namespace) !== undefined ? true : undefined), 10_000, 20);
+    await eventually('the store to read the quota', () => Promise.resolve(cache.quotaBudget(namespace) !== undefined ? true
+      : notYet(`no quota budget for ${namespace} in the store${cache.problems().length === 0 ? '' : `; problems: ${cache.problems().join('; ').slice(0, 300)}`}`)), 10_000, 20);
     const filtered = await service.filter({ pod: JSON.parse(JSON.stringify(pod)) as Record<string, unknown>, nodeNames: [staged.node] });
     const reason = `ResourceQuotaNotFit (ResourceQuota ${namespace}/explain-quota: limits.nvidia.com/gpumem 0 used + 2000 requested > 1500)`;
     // /filter refuses such a pod as a whole (an Error kube-scheduler retries on its backoff).
@@ -174,7 +183,7 @@ describe('vgpu-warden explain on a real apiserver', function () {
     cleanups.push(async () => { await setLock(staged.core, staged.node, null); await waiting; });
     await eventually('the NodeLockWait event', async () => {
       const events = await staged.core.listNamespacedEvent({ namespace: staged.namespace, fieldSelector: 'involvedObject.name=waiter' });
-      return events.items.some((event) => event.reason === 'NodeLockWait') ? true : undefined;
+      return events.items.some((event) => event.reason === 'NodeLockWait') ? true : notYet(`waiter events: ${await describeEvents(staged.core, staged.namespace, 'waiter')}`);
     }, 10_000, 100);
 
     const explanation = await explainJson(staged.namespace, 'waiter');

@@ -9,7 +9,7 @@ import { issueCertificate } from '../../src/tls/certificates.js';
 import { CLIENT_AUTH_OID, commonNameOf, extendedKeyUsageOf, SCHEDULER_CLIENT_COMMON_NAME } from '../../src/tls/client-cert-policy.js';
 import { mtlsRequest, nonLoopbackAddress, type ClientCredentials, type MtlsAnswer } from '../support/mtls-request.js';
 import { certificatesIn } from '../support/tls-helpers.js';
-import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const CA_SECRET = 'warden-tls';
 const CLIENT_SECRET = 'scheduler-client';
@@ -52,8 +52,14 @@ describe('the extender off loopback, serving only kube-scheduler\'s client certi
         metadata: { name: 'train-0' },
         spec: { schedulerName: 'nobody', containers: [{ name: 'main', image: 'registry.invalid/none:1', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' } } }] },
       } });
+      const { cache } = server;
       await eventually('the state store to see the pod and the node', () => Promise.resolve(
-        server?.cache.pod(namespace, 'train-0') !== undefined && server.cache.node(node) !== undefined ? true : undefined), 20_000, 100);
+        cache.pod(namespace, 'train-0') !== undefined && cache.node(node) !== undefined ? true
+          : notYet(`pod train-0 ${cache.pod(namespace, 'train-0') === undefined ? 'absent' : 'present'}, node ${cache.node(node) === undefined ? 'absent' : 'present'} in the store`)),
+      20_000, 100, (recheck) => {
+        const unsubscribe = [cache.onNodeChange(recheck), cache.onPodChange(recheck)];
+        return () => { for (const off of unsubscribe) off(); };
+      });
       const body = JSON.stringify({ PodName: 'train-0', PodNamespace: namespace, PodUID: pod.metadata?.uid, Node: node });
       const bind = (client: ClientCredentials | undefined): Promise<MtlsAnswer> =>
         mtlsRequest({ host: address, port, path: '/bind', caPem, body, ...(client ? { client } : {}) });

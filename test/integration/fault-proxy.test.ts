@@ -1,11 +1,12 @@
 import { ApiException, CoreV1Api, Watch, type V1ConfigMap } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { withSignal } from '../../src/kube/call-options.js';
 import { httpStatusOf, isNotFound } from '../../src/kube/errors.js';
 import { FaultProxy } from '../support/fault-proxy.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster, wakeOn } from '../support/test-cluster.js';
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(() => { throw new Error('expected a rejection'); }, (error: unknown) => error);
@@ -17,18 +18,27 @@ function configMap(name: string): V1ConfigMap {
 
 interface WatchEvent { type: string; object: { kind?: string; code?: number; reason?: string; metadata?: { name?: string } } }
 
-/** A watch through `proxy` on the configmaps of `namespace`, recording events and how it ended. */
-async function watchConfigMaps(proxy: FaultProxy, namespace: string): Promise<{ events: WatchEvent[]; done: Promise<unknown>; abort: () => void }> {
+/**
+ * A watch through `proxy` on the configmaps of `namespace`, recording events and how it ended;
+ * `arrivals` emits 'event' on each, so a wait for one wakes at once.
+ */
+async function watchConfigMaps(proxy: FaultProxy, namespace: string): Promise<{ events: WatchEvent[]; arrivals: EventEmitter; done: Promise<unknown>; abort: () => void }> {
   const events: WatchEvent[] = [];
+  const arrivals = new EventEmitter();
   let finish: (error: unknown) => void = () => undefined;
   const done = new Promise<unknown>((resolve) => { finish = resolve; });
   const controller = await new Watch(proxy.kubeConfig()).watch(
     `/api/v1/namespaces/${namespace}/configmaps`,
     {},
-    (type: string, object: WatchEvent['object']) => { events.push({ type, object }); },
+    (type: string, object: WatchEvent['object']) => { events.push({ type, object }); arrivals.emit('event'); },
     (error: unknown) => { finish(error ?? null); },
   );
-  return { events, done, abort: () => { controller.abort(); } };
+  return { events, arrivals, done, abort: () => { controller.abort(); } };
+}
+
+/** What a watch has delivered so far, for a wait: how many events and the last few. */
+function describeWatchEvents(events: WatchEvent[]): string {
+  return `${events.length} watch events${events.length === 0 ? '' : `, the last: ${events.slice(-3).map((event) => `${event.type} ${event.object.metadata?.name ?? event.object.reason ?? '?'}`).join(', ')}`}`;
 }
 
 async function settlesWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
@@ -176,7 +186,7 @@ describe('FaultProxy in front of the real kube-apiserver', () => {
     const error = await settlesWithin(pending, 5_000);
 
     expect((error as Error).name).to.equal('AbortError');
-    await eventually('the proxy to notice the abort', () => Promise.resolve(proxy.hungRequests === 0 ? true : undefined), 5_000, 20);
+    await eventually('the proxy to notice the abort', () => Promise.resolve(proxy.hungRequests === 0 ? true : notYet(`${proxy.hungRequests} hung requests`)), 5_000, 20);
     expect(isNotFound(await rejection(direct.readNamespacedConfigMap({ namespace, name: 'hung' })))).to.equal(true);
     expect(proxy.requestsWhere({ fault: 'hang' }).map((entry) => [entry.status, entry.forwarded])).to.deep.equal([['hung', false]]);
   });
@@ -226,14 +236,15 @@ describe('FaultProxy in front of the real kube-apiserver', () => {
     const watch = await watchConfigMaps(proxy, namespace);
     try {
       await direct.createNamespacedConfigMap({ namespace, body: configMap('watched') });
-      await eventually('the ADDED event through the proxy', () => Promise.resolve(watch.events.find((event) => event.type === 'ADDED' && event.object.metadata?.name === 'watched')), 10_000, 20);
+      await eventually('the ADDED event through the proxy', () => Promise.resolve(watch.events.find((event) => event.type === 'ADDED' && event.object.metadata?.name === 'watched') ?? notYet(describeWatchEvents(watch.events))),
+        10_000, 20, wakeOn(watch.arrivals, 'event'));
       expect(proxy.openWatches).to.equal(1);
       expect(proxy.requestsWhere({ watch: true }).map((entry) => [entry.status, entry.forwarded])).to.deep.equal([[200, true]]);
     } finally {
       watch.abort();
     }
     await settlesWithin(watch.done, 5_000);
-    await eventually('the proxy to close the watch', () => Promise.resolve(proxy.openWatches === 0 ? true : undefined), 5_000, 20);
+    await eventually('the proxy to close the watch', () => Promise.resolve(proxy.openWatches === 0 ? true : notYet(`${proxy.openWatches} open watches`)), 5_000, 20);
   });
 
   it('expire-watch: delivers one 410 Expired ERROR event and ends the stream', async () => {
@@ -254,7 +265,7 @@ describe('FaultProxy in front of the real kube-apiserver', () => {
   it('breakWatches() ends every open watch stream, and new watches still work', async () => {
     const { namespace, core: direct } = testCluster();
     const [one, two] = [await watchConfigMaps(proxy, namespace), await watchConfigMaps(proxy, namespace)];
-    await eventually('both watches open', () => Promise.resolve(proxy.openWatches === 2 ? true : undefined), 5_000, 20);
+    await eventually('both watches open', () => Promise.resolve(proxy.openWatches === 2 ? true : notYet(`${proxy.openWatches} open watches`)), 5_000, 20);
 
     expect(proxy.breakWatches()).to.equal(2);
     expect(await settlesWithin(one.done, 5_000)).to.equal(null);
@@ -264,7 +275,8 @@ describe('FaultProxy in front of the real kube-apiserver', () => {
     const again = await watchConfigMaps(proxy, namespace);
     try {
       await direct.createNamespacedConfigMap({ namespace, body: configMap('after-break') });
-      await eventually('an event on the new watch', () => Promise.resolve(again.events.find((event) => event.object.metadata?.name === 'after-break')), 10_000, 20);
+      await eventually('an event on the new watch', () => Promise.resolve(again.events.find((event) => event.object.metadata?.name === 'after-break') ?? notYet(describeWatchEvents(again.events))),
+        10_000, 20, wakeOn(again.arrivals, 'event'));
     } finally {
       again.abort();
     }
@@ -274,7 +286,7 @@ describe('FaultProxy in front of the real kube-apiserver', () => {
   it('breakWatches("reset") cuts the connection of open watches', async () => {
     const { namespace } = testCluster();
     const watch = await watchConfigMaps(proxy, namespace);
-    await eventually('the watch open', () => Promise.resolve(proxy.openWatches === 1 ? true : undefined), 5_000, 20);
+    await eventually('the watch open', () => Promise.resolve(proxy.openWatches === 1 ? true : notYet(`${proxy.openWatches} open watches`)), 5_000, 20);
 
     expect(proxy.breakWatches('reset')).to.equal(1);
     const ended = await settlesWithin(watch.done, 5_000);

@@ -6,7 +6,8 @@ import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { expect } from 'chai';
 import { findFreePort } from '../../src/local/free-port.js';
-import { eventually, testCluster } from '../support/test-cluster.js';
+import { describeEvents } from '../support/observations.js';
+import { eventually, notYet, testCluster } from '../support/test-cluster.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 
@@ -44,6 +45,9 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
   let certDir = '';
   let output = '';
 
+  /** The last line serve wrote (it logs warnings and errors only), for a wait that timed out. */
+  const lastOutput = (): string => output.trimEnd().split('\n').at(-1)?.slice(0, 300) || 'none';
+
   afterEach(() => {
     child?.kill('SIGKILL');
     child = undefined;
@@ -66,14 +70,17 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
     child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
 
     const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
-      try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch { return undefined; }
+      try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) { return notYet(`no ca.crt (${(error as NodeJS.ErrnoException).code ?? 'unreadable'}); serve's last line: ${lastOutput()}`); }
     })()), 30_000, 200);
     const webhookAgent = new Agent({ keepAlive: true, maxSockets: 1 });
     const extenderAgent = new Agent({ keepAlive: true, maxSockets: 1 });
     const get = (port: number, path: string) => new Promise<number>((done) => {
       request({ host: '127.0.0.1', port, path, ca: caPem }, (res) => { res.resume(); done(res.statusCode ?? 0); }).on('error', () => { done(0); }).end();
     });
-    await eventually('the extender to be ready (store synced)', async () => ((await get(extenderPort, '/readyz')) === 200 ? true : undefined), 60_000, 200);
+    await eventually('the extender to be ready (store synced)', async () => {
+      const status = await get(extenderPort, '/readyz');
+      return status === 200 ? true : notYet(`/readyz ${status === 0 ? 'did not answer' : `answered ${status}`}; serve's last line: ${lastOutput()}`);
+    }, 60_000, 200);
 
     const review = (uid: string) => JSON.stringify({
       apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
@@ -120,7 +127,8 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
 
     // The event names the reason with a count and a few names, never 100,000 of them.
     const event = await eventually('the FilteringFailed event', async () =>
-      (await core.listNamespacedEvent({ namespace })).items.find((item) => item.reason === 'FilteringFailed' && item.involvedObject.name === 'stall-probe'), 20_000, 200);
+      (await core.listNamespacedEvent({ namespace })).items.find((item) => item.reason === 'FilteringFailed' && item.involvedObject.name === 'stall-probe')
+        ?? notYet(`stall-probe events: ${await describeEvents(core, namespace, 'stall-probe')}`), 20_000, 200);
     expect(event.message).to.equal('no available node, 100000 nodes do not meet: 100000 nodes node unregistered (unknown-node-0, unknown-node-1, unknown-node-10, …)');
     webhookAgent.destroy();
     extenderAgent.destroy();
@@ -142,7 +150,7 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
     child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
-      try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch { return undefined; }
+      try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) { return notYet(`no ca.crt (${(error as NodeJS.ErrnoException).code ?? 'unreadable'}); serve's last line: ${lastOutput()}`); }
     })()), 30_000, 200);
     const agent = new Agent({ keepAlive: true });
     const filterOf = (limits: Record<string, unknown>) => post(agent, extenderPort, '/filter', JSON.stringify({
@@ -150,7 +158,8 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
     }), caPem).catch(() => ({ status: 0, body: '', ms: 0 }));
     const first = await eventually('the extender to answer', async () => {
       const answer = await filterOf({ 'nvidia.com/gpu': 'abc' });
-      return answer.status === 200 && !answer.body.includes('not synced') ? answer : undefined;
+      return answer.status === 200 && !answer.body.includes('not synced') ? answer
+        : notYet(answer.status === 0 ? `no answer; serve's last line: ${lastOutput()}` : `${answer.status} ${answer.body.slice(0, 200)}`);
     }, 60_000, 200);
     expect(JSON.parse(first.body)).to.deep.include({ NodeNames: null, Error: 'unreadable GPU request: invalid nvidia.com/gpu value "abc" in container main: not a Kubernetes quantity; must be an integer between 0 and 2147483647' });
     for (const limits of [{ 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '-1' }, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3Gi' }, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1500m' }]) {

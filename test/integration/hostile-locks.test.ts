@@ -13,7 +13,7 @@ import type { NodeLockApi } from '../../src/lock/node-lock-api.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { sweepOnce, type SweepReport } from '../../src/sweeper/sweep-pass.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
-import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
 
 /**
  * Lock values planted on real nodes as anyone who can patch a node, a buggy plugin or a skewed
@@ -73,7 +73,10 @@ describe('hostile node-lock values on a real apiserver', function () {
     await cache.start();
     try {
       const ours = Object.values(nodes);
-      await eventually('the state store to see every planted lock', () => Promise.resolve(ours.every((node) => cache.lockOf(node) !== undefined) ? true : undefined));
+      await eventually('the state store to see every planted lock', () => {
+        const unseen = ours.filter((node) => cache.lockOf(node) === undefined);
+        return Promise.resolve(unseen.length === 0 ? true : notYet(`${unseen.length} of ${ours.length} planted locks not in the store: ${unseen.map((node) => byNode[node] ?? node).join(', ')}`));
+      }, undefined, undefined, (recheck) => cache.onNodeChange(recheck));
       const api = recordingApi(core);
       const locks = new NodeLocks({ api, view: cache.lockView, config: CONFIG });
       const sweep = async (): Promise<Record<string, string | undefined>> => {
@@ -211,7 +214,7 @@ describe('hostile node-lock values on a real apiserver', function () {
         out.length = 0;
         err.length = 0;
         const exit = await runCli(['locks', '-o', 'json', '--kubeconfig', kubeconfig], [locksCommand()], { env: {}, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
-        return exit === EXIT_OK ? exit : undefined;
+        return exit === EXIT_OK ? exit : notYet(`exit ${exit}; stderr: ${err.at(-1)?.slice(0, 200) ?? 'nothing'}`);
       }, 10_000, 250);
 
       expect(code).to.equal(EXIT_OK);

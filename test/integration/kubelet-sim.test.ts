@@ -1,9 +1,11 @@
+import { EventEmitter } from 'node:events';
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { HamiDevicePlugin, pluginApiFromCore, wire, type AllocateAction } from '../support/hami-plugin/index.js';
 import { KubeletSim, type KubeletSimOptions } from '../support/kubelet-sim/index.js';
-import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+import { describePod } from '../support/observations.js';
+import { eventually, notYet, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';
 
 /**
  * The kubelet simulator and the HAMi stand-in against a real apiserver, without vgpu-warden: the
@@ -17,11 +19,14 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
   let plugin: HamiDevicePlugin;
   let kubelet: KubeletSim | undefined;
   let action: AllocateAction;
+  // Emits 'record' on each step the kubelet notes, to wake the waits below: most steps (running,
+  // terminated) are noted after their status write, the others are caught by the poll.
+  const recorded = new EventEmitter();
 
   async function start(core: CoreV1Api, options: Partial<KubeletSimOptions> = {}): Promise<KubeletSim> {
     const { kubeConfig } = testCluster();
     plugin = new HamiDevicePlugin({ api: pluginApiFromCore(core), behaviour: () => action });
-    kubelet = new KubeletSim({ kubeConfig, core, plugin, servesNode: (name) => name === node, ...options });
+    kubelet = new KubeletSim({ kubeConfig, core, plugin, servesNode: (name) => name === node, onRecord: () => { recorded.emit('record'); }, ...options });
     await kubelet.start();
     return kubelet;
   }
@@ -60,11 +65,14 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
   }
 
   const lockOf = async (core: CoreV1Api) => (await core.readNode({ name: node })).metadata?.annotations?.[wire.NODE_LOCK];
+  /** The kubelet's steps for the pod so far, for a wait that did not see what it waited for. */
+  const kubeletSaw = (namespace: string, name: string): string =>
+    `kubelet records: ${kubelet?.recordsOf(namespace, name).map((record) => record.kind).join(', ') || 'none'}`;
   const phaseOf = (core: CoreV1Api, namespace: string, name: string, phase: string) =>
     eventually(`${name} ${phase}`, async () => {
       const pod = await core.readNamespacedPod({ name, namespace });
-      return pod.status?.phase === phase ? pod : undefined;
-    }, 20_000, 50);
+      return pod.status?.phase === phase ? pod : notYet(`${name}: ${describePod(pod)}; ${kubeletSaw(namespace, name)}`);
+    }, 20_000, 50, wakeOn(recorded, 'record'));
 
   it('admits a bound GPU pod: Allocate through the lock, annotation consumed, bind-phase success, lock gone, pod Running', async () => {
     const { core, namespace } = testCluster();
@@ -132,7 +140,10 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     await bindAsScheduler(core, namespace, 'one', 2, `GPU-${node}-0,NVIDIA,1000,10:GPU-${node}-0,NVIDIA,1000,10:;`);
     await phaseOf(core, namespace, 'one', 'Running');
     await core.deleteNamespacedPod({ name: 'one', namespace });
-    await eventually('one to be gone', async () => ((await core.listNamespacedPod({ namespace })).items.length === 0 ? true : undefined), 20_000, 50);
+    await eventually('one to be gone', async () => {
+      const pods = (await core.listNamespacedPod({ namespace })).items;
+      return pods.length === 0 ? true : notYet(`${pods.map((pod) => `${pod.metadata?.name ?? '?'}: ${describePod(pod)}`).join(' | ')}; ${kubeletSaw(namespace, 'one')}`);
+    }, 20_000, 50, wakeOn(recorded, 'record'));
     expect(sim.recordsOf(namespace, 'one').map((record) => record.kind)).to.deep.equal(['bound', 'admitting', 'admitted', 'running', 'terminating', 'terminated', 'deleted']);
     // Both device IDs were held by `one`: the next pod gets them only because they were freed.
     await bindAsScheduler(core, namespace, 'two', 2, `GPU-${node}-0,NVIDIA,1000,10:GPU-${node}-0,NVIDIA,1000,10:;`);
@@ -157,7 +168,10 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     const sim = await start(core, { order: 'latest-first', admitDelayMs: () => 'never' });
     await bindAsScheduler(core, namespace, 'early', 0);
     await bindAsScheduler(core, namespace, 'late', 0);
-    await eventually('both seen bound', () => Promise.resolve(sim.records.filter((record) => record.kind === 'bound').length === 2 ? true : undefined), 10_000, 20);
+    await eventually('both seen bound', () => {
+      const bound = sim.records.filter((record) => record.kind === 'bound').map((record) => record.pod.name);
+      return Promise.resolve(bound.length === 2 ? true : notYet(`seen bound: [${bound.join(', ')}]`));
+    }, 10_000, 20, wakeOn(recorded, 'record'));
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(sim.records.some((record) => record.kind === 'admitting'), 'held pods are not admitted').to.equal(false);
     // Both become due in one tick; latest-first picks `late` although `early` was released first.

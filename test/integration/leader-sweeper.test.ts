@@ -6,7 +6,23 @@ import { NodeLocks, type ConditionalReleaseResult, type ReleasePath } from '../.
 import { LeaderElector } from '../../src/sweeper/leader-election.js';
 import { SweepSchedule } from '../../src/sweeper/sweep-schedule.js';
 import { createGpuNode, readLock, setLock } from '../support/lock-helpers.js';
-import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
+
+/** Who holds the Lease as the apiserver has it: what a wait for a takeover saw last. */
+async function describeLease(coordination: CoordinationV1Api, namespace: string, name: string): Promise<string> {
+  try {
+    const spec = (await coordination.readNamespacedLease({ name, namespace })).spec;
+    const renewed = spec?.renewTime === undefined ? 'never renewed' : `renewed ${Date.now() - new Date(spec.renewTime).getTime()} ms ago`;
+    return `Lease held by ${spec?.holderIdentity || 'nobody'}, ${renewed}, ${spec?.leaseTransitions ?? 0} transitions`;
+  } catch {
+    return 'no Lease';
+  }
+}
+
+/** Why an elector is not leading yet: its own problem() and the Lease's holder. */
+async function notLeading(who: string, elector: LeaderElector, lease: () => Promise<string>): Promise<string> {
+  return `${who} not leading (${elector.problem() ?? 'no problem reported'}); ${await lease()}`;
+}
 
 interface Replica {
   elector: LeaderElector;
@@ -45,13 +61,16 @@ describe('leader-elected sweeper with two replicas', function () {
       return { elector, sweeper, releasedBy };
     });
     const [first, second] = replicas as [Replica, Replica];
+    const leaseNow = () => describeLease(coordination, namespace, leaseName);
     first.elector.start();
-    await eventually('replica a to lead', () => Promise.resolve(first.elector.isLeader() ? true : undefined), 10_000, 50);
+    await eventually('replica a to lead', async () => (first.elector.isLeader() ? true : notYet(await notLeading('a', first.elector, leaseNow))), 10_000, 50);
     second.elector.start();
     first.sweeper.start();
     second.sweeper.start();
     try {
-      await eventually('the leader to release its first lock', () => Promise.resolve(first.releasedBy.length >= 1 ? true : undefined), 10_000, 50);
+      await eventually('the leader to release its first lock', () => Promise.resolve(first.releasedBy.length >= 1
+        ? true
+        : notYet(`a released none yet, a leading ${first.elector.isLeader()}, b released ${second.releasedBy.length}`)), 10_000, 50);
       expect(second.elector.isLeader()).to.equal(false);
       expect(second.releasedBy).to.deep.equal([]);
 
@@ -61,13 +80,16 @@ describe('leader-elected sweeper with two replicas', function () {
       await first.sweeper.stop();
       const releasedByLeader = first.releasedBy.length;
 
-      await eventually('the follower to take over', () => Promise.resolve(second.elector.isLeader() ? true : undefined), 30_000, 100);
+      await eventually('the follower to take over', async () => (second.elector.isLeader() ? true : notYet(await notLeading('b', second.elector, leaseNow))), 30_000, 100);
       const takeoverMs = Date.now() - killedAt;
       console.log(`        follower took over ${takeoverMs} ms after the leader died (lease 15 s)`);
       expect(takeoverMs).to.be.below(15_000 + 2_000 * 1.2 + 1000);
       await eventually('every lock released', async () => {
         const locks = await Promise.all(nodes.map((node) => readLock(core, node)));
-        return locks.every((lock) => lock === undefined) ? true : undefined;
+        const held = nodes.flatMap((node, index) => (locks[index] === undefined ? [] : [`${node} locked ${locks[index]}`]));
+        return held.length === 0
+          ? true
+          : notYet(`${held.length} of ${nodes.length} still locked (first: ${held[0]}); released by a ${first.releasedBy.length}, by b ${second.releasedBy.length}, b leading ${second.elector.isLeader()}`);
       }, 30_000, 250);
       expect(first.releasedBy.length).to.equal(releasedByLeader);
       expect(first.releasedBy.length + second.releasedBy.length).to.equal(nodes.length);
@@ -83,14 +105,15 @@ describe('leader-elected sweeper with two replicas', function () {
     const name = uniqueName('handover');
     const a = new LeaderElector({ api: coordination, namespace, name, identity: 'a_1', retryPeriodMs: 200 });
     const b = new LeaderElector({ api: coordination, namespace, name, identity: 'b_1', retryPeriodMs: 200 });
+    const leaseNow = () => describeLease(coordination, namespace, name);
     a.start();
-    await eventually('a to lead', () => Promise.resolve(a.isLeader() ? true : undefined), 10_000, 20);
+    await eventually('a to lead', async () => (a.isLeader() ? true : notYet(await notLeading('a', a, leaseNow))), 10_000, 20);
     b.start();
     await new Promise((resolve) => setTimeout(resolve, 600));
     expect(b.isLeader()).to.equal(false);
     const stopped = Date.now();
     await a.stop({ release: true });
-    await eventually('b to lead', () => Promise.resolve(b.isLeader() ? true : undefined), 10_000, 20);
+    await eventually('b to lead', async () => (b.isLeader() ? true : notYet(await notLeading('b', b, leaseNow))), 10_000, 20);
     expect(Date.now() - stopped).to.be.below(3000);
     const lease = await coordination.readNamespacedLease({ name, namespace });
     expect(lease.spec?.holderIdentity).to.equal('b_1');

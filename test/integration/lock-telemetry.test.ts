@@ -9,7 +9,8 @@ import { sweepOnce } from '../../src/sweeper/sweep-pass.js';
 import { LockTelemetry } from '../../src/telemetry/lock-telemetry.js';
 import { WardenMetrics } from '../../src/telemetry/metrics.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
-import { eventually, testCluster } from '../support/test-cluster.js';
+import { describeEvents } from '../support/observations.js';
+import { eventually, notYet, testCluster } from '../support/test-cluster.js';
 
 const MINUTE = 60_000;
 
@@ -39,7 +40,8 @@ async function eventsFor(namespace: string, kind: 'Node' | 'Pod', name: string, 
 }
 
 async function eventuallyOne(namespace: string, kind: 'Node' | 'Pod', name: string, reason: string): Promise<CoreV1Event> {
-  return eventually(`${reason} event on ${kind} ${name}`, async () => (await eventsFor(namespace, kind, name, reason))[0], 10_000);
+  return eventually(`${reason} event on ${kind} ${name}`, async () => (await eventsFor(namespace, kind, name, reason))[0]
+    ?? notYet(`no ${reason} yet; events on ${name}: ${await describeEvents(testCluster().core, namespace, name)}`), 10_000);
 }
 
 describe('LockTelemetry on a real apiserver', () => {
@@ -125,7 +127,7 @@ describe('LockTelemetry on a real apiserver', () => {
 
     const counted = await eventually('the node Event to count the reminder', async () => {
       const items = await eventsFor('default', 'Node', node, 'NodeLockStalled');
-      return items.length === 1 && items[0]?.count === 2 ? items[0] : undefined;
+      return items.length === 1 && items[0]?.count === 2 ? items[0] : notYet(`${items.length} NodeLockStalled events, counts ${items.map((item) => item.count ?? 'none').join(', ') || 'none'}`);
     }, 10_000, 200);
     expect(counted.message).to.include(`pod ${namespace}/stuck`);
     expect(lines.filter((line) => line.event === 'stalled').map((line) => line.reminder ?? false)).to.deep.equal([false, true]);

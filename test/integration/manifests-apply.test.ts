@@ -24,8 +24,9 @@ import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { waitUntilReady } from '../../src/local/wait-until-ready.js';
 import { findObject, loadManifestObjects, type ManifestObject } from '../support/manifests.js';
 import { mtlsRequest } from '../support/mtls-request.js';
+import { podStory } from '../support/observations.js';
 import { writeServiceAccountKubeconfig } from '../support/shipped-identities.js';
-import { eventually, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster } from '../support/test-cluster.js';
 
 const REPO = resolve(import.meta.dirname, '..', '..');
 const SHIPPED_NAMESPACE = 'vgpu-warden';
@@ -199,13 +200,14 @@ describe('manifests/ on the real apiserver', function () {
       // it answers only kube-scheduler's certificate.
       await eventually('the extender to be ready', async () => {
         const answer = await mtlsRequest({ host: '127.0.0.1', port: extenderPort, path: '/readyz', caPem: clientFile('ca.crt'), client: { certPem: clientFile('tls.crt'), keyPem: clientFile('tls.key') } });
-        return 'status' in answer && answer.status === 200 ? true : undefined;
+        return 'status' in answer && answer.status === 200 ? true : notYet(JSON.stringify(answer).slice(0, 300));
       }, 30_000, 200);
       expect(await mtlsRequest({ host: '127.0.0.1', port: extenderPort, path: '/readyz', caPem: clientFile('ca.crt') })).to.have.property('refused');
       const admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+      const caBundles = (config: V1MutatingWebhookConfiguration) => (config.webhooks ?? []).map((webhook) => `${webhook.name}: ${(webhook.clientConfig.caBundle ?? '') === '' ? 'no caBundle' : 'caBundle set'}`).join(', ');
       await eventually('serve to patch the caBundle', async () => {
         const config = await admission.readMutatingWebhookConfiguration({ name: env.WEBHOOK_CONFIG_NAME ?? '' });
-        return (config.webhooks ?? []).every((webhook) => (webhook.clientConfig.caBundle ?? '') !== '') ? true : undefined;
+        return (config.webhooks ?? []).every((webhook) => (webhook.clientConfig.caBundle ?? '') !== '') ? true : notYet(caBundles(config));
       }, 20_000, 200);
       // A reset of the caBundle (what a forced GitOps apply of an older manifest does) is repaired by
       // serve's watch, under the shipped RBAC (list and watch by name), within seconds.
@@ -216,13 +218,13 @@ describe('manifests/ on the real apiserver', function () {
       }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
       await eventually('serve to repair the reset caBundle', async () => {
         const config = await admission.readMutatingWebhookConfiguration({ name: env.WEBHOOK_CONFIG_NAME ?? '' });
-        return (config.webhooks ?? []).every((webhook) => (webhook.clientConfig.caBundle ?? '') !== '') ? true : undefined;
+        return (config.webhooks ?? []).every((webhook) => (webhook.clientConfig.caBundle ?? '') !== '') ? true : notYet(caBundles(config));
       }, 10_000, 100);
       expect(Date.now() - resetAt, 'repaired within seconds').to.be.below(10_000);
       const coordination = kubeConfig.makeApiClient(CoordinationV1Api);
       await eventually('serve to take its leader Lease', async () => {
         const lease = await coordination.readNamespacedLease({ name: env.LEASE_NAME ?? '', namespace });
-        return lease.spec?.holderIdentity?.startsWith(`${podName}_`) === true ? true : undefined;
+        return lease.spec?.holderIdentity?.startsWith(`${podName}_`) === true ? true : notYet(`holder ${lease.spec?.holderIdentity ?? 'none'}`);
       }, 20_000, 200);
 
       // The stock kube-scheduler with the shipped configuration and its own ServiceAccount,
@@ -249,7 +251,7 @@ describe('manifests/ on the real apiserver', function () {
       expect(schedulerConfig.leaderElection.resourceNamespace).to.equal(namespace);
       await eventually('kube-scheduler to take its leader Lease', async () => {
         const lease = await coordination.readNamespacedLease({ name: schedulerConfig.leaderElection.resourceName, namespace });
-        return lease.spec?.holderIdentity?.startsWith(`${hostname()}_`) === true ? true : undefined;
+        return lease.spec?.holderIdentity?.startsWith(`${hostname()}_`) === true ? true : notYet(`holder ${lease.spec?.holderIdentity ?? 'none'}`);
       }, 30_000, 200);
 
       // A GPU pod goes kube-scheduler → extender (filter, prioritize, bind over mTLS) → Binding by
@@ -264,7 +266,7 @@ describe('manifests/ on the real apiserver', function () {
       } });
       const bound = await eventually('the GPU pod to be bound through the extender', async () => {
         const pod = await core.readNamespacedPod({ name: 'gpu-pod', namespace });
-        return pod.spec?.nodeName === node ? pod : undefined;
+        return pod.spec?.nodeName === node ? pod : notYet(await podStory(core, namespace, 'gpu-pod', pod));
       }, 45_000, 250);
       expect(bound.metadata?.annotations?.[ALLOCATED_ANNOTATION], 'bound by the extender, with HAMi annotations').to.be.a('string').and.not.empty;
 

@@ -7,7 +7,7 @@ import type { LockRulesConfig } from '../../src/lock/lock-rules.js';
 import { formatLockValue, formatRfc3339, type PodRef } from '../../src/lock/lock-value.js';
 import { NodeLocks, type LockEvent, type NodeLocksDeps } from '../../src/lock/node-locks.js';
 import { createGpuNode, createPod, InstrumentedLockApi, readLock, setLock } from '../support/lock-helpers.js';
-import { eventually, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster } from '../support/test-cluster.js';
 
 const CONFIG: LockRulesConfig = { bindGraceMs: 60_000, expireMs: 300_000 };
 const MINUTE = 60_000;
@@ -245,8 +245,16 @@ describe('NodeLocks on a real apiserver', () => {
         const value = lockValue({ namespace, name: 'sts-0' });
         await setLock(core, node, value);
         const pod = await createPod(core, namespace, 'sts-0');
+        // The store's own listeners wake the check as the watch delivers the lock and the pod.
         await eventually('the store to have the lock and the pod', () => Promise.resolve(
-          cache.lockOf(node)?.raw === value && cache.pod(namespace, 'sts-0') !== undefined ? true : undefined), 10_000, 20);
+          cache.lockOf(node)?.raw === value && cache.pod(namespace, 'sts-0') !== undefined
+            ? true
+            : notYet(`store lock ${cache.lockOf(node)?.raw ?? 'none'}, pod sts-0 ${cache.pod(namespace, 'sts-0') === undefined ? 'unseen' : 'seen'}`)), 10_000, 20,
+        (recheck) => {
+          const stopLock = cache.onLockChange(node, recheck);
+          const stopPod = cache.onPodChange(recheck);
+          return () => { stopLock(); stopPod(); };
+        });
         const { locks } = newLocks({ view: cache.lockView });
 
         const freed = await locks.releaseIfReleasable(node, 'sweeper');
@@ -257,7 +265,8 @@ describe('NodeLocks on a real apiserver', () => {
         // The same pod's own bind writes the lock after the pod's creation: a bind in progress.
         const own = lockValue(pod);
         await setLock(core, node, own);
-        await eventually('the store to see the new lock', () => Promise.resolve(cache.lockOf(node)?.raw === own ? true : undefined), 10_000, 20);
+        await eventually('the store to see the new lock', () => Promise.resolve(cache.lockOf(node)?.raw === own ? true : notYet(`store lock ${cache.lockOf(node)?.raw ?? 'none'}`)), 10_000, 20,
+          (recheck) => cache.onLockChange(node, recheck));
         const kept = await locks.releaseIfReleasable(node, 'sweeper');
         expect(kept).to.deep.include({ outcome: 'kept' });
         expect(kept.classification).to.deep.include({ state: 'held', reason: 'bind-in-progress' });

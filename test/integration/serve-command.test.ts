@@ -7,10 +7,16 @@ import type { Readable } from 'node:stream';
 import { AdmissionregistrationV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { findFreePort } from '../../src/local/free-port.js';
-import { eventually, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 const manifest = resolve(import.meta.dirname, '..', '..', 'manifests', 'webhook.yaml');
+
+/** How many lines the process wrote and its last one, clipped: what a wait on it saw last. */
+function describeOutput(output: string): string {
+  const lines = output.split('\n').filter((line) => line !== '');
+  return `${lines.length} output lines, last: ${lines.at(-1)?.slice(0, 300) ?? 'none'}`;
+}
 
 function get(port: number, path: string, caPem: string): Promise<{ status: number; body: string }> {
   return new Promise((done, fail) => {
@@ -59,11 +65,14 @@ describe('vgpu-warden serve (the real process)', function () {
       child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
       const exited = new Promise<number | null>((done) => { child?.once('exit', (code) => { done(code); }); });
 
+      // serve logs as it makes its certificates: each line wakes the check, polling stays the fallback.
       const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
-        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch { return undefined; }
-      })()), 30_000, 200);
-      await eventually('serve to be ready', async () => ((await get(port, '/readyz', caPem).catch(() => ({ status: 0 }))).status === 200 ? true : undefined), 30_000, 200)
-        .catch(async (error: unknown) => { throw new Error(`${(error as Error).message}; /readyz: ${(await get(port, '/readyz', caPem).catch(() => ({ body: 'no answer' }))).body}`); });
+        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) { return notYet(`no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${describeOutput(output)}`); }
+      })()), 30_000, 200, wakeOn(child.stdout, 'data'));
+      await eventually('serve to be ready', async () => {
+        const answer = await get(port, '/readyz', caPem).catch(() => ({ status: 0, body: 'no answer' }));
+        return answer.status === 200 ? true : notYet(`/readyz ${answer.status}: ${answer.body.slice(0, 300)}`);
+      }, 30_000, 200);
       const patched = await admission.readMutatingWebhookConfiguration({ name: configName });
       for (const webhook of patched.webhooks ?? []) expect(Buffer.from(webhook.clientConfig.caBundle ?? '', 'base64').toString()).to.include(caPem.trim());
 
@@ -71,7 +80,7 @@ describe('vgpu-warden serve (the real process)', function () {
       const body = { metadata: { name: 'gpu' }, spec: { containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
       const mutated = await eventually('the apiserver to call serve', async () => {
         const created = await core.createNamespacedPod({ namespace, body, dryRun: 'All' });
-        return created.spec?.schedulerName === 'hami-scheduler' ? created : undefined;
+        return created.spec?.schedulerName === 'hami-scheduler' ? created : notYet(`dry-run pod got schedulerName ${created.spec?.schedulerName ?? 'none'}; serve: ${describeOutput(output)}`);
       }, 20_000, 200);
       expect(mutated.spec?.containers[0]?.resources?.limits?.['nvidia.com/gpucores']).to.equal('100');
 

@@ -10,7 +10,7 @@ import { CoordinationV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { findFreePort } from '../../src/local/free-port.js';
 import { FaultProxy } from '../support/fault-proxy.js';
-import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 
@@ -159,7 +159,7 @@ describe('vgpu-warden serve: start all-or-nothing, stop on every signal, readine
       proxy.addRule({ action: { kind: 'reset' } });
       // Certificates from a Secret: start-up retries the unreachable apiserver for up to 45 s.
       const serve = await startServe({ KUBECONFIG: proxy.kubeconfigPath, POD_NAMESPACE: 'default', CERT_SECRET_NAME: uniqueName('tls') });
-      await eventually('serve to be retrying', () => Promise.resolve(proxy.countRequests() >= 3 ? true : undefined), 30_000, 100);
+      await eventually('serve to be retrying', () => Promise.resolve(proxy.countRequests() >= 3 ? true : notYet(`${proxy.countRequests()} requests through the proxy`)), 30_000, 100);
       const signalledAt = Date.now();
       serve.child.kill('SIGTERM');
       const { code, at } = await serve.exited;
@@ -181,24 +181,37 @@ describe('vgpu-warden serve: start all-or-nothing, stop on every signal, readine
     try {
       const outage = proxy.addRule({ action: { kind: 'reset' } });
       const serve = await startServe({ KUBECONFIG: proxy.kubeconfigPath, POD_NAMESPACE: namespace });
-      const notReady = await eventually('/readyz to answer', async () => {
+      // Until its first LIST has failed serve cannot know why the nodes are not listed, so the
+      // first answers may say only that; from the first failed LIST on, they name the apiserver.
+      // Every answer, from the first, is a 503.
+      const answers: { status: number; body: string }[] = [];
+      const notReady = await eventually('/readyz to name the unreachable apiserver', async () => {
         const answer = await readyz(serve);
-        return answer.status === 0 ? undefined : answer;
-      }, 30_000, 200);
-      expect(notReady.status).to.equal(503);
-      expect(notReady.body).to.include('cluster cache: nodes not listed yet').and.include('apiserver unreachable (nodes list)');
+        if (answer.status !== 0) answers.push(answer);
+        return answer.body.includes('apiserver unreachable (nodes list)') ? answer : notYet(answer.status === 0 ? 'no metrics listener yet' : `${answer.status} ${answer.body}`);
+      }, 30_000, 200, wakeOn(serve.child.stdout, 'data'));
+      expect(answers.filter((answer) => answer.status !== 503), 'answers other than 503').to.deep.equal([]);
+      expect(notReady.body).to.include('cluster cache: nodes not listed yet');
       // The TLS listeners answer the same.
       for (const port of [serve.ports.webhook, serve.ports.extender]) expect((await httpsGet(serve, port, '/readyz')).status).to.equal(503);
       await new Promise((resolve) => setTimeout(resolve, 5_000));
-      expect((await readyz(serve)).status).to.equal(503);
+      const later = await readyz(serve);
+      expect(later.status).to.equal(503);
+      expect(later.body).to.include('apiserver unreachable (nodes list)');
       expect(outage.hits, 'the reflectors and the Lease loop kept retrying').to.be.above(5);
       expect(logLines(serve, /apiserver unreachable/).map((line) => line.level)).to.deep.equal([WARN]);
       expect(serve.stdout().join('\n')).not.to.match(/HTTP-Code|Headers:/);
 
       outage.remove();
-      await eventually('/readyz 200 once the apiserver answers', async () => ((await readyz(serve)).status === 200 ? true : undefined), 60_000, 250);
+      await eventually('/readyz 200 once the apiserver answers', async () => {
+        const answer = await readyz(serve);
+        return answer.status === 200 ? true : notYet(`${answer.status} ${answer.body}`);
+      }, 60_000, 250);
       for (const port of [serve.ports.webhook, serve.ports.extender]) expect(await httpsGet(serve, port, '/readyz')).to.deep.equal({ status: 200, body: 'ok' });
-      await eventually('the recovery line', () => Promise.resolve(logLines(serve, /^recovered after .*: apiserver unreachable$/).length === 1 ? true : undefined), 10_000, 100);
+      await eventually('the recovery line', () => {
+        const lines = logLines(serve, /recovered after|unreachable/);
+        return Promise.resolve(logLines(serve, /^recovered after .*: apiserver unreachable$/).length === 1 ? true : notYet(`${lines.length} lines about it, the last: ${lines.at(-1)?.msg ?? 'none'}`));
+      }, 10_000, 100, wakeOn(serve.child.stdout, 'data'));
       expect(logLines(serve, /recovered after/).map((line) => line.level)).to.deep.equal([INFO]);
 
       const signalledAt = Date.now();
@@ -219,8 +232,8 @@ describe('vgpu-warden serve: start all-or-nothing, stop on every signal, readine
     const why = `namespace "${missing}" (POD_NAMESPACE) does not exist`;
     const notReady = await eventually('/readyz to say why', async () => {
       const answer = await readyz(serve);
-      return answer.body.includes(why) ? answer : undefined;
-    }, 30_000, 200);
+      return answer.body.includes(why) ? answer : notYet(answer.status === 0 ? 'no metrics listener yet' : `${answer.status} ${answer.body}`);
+    }, 30_000, 200, wakeOn(serve.child.stdout, 'data'));
     expect(notReady.status).to.equal(503);
     expect(notReady.body).to.include(`leader election: leader election cannot work: ${why}`);
     // Several Lease rounds later (2 s apart, backing off): still the one line.
@@ -231,9 +244,20 @@ describe('vgpu-warden serve: start all-or-nothing, stop on every signal, readine
 
     await core.createNamespace({ body: { metadata: { name: missing, labels: { 'vgpu-warden.test/run': 'true' } } } });
     try {
-      await eventually('/readyz 200 once the namespace exists', async () => ((await readyz(serve)).status === 200 ? true : undefined), 40_000, 250);
-      await eventually('the Lease to be held', async () => ((await leaseHolder(leaseName, missing)) ? true : undefined), 20_000, 250);
-      expect(logLines(serve, /^recovered after .*: lease namespace missing$/).map((line) => line.level)).to.deep.equal([INFO]);
+      await eventually('/readyz 200 once the namespace exists', async () => {
+        const answer = await readyz(serve);
+        return answer.status === 200 ? true : notYet(`${answer.status} ${answer.body}`);
+      }, 40_000, 250);
+      await eventually('the Lease to be held', async () => {
+        const holder = await leaseHolder(leaseName, missing);
+        return holder ? true : notYet(holder === undefined ? 'no Lease' : 'a Lease without holder');
+      }, 20_000, 250);
+      // The recovery line is written after the Lease write returns, so it may follow our read of the Lease.
+      const recovered = await eventually('the recovery line', () => {
+        const lines = logLines(serve, /^recovered after .*: lease namespace missing$/);
+        return Promise.resolve(lines.length > 0 ? lines : notYet(`last line: ${serve.stdout().at(-1)?.slice(0, 300) ?? 'none'}`));
+      }, 10_000, 100, wakeOn(serve.child.stdout, 'data'));
+      expect(recovered.map((line) => line.level)).to.deep.equal([INFO]);
       serve.child.kill('SIGTERM');
       expect((await serve.exited).code).to.equal(0);
       expect(await leaseHolder(leaseName, missing), 'released on SIGTERM').to.equal('');

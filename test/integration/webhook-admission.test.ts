@@ -12,7 +12,7 @@ import { createCertificateAuthority, issueCertificate } from '../../src/tls/cert
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
 import { formatLockValue } from '../../src/lock/lock-value.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
-import { eventually, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { WebhookFixture } from '../support/webhook-fixture.js';
 
 /**
@@ -138,7 +138,7 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       // The apiserver reads namespace labels from its cache; give it a moment to see the new one.
       const created = await eventually('the namespace opt-out to take effect', async () => {
         const pod = await core.createNamespacedPod({ namespace, body: gpuPod('unmanaged'), dryRun: 'All' });
-        return pod.spec?.schedulerName === 'default-scheduler' ? pod : undefined;
+        return pod.spec?.schedulerName === 'default-scheduler' ? pod : notYet(`dry-run pod still mutated: schedulerName ${pod.spec?.schedulerName ?? 'none'}`);
       }, 10_000, 200);
       expect(created.spec?.containers[0]?.resources?.limits).to.deep.equal({ 'nvidia.com/gpu': '1' });
     });

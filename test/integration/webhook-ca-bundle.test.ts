@@ -21,7 +21,7 @@ import { findFreePort } from '../../src/local/free-port.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { caBundleFieldOf } from '../../src/tls/ca-bundle-drift.js';
 import { findObject, loadManifestObjects } from '../support/manifests.js';
-import { eventually, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const run = promisify(execFile);
 
@@ -97,6 +97,12 @@ function withEmptyCaBundle(configuration: V1MutatingWebhookConfiguration): V1Mut
   return copy;
 }
 
+/** Each webhook's caBundle as empty, the wanted one or another (by length): what a wait for the bundle saw. */
+function describeBundles(bundles: string[], wanted: string): string {
+  const each = bundles.map((bundle, index) => `webhook ${index}: ${bundle === '' ? 'empty' : bundle === wanted ? 'ours' : `another (${bundle.length} chars)`}`);
+  return each.length === 0 ? 'no webhooks' : each.join(', ');
+}
+
 function logSink(lines: string[]): Writable {
   return new Writable({ write(chunk: Buffer, _encoding, done) { lines.push(...chunk.toString().split('\n').filter((line) => line !== '')); done(); } });
 }
@@ -123,7 +129,10 @@ describe('GitOps-safe webhook configuration: server-side apply of the manifest, 
     const bundles = async () => ((await read()).webhooks ?? []).map((webhook) => webhook.clientConfig.caBundle ?? '');
     const ours = () => caBundleFieldOf(server?.keeper.current()?.caBundlePem ?? 'none');
     const healed = async (what: string, since: number) => {
-      await eventually(`serve to repair the caBundle after ${what}`, async () => ((await bundles()).every((bundle) => bundle === ours()) ? true : undefined), HEAL_WITHIN_MS, 50)
+      await eventually(`serve to repair the caBundle after ${what}`, async () => {
+        const current = await bundles();
+        return current.every((bundle) => bundle === ours()) ? true : notYet(describeBundles(current, ours()));
+      }, HEAL_WITHIN_MS, 50)
         .catch((error: unknown) => { throw new Error(`${(error as Error).message}; serve said:\n${lines.slice(-20).join('\n')}`); });
       return Date.now() - since;
     };
@@ -132,7 +141,10 @@ describe('GitOps-safe webhook configuration: server-side apply of the manifest, 
       expect(await bundles()).to.deep.equal(['', '']);
 
       server = await serve(namespace, controlPlane.kubeconfigPath, name, uniqueName('ca-bundle-tls'), lines);
-      await eventually('serve to inject its caBundle', async () => ((await bundles()).every((bundle) => bundle !== '' && bundle === ours()) ? true : undefined), 20_000, 100);
+      await eventually('serve to inject its caBundle', async () => {
+        const current = await bundles();
+        return current.every((bundle) => bundle !== '' && bundle === ours()) ? true : notYet(`${describeBundles(current, ours())}; serve has ${server?.keeper.current() === undefined ? 'no' : 'a'} CA`);
+      }, 20_000, 100);
 
       // A GitOps re-sync of the same manifest: no conflict (the manifest does not name the field), and the bundle stays.
       expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, false)).to.deep.equal({ ok: true });
@@ -148,7 +160,9 @@ describe('GitOps-safe webhook configuration: server-side apply of the manifest, 
       expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, old, true)).to.deep.equal({ ok: true });
       expect(await healed('a forced server-side apply with caBundle ""', since)).to.be.below(HEAL_WITHIN_MS);
       // The repair's log line follows its write: the test may read the repaired bundle first.
-      await eventually('serve to log the repair', () => Promise.resolve(lines.some((line) => line.includes('re-injected')) ? true : undefined), 5_000, 20);
+      await eventually('serve to log the repair', () => Promise.resolve(lines.some((line) => line.includes('re-injected'))
+        ? true
+        : notYet(`${lines.length} log lines, none re-injected; last: ${lines.at(-1)?.slice(0, 300) ?? 'none'}`)), 5_000, 20);
 
       // The current manifest applied again after that: serve owns caBundle again, so nothing is removed.
       expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, true)).to.deep.equal({ ok: true });
@@ -182,12 +196,18 @@ describe('GitOps-safe webhook configuration: server-side apply of the manifest, 
       const wanted = caBundleFieldOf(servers[0]!.keeper.current()!.caBundlePem);
       expect(caBundleFieldOf(servers[1]!.keeper.current()!.caBundlePem), 'one CA, shared through the Secret').to.equal(wanted);
       const bundles = async () => ((await admission.readMutatingWebhookConfiguration({ name })).webhooks ?? []).map((webhook) => webhook.clientConfig.caBundle ?? '');
-      await eventually('the caBundle to be injected', async () => ((await bundles()).every((bundle) => bundle === wanted) ? true : undefined), 20_000, 100);
+      await eventually('the caBundle to be injected', async () => {
+        const current = await bundles();
+        return current.every((bundle) => bundle === wanted) ? true : notYet(describeBundles(current, wanted));
+      }, 20_000, 100);
 
       await admission.patchMutatingWebhookConfiguration({
         name, body: [{ op: 'replace', path: '/webhooks/0/clientConfig/caBundle', value: '' }, { op: 'replace', path: '/webhooks/1/clientConfig/caBundle', value: '' }],
       }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
-      await eventually('the reset to be repaired', async () => ((await bundles()).every((bundle) => bundle === wanted) ? true : undefined), HEAL_WITHIN_MS, 50);
+      await eventually('the reset to be repaired', async () => {
+        const current = await bundles();
+        return current.every((bundle) => bundle === wanted) ? true : notYet(describeBundles(current, wanted));
+      }, HEAL_WITHIN_MS, 50);
       // Settled: no replica keeps rewriting it (its resourceVersion stays put).
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const settled = (await admission.readMutatingWebhookConfiguration({ name })).metadata?.resourceVersion;

@@ -15,7 +15,7 @@ import { createLogger } from '../../src/telemetry/logger.js';
 import { HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest, type HamiDevicePluginOptions } from './hami-plugin/index.js';
 import { KubeletSim, type KubeletSimOptions, type Random } from './kubelet-sim/index.js';
 import { nonLoopbackAddress } from './mtls-request.js';
-import { eventually, uniqueName } from './test-cluster.js';
+import { eventually, notYet, uniqueName } from './test-cluster.js';
 
 export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
 export const GROUP_LABEL = 'vgpu-warden.test/group';
@@ -144,7 +144,7 @@ export class ExtenderFixture {
     const probe = { metadata: { name: 'probe' }, spec: { containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
     await eventually('the apiserver to call the fixture webhook', async () => {
       const created = await this.core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
-      return created.spec?.schedulerName === 'hami-scheduler' ? true : undefined;
+      return created.spec?.schedulerName === 'hami-scheduler' ? true : notYet(`a dry-run pod with schedulerName ${created.spec?.schedulerName ?? 'unset'} (the webhook not called yet)`);
     }, 20_000, 200);
     return async () => { await admission.deleteMutatingWebhookConfiguration({ name }).catch(() => undefined); };
   }

@@ -4,7 +4,7 @@ import { httpStatusOf } from '../../src/kube/errors.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { renderKubeconfig } from '../../src/local/kubeconfig.js';
 import { loadManifestObjects } from './manifests.js';
-import { eventually } from './test-cluster.js';
+import { eventually, notYet } from './test-cluster.js';
 
 export const SHIPPED_NAMESPACE = 'vgpu-warden';
 const IDENTITY_KINDS = ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'];
@@ -71,7 +71,7 @@ export async function applyShippedIdentities(kubeConfig: KubeConfig, namespace: 
           apiVersion: object.apiVersion ?? '', kind: object.kind ?? '',
           metadata: { name: object.metadata?.name ?? '', ...(object.metadata?.namespace === undefined ? {} : { namespace: object.metadata.namespace }) },
         };
-        await eventually(`${object.kind ?? ''} ${object.metadata?.name ?? ''} to be gone`, () => api.read(header).then(() => undefined, () => true), 10_000, 100);
+        await eventually(`${object.kind ?? ''} ${object.metadata?.name ?? ''} to be gone`, () => api.read(header).then(() => notYet('it still exists'), () => true), 10_000, 100);
         await api.create(object);
       }
       created.push(object);
@@ -85,7 +85,7 @@ export async function applyShippedIdentities(kubeConfig: KubeConfig, namespace: 
       && await allowed(serviceAccountSubject(namespace, 'vgpu-warden-scheduler'), { verb: 'get', resource: 'configmaps', namespace: 'kube-system', name: 'extension-apiserver-authentication' })
       && await allowed(serviceAccountSubject(namespace, 'vgpu-warden-scheduler'), { verb: 'create', resource: 'pods', subresource: 'binding', namespace: 'default' })
       && await allowed(serviceAccountSubject(namespace, 'vgpu-warden'), { verb: 'list', resource: 'pods' })
-      ? true : undefined), 20_000, 100);
+      ? true : notYet('a SubjectAccessReview still denied')), 20_000, 100);
   } catch (error) {
     await cleanup();
     throw error;

@@ -11,7 +11,7 @@ import { NodeLocks } from '../../src/lock/node-locks.js';
 import { HttpsListener } from '../../src/server/https-listener.js';
 import { createWebhookApp } from '../../src/server/webhook-app.js';
 import { createCertificateAuthority, issueCertificate } from '../../src/tls/certificates.js';
-import { eventually } from './test-cluster.js';
+import { eventually, notYet } from './test-cluster.js';
 
 export const WEBHOOK_NAMESPACE_LABEL = 'vgpu-warden.test/webhook';
 const MANIFEST = resolve(import.meta.dirname, '..', '..', 'manifests', 'webhook.yaml');
@@ -86,7 +86,7 @@ export class WebhookFixture {
     const probe = { metadata: { name: 'probe' }, spec: { containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
     await eventually('the apiserver to call the webhook', async () => {
       const created = await this.core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
-      return created.spec?.schedulerName === 'hami-scheduler' ? true : undefined;
+      return created.spec?.schedulerName === 'hami-scheduler' ? true : notYet(`a dry-run pod with schedulerName ${created.spec?.schedulerName ?? 'unset'} (the webhook not called yet)`);
     }, 20_000, 200);
   }
 

@@ -4,6 +4,7 @@ import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
 import type { Binder } from '../../../src/extender/binder.js';
 import { ExtenderService, filteringSucceedMessage } from '../../../src/extender/extender-service.js';
+import type { RefusalRequeue } from '../../../src/extender/refusal-requeue.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import type { EventRecorder } from '../../../src/telemetry/events.js';
 import { ScriptedSource } from '../../support/scripted-source.js';
@@ -24,7 +25,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   let cache: ClusterCache | undefined;
   afterEach(async () => { await cache?.stop(); cache = undefined; });
 
-  async function build(options: { start?: boolean; memoryFactor?: number; nodes?: V1Node[] } = {}) {
+  async function build(options: { start?: boolean; memoryFactor?: number; nodes?: V1Node[]; unseenNodeWaitMs?: number; refusals?: RefusalRequeue } = {}) {
     const nodes = new ScriptedSource<V1Node>();
     const pods = new ScriptedSource<V1Pod>();
     nodes.items = options.nodes ?? ['n1', 'n2', 'n3'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
@@ -38,6 +39,8 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
       events: { record: (_ref: unknown, _type: string, reason: string, message: string) => { events.push(reason); messages.push(message); } } as unknown as EventRecorder,
       defaults: { nodePolicy: 'binpack', gpuPolicy: 'spread', requestDefaults: { ...DEFAULT_REQUEST_DEFAULTS, memoryFactor: options.memoryFactor ?? 1 } },
       syncWaitMs: 20,
+      unseenNodeWaitMs: options.unseenNodeWaitMs ?? 20,
+      ...(options.refusals === undefined ? {} : { refusals: options.refusals }),
     });
     return { nodes, pods, cache, service, events, messages };
   }
@@ -140,31 +143,72 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     });
   }
 
-  it('answers 100,000 unknown node names in well under a second, with one short FilteringFailed line', async () => {
+  // How fast is bench:filter's business (a timed assertion fails on a loaded machine); this checks
+  // the answer and that the event loop is yielded to while the names are fitted.
+  it('answers 100,000 unknown node names without holding the event loop, with one short FilteringFailed line', async () => {
     const { service, events, messages } = await build();
     const nodeNames = [...Array.from({ length: 100_000 }, (_, index) => `unknown-${index}`), 'n1'];
-    let turns = 0;
-    const ticker = setInterval(() => { turns += 1; }, 0);
-    const started = performance.now();
+    let otherWorkRan = false;
+    // Queued before the filter starts: it runs before the filter ends only if the filter yields.
+    setImmediate(() => { otherWorkRan = true; });
     const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames });
-    const elapsedMs = performance.now() - started;
-    clearInterval(ticker);
-    expect(result.NodeNames).to.deep.equal([]);
-    expect(result.FailedNodes?.size).to.equal(100_001);
-    expect(result.FailedNodes?.get('unknown-99999')).to.equal('node unregistered');
-    expect(elapsedMs).to.be.below(1000);
-    // The loop was yielded to while the nodes were fitted.
-    expect(turns).to.be.above(5);
+    expect(otherWorkRan, 'the loop was yielded to while the nodes were fitted').to.equal(true);
+    // Names the store has never seen, and nowhere to go: an Error, retried on kube-scheduler's backoff.
+    expect(result.NodeNames).to.equal(null);
+    expect(result.Error).to.equal('vgpu-warden has not seen 100000 nodes (unknown-0, unknown-1, unknown-2, …) yet (its node watch is behind kube-scheduler\'s); retry: '
+      + '100001 nodes do not meet: 100000 nodes node unregistered (unknown-0, unknown-1, unknown-10, …); 1 node CardInsufficientMemory (n1)');
     expect(events).to.deep.equal(['FilteringFailed']);
-    expect(messages).to.deep.equal(['no available node, 100001 nodes do not meet: 100000 nodes node unregistered (unknown-0, unknown-1, unknown-10, …); 1 node CardInsufficientMemory (n1)']);
+    expect(messages).to.deep.equal([result.Error]);
     expect((await service.prioritize({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames })).every((entry) => entry.Score === 0)).to.equal(true);
   });
 
   it('takes node names that are also Object.prototype keys, and counts a repeated name once', async () => {
     const { service } = await build();
     const result = await service.filter({ pod: gpuPod('big', GPU_MIB + 1), nodeNames: ['constructor', '__proto__', 'toString', 'n1', 'n1'] });
-    expect([...result.FailedNodes?.keys() ?? []]).to.deep.equal(['constructor', '__proto__', 'toString', 'n1']);
-    expect(result.FailedNodes?.get('__proto__')).to.equal('node unregistered');
+    expect(result.Error).to.equal('vgpu-warden has not seen 3 nodes (constructor, __proto__, toString) yet (its node watch is behind kube-scheduler\'s); retry: '
+      + '5 nodes do not meet: 3 nodes node unregistered (__proto__, constructor, toString); 1 node CardInsufficientMemory (n1)');
+    const fits = await service.filter({ pod: gpuPod('small', 1000), nodeNames: ['constructor', '__proto__', 'toString', 'n1'] });
+    expect(fits.NodeNames).to.deep.equal(['n1']);
+    expect([...fits.FailedNodes?.keys() ?? []]).to.deep.equal(['constructor', '__proto__', 'toString']);
+    expect(fits.FailedNodes?.get('__proto__')).to.equal('node unregistered');
+  });
+
+  // kube-scheduler's node informer and ours race: a node it names may not be in the store yet.
+  it('waits for a node the store has not seen yet when no other node fits, and places the pod there once it arrives', async () => {
+    const { nodes, service } = await build({ unseenNodeWaitMs: 60_000 });
+    const answer = service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1-full', 'new-node'] });
+    setTimeout(() => { nodes.emit('ADDED', simulatedGpuNode({ name: 'new-node', gpus: 1 })); }, 10);
+    const result = await answer;
+    expect(result.NodeNames).to.deep.equal(['new-node']);
+    expect(result.FailedNodes?.get('n1-full')).to.equal('node unregistered');
+  });
+
+  it('does not wait for unseen nodes when a known node fits', async () => {
+    const { service } = await build({ unseenNodeWaitMs: 60_000 });
+    const result = await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'not-yet'] });
+    expect(result.NodeNames).to.deep.equal(['n1']);
+  });
+
+  it('answers an Error naming the unseen node once the wait is over, so kube-scheduler retries on its backoff', async () => {
+    const { service, events } = await build({ unseenNodeWaitMs: 5 });
+    const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames: ['n1', 'late'] });
+    expect(result.Error).to.match(/^vgpu-warden has not seen node late yet \(its node watch is behind kube-scheduler's\); retry: 2 nodes do not meet: /);
+    expect(events).to.deep.equal(['FilteringFailed']);
+  });
+
+  it('hands a pod refused on every known node to the requeue watch, with the generation each node was judged at', async () => {
+    const noted: { uid: string; nodes: [string, number | undefined][] }[] = [];
+    const forgotten: string[] = [];
+    const refusals = {
+      noteRefusal: (pod: { uid: string }, nodes: Iterable<[string, number | undefined]>) => { noted.push({ uid: pod.uid, nodes: [...nodes] }); },
+      forget: (uid: string) => { forgotten.push(uid); },
+    } as unknown as RefusalRequeue;
+    const { cache, service } = await build({ refusals });
+    const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames: ['n1', 'n2'] });
+    expect(result.NodeNames).to.deep.equal([]);
+    expect(noted).to.deep.equal([{ uid: 'uid-huge', nodes: [['n1', cache.nodeGeneration('n1')], ['n2', cache.nodeGeneration('n2')]] }]);
+    await service.filter({ pod: gpuPod('huge', 8000), nodeNames: ['n1'] });
+    expect(forgotten).to.deep.equal(['uid-huge']);
   });
 
   it('checks 256 KiB placement annotations against 2000 nodes x 4 GPUs in linear time', async () => {
