@@ -88,7 +88,8 @@ describe('Event aggregation on a real apiserver', function () {
       const events = new EventRecorder(core, 'vgpu-warden', undefined, { intervalMs: INTERVAL_MS });
       const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
       const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: 5_000, timeoutMs: 10_000 });
-      const service = new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 5_000 });
+      // No wait for the unknown names: ten filters have to fit in one second.
+      const service = new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 5_000, unseenNodeWaitMs: 0 });
       const pod = {
         metadata: { name: 'fits-nowhere', namespace, uid },
         spec: { containers: [{ name: 'main', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' } } }] },
@@ -96,14 +97,14 @@ describe('Event aggregation on a real apiserver', function () {
 
       await tenInOneSecond(async () => {
         const result = await service.filter({ pod, nodeNames: ['no-such-node-a', 'no-such-node-b'] });
-        expect(result.NodeNames).to.deep.equal([]);
+        expect(result.Error).to.match(/^vgpu-warden has not seen 2 nodes/);
       });
 
       const event = await eventually('one FilteringFailed Event with count 10', async () => {
         const items = await filteringFailed(namespace, 'fits-nowhere');
         return items.length === 1 && items[0]?.count === 10 ? items[0] : notYet(describeCounts(items));
       }, 10_000, 200);
-      expect(event.message).to.match(/^no available node, 2 nodes do not meet: /);
+      expect(event.message).to.match(/^vgpu-warden has not seen 2 nodes \(no-such-node-a, no-such-node-b\) yet .*; retry: 2 nodes do not meet: /);
     } finally {
       await cache.stop();
     }

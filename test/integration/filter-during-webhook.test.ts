@@ -112,11 +112,11 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
     }
     const answered = await filter;
 
-    const result = JSON.parse(answered.body) as { NodeNames: string[]; FailedNodes: Record<string, string>; Error: string };
-    expect(result.Error).to.equal('');
-    expect(result.NodeNames).to.deep.equal([]);
-    expect(Object.keys(result.FailedNodes)).to.have.length(100_000);
-    expect(result.FailedNodes['unknown-node-99999']).to.equal('node unregistered');
+    const result = JSON.parse(answered.body) as { NodeNames: string[] | null; Error: string };
+    // Names the store has never seen and nowhere else to go: after its short wait for them, an
+    // Error, which kube-scheduler retries on its backoff (docs/testing.md, the extender's README section).
+    expect(result.Error).to.match(/^vgpu-warden has not seen 100000 nodes \(unknown-node-0, unknown-node-1, unknown-node-2, …\) yet .*; retry: 100000 nodes do not meet: 100000 nodes node unregistered/);
+    expect(result.NodeNames).to.equal(null);
     process.stdout.write(`      filter: ${Math.round(answered.ms)} ms; ${latencies.length} reviews during it, slowest ${Math.round(Math.max(...latencies))} ms\n`);
     // Behaviour, not a stopwatch: reviews are answered while the filter is still running, so the
     // event loop is never held for the whole filter. The bounds only catch gross regressions on a
@@ -129,7 +129,8 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
     const event = await eventually('the FilteringFailed event', async () =>
       (await core.listNamespacedEvent({ namespace })).items.find((item) => item.reason === 'FilteringFailed' && item.involvedObject.name === 'stall-probe')
         ?? notYet(`stall-probe events: ${await describeEvents(core, namespace, 'stall-probe')}`), 20_000, 200);
-    expect(event.message).to.equal('no available node, 100000 nodes do not meet: 100000 nodes node unregistered (unknown-node-0, unknown-node-1, unknown-node-10, …)');
+    expect(event.message).to.equal(result.Error);
+    expect(event.message?.length, 'a few names, never 100,000').to.be.below(400);
     webhookAgent.destroy();
     extenderAgent.destroy();
   });
