@@ -5,7 +5,7 @@ import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids, loadPerGpu } from '../support/extender-fixture.js';
-import { describePod, podStory } from '../support/observations.js';
+import { describeNodeLock, describePod, podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -82,6 +82,13 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
       const annotations = { 'hami.io/node-scheduler-policy': policy };
       await core.createNamespacedPod({ namespace, body: gpuPodSpec('first', group, limits, annotations) });
       const [first] = await waitAllocated(fixture, namespace, ['first']);
+      // The device plugin writes bind-phase=success before it deletes the lock, and prioritize
+      // scores a node locked by another pod 0: until the lock is gone, binpack would rightly prefer
+      // the free node. The placement compared below starts from an unlocked node.
+      const firstNode = first?.spec?.nodeName ?? '';
+      const cache = fixture.server!.cache;
+      await eventually(`${firstNode} unlocked after first's Allocate`, async () => (cache.lockOf(firstNode) === undefined ? true : notYet(await describeNodeLock(core, firstNode))),
+        30_000, 100, (recheck) => cache.onLockChange(firstNode, recheck));
       await core.createNamespacedPod({ namespace, body: gpuPodSpec('second', group, limits, annotations) });
       const [second] = await waitAllocated(fixture, namespace, ['second']);
       if (policy === 'binpack') expect(second?.spec?.nodeName).to.equal(first?.spec?.nodeName);

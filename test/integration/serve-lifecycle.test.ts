@@ -185,6 +185,12 @@ describe('vgpu-warden serve: start all-or-nothing, stop on every signal, readine
       // first answers may say only that; from the first failed LIST on, they name the apiserver.
       // Every answer, from the first, is a 503.
       const answers: { status: number; body: string }[] = [];
+      // First the process has to come up (tsx compiles serve at start: slow on a loaded machine).
+      await eventually('the metrics listener to answer', async () => {
+        const answer = await readyz(serve);
+        if (answer.status !== 0) answers.push(answer);
+        return answer.status !== 0 ? true : notYet(`no answer yet; last line: ${serve.stdout().at(-1)?.slice(0, 200) ?? 'none'}`);
+      }, 90_000, 200, wakeOn(serve.child.stdout, 'data'));
       const notReady = await eventually('/readyz to name the unreachable apiserver', async () => {
         const answer = await readyz(serve);
         if (answer.status !== 0) answers.push(answer);
