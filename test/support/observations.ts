@@ -23,7 +23,7 @@ export async function describeEvents(core: CoreV1Api, namespace: string, name: s
   const events = (await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` })).items;
   const time = (event: (typeof events)[number]) => new Date(event.lastTimestamp ?? event.eventTime ?? event.metadata.creationTimestamp ?? 0).getTime();
   const newest = events.sort((a, b) => time(a) - time(b)).slice(-count);
-  return newest.length === 0 ? 'no events' : newest.map((event) => `${event.reason ?? '?'}: ${(event.message ?? '').slice(0, 200)}`).join(' | ');
+  return newest.length === 0 ? 'no events' : newest.map((event) => `${event.reason ?? '?'}: ${(event.message ?? '').slice(0, 400)}`).join(' | ');
 }
 
 /** The node's HAMi lock annotation, or `unlocked` / `node not found`. */
