@@ -15,14 +15,27 @@ describe('extender: the FilteringFailed summary', () => {
   });
 
   it('stays one short line for 100,000 nodes failing for one reason, in linear time', () => {
-    const failed: Record<string, string> = {};
-    for (let index = 0; index < 100_000; index += 1) failed[`node-${index}`] = 'node unregistered';
-    const started = performance.now();
-    const text = summarizeFailures(failed);
-    const elapsedMs = performance.now() - started;
-    expect(text).to.equal('100000 nodes node unregistered (node-0, node-1, node-10, …)');
-    // 518 s before (an array copied per node); a linear pass takes tens of milliseconds.
-    expect(elapsedMs).to.be.below(500);
+    const failing = (count: number): Record<string, string> => {
+      const failed: Record<string, string> = {};
+      for (let index = 0; index < count; index += 1) failed[`node-${index}`] = 'node unregistered';
+      return failed;
+    };
+    // The fastest of three runs each, so a busy machine's pauses do not decide. A quadratic pass
+    // (518 s once, an array copied per node) takes 25 times as long for 5 times the nodes, a
+    // linear one about 5 times: a ratio, not a stopwatch, so load on the machine cancels out.
+    const fastest = (failed: Record<string, string>): { ms: number; text: string } => {
+      let best = { ms: Infinity, text: '' };
+      for (let round = 0; round < 3; round += 1) {
+        const started = performance.now();
+        const text = summarizeFailures(failed);
+        best = { ms: Math.min(best.ms, performance.now() - started), text };
+      }
+      return best;
+    };
+    const small = fastest(failing(20_000));
+    const large = fastest(failing(100_000));
+    expect(large.text).to.equal('100000 nodes node unregistered (node-0, node-1, node-10, …)');
+    expect(large.ms / Math.max(small.ms, 0.5), `${large.ms.toFixed(1)} ms for 100,000 vs ${small.ms.toFixed(1)} ms for 20,000`).to.be.below(15);
   });
 
   it('lists at most 8 reasons when every node fails for its own, and clips names and reasons', () => {
