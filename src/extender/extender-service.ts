@@ -172,12 +172,13 @@ export class ExtenderService {
       const generation = cache.nodeGeneration(node);
       // A node the store does not know is refitted in no time: not worth an entry per name.
       if (generation !== undefined) placement.remembered.verdicts.set(node, { generation, verdict });
-      else placement.unseen.push(node);
       if (verdict.fits) {
         placement.passed.push(node);
       } else if (!placement.failed.has(node)) {
         placement.failed.set(node, verdict.reason);
         placement.summary.add(node, verdict.reason);
+        // Here, so that a name kube-scheduler repeats is counted once (an unseen node never fits).
+        if (generation === undefined) placement.unseen.push(node);
       }
     });
     return placement;

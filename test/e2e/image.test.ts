@@ -9,6 +9,7 @@ import { findFreePort } from '../../src/local/free-port.js';
 import { applyJsonPatch } from '../support/apply-json-patch.js';
 import { BuildahContainer, buildahAvailable, groupProcesses, imageConfig, signalGroup, type ImageConfig } from '../support/buildah-container.js';
 import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
+import { outputTail } from '../support/observations.js';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 // A tag of its own, so the test never moves the operator's vgpu-warden:<version>; the build script
@@ -53,11 +54,6 @@ function envOf(config: ImageConfig): Record<string, string> {
 }
 
 /** How many lines the output has and its last one, shortened: what a wait on a log saw. */
-function outputTail(output: string): string {
-  const lines = output.trimEnd().split('\n').filter((line) => line !== '');
-  return `${lines.length} log lines${lines.length === 0 ? '' : `, the last: ${(lines.at(-1) ?? '').slice(0, 300)}`}`;
-}
-
 const HOST_LOCAL_CA_DIR = '/usr/local/share/ca-certificates';
 
 /** The host's own extra CAs (e.g. a proxy's), by file name and base64 body: the image must carry none. */

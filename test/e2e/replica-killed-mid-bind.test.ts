@@ -17,8 +17,8 @@ import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { HamiDevicePlugin, pluginApiFromCore } from '../support/hami-plugin/index.js';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
-import { podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';
+import { outputTail, podStory } from '../support/observations.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -37,11 +37,6 @@ function readyz(port: number, caPem: string): Promise<{ status: number; body: st
 }
 
 /** How many lines the output has and its last one, shortened: what a wait on a log saw. */
-function outputTail(output: string): string {
-  const lines = output.trimEnd().split('\n').filter((line) => line !== '');
-  return `${lines.length} log lines${lines.length === 0 ? '' : `, the last: ${(lines.at(-1) ?? '').slice(0, 300)}`}`;
-}
-
 /**
  * The real process, SIGKILLed between its lock write and its Binding (the apiserver never answers
  * the Binding: the fault proxy holds it). kube-scheduler sees the bind fail and, with the first node

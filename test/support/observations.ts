@@ -50,3 +50,9 @@ export async function podStory(core: CoreV1Api, namespace: string, name: string,
   const lock = node === undefined ? '' : `; ${await describeNodeLock(core, node)}`;
   return `pod ${name}: ${describePod(current)}${lock}; events: ${await describeEvents(core, namespace, name)}`;
 }
+
+/** How much a process has logged and its last line: what a wait for a log line saw. */
+export function outputTail(output: string): string {
+  const lines = output.trimEnd().split('\n').filter((line) => line !== '');
+  return `${lines.length} log lines${lines.length === 0 ? '' : `, the last: ${(lines.at(-1) ?? '').slice(0, 300)}`}`;
+}
