@@ -79,8 +79,8 @@ function handedOut(record: AllocateRecord | undefined): string[] {
   return (record?.devices ?? []).map((device) => `${device.uuid}/${device.usedMem}MiB`);
 }
 
-/** Prints what the kubelet, the plugin and the node lock did, in order, relative to `t0`. */
-function printTimeline(title: string, t0: number, fixture: ExtenderFixture, namespace: string, lock: LockTrail): void {
+/** What the kubelet, the plugin and the node lock did, in order, relative to `t0`. */
+function timeline(title: string, t0: number, fixture: ExtenderFixture, namespace: string, lock: LockTrail): string {
   const lines: Trail[] = [];
   for (const record of fixture.kubelet?.records ?? []) {
     if (record.pod.namespace !== namespace) continue;
@@ -95,7 +95,11 @@ function printTimeline(title: string, t0: number, fixture: ExtenderFixture, name
   }
   for (const change of lock.changes) lines.push({ at: change.at, line: `node lock ${change.value === undefined ? '(none)' : change.value.split(',').slice(2).join(',')}` });
   lines.sort((a, b) => a.at - b.at);
-  console.log(`        ${title}\n${lines.map(({ at, line }) => `          +${String(at - t0).padStart(6)} ms  ${line}`).join('\n')}`);
+  return `        ${title}\n${lines.map(({ at, line }) => `          +${String(at - t0).padStart(6)} ms  ${line}`).join('\n')}`;
+}
+
+function printTimeline(title: string, t0: number, fixture: ExtenderFixture, namespace: string, lock: LockTrail): void {
+  console.log(timeline(title, t0, fixture, namespace, lock));
 }
 
 async function pod(core: CoreV1Api, namespace: string, name: string): Promise<V1Pod> {
@@ -138,6 +142,24 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
 
   const recordsFor = (fixture: ExtenderFixture, namespace: string, name: string) =>
     (fixture.plugin?.records ?? []).filter((record) => record.admitted.namespace === namespace && record.admitted.name === name && record.outcome !== 'stalled');
+
+  /** first bound and held by the kubelet; the sweeper forces its lock free; second bound. */
+  async function secondBoundAfterForcedRelease(setup: Awaited<ReturnType<typeof setUp>>) {
+    const { core, namespace, node, create } = setup;
+    await create('first');
+    await waitFor(setup.fixture, namespace, 'first', 'bound', bound(node));
+    await create('second');
+    await waitFor(setup.fixture, namespace, 'second', 'bound', bound(node), 60_000);
+    // Events are not watched here: polled only.
+    const forced = await eventually('NodeLockReleased (forced-after-stall) on the node', async () => {
+      const onNode = (await core.listEventForAllNamespaces()).items.filter((event) => event.involvedObject.name === node);
+      const released = onNode.find((event) => event.reason === 'NodeLockReleased');
+      if (released !== undefined) return released;
+      const reasons = onNode.slice(-3).map((event) => event.reason ?? '?').join(', ') || 'none';
+      return notYet(`${onNode.length} events on ${node} (the last listed: ${reasons}); ${await describeNodeLock(core, node)}`);
+    }, 10_000, 100);
+    expect(forced.message).to.include('forced-after-stall').and.include('first');
+  }
 
   describe('default lock rules (no NODELOCK_FORCE_AFTER)', () => {
     let fixture: ExtenderFixture;
@@ -215,14 +237,19 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
         lock.stop();
       }
     });
+  });
+
+  describe('a kubelet that admits pods already deleted (admitDeleted)', () => {
+    // Its own fixture, so that its kube-scheduler is the only one named hami-scheduler while it runs:
+    // beside the suite above's, either scheduler could bind the pods (soak, loaded machine).
+    // Its plugin tells of each Allocate it records, for the wait on first's below.
+    const allocations = new EventEmitter();
+    let lagging: ExtenderFixture;
+    fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), FAST, { kubelet: { admitDeleted: true }, plugin: { onRecord: () => { allocations.emit('record'); } } }), (started) => { lagging = started; });
 
     it('DOCUMENTS A RESIDUAL GAP (invariant 7): a kubelet that handles a pod\'s bind only after the pod was force-deleted still admits it, and hands it the next pod\'s GPU', async () => {
       // kubelet's sync loop handles the pod's ADD before its REMOVE: with the loop busy (say behind a
       // slow Allocate) it can admit a pod that is already gone from the API (admitDeleted).
-      // Its plugin tells of each Allocate it records, for the wait on first's below.
-      const allocations = new EventEmitter();
-      const lagging = new ExtenderFixture(sharedControlPlane(), FAST, { kubelet: { admitDeleted: true }, plugin: { onRecord: () => { allocations.emit('record'); } } });
-      await lagging.start();
       const { core, namespace, node, lock, create, t0, own } = await setUp(lagging);
       try {
         lagging.admission = () => 'never';
@@ -249,9 +276,11 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
         expect(lagging.plugin?.foreignAllocations().map((record) => `${record.admitted.name}->${record.resolvedTo?.name ?? ''}`)).to.deep.equal(['first->second']);
         expect(second.status?.reason).to.equal('UnexpectedAdmissionError');
         expect(second.status?.message).to.include('no binding pod found on node');
+      } catch (error) {
+        console.log(timeline('FAILED; what happened:', t0, lagging, namespace, lock));
+        throw error;
       } finally {
         lock.stop();
-        await lagging.stop();
       }
     });
   });
@@ -260,23 +289,6 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
     let fixture: ExtenderFixture;
     fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), FORCE_AFTER, { kubelet: { order: 'latest-first' } }), (started) => { fixture = started; });
 
-    /** first bound and held by the kubelet; the sweeper forces its lock free; second bound. */
-    async function secondBoundAfterForcedRelease(setup: Awaited<ReturnType<typeof setUp>>) {
-      const { core, namespace, node, create } = setup;
-      await create('first');
-      await waitFor(setup.fixture, namespace, 'first', 'bound', bound(node));
-      await create('second');
-      await waitFor(setup.fixture, namespace, 'second', 'bound', bound(node), 60_000);
-      // Events are not watched here: polled only.
-      const forced = await eventually('NodeLockReleased (forced-after-stall) on the node', async () => {
-        const onNode = (await core.listEventForAllNamespaces()).items.filter((event) => event.involvedObject.name === node);
-        const released = onNode.find((event) => event.reason === 'NodeLockReleased');
-        if (released !== undefined) return released;
-        const reasons = onNode.slice(-3).map((event) => event.reason ?? '?').join(', ') || 'none';
-        return notYet(`${onNode.length} events on ${node} (the last listed: ${reasons}); ${await describeNodeLock(core, node)}`);
-      }, 10_000, 100);
-      expect(forced.message).to.include('forced-after-stall').and.include('first');
-    }
 
     it('the second pod is bound and admitted first with its own GPU; the first then finds no lock and is rejected: no wrong allocation', async () => {
       const setup = await setUp(fixture);
@@ -322,10 +334,14 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
         lock.stop();
       }
     });
+  });
+
+  describe('NODELOCK_FORCE_AFTER=5s, the plugin with HAMi\'s list fallback', () => {
+    // Its own fixture: one kube-scheduler named hami-scheduler at a time (see above).
+    let withFallback: ExtenderFixture;
+    fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), FORCE_AFTER, { kubelet: { order: 'latest-first' }, plugin: { fallback: true } }), (started) => { withFallback = started; });
 
     it('with HAMi\'s list fallback on, the first pod admitted after the second finds its own GPU', async () => {
-      const withFallback = new ExtenderFixture(sharedControlPlane(), FORCE_AFTER, { kubelet: { order: 'latest-first' }, plugin: { fallback: true } });
-      await withFallback.start();
       const setup = await setUp(withFallback);
       const { namespace, lock, t0, own } = setup;
       try {
@@ -343,7 +359,6 @@ describe('a kubelet admitting two GPU pods of one node in its own order', functi
         expect(withFallback.plugin?.foreignAllocations()).to.deep.equal([]);
       } finally {
         lock.stop();
-        await withFallback.stop();
       }
     });
   });

@@ -2,11 +2,11 @@ import { resolve } from 'node:path';
 import { ControlPlane } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { ShutdownHooks } from '../../src/local/shutdown-hooks.js';
-import { attachControlPlane, createTestNamespace, detachControlPlane } from './test-cluster.js';
+import { attachControlPlane, cleanUpTestNamespace, createTestNamespace, detachControlPlane } from './test-cluster.js';
 
 /**
  * Mocha root hooks for test/integration and test/e2e: one real control plane per run, stopped at
- * the end and on Ctrl-C; a fresh namespace for every test.
+ * the end and on Ctrl-C; a fresh namespace for every test, emptied of pods when the test ends.
  */
 export const mochaHooks = {
   async beforeAll(this: Mocha.Context): Promise<void> {
@@ -20,6 +20,10 @@ export const mochaHooks = {
   },
   async beforeEach(this: Mocha.Context): Promise<void> {
     await createTestNamespace(this.currentTest?.title ?? 'test');
+  },
+  async afterEach(this: Mocha.Context): Promise<void> {
+    this.timeout(30_000);
+    await cleanUpTestNamespace();
   },
   async afterAll(this: Mocha.Context): Promise<void> {
     this.timeout(60_000);

@@ -44,6 +44,30 @@ export async function createTestNamespace(title: string): Promise<string> {
   return name;
 }
 
+/**
+ * Force-deletes every pod the finished test left in its namespace. Without this a failed (or merely
+ * untidy) test's Pending GPU pods waited for the next suite that runs a kube-scheduler for their
+ * schedulerName, which then bound them to that suite's nodes: a pod of admission-policies' test took
+ * manifests-apply's only GPU node and its lock (no device plugin there to allocate and free it), and
+ * manifests-apply's own pod waited out its 45 s (CI, 2026-12-01). The namespace itself stays: this
+ * control plane runs no namespace controller, so deleting it would only leave it Terminating.
+ * Best effort with its own deadline: a clean-up error never fails the next test, it is printed.
+ */
+export async function cleanUpTestNamespace(): Promise<void> {
+  const namespace = state?.namespace;
+  if (!state || namespace === undefined) return;
+  const { core } = state;
+  const deadline = AbortSignal.timeout(15_000);
+  try {
+    await Promise.race([
+      core.deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 }),
+      new Promise((_, reject) => { deadline.addEventListener('abort', () => { reject(new Error('timed out after 15 s')); }, { once: true }); }),
+    ]);
+  } catch (error) {
+    process.stderr.write(`[test cluster] could not delete the pods left in ${namespace}: ${error instanceof Error ? error.message : String(error)}\n`);
+  }
+}
+
 /** The run's control plane, for suite-level hooks that run before any test namespace exists. */
 export function sharedControlPlane(): ControlPlane {
   if (!state) throw new Error('no control plane: the cluster root hooks did not run');
