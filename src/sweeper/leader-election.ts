@@ -1,4 +1,6 @@
 import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
+import { WardenError } from '../errors.js';
+import { withSignal } from '../kube/call-options.js';
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
 import { apiCondition, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog, type ConditionReporter } from '../telemetry/condition-log.js';
@@ -12,6 +14,13 @@ export interface LeaderElectionDeps {
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
+  /**
+   * One deadline for the Lease calls of a round (default: half the renew deadline). Without it a
+   * request that never answers (a half-open connection, an apiserver restarting under it) stopped
+   * the loop for good: in the chaos suite a follower sat on one for 80 s while the leader was dead,
+   * and nobody swept. Half the renew deadline leaves a leader time for one more round.
+   */
+  roundTimeoutMs?: number;
   clock?: () => number;
   onStartedLeading?: () => void;
   onStoppedLeading?: () => void;
@@ -24,6 +33,9 @@ export interface LeaderElectionDeps {
   /** The setting that chose `namespace`, named when the namespace does not exist (e.g. POD_NAMESPACE). */
   namespaceSetting?: string;
 }
+
+/** A round of Lease calls ran out of its deadline (the request was aborted). */
+export class LeaseRoundTimeoutError extends WardenError {}
 
 /** Why the Lease loop cannot work right now. */
 interface Failure {
@@ -61,12 +73,14 @@ export class LeaderElector {
   private readonly leaseDurationMs: number;
   private readonly renewDeadlineMs: number;
   private readonly retryPeriodMs: number;
+  private readonly roundTimeoutMs: number;
 
   constructor(private readonly deps: LeaderElectionDeps) {
     this.clock = deps.clock ?? Date.now;
     this.leaseDurationMs = deps.leaseDurationMs ?? 15_000;
     this.renewDeadlineMs = deps.renewDeadlineMs ?? 10_000;
     this.retryPeriodMs = deps.retryPeriodMs ?? 2_000;
+    this.roundTimeoutMs = deps.roundTimeoutMs ?? this.renewDeadlineMs / 2;
     this.conditions = deps.conditions ?? new ConditionLog({ clock: this.clock, emit: (_level, message) => { deps.log?.(message); } }).reporter('leader election');
   }
 
@@ -104,12 +118,14 @@ export class LeaderElector {
     this.setLeading(false);
     if (options.release && wasLeading) {
       try {
-        const lease = await this.deps.api.readNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace });
-        if (lease.spec?.holderIdentity === this.deps.identity) {
-          const now = new V1MicroTime(this.clock());
-          lease.spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now };
-          await this.deps.api.replaceNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace, body: lease });
-        }
+        await this.withinRound('releasing', async (signal) => {
+          const lease = await this.deps.api.readNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace }, withSignal(signal));
+          if (lease.spec?.holderIdentity === this.deps.identity) {
+            const now = new V1MicroTime(this.clock());
+            lease.spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now };
+            await this.deps.api.replaceNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace, body: lease }, withSignal(signal));
+          }
+        });
       } catch (error) {
         this.deps.log?.(`could not release lease ${this.deps.namespace}/${this.deps.name}: ${failureText(error)}`);
       }
@@ -119,7 +135,7 @@ export class LeaderElector {
   private async loop(): Promise<void> {
     if (this.stopped) return;
     try {
-      const held = await this.tryAcquireOrRenew();
+      const held = await this.withinRound('acquiring or renewing', (signal) => this.tryAcquireOrRenew(signal));
       this.succeeded();
       if (held) {
         this.lastRenew = this.clock();
@@ -178,20 +194,42 @@ export class LeaderElector {
     return !this.stopped;
   }
 
-  private async tryAcquireOrRenew(): Promise<boolean> {
+  /**
+   * Runs `round` with a signal that aborts its requests after roundTimeoutMs, and gives up on it then
+   * even if a request ignores the signal, so the loop always goes on.
+   */
+  private async withinRound<T>(what: string, round: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new LeaseRoundTimeoutError(`${what} Lease ${this.deps.namespace}/${this.deps.name} got no answer within ${this.roundTimeoutMs} ms`);
+        controller.abort(error);
+        reject(error);
+      }, this.roundTimeoutMs);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([round(controller.signal), timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async tryAcquireOrRenew(signal: AbortSignal): Promise<boolean> {
     const { api, namespace, name, identity } = this.deps;
     const now = this.clock();
     const leaseSeconds = Math.ceil(this.leaseDurationMs / 1000);
     let lease: V1Lease;
     try {
-      lease = await api.readNamespacedLease({ name, namespace });
+      lease = await api.readNamespacedLease({ name, namespace }, withSignal(signal));
     } catch (error) {
       if (httpStatusOf(error) !== 404) throw error;
       try {
         await api.createNamespacedLease({
           namespace,
           body: { metadata: { name, namespace }, spec: { holderIdentity: identity, leaseDurationSeconds: leaseSeconds, acquireTime: new V1MicroTime(now), renewTime: new V1MicroTime(now), leaseTransitions: 0 } },
-        });
+        }, withSignal(signal));
         return true;
       } catch (createError) {
         if (httpStatusOf(createError) === 409) return false;
@@ -219,7 +257,7 @@ export class LeaderElector {
       leaseTransitions: mine ? transitions : transitions + 1,
     };
     try {
-      await api.replaceNamespacedLease({ name, namespace, body: lease });
+      await api.replaceNamespacedLease({ name, namespace, body: lease }, withSignal(signal));
       return true;
     } catch (error) {
       // 409: another candidate wrote first; it leads, and our next round will observe it.

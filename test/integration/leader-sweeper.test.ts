@@ -5,8 +5,9 @@ import { formatLockValue } from '../../src/lock/lock-value.js';
 import { NodeLocks, type ConditionalReleaseResult, type ReleasePath } from '../../src/lock/node-locks.js';
 import { LeaderElector } from '../../src/sweeper/leader-election.js';
 import { SweepSchedule } from '../../src/sweeper/sweep-schedule.js';
+import { FaultProxy } from '../support/fault-proxy.js';
 import { createGpuNode, readLock, setLock } from '../support/lock-helpers.js';
-import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 
 /** Who holds the Lease as the apiserver has it: what a wait for a takeover saw last. */
 async function describeLease(coordination: CoordinationV1Api, namespace: string, name: string): Promise<string> {
@@ -119,5 +120,40 @@ describe('leader-elected sweeper with two replicas', function () {
     expect(lease.spec?.holderIdentity).to.equal('b_1');
     expect(lease.spec?.leaseTransitions).to.equal(1);
     await b.stop({ release: true });
+  });
+
+  it('a follower whose Lease request never answers gives up on it and takes over from a dead leader', async () => {
+    // Found by the chaos suite: the leader was SIGKILLed and the follower's Lease request hung
+    // (apiserver restarting under it); with no deadline its loop waited 80 s and nobody swept.
+    const { kubeConfig, namespace } = testCluster();
+    const coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+    const proxy = await FaultProxy.start({ upstream: sharedControlPlane() });
+    try {
+      const name = uniqueName('hung');
+      const timing = { leaseDurationMs: 2000, renewDeadlineMs: 1500, retryPeriodMs: 200 };
+      const a = new LeaderElector({ api: coordination, namespace, name, identity: 'a_1', ...timing });
+      const b = new LeaderElector({ api: proxy.kubeConfig().makeApiClient(CoordinationV1Api), namespace, name, identity: 'b_1', ...timing });
+      const leaseNow = () => describeLease(coordination, namespace, name);
+      a.start();
+      await eventually('a to lead', async () => (a.isLeader() ? true : notYet(await notLeading('a', a, leaseNow))), 10_000, 20);
+      // b's next Lease read never answers.
+      const hang = proxy.addRule({ match: { method: 'GET', path: new RegExp(`/leases/${name}$`) }, action: { kind: 'hang' }, times: 1 });
+      b.start();
+      await hang.whenHit();
+      // a dies without handing the Lease back.
+      await a.stop({ release: false });
+      const died = Date.now();
+      await eventually('b to lead', async () => (b.isLeader() ? true : notYet(await notLeading('b', b, leaseNow))), 20_000, 50);
+      const hung = proxy.requestsWhere().filter((request) => request.fault === 'hang');
+      expect(hung, 'one hung read').to.have.length(1);
+      // b closed it (the round's deadline aborts the request), the proxy did not.
+      expect(hung[0]?.endedAt, 'the hung read was given up by b').to.be.a('number');
+      expect(proxy.hungRequests).to.equal(0);
+      expect((await coordination.readNamespacedLease({ name, namespace })).spec?.holderIdentity).to.equal('b_1');
+      console.log(`        b led ${Date.now() - died} ms after a died (lease ${timing.leaseDurationMs} ms, round deadline ${timing.renewDeadlineMs / 2} ms)`);
+      await b.stop({ release: true });
+    } finally {
+      await proxy.stop();
+    }
   });
 });

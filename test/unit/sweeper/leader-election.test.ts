@@ -13,6 +13,8 @@ class ScriptedLeases {
   lease: V1Lease | undefined;
   namespaceExists = false;
   unreachable = false;
+  /** Calls that never answer, as a half-open connection does; they ignore the abort signal too. */
+  hangNext = 0;
   calls = 0;
 
   readonly api = {
@@ -33,6 +35,10 @@ class ScriptedLeases {
 
   private answer<T>(result: () => T): Promise<T> {
     this.calls++;
+    if (this.hangNext > 0) {
+      this.hangNext--;
+      return new Promise<T>(() => undefined);
+    }
     if (this.unreachable) return Promise.reject(new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }) }));
     return new Promise<T>((resolve) => { resolve(result()); });
   }
@@ -97,5 +103,23 @@ describe('LeaderElector: a Lease loop that cannot work says so once, and readine
     expect(elector.problem(), 'a blip is not a readiness problem').to.equal(undefined);
     now += 60;
     expect(elector.problem()).to.equal(lines[0]?.slice('warn: '.length));
+  });
+
+  it('a Lease call that never answers costs one round deadline, then the loop goes on and leads', async () => {
+    const leases = new ScriptedLeases();
+    leases.namespaceExists = true;
+    leases.hangNext = 2;
+    const lines: string[] = [];
+    const conditions = new ConditionLog({ emit: (level, message) => { lines.push(`${level}: ${message}`); } });
+    elector = new LeaderElector({
+      api: leases.api, namespace: 'ns', name: 'warden', identity: 'replica-a',
+      retryPeriodMs: 5, leaseDurationMs: 60, renewDeadlineMs: 40, roundTimeoutMs: 30, conditions: conditions.reporter('leader election'),
+    });
+    const started = Date.now();
+    elector.start();
+    await until(() => elector?.isLeader() === true, 'leadership after two hung rounds');
+    // Two rounds of 30 ms each (plus backoff) before the third answers; without the deadline, never.
+    expect(Date.now() - started).to.be.at.least(55);
+    expect(lines[0]).to.equal('warn: leader election (Lease ns/warden) failing: acquiring or renewing Lease ns/warden got no answer within 30 ms');
   });
 });
