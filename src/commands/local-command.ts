@@ -11,7 +11,7 @@ import { loadKubeConfig } from '../kube/client.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
 import { ControlPlane } from '../local/control-plane.js';
 import { DevicePluginSimulator } from '../local/device-plugin-simulator.js';
-import { findFreePort } from '../local/free-port.js';
+import { findFreePorts } from '../local/free-port.js';
 import { locateBinaries } from '../local/k8s-binaries.js';
 import { ShutdownHooks, type ShutdownTarget } from '../local/shutdown-hooks.js';
 import { simulatedGpuNode } from '../local/simulated-gpu-node.js';
@@ -115,11 +115,11 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       const hooks = new ShutdownHooks(deps.shutdownTarget, 20_000, (line) => { leaveView(); io.stdout(`local: ${line}`); });
       const plane = await ControlPlane.start({ binaries, shutdownHooks: hooks, progress: say });
       const certDir = mkdtempSync(join(tmpdir(), 'vgpu-warden-local-certs-'));
-      const [webhookPort, extenderPort] = [await findFreePort(), await findFreePort()];
+      const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
       const server = await startServer(loadConfig({
         ...io.env, KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
         EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', SCHEDULER_NAME: settings.schedulerName,
-        METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), POD_NAMESPACE: 'default', NODE_SCHEDULER_POLICY: settings.nodeSchedulerPolicy,
+        METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), POD_NAMESPACE: 'default', NODE_SCHEDULER_POLICY: settings.nodeSchedulerPolicy,
       }), createLogger(settings.logLevel === 'info' ? 'warn' : settings.logLevel, lineStream((line) => {
         if (live?.view.isActive === true) live.view.note(logNoteText(line)); else io.stdout(line);
       })));

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WardenError } from '../errors.js';
 import { createCertificateAuthority, issueCertificate } from '../tls/certificates.js';
-import { findFreePort } from './free-port.js';
+import { findFreePort, findFreePorts } from './free-port.js';
 import type { ControlPlaneBinaries } from './k8s-binaries.js';
 import { renderKubeconfig } from './kubeconfig.js';
 import { ManagedProcess } from './managed-process.js';
@@ -105,7 +105,7 @@ export class ControlPlane {
   }
 
   private async startEtcdAndApiserver(apiPort: number, files: PkiFiles): Promise<void> {
-    const [clientPort, peerPort] = [await findFreePort(), await findFreePort()];
+    const [clientPort = 0, peerPort = 0] = await findFreePorts(2);
     const etcdUrl = `http://127.0.0.1:${clientPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     await this.startComponent('etcd', {

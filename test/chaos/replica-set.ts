@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { resolve } from 'node:path';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePorts } from '../../src/local/free-port.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 
@@ -29,6 +29,13 @@ interface Replica {
  * leader election on), and kills and restarts them. A replica's ports stay the same across
  * restarts, so the balancers in front keep working.
  */
+
+/** The three listener ports of one replica, distinct from each other. */
+async function distinctServePorts(): Promise<{ webhook: number; extender: number; metrics: number }> {
+  const [webhook = 0, extender = 0, metrics = 0] = await findFreePorts(3);
+  return { webhook, extender, metrics };
+}
+
 export class ReplicaSet {
   private readonly replicas: Replica[] = [];
   private readonly log: WriteStream;
@@ -39,7 +46,7 @@ export class ReplicaSet {
 
   async add(kubeconfig: string): Promise<number> {
     const index = this.replicas.length;
-    this.replicas.push({ index, kubeconfig, child: undefined, starts: 0, expectingExit: false, crashes: 0, ports: { webhook: await findFreePort(), extender: await findFreePort(), metrics: await findFreePort() } });
+    this.replicas.push({ index, kubeconfig, child: undefined, starts: 0, expectingExit: false, crashes: 0, ports: await distinctServePorts() });
     return index;
   }
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { expect } from 'chai';
 import type { JsonPatchOp } from '../../src/admission/json-patch.js';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePorts } from '../../src/local/free-port.js';
 import { applyJsonPatch } from '../support/apply-json-patch.js';
 import { BuildahContainer, buildahAvailable, groupProcesses, imageConfig, signalGroup, type ImageConfig } from '../support/buildah-container.js';
 import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
@@ -138,7 +138,7 @@ describe('the container image, built with buildah and run from inside (tools/ima
     const kubeconfig = join(scratch, 'kubeconfig');
     copyFileSync(controlPlane.kubeconfigPath, kubeconfig);
     chmodSync(kubeconfig, 0o644);
-    const port = await findFreePort();
+    const [port = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
     const child = container.start([...(config.Entrypoint ?? []), ...(config.Cmd ?? [])], {
       mounts: [{ source: kubeconfig, target: '/etc/vgpu-warden-test/kubeconfig' }],
       // Only what this host needs: where the apiserver is, loopback ports free here (the container
@@ -146,7 +146,7 @@ describe('the container image, built with buildah and run from inside (tools/ima
       env: {
         KUBECONFIG: '/etc/vgpu-warden-test/kubeconfig', POD_NAMESPACE: namespace, CERT_HOSTS: '127.0.0.1',
         WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port), METRICS_HOST: '127.0.0.1',
-        EXTENDER_PORT: String(await findFreePort()), METRICS_PORT: String(await findFreePort()),
+        EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(metricsPort),
       },
     });
     let output = '';

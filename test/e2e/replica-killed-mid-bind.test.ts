@@ -10,7 +10,7 @@ import { expect } from 'chai';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { SchedulerHandle } from '../../src/local/control-plane.js';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue } from '../../src/lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
@@ -52,7 +52,7 @@ describe('a replica SIGKILLed mid-bind', function () {
     const plane = sharedControlPlane();
     const proxy = await FaultProxy.start({ upstream: plane });
     const certDir = mkdtempSync(join(tmpdir(), 'killed-mid-bind-'));
-    const [webhookPort, extenderPort, metricsPort] = [await findFreePort(), await findFreePort(), await findFreePort()];
+    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
     let child: ChildProcessByStdio<null, Readable, Readable> | undefined;
     let scheduler: SchedulerHandle | undefined;
     let output = '';

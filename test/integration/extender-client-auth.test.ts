@@ -2,7 +2,7 @@ import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { expect } from 'chai';
 import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
 import { loadConfig } from '../../src/config.js';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { issueCertificate } from '../../src/tls/certificates.js';
@@ -24,11 +24,12 @@ describe('the extender off loopback, serving only kube-scheduler\'s client certi
     const address = nonLoopbackAddress();
     const node = uniqueName('mtls-node');
     let server: RunningServer | undefined;
+    const [extenderPort = 0, webhookPort = 0, metricsPort = 0] = await findFreePorts(3);
     try {
       server = await startServer(loadConfig({
         KUBECONFIG: controlPlane.kubeconfigPath, POD_NAMESPACE: namespace, CERT_SECRET_NAME: CA_SECRET, EXTENDER_CLIENT_SECRET_NAME: CLIENT_SECRET,
-        EXTENDER_HOST: '0.0.0.0', EXTENDER_PORT: String(await findFreePort()), EXTENDER_CLIENT_AUTH: 'true', CERT_HOSTS: address,
-        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(await findFreePort()), METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()),
+        EXTENDER_HOST: '0.0.0.0', EXTENDER_PORT: String(extenderPort), EXTENDER_CLIENT_AUTH: 'true', CERT_HOSTS: address,
+        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort),
         SWEEP_ENABLED: 'false', LEADER_ELECTION: 'false',
       }), createLogger('silent'));
       const port = server.extender.port;

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { expect } from 'chai';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePorts } from '../../src/local/free-port.js';
 import { describeEvents } from '../support/observations.js';
 import { eventually, notYet, testCluster } from '../support/test-cluster.js';
 
@@ -57,7 +57,7 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
   it('keeps answering admission reviews while it filters 100,000 node names, and the filter answers', async () => {
     const { controlPlane, core, namespace } = testCluster();
     certDir = mkdtempSync(join(tmpdir(), 'stall-certs-'));
-    const [webhookPort, extenderPort, metricsPort] = [await findFreePort(), await findFreePort(), await findFreePort()];
+    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
     child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
       env: {
         ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'warn',
@@ -139,11 +139,11 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
     // The serve wiring of the one validation: HAMi would place these as if they asked for no GPU.
     const { controlPlane, namespace } = testCluster();
     certDir = mkdtempSync(join(tmpdir(), 'stall-certs-'));
-    const extenderPort = await findFreePort();
+    const [extenderPort = 0, webhookPort = 0, metricsPort = 0] = await findFreePorts(3);
     child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
       env: {
         ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'warn',
-        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(await findFreePort()), EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(await findFreePort()),
+        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(metricsPort),
         LEADER_ELECTION: 'false', SWEEP_ENABLED: 'false',
       },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -17,7 +17,7 @@ import {
 import { expect } from 'chai';
 import { ALLOCATED_ANNOTATION } from '../../src/devices/allocation-codec.js';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePort, findFreePorts } from '../../src/local/free-port.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { ManagedProcess } from '../../src/local/managed-process.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
@@ -171,7 +171,7 @@ describe('manifests/ on the real apiserver', function () {
       const warden = deployment.spec!.template.spec!.containers.find((container) => container.name === 'vgpu-warden')!;
       const podName = `vgpu-warden-${namespace}`.slice(0, 60);
       const fields: Record<string, string> = { 'metadata.name': podName, 'metadata.namespace': namespace };
-      const [webhookPort, extenderPort, metricsPort] = [await findFreePort(), await findFreePort(), await findFreePort()];
+      const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
       const env: NodeJS.ProcessEnv = {
         PATH: process.env.PATH, HOME: process.env.HOME,
         ...Object.fromEntries((warden.env ?? []).map((variable) => [variable.name, variable.valueFrom?.fieldRef ? fields[variable.valueFrom.fieldRef.fieldPath] : variable.value])),

@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { AdmissionregistrationV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePorts } from '../../src/local/free-port.js';
 import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
@@ -35,7 +35,7 @@ describe('vgpu-warden serve (the real process)', function () {
     const { kubeConfig, core, namespace, controlPlane } = testCluster();
     const admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
     const certDir = mkdtempSync(join(tmpdir(), 'serve-certs-'));
-    const port = await findFreePort();
+    const [port = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
     const configName = `serve-test-${namespace}`.slice(0, 60);
     const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(manifest, 'utf8'));
     // The shipped configuration with an empty caBundle: serve must fill it in.
@@ -56,7 +56,7 @@ describe('vgpu-warden serve (the real process)', function () {
         env: {
           // The test's namespace for the Lease: /readyz is 503 while leader election cannot work.
           ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, POD_NAMESPACE: namespace, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port),
-          WEBHOOK_CONFIG_NAME: configName, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info', EXTENDER_PORT: String(await findFreePort()), METRICS_PORT: String(await findFreePort()),
+          WEBHOOK_CONFIG_NAME: configName, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info', EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(metricsPort),
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });

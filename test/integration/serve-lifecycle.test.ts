@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePort, findFreePorts } from '../../src/local/free-port.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { eventually, notYet, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';
 
@@ -28,7 +28,8 @@ const running: Serve[] = [];
 
 async function startServe(env: Record<string, string>, ports?: Partial<Serve['ports']>): Promise<Serve> {
   const certDir = mkdtempSync(join(tmpdir(), 'serve-lifecycle-'));
-  const chosen = { webhook: ports?.webhook ?? await findFreePort(), extender: ports?.extender ?? await findFreePort(), metrics: ports?.metrics ?? await findFreePort() };
+  const [webhook = 0, extender = 0, metrics = 0] = await findFreePorts(3);
+  const chosen = { webhook: ports?.webhook ?? webhook, extender: ports?.extender ?? extender, metrics: ports?.metrics ?? metrics };
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(EXTENDER_|WEBHOOK_|METRICS_|CERT_|POD_|LEASE_)/.test(name)));
   const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
     env: {

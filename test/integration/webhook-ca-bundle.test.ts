@@ -17,7 +17,7 @@ import { expect } from 'chai';
 import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
 import { loadConfig } from '../../src/config.js';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePorts } from '../../src/local/free-port.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { caBundleFieldOf } from '../../src/tls/ca-bundle-drift.js';
 import { findObject, loadManifestObjects } from '../support/manifests.js';
@@ -108,10 +108,11 @@ function logSink(lines: string[]): Writable {
 }
 
 async function serve(namespace: string, kubeconfigPath: string, configName: string, certSecret: string, lines: string[]): Promise<RunningServer> {
+  const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
   return startServer(loadConfig({
     KUBECONFIG: kubeconfigPath, POD_NAMESPACE: namespace, CERT_SECRET_NAME: certSecret, WEBHOOK_CONFIG_NAME: configName,
-    WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(await findFreePort()), EXTENDER_PORT: String(await findFreePort()),
-    METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), SWEEP_ENABLED: 'false', LEADER_ELECTION: 'false',
+    WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort),
+    METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), SWEEP_ENABLED: 'false', LEADER_ELECTION: 'false',
   }), createLogger('info', logSink(lines)));
 }
 

@@ -9,7 +9,7 @@ import type { NodePolicy } from '../../src/devices/score.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
-import { findFreePort } from '../../src/local/free-port.js';
+import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-node.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest, type HamiDevicePluginOptions } from './hami-plugin/index.js';
@@ -81,11 +81,11 @@ export class ExtenderFixture {
   }
 
   async start(): Promise<void> {
-    const [webhookPort, extenderPort] = [await findFreePort(), await findFreePort()];
+    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
     const config = loadConfig({
       KUBECONFIG: this.plane.kubeconfigPath, CERT_DIR: this.certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
       EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', LEASE_NAME: uniqueName('lease'),
-      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(await findFreePort()), POD_NAMESPACE: 'default',
+      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), POD_NAMESPACE: 'default',
       ...this.env,
     });
     this.server = await startServer(config, createLogger('warn'));

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { serveCommand, startServer, type RunningServer } from '../../../src/commands/serve-command.js';
 import { loadConfig } from '../../../src/config.js';
 import { StartAborted, StartupError } from '../../../src/lifecycle/lifecycle.js';
-import { findFreePort } from '../../../src/local/free-port.js';
+import { findFreePort, findFreePorts } from '../../../src/local/free-port.js';
 import { renderKubeconfig } from '../../../src/local/kubeconfig.js';
 import { createLogger } from '../../../src/telemetry/logger.js';
 import { ConditionLog } from '../../../src/telemetry/condition-log.js';
@@ -48,7 +48,8 @@ describe('startServer: all-or-nothing start, bounded stop, readiness (no apiserv
     const nobody = await findFreePort();
     const kubeconfig = join(dir, 'kubeconfig');
     writeFileSync(kubeconfig, renderKubeconfig({ clusterName: 'gone', server: `https://127.0.0.1:${nobody}`, caPem: '', userName: 'u', token: 't' }));
-    ports = { webhook: await findFreePort(), extender: await findFreePort(), metrics: await findFreePort() };
+    const [webhook = 0, extender = 0, metrics = 0] = await findFreePorts(3);
+    ports = { webhook, extender, metrics };
     env = {
       KUBECONFIG: kubeconfig, CERT_DIR: join(dir, 'certs'), CERT_HOSTS: '127.0.0.1', POD_NAMESPACE: 'default',
       WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(ports.webhook), EXTENDER_PORT: String(ports.extender),
