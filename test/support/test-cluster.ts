@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { withSignal } from '../../src/kube/call-options.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 
@@ -56,13 +57,8 @@ export async function createTestNamespace(title: string): Promise<string> {
 export async function cleanUpTestNamespace(): Promise<void> {
   const namespace = state?.namespace;
   if (!state || namespace === undefined) return;
-  const { core } = state;
-  const deadline = AbortSignal.timeout(15_000);
   try {
-    await Promise.race([
-      core.deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 }),
-      new Promise((_, reject) => { deadline.addEventListener('abort', () => { reject(new Error('timed out after 15 s')); }, { once: true }); }),
-    ]);
+    await state.core.deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 }, withSignal(AbortSignal.timeout(15_000)));
   } catch (error) {
     process.stderr.write(`[test cluster] could not delete the pods left in ${namespace}: ${error instanceof Error ? error.message : String(error)}\n`);
   }
