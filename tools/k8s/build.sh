@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-scheduler, kube-controller-manager (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3)
+# Builds kube-apiserver, kube-scheduler, kube-controller-manager, kubelet (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3)
 # from Go modules into a cache directory outside git, at the versions pinned in versions.env.
 #
 # Usage: tools/k8s/build.sh [--print-bin-dir]
@@ -34,7 +34,7 @@ source "$here/../lib/steps.sh"
 
 # The stamp records exactly what was built; binaries without a matching stamp are rebuilt.
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$build_key" ]] \
-   && [[ -x "$bin_dir/kube-apiserver" && -x "$bin_dir/kube-scheduler" && -x "$bin_dir/kube-controller-manager" && -x "$bin_dir/etcd" ]]; then
+   && [[ -x "$bin_dir/kube-apiserver" && -x "$bin_dir/kube-scheduler" && -x "$bin_dir/kube-controller-manager" && -x "$bin_dir/kubelet" && -x "$bin_dir/etcd" ]]; then
   step "cached: $bin_dir ($build_key)"
   exit 0
 fi
@@ -80,6 +80,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   go get "k8s.io/kubernetes@$KUBERNETES_VERSION"
@@ -105,7 +106,8 @@ build_kube() {
   local v=$KUBERNETES_VERSION
   go build -trimpath -tags=selinux,notest,grpcnotrace \
     -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$kube_minor -X k8s.io/client-go/pkg/version.gitVersion=$v" \
-    -o "$new_bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager
+    -o "$new_bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kubelet
 }
 
 build_etcd() {
@@ -115,13 +117,15 @@ build_etcd() {
 
 check_versions() {
   # Captured, not piped into grep -q: with pipefail an early-exiting grep fails the step via SIGPIPE.
-  local apiserver scheduler controller_manager etcd
+  local apiserver scheduler controller_manager kubelet etcd
   apiserver=$("$new_bin/kube-apiserver" --version)
   scheduler=$("$new_bin/kube-scheduler" --version)
   controller_manager=$("$new_bin/kube-controller-manager" --version)
+  kubelet=$("$new_bin/kubelet" --version)
   etcd=$("$new_bin/etcd" --version)
-  printf '%s\n' "$apiserver" "$scheduler" "$controller_manager" "$etcd"
-  [[ "$apiserver" == *"$KUBERNETES_VERSION"* && "$scheduler" == *"$KUBERNETES_VERSION"* && "$controller_manager" == *"$KUBERNETES_VERSION"* ]] \
+  printf '%s\n' "$apiserver" "$scheduler" "$controller_manager" "$kubelet" "$etcd"
+  [[ "$apiserver" == *"$KUBERNETES_VERSION"* && "$scheduler" == *"$KUBERNETES_VERSION"* && "$controller_manager" == *"$KUBERNETES_VERSION"* \
+     && "$kubelet" == *"$KUBERNETES_VERSION"* ]] \
     || { echo "expected Kubernetes $KUBERNETES_VERSION"; return 1; }
   [[ "$etcd" == *"${ETCD_VERSION#v}"* ]] || { echo "expected etcd $ETCD_VERSION"; return 1; }
 }
@@ -129,7 +133,7 @@ check_versions() {
 step "building into $out_dir (log: $log)"
 run "resolve k8s.io/kubernetes $KUBERNETES_VERSION modules" make_kube_module
 run "resolve go.etcd.io/etcd/server/v3 $ETCD_VERSION modules" make_etcd_module
-run "compile kube-apiserver, kube-scheduler and kube-controller-manager" build_kube
+run "compile kube-apiserver, kube-scheduler, kube-controller-manager and kubelet" build_kube
 run "compile etcd" build_etcd
 run "check binary versions" check_versions
 rm -rf "$bin_dir"
