@@ -8,6 +8,7 @@ import { isAtLeastVersion } from '../kube/resource-version.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
+import { VanishedPods } from './vanished-pods.js';
 import { allocatableGpus, gpuLiveness, NODE_HANDSHAKE_ANNOTATION, type GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
@@ -91,6 +92,8 @@ export class ClusterCache {
   private readonly lockHolders = new Map<string, Set<string>>();
   /** Pod UID -> the resourceVersion it was created at, for pods whose creation the watch delivered. */
   private readonly createdVersions = new Map<string, string>();
+  /** Deleted pods that held a lock: what kubelet may still admit (lock/kubelet-admission.ts). */
+  private readonly vanished = new VanishedPods();
   private readonly reflectors: Reflector<V1Node | V1Pod>[];
   /** The ResourceQuota reflector, when there is a quota source; part of `synced`, not of `watching`. */
   private readonly quotaReflector: Reflector<V1ResourceQuota> | undefined;
@@ -131,6 +134,7 @@ export class ClusterCache {
     this.lockView = {
       node: (name) => this.nodeSnapshot(name),
       ownerPod: (ref) => this.ownerPod(ref),
+      vanishedOwner: (ref) => this.vanished.lastState(ref.namespace, ref.name),
       lockSeenAt: (node, value) => this.lockSeenAt(node, value),
       createdVersion: (uid) => this.createdVersions.get(uid),
       current: () => this.watching(),
@@ -473,6 +477,8 @@ export class ClusterCache {
           this.usage.remove(uid);
           this.createdVersions.delete(uid);
         }
+        const [namespace, name] = [pod.metadata?.namespace, pod.metadata?.name];
+        if (namespace !== undefined && name !== undefined && this.nodesLockedBy(namespace, name).length > 0) this.vanished.remember(pod, new Date(this.clock()));
       } else {
         const problem = this.usage.upsert(pod);
         if (problem !== undefined) this.deps.log?.('warn', problem);

@@ -14,7 +14,9 @@ import { RefusalRequeue } from '../extender/refusal-requeue.js';
 import { loadKubeConfig, type PooledKubeConfig } from '../kube/client.js';
 import { untilNotTransient } from '../kube/retry-transient.js';
 import { KubeNodeLockApi } from '../kube/node-lock-api.js';
+import { KubeKubeletEvidenceApi } from '../kube/kubelet-evidence-api.js';
 import { NodeLocks } from '../lock/node-locks.js';
+import { KubeletAdmission } from '../lock/kubelet-admission.js';
 import { requireClientIdentity } from '../server/client-identity.js';
 import { createExtenderApp } from '../server/extender-app.js';
 import { HttpsListener } from '../server/https-listener.js';
@@ -228,6 +230,8 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
     api: new KubeNodeLockApi(core),
     view: cache.lockView,
     config: lockConfig,
+    // A lock whose owner vanished before Allocate stays until the node's kubelet is past that pod.
+    kubeletAdmission: new KubeletAdmission({ api: new KubeKubeletEvidenceApi(core, kubeConfig.makeApiClient(CoordinationV1Api)) }),
     // Metrics, Kubernetes Events and one JSON log line per lock decision.
     observer: lockTelemetry,
   });
@@ -301,7 +305,7 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   });
 
   const stopWatch = config.podWatchEnabled
-    ? startPodWatchRelease({ cache, locks, log: (message) => { log.warn({ component: 'watch' }, message); } })
+    ? startPodWatchRelease({ cache, locks, followForMs: config.nodeLockExpireMs, log: (message) => { log.warn({ component: 'watch' }, message); } })
     : () => undefined;
   lifecycle.defer('pod watch', stopWatch);
 

@@ -51,6 +51,7 @@ const MESSAGE_CHARS = 200;
 const HELD_TEXT: Partial<Record<string, string>> = {
   'bind-in-progress': 'a bind to this node is in progress (younger than BIND_GRACE)',
   'awaiting-allocation': "bound here, waiting for the device plugin's Allocate",
+  'kubelet-may-admit': "the pod is gone, but this node's kubelet may still admit it and call Allocate",
   'legacy-fresh': 'a legacy lock without owner, younger than NODELOCK_EXPIRE',
   'awaiting-allocation-past-expiry': 'bound here, no Allocate within NODELOCK_EXPIRE; kept, not taken over (HAMi #3096)',
 };

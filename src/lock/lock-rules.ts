@@ -17,7 +17,7 @@ export interface LockRulesConfig {
   forceAfterMs?: number | undefined;
 }
 
-export type HeldReason = 'bind-in-progress' | 'awaiting-allocation' | 'legacy-fresh';
+export type HeldReason = 'bind-in-progress' | 'awaiting-allocation' | 'kubelet-may-admit' | 'legacy-fresh';
 
 export type ReleaseReason =
   | 'owner-not-found'
@@ -62,6 +62,14 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  * `ownerCreatedAfterLock` is true when the store can prove, by resourceVersions, that this owner
  * incarnation was created after the node state carrying the lock was written: then no bind of this
  * pod can have written the lock, it is an earlier incarnation's.
+ *
+ * `goneOwnerMayBeAdmitted` is true when the owner is gone from the API but the node's kubelet may
+ * still admit it (see kubelet-admission.ts): it vanished while bound here and allocating, and kubelet
+ * has not yet shown that it is past it. kubelet admits such a pod from the watch event it queued and
+ * calls Allocate for it; the device plugin resolves "the pod" through this lock, so a lock naming the
+ * next pod by then would hand the dead pod that pod's allocation (found on a real kubelet with HAMi's
+ * plugin: the next pod then failed with UnexpectedAdmissionError). While the lock still names the
+ * dead pod, its Allocate fails harmlessly with `pods "…" not found`.
  */
 export function classifyLock(
   lock: LockValue,
@@ -71,6 +79,7 @@ export function classifyLock(
   config: LockRulesConfig,
   seenAt?: Date,
   ownerCreatedAfterLock = false,
+  goneOwnerMayBeAdmitted = false,
 ): LockClassification {
   if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
 
@@ -85,7 +94,13 @@ export function classifyLock(
   }
 
   const releasable = (reason: ReleaseReason): LockClassification => ({ state: 'releasable', reason, ageMs, ...skew });
-  if (owner === undefined) return releasable('owner-not-found');
+  if (owner === undefined) {
+    if (!goneOwnerMayBeAdmitted) return releasable('owner-not-found');
+    // Held like a lock awaiting allocation, with the same expiry: kubelet may be frozen or cut off.
+    if (ageMs <= config.expireMs) return { state: 'held', reason: 'kubelet-may-admit', ageMs, ...skew };
+    if (config.forceAfterMs !== undefined && ageMs > config.forceAfterMs) return releasable('forced-after-stall');
+    return { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs, ...skew };
+  }
   if (owner.phase === 'Succeeded' || owner.phase === 'Failed') return releasable('owner-terminal');
   const boundHere = owner.nodeName === nodeName;
   // A pod being deleted gracefully while it is bound here and not yet allocated can still be admitted

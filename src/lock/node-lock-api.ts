@@ -1,3 +1,4 @@
+import type { VanishedOwner } from './kubelet-admission.js';
 import type { PodRef } from './lock-value.js';
 import type { OwnerPod } from './owner-pod.js';
 
@@ -35,6 +36,8 @@ export interface LockView {
   node(name: string): NodeSnapshot | undefined;
   /** The pod as last seen; undefined when the store has no such pod. */
   ownerPod(pod: PodRef): OwnerPod | undefined;
+  /** The last state of a pod of that name the store saw deleted; undefined when it saw none. */
+  vanishedOwner?(pod: PodRef): VanishedOwner | undefined;
   /** When this process first saw `value` as the lock of `node`; undefined when it has not. */
   lockSeenAt(node: string, value: string): Date | undefined;
   /** Our own write's result, so readers of the view see it before its watch event arrives. */

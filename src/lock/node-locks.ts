@@ -9,6 +9,7 @@ import {
   WriteConflictError,
   WriteRejectedError,
 } from './lock-errors.js';
+import type { KubeletAdmissionCheck } from './kubelet-admission.js';
 import { classifyLock, type LockClassification, type LockRulesConfig, type ReleaseReason } from './lock-rules.js';
 import { formatLockValue, isOwnedBy, parseLockValue, type LockValue, type PodRef } from './lock-value.js';
 import type { LockView, NodeLockApi, NodeSnapshot } from './node-lock-api.js';
@@ -91,6 +92,11 @@ export interface NodeLocksDeps {
   /** The state store: first reads come from it, and our writes are fed back to it. */
   view?: LockView;
   config: LockRulesConfig;
+  /**
+   * Asked, on API reads only, before a lock whose owner is gone counts as releasable: the node's
+   * kubelet may still admit that pod (kubelet-admission.ts). Without it such a lock is released.
+   */
+  kubeletAdmission?: KubeletAdmissionCheck;
   clock?: () => Date;
   observer?: LockObserver;
   sleep?: (ms: number) => Promise<void>;
@@ -365,11 +371,19 @@ export class NodeLocks {
   private async classify(snapshot: NodeSnapshot, value: LockValue, source: 'view' | 'api' = 'api', signal?: AbortSignal): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
     const node = snapshot.name;
     let owner: OwnerPod | null | undefined;
+    let goneOwnerMayBeAdmitted = false;
     if (value.kind === 'owned') {
       owner = (source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? null;
+      // Only on an API read: a gone owner seen in the view is confirmed by one before anything is freed.
+      if (owner === null && source === 'api' && this.deps.kubeletAdmission !== undefined) {
+        goneOwnerMayBeAdmitted = await this.deps.kubeletAdmission.mayStillAdmit(node, value.owner, value.raw, this.deps.view?.vanishedOwner?.(value.owner), signal);
+      }
     }
     const now = this.clock();
-    return { owner, classification: classifyLock(value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), this.createdAfter(snapshot, owner)) };
+    return {
+      owner,
+      classification: classifyLock(value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), this.createdAfter(snapshot, owner), goneOwnerMayBeAdmitted),
+    };
   }
 
   /**

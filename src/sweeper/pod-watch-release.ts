@@ -10,7 +10,7 @@ import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
 export interface WatchReleaser {
   release(node: string, pod: { namespace: string; name: string }, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
   /** Classifies the node's lock (store first, confirmed by the API) and frees it only if releasable. */
-  releaseIfReleasable(node: string, path: ReleasePath): Promise<unknown>;
+  releaseIfReleasable(node: string, path: ReleasePath): Promise<{ outcome: 'released' | 'kept' | 'not-locked' }>;
 }
 
 /**
@@ -22,9 +22,52 @@ export interface WatchReleaser {
  * (a replica killed mid-bind, then kube-scheduler placed the pod elsewhere): no bind to the first
  * node can still succeed, and its waiters should not wait for BIND_GRACE or the next sweep.
  */
-export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchReleaser; log?: (message: string) => void }): () => void {
+export interface PodWatchReleaseDeps {
+  cache: ClusterCache;
+  locks: WatchReleaser;
+  log?: (message: string) => void;
+  /** Pause between two checks of a lock whose owner vanished before Allocate; grows to 4×. Default 250 ms. */
+  followIntervalMs?: number;
+  /** How long such a lock is followed before the sweeper is left to it; default 5 minutes (NODELOCK_EXPIRE). */
+  followForMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+  clock?: () => number;
+}
+
+export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
   // One check per node at a time: a burst of updates of the same pod must not queue API reads.
   const checking = new Set<string>();
+  const following = new Set<string>();
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const clock = deps.clock ?? Date.now;
+  const intervalMs = deps.followIntervalMs ?? 250;
+  const followForMs = deps.followForMs ?? 300_000;
+  let stopped = false;
+  /**
+   * A pod that vanished while bound to `node` and waiting for Allocate: kubelet may still admit it
+   * from the watch event it queued, and the plugin would resolve its Allocate through the lock. The
+   * lock is freed only once the rules (lock/kubelet-admission.ts) say kubelet is past the pod; until
+   * then it is checked again, at most every `intervalMs`..4×`intervalMs`, one follower per node.
+   */
+  const follow = (node: string, namespace: string, name: string): void => {
+    if (following.has(node)) return;
+    following.add(node);
+    void (async () => {
+      const until = clock() + followForMs;
+      let pause = intervalMs;
+      while (!stopped && clock() < until) {
+        const lock = deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+        if (lock === undefined || !isOwnedBy(parseLockValue(lock), { namespace, name })) return;
+        try {
+          if ((await deps.locks.releaseIfReleasable(node, 'watch')).outcome !== 'kept') return;
+        } catch (error) {
+          deps.log?.(`could not check the lock of ${namespace}/${name} on ${node} after its deletion: ${failureText(error)}`);
+        }
+        await sleep(pause);
+        pause = Math.min(pause * 2, intervalMs * 4);
+      }
+    })().finally(() => { following.delete(node); });
+  };
   const releaseLeftBehind = (pod: V1Pod, namespace: string, name: string): void => {
     const boundTo = pod.spec?.nodeName;
     if (boundTo === undefined || boundTo === '') return;
@@ -36,7 +79,7 @@ export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchRe
         .finally(() => { checking.delete(node); });
     }
   };
-  return deps.cache.onPodChange((pod: V1Pod, change) => {
+  const unsubscribe = deps.cache.onPodChange((pod: V1Pod, change) => {
     const deleting = change === 'delete' || pod.metadata?.deletionTimestamp !== undefined;
     const name = pod.metadata?.name;
     const namespace = pod.metadata?.namespace;
@@ -46,9 +89,15 @@ export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchRe
       return;
     }
     const node = nodeOfPod(pod as unknown as Record<string, unknown>);
+    const awaitingAllocation = node !== undefined && pod.spec?.nodeName === node && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating';
     // Still there, bound here and not yet allocated: kubelet may still admit it and the plugin find it
     // through the lock. Its DELETED event (or its allocation) frees the lock.
-    if (node !== undefined && change !== 'delete' && pod.spec?.nodeName === node && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating') return;
+    if (awaitingAllocation && change !== 'delete') return;
+    // Gone while bound here and waiting for Allocate: freed once kubelet is past it (see follow).
+    if (awaitingAllocation) {
+      follow(node, namespace, name);
+      return;
+    }
     // A pod never bound has no node to name, but a bind may have locked a node for it and died
     // before its Binding (a replica killed mid-bind): the store knows which nodes' locks name it.
     // No bind of it can succeed any more (kube-apiserver refuses to bind a pod being deleted).
@@ -61,4 +110,8 @@ export function startPodWatchRelease(deps: { cache: ClusterCache; locks: WatchRe
       });
     }
   });
+  return () => {
+    stopped = true;
+    unsubscribe();
+  };
 }

@@ -36,6 +36,8 @@ function wardenNeeds(ns: string): Right[] {
     ['Events on nodes, in default', 'create', 'events', { namespace: 'default' }],
     ['Events aggregated (count) on pods', 'patch', 'events', { namespace: 'tenant-a' }],
     ['Events aggregated on nodes, in default', 'patch', 'events', { namespace: 'default' }],
+    ["reads kubelet's Events about a gone lock owner", 'list', 'events', { namespace: 'tenant-a' }],
+    ["reads a node's kubelet Lease", 'get', 'leases', { group: coordination, namespace: 'kube-node-lease', name: 'gpu-1' }],
     ['reads the caBundle of its webhook', 'get', 'mutatingwebhookconfigurations', { group: admission, name: 'vgpu-warden' }],
     ['replaces the caBundle of its webhook', 'update', 'mutatingwebhookconfigurations', { group: admission, name: 'vgpu-warden' }],
     // A list or watch with fieldSelector metadata.name=vgpu-warden is authorized as one on that name.
@@ -90,6 +92,8 @@ function wardenMustNot(ns: string): Right[] {
     ['renew other Leases', 'update', 'leases', { group: coordination, namespace: ns, name: 'another-lease' }],
     ['delete its Lease', 'delete', 'leases', { group: coordination, namespace: ns, name: 'vgpu-warden' }],
     ['create Leases elsewhere', 'create', 'leases', { group: coordination, namespace: 'kube-system' }],
+    ["renew a kubelet's Lease (a dead node would look alive)", 'update', 'leases', { group: coordination, namespace: 'kube-node-lease', name: 'gpu-1' }],
+    ['list Leases anywhere', 'list', 'leases', { group: coordination }],
     ["change another webhook's configuration", 'update', 'mutatingwebhookconfigurations', { group: admission, name: 'someone-else' }],
     ['register webhooks', 'create', 'mutatingwebhookconfigurations', { group: admission }],
     ['list every webhook configuration', 'list', 'mutatingwebhookconfigurations', { group: admission }],

@@ -33,6 +33,18 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
       expect(classifyLock(lockAged(59 * SECOND), pod({ uid: 'new-incarnation' }), NODE, NOW, CONFIG).state).to.equal('held');
     });
 
+    it('held: P is gone but the kubelet of N may still admit it (vanished while bound here and allocating), like a lock awaiting allocation', () => {
+      expect(classifyLock(lockAged(2 * SECOND), undefined, NODE, NOW, CONFIG, undefined, false, true))
+        .to.deep.equal({ state: 'held', reason: 'kubelet-may-admit', ageMs: 2000 });
+      expect(classifyLock(lockAged(4 * 60 * SECOND), undefined, NODE, NOW, CONFIG, undefined, false, true).reason).to.equal('kubelet-may-admit');
+      expect(classifyLock(lockAged(6 * 60 * SECOND), undefined, NODE, NOW, CONFIG, undefined, false, true), 'past the expiry it stalls, it is not taken over')
+        .to.deep.include({ state: 'stalled', reason: 'awaiting-allocation-past-expiry' });
+      expect(classifyLock(lockAged(11 * 60 * SECOND), undefined, NODE, NOW, { ...CONFIG, forceAfterMs: 600_000 }, undefined, false, true))
+        .to.deep.include({ state: 'releasable', reason: 'forced-after-stall' });
+      expect(classifyLock(lockAged(2 * SECOND), undefined, NODE, NOW, CONFIG, undefined, false, false), 'once kubelet is past it')
+        .to.deep.include({ state: 'releasable', reason: 'owner-not-found' });
+    });
+
     it('held: a legacy value younger than the expiry (no owner to check)', () => {
       expect(classifyLock(parseLockValue(formatRfc3339(new Date(NOW.getTime() - 10 * SECOND))), undefined, NODE, NOW, CONFIG))
         .to.deep.equal({ state: 'held', reason: 'legacy-fresh', ageMs: 10_000 });

@@ -26,13 +26,17 @@ class RecordingReleaser implements WatchReleaser {
   readonly released: string[] = [];
   readonly checked: string[] = [];
   pending: (() => void)[] = [];
+  /** When set, conditional releases answer at once with this; otherwise they wait in `pending`. */
+  answer: (() => 'kept' | 'released') | undefined;
   release(node: string, owner: { namespace: string; name: string }, path: ReleasePath, _options?: ReleaseOptions) {
     this.released.push(`${node}:${owner.namespace}/${owner.name}:${path}`);
     return Promise.resolve({ outcome: 'released' } as never);
   }
   releaseIfReleasable(node: string, path: ReleasePath) {
     this.checked.push(`${node}:${path}`);
-    return new Promise<void>((done) => { this.pending.push(done); });
+    const answer = this.answer;
+    if (answer !== undefined) return Promise.resolve({ outcome: answer() });
+    return new Promise<{ outcome: 'kept' }>((done) => { this.pending.push(() => { done({ outcome: 'kept' }); }); });
   }
 }
 
@@ -48,8 +52,13 @@ describe('pod-watch release', () => {
     cache = new ClusterCache({ sources: { nodes, pods } });
     await cache.start();
     const locks = new RecordingReleaser();
-    stop = startPodWatchRelease({ cache, locks });
-    return { nodes, pods, locks };
+    const pauses: number[] = [];
+    let wake: (() => void) | undefined;
+    // The follower's pauses wait for the test to let them go, so the test sees every check.
+    const sleep = (ms: number) => { pauses.push(ms); return new Promise<void>((resolve) => { wake = resolve; }); };
+    stop = startPodWatchRelease({ cache, locks, sleep, followIntervalMs: 100 });
+    const nextCheck = async () => { const resume = wake; wake = undefined; resume?.(); await new Promise((resolve) => setImmediate(resolve)); };
+    return { nodes, pods, locks, pauses, nextCheck };
   }
 
   it('asks to free a lock left on another node once its owner is bound elsewhere, one check per node at a time', async () => {
@@ -79,12 +88,21 @@ describe('pod-watch release', () => {
     expect(locks.released).to.deep.equal(['gpu-a:ns/p:watch']);
   });
 
-  it('keeps the lock of a pod being deleted while bound there and awaiting allocation, and frees it once the pod is gone', async () => {
-    const { pods, locks } = await build();
+  it('keeps the lock of a pod deleted while bound there and awaiting allocation, and once it is gone frees it only when the rules say kubelet is past it', async () => {
+    const { pods, locks, pauses, nextCheck } = await build();
     pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a', deleting: true, bindPhase: 'allocating' }));
     expect(locks.released, 'kubelet may still admit it').to.deep.equal([]);
+    expect(locks.checked).to.deep.equal([]);
+    const answers: ('kept' | 'released')[] = ['kept', 'kept', 'kept', 'released'];
+    locks.answer = () => answers.shift() ?? 'released';
     pods.emit('DELETED', pod('p', '3', { nodeName: 'gpu-a', deleting: true, bindPhase: 'allocating' }));
-    expect(locks.released).to.deep.equal(['gpu-a:ns/p:watch']);
+    pods.emit('DELETED', pod('p', '3', { nodeName: 'gpu-a', deleting: true, bindPhase: 'allocating' }));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(locks.released, 'never an unconditional release: kubelet may still admit the dead pod').to.deep.equal([]);
+    expect(locks.checked, 'one follower per node').to.deep.equal(['gpu-a:watch']);
+    for (let i = 0; i < 5; i++) await nextCheck();
+    expect(locks.checked, 'checked again while kept, and no more once released').to.have.length(4);
+    expect(pauses, 'the pause grows to 4x the interval').to.deep.equal([100, 200, 400]);
   });
 
   it('frees the lock a dead bind left for a pod never bound, found through the store, once the pod is deleted (chaos seed 2)', async () => {

@@ -1,0 +1,45 @@
+import type { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import type { KubeletEvidenceApi } from '../lock/kubelet-admission.js';
+import type { PodRef } from '../lock/lock-value.js';
+import { withSignal } from './call-options.js';
+import { isNotFound } from './errors.js';
+
+/** Where every kubelet keeps its heartbeat Lease, named after its node. */
+export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
+
+/**
+ * KubeletEvidenceApi on @kubernetes/client-node: the node's Lease (kubelet renews it every 10 s by
+ * default) and the core/v1 Events kubelet records about a pod (source.component "kubelet",
+ * source.host the node). Bounded like every lock-path call (`callTimeoutMs`, default 10 s).
+ */
+export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
+  private readonly callTimeoutMs: number;
+
+  constructor(private readonly core: CoreV1Api, private readonly coordination: CoordinationV1Api, options: { callTimeoutMs?: number } = {}) {
+    this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
+  }
+
+  private bounded(signal: AbortSignal | undefined): AbortSignal {
+    const timeout = AbortSignal.timeout(this.callTimeoutMs);
+    return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+  }
+
+  async nodeLeaseVersion(node: string, signal?: AbortSignal): Promise<string | undefined> {
+    try {
+      const lease = await this.coordination.readNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, name: node }, withSignal(this.bounded(signal)));
+      return lease.metadata?.resourceVersion ?? '';
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  async kubeletReportedOn(node: string, pod: PodRef & { uid: string }, signal?: AbortSignal): Promise<boolean> {
+    const events = await this.core.listNamespacedEvent({
+      namespace: pod.namespace,
+      fieldSelector: `involvedObject.uid=${pod.uid},source=kubelet`,
+      limit: 50,
+    }, withSignal(this.bounded(signal)));
+    return events.items.some((event) => event.source?.host === node);
+  }
+}

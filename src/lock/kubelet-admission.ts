@@ -1,0 +1,109 @@
+import type { PodRef } from './lock-value.js';
+
+/**
+ * May the kubelet of a node still admit a pod that is gone from the API, and so call the device
+ * plugin's Allocate while the node lock resolves "the pod"?
+ *
+ * kubelet admits pods from its watch, in order. A pod bound to the node and force-deleted before
+ * kubelet took it (kubelet frozen, slow or cut off) is still admitted from the queued event, and
+ * kubelet calls Allocate for it (19 of 19 on a real kubelet v1.34). HAMi's plugin serves whichever
+ * pod the lock names then: if the lock has moved on to the next pod, the dead pod consumes the next
+ * pod's allocation and the next pod fails (UnexpectedAdmissionError). So such a lock is kept until
+ * one of these shows that the kubelet is past the dead pod:
+ * - the state store saw the pod's last state, and it was not bound here waiting for Allocate
+ *   (never bound: kubelet never had it; allocated or failed: the plugin is done with it);
+ * - the node has no kubelet Lease: no kubelet ever ran there (a simulated node);
+ * - the kubelet recorded an Event about that pod incarnation (its Allocate was answered
+ *   `pods "…" not found` and kubelet rejected it): the fast path, milliseconds after kubelet resumes;
+ * - the kubelet renewed its Lease after the pod was gone, and `aliveMarginMs` passed after we saw
+ *   that without such an Event: kubelet was running and had time to drain its queue (it restarted
+ *   and relisted, so it never saw the pod). This one is a judgement, not a proof: a kubelet whose
+ *   pod watch lags its Lease by more than the margin could still admit the pod later.
+ * Without any of them the lock stays held (and stalls at NODELOCK_EXPIRE like any lock awaiting
+ * allocation), which costs the next pod time but never its GPUs.
+ */
+
+/** What the state store remembers of a pod that disappeared from the API. */
+export interface VanishedOwner {
+  uid: string | undefined;
+  /** spec.nodeName in its last state. */
+  boundTo: string | undefined;
+  /** hami.io/bind-phase in its last state. */
+  bindPhase: string | undefined;
+  vanishedAt: Date;
+}
+
+/** The kubelet's own traces in the API. */
+export interface KubeletEvidenceApi {
+  /** resourceVersion of the node's Lease in kube-node-lease; undefined when there is none. */
+  nodeLeaseVersion(node: string, signal?: AbortSignal): Promise<string | undefined>;
+  /** Whether the kubelet of `node` recorded an Event about this pod incarnation. */
+  kubeletReportedOn(node: string, pod: PodRef & { uid: string }, signal?: AbortSignal): Promise<boolean>;
+}
+
+/** The question NodeLocks asks before it frees a lock whose owner is gone. */
+export interface KubeletAdmissionCheck {
+  mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal): Promise<boolean>;
+}
+
+/** Whether the pod's last known state leaves kubelet anything to admit on `node`. */
+export function lastStateMayBeAdmitted(vanished: VanishedOwner | undefined, node: string): boolean {
+  return vanished === undefined || (vanished.boundTo === node && vanished.bindPhase === 'allocating');
+}
+
+export interface KubeletAdmissionDeps {
+  api: KubeletEvidenceApi;
+  clock?: () => Date;
+  /** How long after a Lease renewal is seen kubelet gets to report on the pod; default 5 s. */
+  aliveMarginMs?: number;
+  /** Nodes whose Lease is tracked at most (oldest dropped first); default 10,000. */
+  maxTracked?: number;
+}
+
+interface LeaseTrack {
+  lockValue: string;
+  /** The Lease's version when the owner was first found gone with this lock in place. */
+  firstVersion: string;
+  /** When we first saw a later version: kubelet has run since the owner was gone. */
+  renewalSeenAtMs?: number;
+}
+
+export const DEFAULT_KUBELET_ALIVE_MARGIN_MS = 5_000;
+
+export class KubeletAdmission implements KubeletAdmissionCheck {
+  private readonly tracks = new Map<string, LeaseTrack>();
+  private readonly clock: () => Date;
+  private readonly marginMs: number;
+  private readonly maxTracked: number;
+
+  constructor(private readonly deps: KubeletAdmissionDeps) {
+    this.clock = deps.clock ?? (() => new Date());
+    this.marginMs = deps.aliveMarginMs ?? DEFAULT_KUBELET_ALIVE_MARGIN_MS;
+    this.maxTracked = deps.maxTracked ?? 10_000;
+  }
+
+  async mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal): Promise<boolean> {
+    if (!lastStateMayBeAdmitted(vanished, node)) return false;
+    const lease = await this.deps.api.nodeLeaseVersion(node, signal);
+    if (lease === undefined) {
+      this.tracks.delete(node);
+      return false;
+    }
+    if (vanished?.uid !== undefined && await this.deps.api.kubeletReportedOn(node, { ...owner, uid: vanished.uid }, signal)) return false;
+    const now = this.clock().getTime();
+    const track = this.tracks.get(node);
+    if (track?.lockValue !== lockValue) {
+      // The first look at this lock with its owner gone: only a later renewal proves kubelet ran since.
+      this.tracks.delete(node);
+      this.tracks.set(node, { lockValue, firstVersion: lease });
+      while (this.tracks.size > this.maxTracked) {
+        const oldest = this.tracks.keys().next().value;
+        if (oldest === undefined) break;
+        this.tracks.delete(oldest);
+      }
+      return true;
+    }
+    if (lease !== track.firstVersion) track.renewalSeenAtMs ??= now;
+    return track.renewalSeenAtMs === undefined || now - track.renewalSeenAtMs < this.marginMs;
+  }
+}

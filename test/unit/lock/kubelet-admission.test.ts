@@ -1,0 +1,103 @@
+import { expect } from 'chai';
+import { KubeletAdmission, lastStateMayBeAdmitted, type KubeletEvidenceApi, type VanishedOwner } from '../../../src/lock/kubelet-admission.js';
+
+const NODE = 'gpu-1';
+const OWNER = { namespace: 'ns', name: 'victim' };
+const LOCK = '2026-12-02T10:00:00Z,ns,victim';
+const vanished = (overrides: Partial<VanishedOwner> = {}): VanishedOwner => ({
+  uid: 'uid-victim', boundTo: NODE, bindPhase: 'allocating', vanishedAt: new Date('2026-12-02T10:00:01Z'), ...overrides,
+});
+
+/** The kubelet's traces as a test sets them: the node Lease's version (undefined: none) and Events by uid. */
+class Evidence implements KubeletEvidenceApi {
+  lease: string | undefined = '100';
+  reportedUids = new Set<string>();
+  calls: string[] = [];
+  nodeLeaseVersion(node: string) {
+    this.calls.push(`lease ${node}`);
+    return Promise.resolve(this.lease);
+  }
+  kubeletReportedOn(node: string, pod: { namespace: string; name: string; uid: string }) {
+    this.calls.push(`events ${node} ${pod.namespace}/${pod.name} ${pod.uid}`);
+    return Promise.resolve(this.reportedUids.has(pod.uid));
+  }
+}
+
+function setup() {
+  const evidence = new Evidence();
+  let now = Date.parse('2026-12-02T10:00:02Z');
+  const check = new KubeletAdmission({ api: evidence, clock: () => new Date(now), aliveMarginMs: 5_000 });
+  return { evidence, check, advance: (ms: number) => { now += ms; } };
+}
+
+describe('kubelet admission of a lock owner that is gone', () => {
+  it('a last state that leaves kubelet nothing to admit here decides at once, with no API call', async () => {
+    const { evidence, check } = setup();
+    for (const last of [vanished({ boundTo: undefined }), vanished({ boundTo: 'gpu-2' }), vanished({ bindPhase: 'success' }), vanished({ bindPhase: 'failed' }), vanished({ bindPhase: undefined })]) {
+      expect(lastStateMayBeAdmitted(last, NODE)).to.equal(false);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, last)).to.equal(false);
+    }
+    expect(evidence.calls).to.deep.equal([]);
+    expect(lastStateMayBeAdmitted(vanished(), NODE)).to.equal(true);
+    expect(lastStateMayBeAdmitted(undefined, NODE), 'an unknown last state may be anything').to.equal(true);
+  });
+
+  it('a node without a kubelet Lease has no kubelet to admit anything (a simulated node)', async () => {
+    const { evidence, check } = setup();
+    evidence.lease = undefined;
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
+  });
+
+  it('kubelet may admit it until it records an Event about that incarnation (its Allocate was refused), then not', async () => {
+    const { evidence, check, advance } = setup();
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    advance(60_000);
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'time alone proves nothing: kubelet may be frozen').to.equal(true);
+    evidence.reportedUids.add('another-incarnation');
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'an Event about another pod of that name does not count').to.equal(true);
+    evidence.reportedUids.add('uid-victim');
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
+    expect(evidence.calls).to.include('events gpu-1 ns/victim uid-victim');
+  });
+
+  it('a Lease renewed after the owner was gone, plus the margin without such an Event, means kubelet is past it', async () => {
+    const { evidence, check, advance } = setup();
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    advance(9_000);
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'no renewal yet').to.equal(true);
+    evidence.lease = '101';
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'renewal just seen: kubelet gets the margin to drain its queue').to.equal(true);
+    advance(4_999);
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    advance(1);
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
+  });
+
+  it('without a last state (this process restarted) only the Lease can tell, and a new lock value starts over', async () => {
+    const { evidence, check, advance } = setup();
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined)).to.equal(true);
+    expect(evidence.calls.some((call) => call.startsWith('events')), 'no uid, no Event to match').to.equal(false);
+    evidence.lease = '101';
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined)).to.equal(true);
+    const other = '2026-12-02T10:00:09Z,ns,victim';
+    advance(6_000);
+    expect(await check.mayStillAdmit(NODE, OWNER, other, undefined), 'a renewal seen for the old value proves nothing about a newer one').to.equal(true);
+    advance(6_000);
+    expect(await check.mayStillAdmit(NODE, OWNER, other, undefined), 'no renewal since this value was first seen').to.equal(true);
+    evidence.lease = '102';
+    await check.mayStillAdmit(NODE, OWNER, other, undefined);
+    advance(5_000);
+    expect(await check.mayStillAdmit(NODE, OWNER, other, undefined)).to.equal(false);
+  });
+
+  it('remembers at most maxTracked nodes', async () => {
+    const evidence = new Evidence();
+    const check = new KubeletAdmission({ api: evidence, maxTracked: 2, aliveMarginMs: 0 });
+    await check.mayStillAdmit('n1', OWNER, LOCK, undefined);
+    await check.mayStillAdmit('n2', OWNER, LOCK, undefined);
+    await check.mayStillAdmit('n3', OWNER, LOCK, undefined);
+    evidence.lease = '101';
+    expect(await check.mayStillAdmit('n3', OWNER, LOCK, undefined), 'still tracked: the renewal counts').to.equal(false);
+    expect(await check.mayStillAdmit('n1', OWNER, LOCK, undefined), 'dropped: starts over, so it is kept').to.equal(true);
+  });
+});
