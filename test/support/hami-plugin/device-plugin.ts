@@ -5,9 +5,10 @@
  * kubelet calls Allocate for one container of the pod it is admitting, and the call carries no pod
  * identity. Like HAMi, the stand-in then works out "the pod being allocated" from the node lock
  * (GetPendingPod), which may be a different pod from the one kubelet admits. Every call leaves an
- * AllocateRecord saying which pod kubelet admitted and whose devices it got: `admitted` vs
- * `resolvedTo` is what the invariant "no pod is admitted with devices assigned to another pod"
- * checks.
+ * AllocateRecord saying whose devices it got and, when the caller knows it (the kubelet simulator
+ * does, a real kubelet's gRPC call does not: see grpc-device-plugin.ts), which pod kubelet
+ * admitted: `admitted` vs `resolvedTo` is what the invariant "no pod is admitted with devices
+ * assigned to another pod" checks.
  *
  * Per call, as HAMi's Allocate (§5):
  * 1. GetPendingPod; failure → error, no annotation change, lock kept;
@@ -18,13 +19,14 @@
  * 6. any failure after step 1 → bind-phase=failed, ReleaseNodeLock (owner-checked), error.
  * Calls on one node are serialised, as HAMi's plugin-wide mutex does.
  */
+import { randomUUID } from 'node:crypto';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { decodeRegisteredGpus, replicaIds } from './device-inventory.js';
 import { releaseNodeLock, type ReleaseOutcome } from './node-lock.js';
 import { getPendingPod } from './pending-pod.js';
 import type { PluginApi } from './plugin-api.js';
 import { decodePodDevices, encodePodDevices, eraseNextDeviceRequest, nextDeviceRequest, type HamiDevice } from './pod-devices.js';
-import { BIND_PHASE, BIND_PHASE_FAILED, BIND_PHASE_SUCCESS, DEFAULT_VENDOR_WORDS, DEVICES_TO_ALLOCATE, NODE_REGISTER } from './wire.js';
+import { BIND_PHASE, BIND_PHASE_FAILED, BIND_PHASE_SUCCESS, DEFAULT_VENDOR_WORDS, DEVICES_TO_ALLOCATE, NODE_REGISTER, NVIDIA } from './wire.js';
 
 export interface PodIdentity {
   namespace: string;
@@ -32,15 +34,44 @@ export interface PodIdentity {
   uid: string;
 }
 
+/**
+ * What the caller of Allocate knows of the pod kubelet admits: `PodIdentity` when it always knows
+ * (the kubelet simulator: the default), `Admission` (PodIdentity | undefined) when it may not (a real
+ * kubelet's gRPC call carries no pod identity). HamiDevicePlugin, its requests and records take it
+ * as a type parameter, so the simulator's callers keep `admitted` and `container` required.
+ */
+export type Admission = PodIdentity | undefined;
+
+/** `admitted` and `container`: required when `A` is PodIdentity, optional otherwise. */
+export type AdmittedFields<A extends Admission> = [A] extends [PodIdentity]
+  ? {
+      /** The pod kubelet admits. The real RPC does not carry it; the stand-in only records it. */
+      admitted: PodIdentity;
+      /** The admitted pod's container kubelet allocates for. Recorded only. */
+      container: string;
+    }
+  : {
+      /** The pod kubelet admits, when the caller knows it (never for calls through gRPC). Recorded only. */
+      admitted?: PodIdentity;
+      /** The admitted pod's container, when known. Recorded only. */
+      container?: string;
+    };
+
 /** One kubelet Allocate call: one container of the pod kubelet is admitting. */
-export interface AllocateRequest {
+export type AllocateRequest<A extends Admission = PodIdentity> = AllocateRequestFields & AdmittedFields<A>;
+
+export interface AllocateRequestFields {
   node: string;
-  /** The pod kubelet admits. The real RPC does not carry it; the stand-in only records it. */
-  admitted: PodIdentity;
-  /** The admitted pod's container kubelet allocates for. Recorded only. */
-  container: string;
   /** The replica IDs kubelet picked (`<UUID>-<i>`); HAMi only checks their number. */
   deviceIds: readonly string[];
+  /**
+   * Aborted when the plugin process serving this call dies (GrpcDevicePluginServer.stop()): a call
+   * still queued or stalled then fails with PluginStoppedError, and a call between its lookup and
+   * its annotation patch stops there, writing nothing more (a killed process writes nothing).
+   */
+  signal?: AbortSignal;
+  /** How the call arrived: `grpc` for kubelet's real v1beta1 RPC; absent for a direct call. */
+  transport?: 'grpc';
 }
 
 /** What the stand-in does with one call (see HamiDevicePluginOptions.behaviour). */
@@ -60,16 +91,19 @@ export type AllocateAction =
    */
   | { kind: 'stall'; forMs?: number };
 
-export interface AllocateRecord {
+/** What one Allocate call did; `admitted`/`container` as the request had them (see Admission). */
+export type AllocateRecord<A extends Admission = PodIdentity> = AllocateRecordFields & AdmittedFields<A>;
+
+export interface AllocateRecordFields {
   /** Order of the record among all records of this plugin. */
   seq: number;
   /** When the call answered (for a `stalled` record: when the stall began). */
   at: Date;
   node: string;
-  admitted: PodIdentity;
-  /** The admitted pod's container (kubelet's view). */
-  container: string;
+  /** The device IDs kubelet sent (`devices_ids` of the gRPC ContainerAllocateRequest). */
   deviceIds: readonly string[];
+  /** `grpc` when the call came through kubelet's v1beta1 Allocate RPC. */
+  transport?: 'grpc';
   /**
    * - allocated: the call answered with devices (`devices` from `resolvedTo`'s annotation);
    * - failed: the call answered with an error (`error`);
@@ -84,6 +118,8 @@ export interface AllocateRecord {
   lock?: string;
   /** The devices handed out (allocated only). */
   devices: HamiDevice[];
+  /** The container environment answered (allocated only): ContainerAllocateResponse.envs over gRPC. */
+  envs?: Record<string, string>;
   /** Index of the consumed piece in `resolvedTo`'s annotation (containers, init first). */
   segment?: number;
   /** `resolvedTo`'s container at that index (HAMi's view of whose container this is). */
@@ -95,11 +131,14 @@ export interface AllocateRecord {
   error?: string;
 }
 
-export interface AllocateResponse {
-  /** The container environment HAMi returns (NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_SM_LIMIT). */
+export interface AllocateResponse<A extends Admission = PodIdentity> {
+  /**
+   * The container environment HAMi returns: NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_MEMORY_LIMIT_<i>,
+   * CUDA_DEVICE_SM_LIMIT, CUDA_DEVICE_MEMORY_SHARED_CACHE, LIBCUDA_LOG_LEVEL (see environmentOf).
+   */
   envs: Record<string, string>;
   devices: HamiDevice[];
-  record: AllocateRecord;
+  record: AllocateRecord<A>;
 }
 
 /** The error an Allocate answers with; kubelet sees `rpc error: code = <code> desc = <message>`. */
@@ -118,18 +157,24 @@ export class PluginStoppedError extends AllocateError {
   }
 }
 
-export interface HamiDevicePluginOptions {
+export interface HamiDevicePluginOptions<A extends Admission = PodIdentity> {
   api: PluginApi;
   /** HAMi's list fallback when the lock names no pod (default false: no lock → the call fails). */
   fallback?: boolean;
   /** Time each call takes before it looks anything up (kubelet → plugin latency); default 0. */
-  delayMs?: number | ((request: AllocateRequest) => number);
+  delayMs?: number | ((request: AllocateRequest<A>) => number);
   /** Per call; default: allocate. */
-  behaviour?: (request: AllocateRequest) => AllocateAction;
+  behaviour?: (request: AllocateRequest<A>) => AllocateAction;
   /** Backend words that mean "more to allocate" (default ['NVIDIA']). */
   vendorWords?: readonly string[];
+  /** HAMi's HOOK_PATH (default `/usr/local`): the shared cache is `<hookPath>/vgpu/<uuid4>.cache`. */
+  hookPath?: string;
+  /** HAMi's libCudaLogLevel (default 1) → env LIBCUDA_LOG_LEVEL. */
+  libCudaLogLevel?: number;
+  /** The uuid4 of each container's shared cache file (default crypto.randomUUID, as HAMi's uuid.New()). */
+  cacheId?: () => string;
   /** Called with every record as it is made. */
-  onRecord?: (record: AllocateRecord) => void;
+  onRecord?: (record: AllocateRecord<A>) => void;
   log?: (line: string) => void;
   clock?: () => Date;
   sleep?: (ms: number) => Promise<void>;
@@ -138,7 +183,20 @@ export interface HamiDevicePluginOptions {
 }
 
 /** The parts of a record a call fills in as it goes. */
-type RecordDetail = Partial<Pick<AllocateRecord, 'resolvedTo' | 'via' | 'lock' | 'devices' | 'segment' | 'resolvedContainer' | 'bindPhase' | 'lockRelease' | 'error'>>;
+type RecordDetail = Partial<Pick<AllocateRecordFields, 'resolvedTo' | 'via' | 'lock' | 'devices' | 'envs' | 'segment' | 'resolvedContainer' | 'bindPhase' | 'lockRelease' | 'error'>>;
+
+/** One container request of kubelet's GetPreferredAllocation (v1beta1 ContainerPreferredAllocationRequest). */
+export interface PreferredAllocationRequest {
+  available: readonly string[];
+  mustInclude: readonly string[];
+  size: number;
+}
+
+/** A device as ListAndWatch reports it (v1beta1 Device without topology: HAMi's default, no NUMA). */
+export interface KubeletDevice {
+  id: string;
+  health: 'Healthy' | 'Unhealthy';
+}
 
 function identityOf(pod: V1Pod): PodIdentity {
   return { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' };
@@ -153,12 +211,57 @@ function containersOf(pod: V1Pod): V1Container[] {
   return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
 }
 
-/** What getAllocateResponse puts in the environment that tests can check (§5 step 3). */
-function environmentOf(devices: readonly HamiDevice[]): Record<string, string> {
+/**
+ * The environment HAMi's Allocate answers for one container (§5 step 3; real-nodes.md "HAMi's own
+ * NVIDIA device plugin v2.10"): with the chart's defaults no CUDA_OVERSUBSCRIBE (memory scaling 1)
+ * and no GPU_CORE_UTILIZATION_POLICY (core policy default). HAMi's mounts (libvgpu.so,
+ * /etc/ld.so.preload, the cache folder, /tmp/vgpulock) are not part of this: the stand-in has no
+ * libvgpu.so to mount.
+ */
+function environmentOf(devices: readonly HamiDevice[], settings: { hookPath: string; libCudaLogLevel: number; cacheId: () => string }): Record<string, string> {
   const envs: Record<string, string> = { NVIDIA_VISIBLE_DEVICES: devices.map((device) => device.uuid).join(',') };
   devices.forEach((device, index) => { envs[`CUDA_DEVICE_MEMORY_LIMIT_${index}`] = `${device.usedMem}m`; });
   if (devices[0] !== undefined) envs.CUDA_DEVICE_SM_LIMIT = String(devices[0].usedCores);
+  envs.CUDA_DEVICE_MEMORY_SHARED_CACHE = `${settings.hookPath}/vgpu/${settings.cacheId()}.cache`;
+  envs.LIBCUDA_LOG_LEVEL = String(settings.libCudaLogLevel);
   return envs;
+}
+
+/** The GPU of a replica ID `<UUID>-<i>`. */
+function gpuOfReplica(id: string): string {
+  const dash = id.lastIndexOf('-');
+  return dash < 0 ? id : id.slice(0, dash);
+}
+
+/**
+ * One container's preferred IDs: kubelet's must-include first, then for each annotated GPU not yet
+ * covered an available replica of it, then the first available IDs until `size`.
+ */
+function preferFor(request: PreferredAllocationRequest, devices: readonly HamiDevice[]): string[] {
+  const chosen = [...request.mustInclude];
+  const covered = new Set<string>();
+  for (const device of devices) {
+    if (chosen.length >= request.size) break;
+    const mine = chosen.find((id) => gpuOfReplica(id) === device.uuid && !covered.has(id));
+    if (mine !== undefined) { covered.add(mine); continue; }
+    const pick = request.available.find((id) => gpuOfReplica(id) === device.uuid && !chosen.includes(id));
+    if (pick !== undefined) { chosen.push(pick); covered.add(pick); }
+  }
+  for (const id of request.available) {
+    if (chosen.length >= request.size) break;
+    if (!chosen.includes(id)) chosen.push(id);
+  }
+  return chosen.slice(0, Math.max(request.size, request.mustInclude.length));
+}
+
+/** The request's pod and container as far as the caller knew them. */
+function known(request: AllocateRequest<Admission>): { admitted: PodIdentity | undefined; container: string | undefined } {
+  return { admitted: request.admitted, container: request.container };
+}
+
+/** Whether the process serving the call died (read afresh at each step). */
+function aborted(request: AllocateRequestFields): boolean {
+  return request.signal?.aborted === true;
 }
 
 const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -170,7 +273,7 @@ class Answered extends Error {
   }
 }
 
-export class HamiDevicePlugin {
+export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
   private readonly api: PluginApi;
   private readonly clock: () => Date;
   private readonly sleep: (ms: number) => Promise<void>;
@@ -178,13 +281,13 @@ export class HamiDevicePlugin {
   private readonly vendorWords: readonly string[];
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly stalls = new Set<{ reject: (error: Error) => void; timer: NodeJS.Timeout | undefined }>();
-  private readonly history: AllocateRecord[] = [];
+  private readonly history: AllocateRecord<A>[] = [];
   /** Nodes whose plugin process is down (stopReporting): no ListAndWatch devices, no Allocate. */
   private readonly silenced = new Set<string>();
   private readonly reportingListeners = new Set<(node: string, reporting: boolean) => void>();
   private stopped = false;
 
-  constructor(private readonly options: HamiDevicePluginOptions) {
+  constructor(private readonly options: HamiDevicePluginOptions<A>) {
     this.api = options.api;
     this.clock = options.clock ?? (() => new Date());
     this.sleep = options.sleep ?? realSleep;
@@ -193,13 +296,19 @@ export class HamiDevicePlugin {
   }
 
   /** Every record so far, in order. */
-  get records(): readonly AllocateRecord[] {
+  get records(): readonly AllocateRecord<A>[] {
     return this.history;
   }
 
-  /** Allocations where kubelet's pod got another pod's devices (a different UID): invariant 7 broken. */
-  foreignAllocations(): AllocateRecord[] {
-    return this.history.filter((record) => record.outcome === 'allocated' && record.resolvedTo?.uid !== record.admitted.uid);
+  /**
+   * Allocations where kubelet's pod got another pod's devices (a different UID): invariant 7 broken.
+   * Only records that know the admitted pod are judged (not those of real kubelets over gRPC).
+   */
+  foreignAllocations(): AllocateRecord<A>[] {
+    return this.history.filter((record) => {
+      const admitted: PodIdentity | undefined = record.admitted;
+      return record.outcome === 'allocated' && admitted !== undefined && record.resolvedTo?.uid !== admitted.uid;
+    });
   }
 
   /**
@@ -246,9 +355,42 @@ export class HamiDevicePlugin {
     return inventory === undefined ? [] : replicaIds(decodeRegisteredGpus(inventory));
   }
 
+  /**
+   * ListAndWatch's devices with their health, as HAMi sends them: every replica of every registered
+   * GPU, `Unhealthy` for an unhealthy GPU (kubelet counts those in capacity, not in allocatable).
+   * None while the node's plugin is down.
+   */
+  async listKubeletDevices(node: string): Promise<KubeletDevice[]> {
+    if (this.silenced.has(node)) return [];
+    const inventory = (await this.api.readNode(node)).metadata?.annotations?.[NODE_REGISTER];
+    if (inventory === undefined) return [];
+    return decodeRegisteredGpus(inventory).flatMap((gpu) => Array.from({ length: gpu.count }, (_, index): KubeletDevice => ({
+      id: `${gpu.uuid}-${index}`, health: gpu.healthy ? 'Healthy' : 'Unhealthy',
+    })));
+  }
+
+  /**
+   * kubelet's GetPreferredAllocation (§5): container request i is mapped onto the i-th non-empty
+   * piece of the pending pod's hami.io/vgpu-devices-to-allocate, and available replicas of those
+   * GPUs are preferred. When the pod or its annotation cannot be read, kubelet's must-include IDs
+   * and then the first available ones (no pod-specific preference). Reads only; no record.
+   */
+  async preferredAllocation(node: string, requests: readonly PreferredAllocationRequest[]): Promise<string[][]> {
+    let pieces: HamiDevice[][] = [];
+    try {
+      const pending = await getPendingPod(this.api, node, { fallback: this.options.fallback === true });
+      const annotation = pending.pod.metadata?.annotations?.[DEVICES_TO_ALLOCATE];
+      if (annotation !== undefined) pieces = decodePodDevices(annotation).map((devices) => devices.filter((device) => device.type === NVIDIA)).filter((devices) => devices.length > 0);
+    } catch (error) {
+      this.options.log?.(`GetPreferredAllocation on ${node}: no pending pod to prefer devices for (${describe(error)})`);
+    }
+    return requests.map((request, index) => preferFor(request, pieces[index] ?? []));
+  }
+
   /** kubelet's Allocate for one container; rejects with AllocateError as HAMi answers an error. */
-  allocate(request: AllocateRequest): Promise<AllocateResponse> {
+  allocate(request: AllocateRequest<A>): Promise<AllocateResponse<A>> {
     if (this.stopped) return Promise.reject(new PluginStoppedError());
+    if (aborted(request)) return Promise.reject(this.fail(request, new PluginStoppedError()).error);
     if (this.silenced.has(request.node)) {
       // kubelet finds no endpoint for the resource: the call never reaches a plugin.
       return Promise.reject(this.fail(request, new AllocateError(`device plugin on ${request.node} is not running`, 'Unavailable')).error);
@@ -256,6 +398,7 @@ export class HamiDevicePlugin {
     const previous = this.tails.get(request.node) ?? Promise.resolve();
     const call = previous.then(() => {
       if (this.stopped) throw new PluginStoppedError();
+      if (aborted(request)) throw this.fail(request, new PluginStoppedError());
       return this.allocateInTurn(request);
     });
     const tail = call.catch(() => undefined);
@@ -274,11 +417,16 @@ export class HamiDevicePlugin {
     this.stalls.clear();
   }
 
-  private record(request: AllocateRequest, outcome: AllocateRecord['outcome'], detail: RecordDetail = {}): AllocateRecord {
-    const record: AllocateRecord = {
-      seq: this.history.length + 1, at: this.clock(), node: request.node, admitted: request.admitted,
-      container: request.container, deviceIds: request.deviceIds, outcome, ...detail, devices: detail.devices ?? [],
-    };
+  private record(request: AllocateRequest<A>, outcome: AllocateRecordFields['outcome'], detail: RecordDetail = {}): AllocateRecord<A> {
+    const { admitted, container } = known(request);
+    // Carries `admitted`/`container` exactly when the request did, which is what AdmittedFields<A> says.
+    const record = {
+      seq: this.history.length + 1, at: this.clock(), node: request.node,
+      ...(admitted === undefined ? {} : { admitted }),
+      ...(container === undefined ? {} : { container }),
+      deviceIds: request.deviceIds, ...(request.transport === undefined ? {} : { transport: request.transport }),
+      outcome, ...detail, devices: detail.devices ?? [],
+    } as AllocateRecord<A>;
     this.history.push(record);
     try {
       this.options.onRecord?.(record);
@@ -288,13 +436,15 @@ export class HamiDevicePlugin {
     return record;
   }
 
-  private fail(request: AllocateRequest, error: AllocateError, detail: RecordDetail = {}): Answered {
+  private fail(request: AllocateRequest<A>, error: AllocateError, detail: RecordDetail = {}): Answered {
     this.record(request, 'failed', { ...detail, error: error.message });
-    this.options.log?.(`Allocate on ${request.node} for ${request.admitted.namespace}/${request.admitted.name}/${request.container} failed: ${error.message}`);
+    const { admitted, container } = known(request);
+    const target = admitted === undefined ? `devices ${request.deviceIds.join(',')}` : `${admitted.namespace}/${admitted.name}/${container ?? '?'}`;
+    this.options.log?.(`Allocate on ${request.node} for ${target} failed: ${error.message}`);
     return new Answered(error);
   }
 
-  private async allocateInTurn(request: AllocateRequest): Promise<AllocateResponse> {
+  private async allocateInTurn(request: AllocateRequest<A>): Promise<AllocateResponse<A>> {
     const action = this.options.behaviour?.(request) ?? { kind: 'allocate' };
     if (action.kind === 'stall') return this.stall(request, action.forMs);
     if (action.kind === 'fail' && action.stage === 'before-lookup') {
@@ -302,6 +452,7 @@ export class HamiDevicePlugin {
     }
     const delay = typeof this.options.delayMs === 'function' ? this.options.delayMs(request) : this.options.delayMs ?? 0;
     if (delay > 0) await this.sleep(delay);
+    if (aborted(request)) throw this.fail(request, new PluginStoppedError());
 
     let pending;
     try {
@@ -337,32 +488,42 @@ export class HamiDevicePlugin {
     const position = { segment: next.index, resolvedContainer };
     if (next.devices.length !== request.deviceIds.length) throw await failAllocation('device number not matched');
     if (action.afterLookupDelayMs !== undefined) await this.sleep(action.afterLookupDelayMs);
+    // The process died between the lookup and the patch: nothing more is written, the lock stays.
+    if (aborted(request)) throw this.fail(request, new PluginStoppedError(), { ...resolved, ...position });
     try {
       await this.api.patchPodAnnotations(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '', { [DEVICES_TO_ALLOCATE]: encodePodDevices(eraseNextDeviceRequest(entries)) });
     } catch (error) {
       throw await failAllocation(`failed to patch ${DEVICES_TO_ALLOCATE}: ${describe(error)}`, error);
     }
     const after = await this.podAllocationTrySuccess(request.node, pod);
-    const record = this.record(request, 'allocated', { ...resolved, ...position, ...after, devices: next.devices });
-    return { envs: environmentOf(next.devices), devices: next.devices, record };
+    const envs = environmentOf(next.devices, { hookPath: this.options.hookPath ?? '/usr/local', libCudaLogLevel: this.options.libCudaLogLevel ?? 1, cacheId: this.options.cacheId ?? randomUUID });
+    const record = this.record(request, 'allocated', { ...resolved, ...position, ...after, devices: next.devices, envs });
+    return { envs, devices: next.devices, record };
   }
 
-  private stall(request: AllocateRequest, forMs: number | undefined): Promise<never> {
+  private stall(request: AllocateRequest<A>, forMs: number | undefined): Promise<never> {
     this.record(request, 'stalled');
     return new Promise<never>((_resolve, reject) => {
       const stall: { reject: (error: Error) => void; timer: NodeJS.Timeout | undefined } = { reject, timer: undefined };
+      const onAbort = () => {
+        if (!this.stalls.delete(stall)) return;
+        if (stall.timer !== undefined) clearTimeout(stall.timer);
+        reject(this.fail(request, new PluginStoppedError()));
+      };
       if (forMs !== undefined) {
         stall.timer = setTimeout(() => {
-          this.stalls.delete(stall);
+          if (!this.stalls.delete(stall)) return;
+          request.signal?.removeEventListener('abort', onAbort);
           reject(this.fail(request, new AllocateError('error reading from server: EOF (device plugin restarted)', 'Unavailable')));
         }, forMs);
       }
       this.stalls.add(stall);
+      request.signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 
   /** §5 step 5: done only when no backend word is left in the re-read annotation. */
-  private async podAllocationTrySuccess(node: string, pod: V1Pod): Promise<Pick<AllocateRecord, 'bindPhase' | 'lockRelease'>> {
+  private async podAllocationTrySuccess(node: string, pod: V1Pod): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
     const { namespace, name } = identityOf(pod);
     let refreshed: V1Pod;
     try {
@@ -376,12 +537,12 @@ export class HamiDevicePlugin {
     return this.finishAllocation(node, pod, BIND_PHASE_SUCCESS);
   }
 
-  private podAllocationFailed(node: string, pod: V1Pod): Promise<Pick<AllocateRecord, 'bindPhase' | 'lockRelease'>> {
+  private podAllocationFailed(node: string, pod: V1Pod): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
     return this.finishAllocation(node, pod, BIND_PHASE_FAILED);
   }
 
   /** Patch bind-phase, then ReleaseNodeLock with the owner check; HAMi only logs either failing. */
-  private async finishAllocation(node: string, pod: V1Pod, phase: 'success' | 'failed'): Promise<Pick<AllocateRecord, 'bindPhase' | 'lockRelease'>> {
+  private async finishAllocation(node: string, pod: V1Pod, phase: 'success' | 'failed'): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
     const { namespace, name } = identityOf(pod);
     let bindPhase: 'success' | 'failed' | undefined;
     try {

@@ -50,6 +50,20 @@ export class MemoryPluginApi implements PluginApi {
     return this.nodes.get(node)?.metadata?.annotations?.[NODE_LOCK];
   }
 
+  /**
+   * Sets (a string) or deletes (undefined) node annotations as another writer would, e.g. the
+   * plugin's own hami.io/node-nvidia-register report (bumps the resourceVersion).
+   */
+  annotateNode(node: string, annotations: Record<string, string | undefined>): void {
+    const stored = this.requireNode(node);
+    const next: Record<string, string> = { ...stored.metadata?.annotations };
+    for (const [key, value] of Object.entries(annotations)) {
+      if (value === undefined) Reflect.deleteProperty(next, key);
+      else next[key] = value;
+    }
+    stored.metadata = { ...stored.metadata, annotations: next, resourceVersion: this.nextVersion() };
+  }
+
   /** Sets or deletes the lock as another writer would (bumps the resourceVersion). */
   setLock(node: string, value: string | undefined): void {
     const stored = this.requireNode(node);

@@ -71,8 +71,12 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
   it('runs the Appendix A worked example: env, ";;", bind-phase success, lock deleted', async () => {
     const train = api.addPod(pod({ name: 'train-0', toAllocate: `${UUID},NVIDIA,3000,0:;` }));
     api.setLock('gpu-1', LOCK);
-    const response = await plugin().allocate(request(train));
-    expect(response.envs).to.deep.equal({ NVIDIA_VISIBLE_DEVICES: UUID, CUDA_DEVICE_MEMORY_LIMIT_0: '3000m', CUDA_DEVICE_SM_LIMIT: '0' });
+    const response = await plugin({ cacheId: () => 'cache-1' }).allocate(request(train));
+    expect(response.envs).to.deep.equal({
+      NVIDIA_VISIBLE_DEVICES: UUID, CUDA_DEVICE_MEMORY_LIMIT_0: '3000m', CUDA_DEVICE_SM_LIMIT: '0',
+      CUDA_DEVICE_MEMORY_SHARED_CACHE: '/usr/local/vgpu/cache-1.cache', LIBCUDA_LOG_LEVEL: '1',
+    });
+    expect(response.record.envs).to.deep.equal(response.envs);
     expect(annotation(api, 'train-0', wire.DEVICES_TO_ALLOCATE)).to.equal(';;');
     expect(annotation(api, 'train-0', wire.BIND_PHASE)).to.equal('success');
     expect(api.lock('gpu-1')).to.equal(undefined);
