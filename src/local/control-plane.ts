@@ -3,10 +3,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WardenError } from '../errors.js';
-import { createCertificateAuthority, issueCertificate } from '../tls/certificates.js';
+import { createCertificateAuthority, issueCertificate, type CertificateAuthority } from '../tls/certificates.js';
 import { findFreePort, findFreePorts } from './free-port.js';
 import type { ControlPlaneBinaries } from './k8s-binaries.js';
-import { renderKubeconfig } from './kubeconfig.js';
+import { buildKubeconfig, renderKubeconfig } from './kubeconfig.js';
 import { ManagedProcess } from './managed-process.js';
 import type { ShutdownHooks } from './shutdown-hooks.js';
 import { waitUntilReady } from './wait-until-ready.js';
@@ -52,6 +52,13 @@ export interface SchedulerHandle {
 }
 
 const ADMIN_USER = 'vgpu-warden-admin';
+const CLUSTER_NAME = 'vgpu-warden-local';
+
+/** Who a client certificate names: the user (CN) and its groups (O). */
+export interface ClientIdentity {
+  userName: string;
+  groups?: readonly string[];
+}
 
 /**
  * A real etcd + kube-apiserver (+ optional kube-scheduler) on free loopback ports, with generated
@@ -76,6 +83,8 @@ export class ControlPlane {
     private readonly binaries: ControlPlaneBinaries,
     private readonly startTimeoutMs: number,
     private readonly progress: (line: string) => void,
+    // Kept in memory only: it signs client certificates (kubelets' node identities) on demand.
+    private readonly ca: CertificateAuthority,
   ) {}
 
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
@@ -86,9 +95,9 @@ export class ControlPlane {
     const apiPort = await findFreePort();
     const server = `https://127.0.0.1:${apiPort}`;
     const kubeconfigPath = join(runDir, 'kubeconfig');
-    writeFileSync(kubeconfigPath, renderKubeconfig({ clusterName: 'vgpu-warden-local', server, caPem: pki.caPem, userName: ADMIN_USER, token: pki.token }), { mode: 0o600 });
+    writeFileSync(kubeconfigPath, renderKubeconfig({ clusterName: CLUSTER_NAME, server, caPem: pki.caPem, userName: ADMIN_USER, token: pki.token }), { mode: 0o600 });
 
-    const plane = new ControlPlane(runDir, server, pki.caPem, pki.token, kubeconfigPath, options.binaries, timeoutMs, progress);
+    const plane = new ControlPlane(runDir, server, pki.caPem, pki.token, kubeconfigPath, options.binaries, timeoutMs, progress, pki.ca);
     plane.unregisterHooks = options.shutdownHooks?.register({
       name: 'control plane',
       stop: () => plane.stop(),
@@ -133,10 +142,21 @@ export class ControlPlane {
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
       `--service-account-key-file=${files.saPublicKey}`, `--service-account-signing-key-file=${files.saPrivateKey}`,
       `--token-auth-file=${files.tokens}`,
-      '--authorization-mode=RBAC',
+      // Client certificates from our CA authenticate kubelets (system:node:<name>); the Node
+      // authorizer and NodeRestriction then confine each kubelet to its own node and pods, as in a
+      // real cluster, so a test cannot pass only because a kubelet had admin rights.
+      `--client-ca-file=${files.caCert}`,
+      '--authorization-mode=Node,RBAC',
+      '--enable-admission-plugins=NodeRestriction',
       // No controller-manager: no default ServiceAccount to admit pods with, and nothing would ever
       // remove the not-ready taint from kubelet-less nodes.
       '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition',
+      // Logs, exec and port-forward: kubelets require a client certificate from our CA. Their
+      // serving certificates are self-signed (no --kubelet-certificate-authority, so not verified),
+      // and a node's only reachable address is the InternalIP 127.0.0.1 set by the real-node
+      // fixture: its Hostname (the node name) resolves nowhere.
+      `--kubelet-client-certificate=${files.kubeletClientCert}`, `--kubelet-client-key=${files.kubeletClientKey}`,
+      '--kubelet-preferred-address-types=InternalIP,Hostname',
       '--allow-privileged=true', '--profiling=false', '--v=1',
     ], ready: (child) => waitUntilReady(child, { url: `${this.server}/readyz`, caPem: this.caPem, timeoutMs: this.startTimeoutMs }) });
     this.progress(`kube-apiserver ready on ${this.server}`);
@@ -236,6 +256,25 @@ export class ControlPlane {
     return handle;
   }
 
+  /**
+   * A kubeconfig (JSON text) that authenticates as `identity` with a fresh client certificate from
+   * the control plane's CA, e.g. a kubelet's `system:node:<name>` in group `system:nodes`.
+   */
+  issueClientKubeconfig(identity: ClientIdentity, validityDays = 7): string {
+    const groups = identity.groups ?? [];
+    if (groups.length > 1) throw new TypeError('issueClientKubeconfig: certificates/certificates.ts writes one organization, so give at most one group');
+    const issued = issueCertificate(this.ca, { commonName: identity.userName, organization: groups[0], usage: 'client', validityDays });
+    const config = buildKubeconfig({ clusterName: CLUSTER_NAME, server: this.server, caPem: this.caPem, userName: identity.userName, token: '' });
+    const base64 = (pem: string) => Buffer.from(pem).toString('base64');
+    config.users = [{ name: identity.userName, user: { 'client-certificate-data': base64(issued.certPem), 'client-key-data': base64(issued.keyPem) } }];
+    return JSON.stringify(config, null, 2) + '\n';
+  }
+
+  /** The kubeconfig a kubelet registering node `nodeName` uses (user system:node:<name>, group system:nodes). */
+  issueNodeKubeconfig(nodeName: string): string {
+    return this.issueClientKubeconfig({ userName: `system:node:${nodeName}`, groups: ['system:nodes'] });
+  }
+
   /** Stops schedulers, then kube-apiserver, then etcd, and removes the run directory. Idempotent. */
   stop(): Promise<void> {
     this.stopped ??= (async () => {
@@ -279,6 +318,9 @@ export class ControlPlane {
 }
 
 interface PkiFiles {
+  caCert: string;
+  kubeletClientCert: string;
+  kubeletClientKey: string;
   servingCert: string;
   servingKey: string;
   saPublicKey: string;
@@ -286,7 +328,7 @@ interface PkiFiles {
   tokens: string;
 }
 
-function writeControlPlanePki(runDir: string): { caPem: string; token: string; files: PkiFiles } {
+function writeControlPlanePki(runDir: string): { ca: CertificateAuthority; caPem: string; token: string; files: PkiFiles } {
   const pkiDir = join(runDir, 'pki');
   mkdirSync(pkiDir, { mode: 0o700 });
   const ca = createCertificateAuthority({ commonName: 'vgpu-warden-local-ca', validityDays: 7 });
@@ -296,6 +338,9 @@ function writeControlPlanePki(runDir: string): { caPem: string; token: string; f
     usage: 'server',
     validityDays: 7,
   });
+  // What kube-apiserver shows kubelets when it proxies logs/exec; kubelets authorize with
+  // AlwaysAllow, so the identity only has to be authenticated (system:masters for good measure).
+  const kubeletClient = issueCertificate(ca, { commonName: 'kube-apiserver-kubelet-client', organization: 'system:masters', usage: 'client', validityDays: 7 });
   const serviceAccount = generateKeyPairSync('rsa', {
     modulusLength: 2048,
     publicKeyEncoding: { type: 'spki', format: 'pem' },
@@ -303,18 +348,23 @@ function writeControlPlanePki(runDir: string): { caPem: string; token: string; f
   });
   const token = randomBytes(32).toString('hex');
   const files: PkiFiles = {
+    caCert: join(pkiDir, 'ca.crt'),
+    kubeletClientCert: join(pkiDir, 'apiserver-kubelet-client.crt'),
+    kubeletClientKey: join(pkiDir, 'apiserver-kubelet-client.key'),
     servingCert: join(pkiDir, 'apiserver.crt'),
     servingKey: join(pkiDir, 'apiserver.key'),
     saPublicKey: join(pkiDir, 'sa.pub'),
     saPrivateKey: join(pkiDir, 'sa.key'),
     tokens: join(pkiDir, 'tokens.csv'),
   };
-  writeFileSync(join(pkiDir, 'ca.crt'), ca.certPem);
+  writeFileSync(files.caCert, ca.certPem);
+  writeFileSync(files.kubeletClientCert, kubeletClient.certPem);
+  writeFileSync(files.kubeletClientKey, kubeletClient.keyPem, { mode: 0o600 });
   writeFileSync(files.servingCert, serving.certPem);
   writeFileSync(files.servingKey, serving.keyPem, { mode: 0o600 });
   writeFileSync(files.saPublicKey, serviceAccount.publicKey);
   writeFileSync(files.saPrivateKey, serviceAccount.privateKey, { mode: 0o600 });
   // token,user,uid,"groups": system:masters gives the admin every permission under RBAC.
   writeFileSync(files.tokens, `${token},${ADMIN_USER},${ADMIN_USER},"system:masters"\n`, { mode: 0o600 });
-  return { caPem: ca.certPem, token, files };
+  return { ca, caPem: ca.certPem, token, files };
 }

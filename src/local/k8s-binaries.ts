@@ -9,6 +9,8 @@ export interface ControlPlaneBinaries {
   kubeScheduler: string;
   /** Optional: only tests that need Deployments, ReplicaSets or garbage collection start it. */
   kubeControllerManager?: string;
+  /** Optional: only the real-node fixture (src/local/real-node) runs it. */
+  kubelet?: string;
 }
 
 export class MissingBinariesError extends WardenError {}
@@ -34,7 +36,7 @@ export function locateBinaries(options: { repoRoot: string; env: Readonly<Record
     kubeApiserver: join(binDir, 'kube-apiserver'),
     kubeScheduler: join(binDir, 'kube-scheduler'),
   };
-  const controllerManager = join(binDir, 'kube-controller-manager');
+  const optional = { kubeControllerManager: join(binDir, 'kube-controller-manager'), kubelet: join(binDir, 'kubelet') };
   for (const path of Object.values(binaries)) {
     try {
       accessSync(path, constants.X_OK);
@@ -45,10 +47,18 @@ export function locateBinaries(options: { repoRoot: string; env: Readonly<Record
       );
     }
   }
+  const found: ControlPlaneBinaries = { ...binaries };
+  for (const [key, path] of Object.entries(optional) as [keyof typeof optional, string][]) {
+    if (isExecutable(path)) found[key] = path;
+  }
+  return found;
+}
+
+function isExecutable(path: string): boolean {
   try {
-    accessSync(controllerManager, constants.X_OK);
-    return { ...binaries, kubeControllerManager: controllerManager };
+    accessSync(path, constants.X_OK);
+    return true;
   } catch {
-    return binaries;
+    return false;
   }
 }

@@ -317,8 +317,13 @@ describe('admission policies (manifests/admission-policies.yaml) in the real kub
       await tenant.createNamespacedPod({ namespace, body: pod('ours', { scheduler: SCHEDULER }) });
       await tenant.createNamespacedPod({ namespace, body: pod('cpu', { scheduler: 'volcano', containers: [container('web')] }) });
       // kubelet's mirror of a static GPU pod: bound already, created by the node itself.
-      const node = coreAs(kubeConfig, 'system:node:gpu-1', 'system:nodes');
-      await node.createNamespacedPod({ namespace, body: pod('static-gpu-1', { nodeName: 'gpu-1', annotations: { 'kubernetes.io/config.mirror': 'hash' } }) });
+      // As kubelet makes it: NodeRestriction admits a node's mirror pod only when the pod is owned by that Node (with its UID).
+      const { core: admin } = testCluster();
+      const nodeUid = (await admin.readNode({ name: probeNode })).metadata?.uid;
+      const node = coreAs(kubeConfig, `system:node:${probeNode}`, 'system:nodes');
+      const mirror = pod('static-gpu-1', { nodeName: probeNode, annotations: { 'kubernetes.io/config.mirror': 'hash' } });
+      mirror.metadata = { ...mirror.metadata, ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: probeNode, uid: nodeUid ?? '', controller: true }] };
+      await node.createNamespacedPod({ namespace, body: mirror });
     });
 
     it('cannot get scheduler-owned annotations onto pods through a Deployment template: the ReplicaSet controller is refused', async () => {

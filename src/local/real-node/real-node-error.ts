@@ -1,0 +1,4 @@
+import { WardenError } from '../../errors.js';
+
+/** A real node (namespace, containerd, kubelet) did not start, or could not be torn down completely. */
+export class RealNodeError extends WardenError {}
