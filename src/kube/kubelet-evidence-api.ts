@@ -34,6 +34,16 @@ export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
     }
   }
 
+  async kubeletRegistered(node: string, signal?: AbortSignal): Promise<boolean> {
+    try {
+      const found = await this.core.readNode({ name: node }, withSignal(this.bounded(signal)));
+      return (found.status?.nodeInfo?.kubeletVersion ?? '') !== '';
+    } catch (error) {
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+  }
+
   async kubeletReportedOn(node: string, pod: PodRef & { uid: string }, signal?: AbortSignal): Promise<boolean> {
     const events = await this.core.listNamespacedEvent({
       namespace: pod.namespace,

@@ -12,7 +12,9 @@ import type { PodRef } from './lock-value.js';
  * one of these shows that the kubelet is past the dead pod:
  * - the state store saw the pod's last state, and it was not bound here waiting for Allocate
  *   (never bound: kubelet never had it; allocated or failed: the plugin is done with it);
- * - the node has no kubelet Lease: no kubelet ever ran there (a simulated node);
+ * - no kubelet ever ran on the node: it has no kubelet Lease and reports no kubelet version (a
+ *   node object made by hand, or a simulated one). A kubelet creates its Lease some seconds after it
+ *   registers (12 s seen here), so a missing Lease alone proves nothing;
  * - the kubelet recorded an Event about that pod incarnation (its Allocate was answered
  *   `pods "…" not found` and kubelet rejected it): the fast path, milliseconds after kubelet resumes;
  * - the kubelet renewed its Lease after the pod was gone, and `aliveMarginMs` passed after we saw
@@ -37,6 +39,8 @@ export interface VanishedOwner {
 export interface KubeletEvidenceApi {
   /** resourceVersion of the node's Lease in kube-node-lease; undefined when there is none. */
   nodeLeaseVersion(node: string, signal?: AbortSignal): Promise<string | undefined>;
+  /** Whether a kubelet ever registered the node (status.nodeInfo.kubeletVersion is set). */
+  kubeletRegistered(node: string, signal?: AbortSignal): Promise<boolean>;
   /** Whether the kubelet of `node` recorded an Event about this pod incarnation. */
   kubeletReportedOn(node: string, pod: PodRef & { uid: string }, signal?: AbortSignal): Promise<boolean>;
 }
@@ -84,11 +88,13 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
 
   async mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal): Promise<boolean> {
     if (!lastStateMayBeAdmitted(vanished, node)) return false;
-    const lease = await this.deps.api.nodeLeaseVersion(node, signal);
-    if (lease === undefined) {
+    const found = await this.deps.api.nodeLeaseVersion(node, signal);
+    if (found === undefined && !await this.deps.api.kubeletRegistered(node, signal)) {
       this.tracks.delete(node);
       return false;
     }
+    // A kubelet without a Lease yet: its creation will count as the renewal.
+    const lease = found ?? '';
     if (vanished?.uid !== undefined && await this.deps.api.kubeletReportedOn(node, { ...owner, uid: vanished.uid }, signal)) return false;
     const now = this.clock().getTime();
     const track = this.tracks.get(node);

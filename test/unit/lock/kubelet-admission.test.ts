@@ -11,11 +11,16 @@ const vanished = (overrides: Partial<VanishedOwner> = {}): VanishedOwner => ({
 /** The kubelet's traces as a test sets them: the node Lease's version (undefined: none) and Events by uid. */
 class Evidence implements KubeletEvidenceApi {
   lease: string | undefined = '100';
+  registered = true;
   reportedUids = new Set<string>();
   calls: string[] = [];
   nodeLeaseVersion(node: string) {
     this.calls.push(`lease ${node}`);
     return Promise.resolve(this.lease);
+  }
+  kubeletRegistered(node: string) {
+    this.calls.push(`node ${node}`);
+    return Promise.resolve(this.registered);
   }
   kubeletReportedOn(node: string, pod: { namespace: string; name: string; uid: string }) {
     this.calls.push(`events ${node} ${pod.namespace}/${pod.name} ${pod.uid}`);
@@ -42,9 +47,22 @@ describe('kubelet admission of a lock owner that is gone', () => {
     expect(lastStateMayBeAdmitted(undefined, NODE), 'an unknown last state may be anything').to.equal(true);
   });
 
-  it('a node without a kubelet Lease has no kubelet to admit anything (a simulated node)', async () => {
+  it('a node without a kubelet Lease and without a kubelet version has no kubelet to admit anything (a simulated node)', async () => {
     const { evidence, check } = setup();
     evidence.lease = undefined;
+    evidence.registered = false;
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
+  });
+
+  it('a registered kubelet without a Lease yet (it creates it seconds after registering) may still admit; the Lease appearing counts as a renewal', async () => {
+    const { evidence, check, advance } = setup();
+    evidence.lease = undefined;
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    advance(10_000);
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    evidence.lease = '7';
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    advance(5_000);
     expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
   });
 

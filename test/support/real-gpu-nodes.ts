@@ -1,0 +1,154 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
+import { loadConfig } from '../../src/config.js';
+import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
+import { findFreePorts } from '../../src/local/free-port.js';
+import { locateBinaries } from '../../src/local/k8s-binaries.js';
+import { TEST_IMAGE } from '../../src/local/real-node/node-image.js';
+import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
+import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
+import type { RealNode } from '../../src/local/real-node/real-node.js';
+import { createLogger } from '../../src/telemetry/logger.js';
+import { GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type MockGpu } from './hami-plugin/index.js';
+import { eventually, notYet, uniqueName } from './test-cluster.js';
+
+export const REAL_GROUP_LABEL = 'vgpu-warden.test/real-group';
+
+/** The GPU environment HAMi's plugin gives a container, as the container printed it. */
+export const ENV_PATTERN = /^(NVIDIA_VISIBLE_DEVICES|CUDA_DEVICE_MEMORY_LIMIT_\d+|CUDA_DEVICE_SM_LIMIT)=(.*)$/;
+
+export interface RealGpuNodesOptions {
+  nodes?: number;
+  gpusPerNode?: number;
+  gpuMemoryMiB?: number;
+  /** vgpu-warden settings for the server (e.g. SWEEP_ENABLED=false). */
+  env?: Record<string, string>;
+  /** HAMi v2.10's pod-list fallback in the plugin (default on, as v2.10 ships). */
+  fallback?: boolean;
+}
+
+/**
+ * vgpu-warden (webhook + extender, in-process), the real kube-scheduler with the shipped extender
+ * configuration, and real nodes (kubelet v1.34 + containerd each, src/local/real-node/) on which the
+ * HAMi device-plugin stand-in is registered over kubelet's device-plugin gRPC API, so kubelet's own
+ * device manager calls Allocate in its own order. The stand-in shares no code with src/.
+ */
+export class RealGpuNodes {
+  server: RunningServer | undefined;
+  scheduler: SchedulerHandle | undefined;
+  fleet: RealNodeFleet | undefined;
+  readonly plugin: HamiDevicePlugin<Admission>;
+  readonly pluginServers = new Map<string, GrpcDevicePluginServer>();
+  readonly group = uniqueName('rg');
+  readonly gpus = new Map<string, MockGpu[]>();
+  readonly core: CoreV1Api;
+  private readonly certDir = mkdtempSync(join(tmpdir(), 'real-gpu-certs-'));
+
+  constructor(private readonly plane: ControlPlane, private readonly options: RealGpuNodesOptions = {}) {
+    this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
+    this.plugin = new HamiDevicePlugin<Admission>({ api: pluginApiFromCore(this.core), fallback: options.fallback ?? true });
+  }
+
+  get nodeNames(): string[] {
+    return this.fleet?.nodes.map((node) => node.nodeName) ?? [];
+  }
+
+  node(name: string): RealNode {
+    if (this.fleet === undefined) throw new Error('real nodes not started');
+    return this.fleet.node(name);
+  }
+
+  async start(): Promise<void> {
+    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
+    const config = loadConfig({
+      KUBECONFIG: this.plane.kubeconfigPath, CERT_DIR: this.certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
+      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', LEASE_NAME: uniqueName('lease'),
+      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), POD_NAMESPACE: 'default',
+      ...this.options.env,
+    });
+    this.server = await startServer(config, createLogger(process.env.REAL_NODES_LOG_LEVEL === 'info' ? 'info' : 'warn'));
+    await this.server.cache.waitForSync(30_000);
+
+    const binaries = locateBinaries({ repoRoot: resolve(import.meta.dirname, '..', '..'), env: process.env });
+    const count = this.options.nodes ?? 1;
+    this.fleet = await RealNodeFleet.start({
+      nodes: Array.from({ length: count }, (_, index) => ({ name: `${this.group}-n${index}`, labels: { [REAL_GROUP_LABEL]: this.group } })),
+      cluster: this.plane,
+      kubeConfig: loadKubeConfig(this.plane.kubeconfigPath),
+      tools: locateRealNodeTools(binaries),
+    });
+    await Promise.all(this.fleet.nodes.map((node) => this.startPlugin(node)));
+    this.scheduler = await this.plane.startScheduler(kubeSchedulerConfiguration({
+      schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${this.server.extender.port}`,
+      ...(this.server.keeper.current()?.caBundlePem === undefined ? {} : { caPem: this.server.keeper.current()?.caBundlePem }),
+      nodePolicy: config.nodeSchedulerPolicy,
+    }));
+  }
+
+  /** Registers the node's mock GPUs as HAMi's plugin does, serves the plugin on its kubelet, and waits for the capacity. */
+  private async startPlugin(node: RealNode): Promise<void> {
+    const gpus = mockGpus(node.nodeName, this.options.gpusPerNode ?? 2, { memoryMiB: this.options.gpuMemoryMiB ?? 24576 });
+    this.gpus.set(node.nodeName, gpus);
+    await registerNode(this.core, node.nodeName, gpus);
+    const server = new GrpcDevicePluginServer({ plugin: this.plugin, node: node.nodeName, pluginDir: node.devicePluginDir });
+    this.pluginServers.set(node.nodeName, server);
+    await server.start();
+    await this.allocatable(node.nodeName, gpus.length * (gpus[0]?.count ?? 0));
+  }
+
+  /** Waits until kubelet publishes `count` allocatable nvidia.com/gpu on the node. */
+  allocatable(node: string, count: number, timeoutMs = 30_000): Promise<true> {
+    return eventually(`${node} to publish ${count} allocatable nvidia.com/gpu`, async () => {
+      const seen = (await this.core.readNode({ name: node })).status?.allocatable?.['nvidia.com/gpu'];
+      return seen === String(count) ? true : notYet(`allocatable ${seen ?? 'none'}`);
+    }, timeoutMs, 200);
+  }
+
+  async stop(): Promise<void> {
+    await this.scheduler?.stop();
+    for (const server of this.pluginServers.values()) await server.stop().catch(() => undefined);
+    await this.fleet?.stop();
+    await this.server?.stop();
+    rmSync(this.certDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A GPU pod for the real nodes: hostNetwork (the nodes have loopback networking only), the local
+ * busybox image, and a container that prints the GPU environment it was given, then waits and
+ * exits at once on SIGTERM (so a graceful delete finishes in well under a second).
+ */
+export function realGpuPod(name: string, group: string, limits: Record<string, string>): V1Pod {
+  return {
+    metadata: { name },
+    spec: {
+      schedulerName: 'hami-scheduler',
+      hostNetwork: true,
+      automountServiceAccountToken: false,
+      terminationGracePeriodSeconds: 5,
+      nodeSelector: { [REAL_GROUP_LABEL]: group },
+      containers: [{
+        name: 'main',
+        image: TEST_IMAGE,
+        imagePullPolicy: 'Never',
+        command: ['sh', '-c', 'env | sort; trap "exit 0" TERM; sleep 3600 & wait'],
+        resources: { limits },
+      }],
+    },
+  };
+}
+
+/** The GPU variables a container printed at start, from its log. */
+export function gpuEnvironment(log: string): Record<string, string> {
+  const found: Record<string, string> = {};
+  for (const line of log.split('\n')) {
+    const match = ENV_PATTERN.exec(line.trim());
+    if (match?.[1] !== undefined) found[match[1]] = match[2] ?? '';
+  }
+  return found;
+}
