@@ -1,10 +1,9 @@
 import { copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { decodePodDevices, wire, type AllocateRecord, type Admission } from '../support/hami-plugin/index.js';
-import { gpuEnvironment, RealGpuNodes, realGpuPod } from '../support/real-gpu-nodes.js';
+import { wire, type AllocateRecord, type Admission } from '../support/hami-plugin/index.js';
+import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, podGone, podNamed, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
@@ -22,10 +21,6 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
  */
 const LIMITS = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3000', 'nvidia.com/gpucores': '30' };
 const RUNS = Number(process.env.REAL_SEED_RUNS ?? 10);
-
-function lockOf(core: CoreV1Api, node: string): Promise<string | undefined> {
-  return core.readNode({ name: node }).then((found) => found.metadata?.annotations?.[wire.NODE_LOCK]);
-}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -65,43 +60,6 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
     return records.map((record) => `      #${record.seq} ${record.at.toISOString()} ${record.outcome} resolvedTo=${record.resolvedTo?.name ?? '-'} via=${record.via ?? '-'} ${record.error ?? ''}`).join('\n');
   }
 
-  async function pod(name: string): Promise<V1Pod | undefined> {
-    const { core, namespace } = testCluster();
-    return core.readNamespacedPod({ namespace, name }).catch(() => undefined);
-  }
-
-  const bound = (name: string, timeoutMs = 20_000) => eventually(`${name} bound`, async () => {
-    const found = await pod(name);
-    return found?.spec?.nodeName !== undefined ? found : notYet(`phase ${found?.status?.phase ?? 'gone'}`);
-  }, timeoutMs, 20);
-
-  const running = (name: string, timeoutMs = 30_000) => eventually(`${name} Running`, async () => {
-    const found = await pod(name);
-    if (found?.status?.phase === 'Failed') throw new Error(`${name} Failed: ${found.status.reason ?? ''} ${found.status.message ?? ''}`);
-    return found?.status?.phase === 'Running' ? found : notYet(`phase ${found?.status?.phase ?? 'gone'}, ${found?.status?.reason ?? ''}`);
-  }, timeoutMs, 50);
-
-  const gone = (name: string, timeoutMs = 30_000) => eventually(`${name} gone`, async () => ((await pod(name)) === undefined ? true : notYet('still there')), timeoutMs, 50);
-
-  /** The container's GPU environment equals what its own pod's allocation names (wire contract §5). */
-  async function expectOwnGpus(running: V1Pod): Promise<void> {
-    const { core, namespace } = testCluster();
-    const name = running.metadata?.name ?? '';
-    const log = await eventually(`${name} to print its environment`, async () => {
-      const text = await core.readNamespacedPodLog({ namespace, name, container: 'main' });
-      return text.includes('NVIDIA_VISIBLE_DEVICES') ? text : notYet(`log: ${text.slice(0, 200)}`);
-    }, 20_000, 200);
-    const allocated = running.metadata?.annotations?.['hami.io/vgpu-devices-allocated'] ?? '';
-    const devices = decodePodDevices(allocated).flat();
-    expect(devices, `${name}'s allocation`).to.have.length(1);
-    const env = gpuEnvironment(log);
-    expect(env, `${name}'s environment`).to.deep.equal({
-      NVIDIA_VISIBLE_DEVICES: devices.map((device) => device.uuid).join(','),
-      CUDA_DEVICE_MEMORY_LIMIT_0: `${devices[0]?.usedMem ?? ''}m`,
-      CUDA_DEVICE_SM_LIMIT: String(devices[0]?.usedCores ?? ''),
-    });
-  }
-
   it('a GPU pod runs with exactly its allocation: kubelet called Allocate and the container got that environment', async () => {
     const { core, namespace } = testCluster();
     const times: number[] = [];
@@ -109,12 +67,12 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
       const name = `plain-${run}`;
       const created = Date.now();
       await core.createNamespacedPod({ namespace, body: realGpuPod(name, cluster.group, LIMITS) });
-      const found = await running(name);
+      const found = await runningPod(name);
       times.push(Date.now() - created);
       expect(found.metadata?.annotations?.[wire.BIND_PHASE]).to.equal('success');
       await expectOwnGpus(found);
       await core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 });
-      await gone(name);
+      await podGone(name);
     }
     process.stdout.write(`      create -> Running with its GPU env: median ${median(times)} ms, max ${Math.max(...times)} ms (${times.length} runs)\n`);
   });
@@ -132,23 +90,23 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
         const recordsBefore = cluster.plugin.records.length;
         real.pause();
         await core.createNamespacedPod({ namespace, body: realGpuPod(victim, cluster.group, LIMITS) });
-        const victimPod = await bound(victim);
-        expect(await lockOf(core, node), 'the bind leaves the lock on the victim').to.match(new RegExp(`,${namespace},${victim}$`));
+        const victimPod = await boundPod(victim);
+        expect(await nodeLock(core, node), 'the bind leaves the lock on the victim').to.match(new RegExp(`,${namespace},${victim}$`));
         await core.deleteNamespacedPod({ namespace, name: victim, ...(variant === 'force' ? { gracePeriodSeconds: 0 } : {}) });
         await core.createNamespacedPod({ namespace, body: realGpuPod(replacement, cluster.group, LIMITS) });
         // Give the replacement every chance to be bound while kubelet still has the victim queued.
         await new Promise((resolve) => setTimeout(resolve, 1_500));
-        expect(await lockOf(core, node), 'while kubelet may still admit the victim, the lock names it').to.match(new RegExp(`,${namespace},${victim}$`));
-        expect((await pod(replacement))?.spec?.nodeName, 'the replacement waits for the lock').to.equal(undefined);
+        expect(await nodeLock(core, node), 'while kubelet may still admit the victim, the lock names it').to.match(new RegExp(`,${namespace},${victim}$`));
+        expect((await podNamed(replacement))?.spec?.nodeName, 'the replacement waits for the lock').to.equal(undefined);
         real.resume();
         const resumed = Date.now();
 
         await eventually('the victim\'s lock to go', async () => {
-          const lock = await lockOf(core, node);
+          const lock = await nodeLock(core, node);
           return lock?.endsWith(`,${namespace},${victim}`) === true ? notYet(`lock ${lock}`) : true;
         }, 30_000, 20);
         toLockGone.push(Date.now() - resumed);
-        const replacementPod = await running(replacement);
+        const replacementPod = await runningPod(replacement);
         toRunning.push(Date.now() - resumed);
         await expectOwnGpus(replacementPod);
 
@@ -164,11 +122,11 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
           victimAllocateCalls += allocated.filter((record) => record.resolvedTo?.uid === victimUid).length;
           expect(allocated.map((record) => record.resolvedTo?.name), 'the victim got its own devices, then the replacement').to.deep.equal([victim, replacement]);
         }
-        expect((await pod(replacement))?.status?.phase).to.equal('Running');
+        expect((await podNamed(replacement))?.status?.phase).to.equal('Running');
         await core.deleteNamespacedPod({ namespace, name: replacement, gracePeriodSeconds: 0 });
-        await gone(replacement);
-        await gone(victim);
-        await eventually('the node to be unlocked', async () => ((await lockOf(core, node)) === undefined ? true : notYet('locked')), 20_000, 50);
+        await podGone(replacement);
+        await podGone(victim);
+        await nodeUnlocked(core, node);
       }
       process.stdout.write(`      ${variant} delete, kubelet resumed 1.5 s later; resume -> lock gone: median ${median(toLockGone)} ms, max ${Math.max(...toLockGone)} ms; -> replacement Running with its GPU env: median ${median(toRunning)} ms, max ${Math.max(...toRunning)} ms (${RUNS} runs; kubelet called Allocate for the victim in ${victimAllocateCalls})\n`);
     });

@@ -14,8 +14,12 @@ import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
 import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
 import type { RealNode } from '../../src/local/real-node/real-node.js';
 import { createLogger } from '../../src/telemetry/logger.js';
-import { GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type MockGpu } from './hami-plugin/index.js';
-import { eventually, notYet, uniqueName } from './test-cluster.js';
+import {
+  GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type MockGpu,
+} from './hami-plugin/index.js';
+import { expect } from 'chai';
+import { decodePodDevices } from './hami-plugin/index.js';
+import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
 
 export const REAL_GROUP_LABEL = 'vgpu-warden.test/real-group';
 
@@ -47,11 +51,13 @@ export class RealGpuNodes {
   readonly group = uniqueName('rg');
   readonly gpus = new Map<string, MockGpu[]>();
   readonly core: CoreV1Api;
+  /** What the device-plugin stand-in does on each Allocate call. Default: allocate as HAMi does. */
+  allocation: (request: AllocateRequest<Admission>) => AllocateAction = () => ({ kind: 'allocate' });
   private readonly certDir = mkdtempSync(join(tmpdir(), 'real-gpu-certs-'));
 
   constructor(private readonly plane: ControlPlane, private readonly options: RealGpuNodesOptions = {}) {
     this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
-    this.plugin = new HamiDevicePlugin<Admission>({ api: pluginApiFromCore(this.core), fallback: options.fallback ?? true });
+    this.plugin = new HamiDevicePlugin<Admission>({ api: pluginApiFromCore(this.core), fallback: options.fallback ?? true, behaviour: (request) => this.allocation(request) });
   }
 
   get nodeNames(): string[] {
@@ -151,4 +157,58 @@ export function gpuEnvironment(log: string): Record<string, string> {
     if (match?.[1] !== undefined) found[match[1]] = match[2] ?? '';
   }
   return found;
+}
+
+/** The pod of that name in the test's namespace, or undefined when there is none. */
+export function podNamed(name: string): Promise<V1Pod | undefined> {
+  const { core, namespace } = testCluster();
+  return core.readNamespacedPod({ namespace, name }).catch(() => undefined);
+}
+
+export function boundPod(name: string, timeoutMs = 20_000): Promise<V1Pod> {
+  return eventually(`${name} bound`, async () => {
+    const found = await podNamed(name);
+    return found?.spec?.nodeName !== undefined ? found : notYet(`phase ${found?.status?.phase ?? 'gone'}`);
+  }, timeoutMs, 20);
+}
+
+/** The pod once Running; a pod that Failed ends the wait with its reason. */
+export function runningPod(name: string, timeoutMs = 30_000): Promise<V1Pod> {
+  return eventually(`${name} Running`, async () => {
+    const found = await podNamed(name);
+    if (found?.status?.phase === 'Failed') throw new Error(`${name} Failed: ${found.status.reason ?? ''} ${found.status.message ?? ''}`);
+    return found?.status?.phase === 'Running' ? found : notYet(`phase ${found?.status?.phase ?? 'gone'}, ${found?.status?.reason ?? ''}`);
+  }, timeoutMs, 50);
+}
+
+export function podGone(name: string, timeoutMs = 30_000): Promise<true> {
+  return eventually(`${name} gone`, async () => ((await podNamed(name)) === undefined ? true : notYet('still there')), timeoutMs, 50);
+}
+
+export function nodeLock(core: CoreV1Api, node: string): Promise<string | undefined> {
+  return core.readNode({ name: node }).then((found) => found.metadata?.annotations?.['hami.io/mutex.lock']);
+}
+
+export function nodeUnlocked(core: CoreV1Api, node: string, timeoutMs = 20_000): Promise<true> {
+  return eventually(`${node} to be unlocked`, async () => {
+    const lock = await nodeLock(core, node);
+    return lock === undefined ? true : notYet(`locked: ${lock}`);
+  }, timeoutMs, 50);
+}
+
+/** The container's GPU environment (its log) equals what its own pod's allocation names (wire contract §5). */
+export async function expectOwnGpus(running: V1Pod): Promise<void> {
+  const { core, namespace } = testCluster();
+  const name = running.metadata?.name ?? '';
+  const log = await eventually(`${name} to print its environment`, async () => {
+    const text = await core.readNamespacedPodLog({ namespace, name, container: 'main' });
+    return text.includes('NVIDIA_VISIBLE_DEVICES') ? text : notYet(`log: ${text.slice(0, 200)}`);
+  }, 20_000, 200);
+  const devices = decodePodDevices(running.metadata?.annotations?.['hami.io/vgpu-devices-allocated'] ?? '').flat();
+  expect(devices, `${name}'s allocation`).to.have.length.greaterThan(0);
+  expect(gpuEnvironment(log), `${name}'s environment`).to.deep.equal({
+    NVIDIA_VISIBLE_DEVICES: devices.map((device) => device.uuid).join(','),
+    ...Object.fromEntries(devices.map((device, index) => [`CUDA_DEVICE_MEMORY_LIMIT_${index}`, `${device.usedMem}m`])),
+    CUDA_DEVICE_SM_LIMIT: String(devices[0]?.usedCores ?? ''),
+  });
 }

@@ -1,0 +1,134 @@
+import { expect } from 'chai';
+import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, podGone, podNamed, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
+import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+
+/**
+ * Faults between kubelet and the device plugin, on real nodes (kubelet v1.34 + containerd, the HAMi
+ * stand-in registered over gRPC): the plugin dies (allocatable drops to 0, kubelet's own doing) or
+ * dies in the middle of an Allocate, kubelet restarts while a pod waits for Allocate, containerd is
+ * gone. Each must leave no lock behind and never give a container another pod's devices.
+ */
+const LIMITS = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '20' };
+
+describe('kubelet and device-plugin faults on real nodes', function () {
+  this.timeout(240_000);
+  let cluster: RealGpuNodes;
+
+  before(async function () {
+    this.timeout(180_000);
+    // The sweeper every 2 s, so a lock left by a pod that ended is freed within the test.
+    cluster = new RealGpuNodes(sharedControlPlane(), { nodes: 2, gpusPerNode: 2, env: { SWEEP_SCHEDULE: '*/2 * * * * *' } });
+    await cluster.start();
+  });
+
+  after(async function () {
+    this.timeout(120_000);
+    await cluster.stop();
+  });
+
+  afterEach(async function () {
+    this.timeout(60_000);
+    cluster.allocation = () => ({ kind: 'allocate' });
+    for (const name of cluster.nodeNames) {
+      const real = cluster.node(name);
+      real.resume();
+      if (real.kubeletPid === undefined) await real.startKubelet();
+      if (real.containerdPid === undefined) await real.startContainerd();
+      const server = cluster.pluginServers.get(name);
+      if (server?.running === false) await server.start();
+      await cluster.allocatable(name, 20);
+    }
+  });
+
+  /** A GPU pod pinned to `node`. */
+  function pinned(name: string, node: string) {
+    const pod = realGpuPod(name, cluster.group, LIMITS);
+    pod.spec = { ...pod.spec, containers: pod.spec?.containers ?? [], nodeSelector: { ...pod.spec?.nodeSelector, 'kubernetes.io/hostname': node } };
+    return pod;
+  }
+
+  it('the plugin dies: kubelet drops allocatable to 0, GPU pods go to the other node; back, the node takes pods again', async () => {
+    const { core, namespace } = testCluster();
+    const [dead = '', alive = ''] = cluster.nodeNames;
+    await cluster.pluginServers.get(dead)?.stop();
+    await cluster.allocatable(dead, 0);
+    await eventually(`the store to see ${dead}'s plugin gone`, () => Promise.resolve(cluster.server?.cache.gpuLiveness(dead).ready === false ? true : notYet('still ready')), 20_000, 100);
+    for (const name of ['elsewhere-0', 'elsewhere-1']) {
+      await core.createNamespacedPod({ namespace, body: realGpuPod(name, cluster.group, LIMITS) });
+      const running = await runningPod(name);
+      expect(running.spec?.nodeName, `${name} avoids the node without plugin`).to.equal(alive);
+      await expectOwnGpus(running);
+    }
+    await core.createNamespacedPod({ namespace, body: pinned('waits-for-plugin', dead) });
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect((await podNamed('waits-for-plugin'))?.spec?.nodeName, 'nothing is bound to a node whose plugin is down').to.equal(undefined);
+    expect(await nodeLock(core, dead), 'and its lock is not taken').to.equal(undefined);
+
+    await cluster.pluginServers.get(dead)?.start();
+    await cluster.allocatable(dead, 20);
+    const revived = await runningPod('waits-for-plugin', 60_000);
+    expect(revived.spec?.nodeName).to.equal(dead);
+    await expectOwnGpus(revived);
+    expect((await core.listNamespacedPod({ namespace })).items.map((pod) => pod.status?.phase)).to.deep.equal(['Running', 'Running', 'Running']);
+  });
+
+  it('kubelet restarts while a bound pod waits for Allocate: the new kubelet admits it, the plugin re-registers, the pod runs with its GPUs, no lock left', async () => {
+    const { core, namespace } = testCluster();
+    const [node = ''] = cluster.nodeNames;
+    const real = cluster.node(node);
+    const registrations = cluster.pluginServers.get(node)?.registrations ?? 0;
+    real.pause();
+    await core.createNamespacedPod({ namespace, body: pinned('across-restart', node) });
+    await boundPod('across-restart');
+    expect(await nodeLock(core, node)).to.match(/,across-restart$/);
+    const restarted = Date.now();
+    await real.restartKubelet();
+    const running = await runningPod('across-restart');
+    process.stdout.write(`      kubelet restart -> pod Running: ${Date.now() - restarted} ms\n`);
+    await expectOwnGpus(running);
+    expect(cluster.pluginServers.get(node)?.registrations, 'the plugin registered with the new kubelet').to.be.greaterThan(registrations);
+    await nodeUnlocked(core, node);
+  });
+
+  it('the plugin dies in the middle of an Allocate: kubelet rejects the pod, its lock goes, and once the plugin is back the next pod runs with its own GPUs', async () => {
+    const { core, namespace } = testCluster();
+    const [node = ''] = cluster.nodeNames;
+    let calls = 0;
+    cluster.allocation = () => (calls++ === 0 ? { kind: 'stall' } : { kind: 'allocate' });
+    await core.createNamespacedPod({ namespace, body: pinned('cut-off', node) });
+    await boundPod('cut-off');
+    await eventually('the stalled Allocate', () => Promise.resolve(calls > 0 ? true : notYet('no Allocate yet')), 20_000, 50);
+    await cluster.pluginServers.get(node)?.stop();
+    const failed = await eventually('cut-off rejected by kubelet', async () => {
+      const pod = await podNamed('cut-off');
+      return pod?.status?.phase === 'Failed' ? pod : notYet(`phase ${pod?.status?.phase ?? 'gone'}`);
+    }, 30_000, 100);
+    expect(failed.status?.reason).to.equal('UnexpectedAdmissionError');
+    await nodeUnlocked(core, node, 30_000);
+
+    await cluster.pluginServers.get(node)?.start();
+    await cluster.allocatable(node, 20);
+    await core.createNamespacedPod({ namespace, body: pinned('after-cut', node) });
+    const running = await runningPod('after-cut');
+    await expectOwnGpus(running);
+    await nodeUnlocked(core, node);
+  });
+
+  it('containerd is gone: Allocate still happens at admission, the pod cannot start, and the lock does not stay', async () => {
+    const { core, namespace } = testCluster();
+    const [, node = ''] = cluster.nodeNames;
+    const real = cluster.node(node);
+    await real.killContainerd();
+    await core.createNamespacedPod({ namespace, body: pinned('no-runtime', node) });
+    const bound = await boundPod('no-runtime');
+    expect(bound.spec?.nodeName).to.equal(node);
+    await nodeUnlocked(core, node, 30_000);
+    const pod = await podNamed('no-runtime');
+    expect(pod?.status?.phase, 'no container runs without a runtime').to.not.equal('Running');
+    await real.startContainerd();
+    const running = await runningPod('no-runtime', 90_000);
+    await expectOwnGpus(running);
+    await core.deleteNamespacedPod({ namespace, name: 'no-runtime', gracePeriodSeconds: 0 });
+    await podGone('no-runtime');
+  });
+});
