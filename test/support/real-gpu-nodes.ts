@@ -196,17 +196,22 @@ export function nodeUnlocked(core: CoreV1Api, node: string, timeoutMs = 20_000):
   }, timeoutMs, 50);
 }
 
-/** The container's GPU environment (its log) equals what its own pod's allocation names (wire contract §5). */
-export async function expectOwnGpus(running: V1Pod): Promise<void> {
+/**
+ * The container's GPU environment (its log) equals what its own pod's allocation names (wire
+ * contract §5): all of it, or the container's `segment` (containers in order, init containers first).
+ */
+export async function expectOwnGpus(running: V1Pod, options: { container?: string; segment?: number } = {}): Promise<void> {
   const { core, namespace } = testCluster();
   const name = running.metadata?.name ?? '';
-  const log = await eventually(`${name} to print its environment`, async () => {
-    const text = await core.readNamespacedPodLog({ namespace, name, container: 'main' });
+  const container = options.container ?? 'main';
+  const log = await eventually(`${name}/${container} to print its environment`, async () => {
+    const text = await core.readNamespacedPodLog({ namespace, name, container });
     return text.includes('NVIDIA_VISIBLE_DEVICES') ? text : notYet(`log: ${text.slice(0, 200)}`);
   }, 20_000, 200);
-  const devices = decodePodDevices(running.metadata?.annotations?.['hami.io/vgpu-devices-allocated'] ?? '').flat();
+  const segments = decodePodDevices(running.metadata?.annotations?.['hami.io/vgpu-devices-allocated'] ?? '');
+  const devices = options.segment === undefined ? segments.flat() : segments[options.segment] ?? [];
   expect(devices, `${name}'s allocation`).to.have.length.greaterThan(0);
-  expect(gpuEnvironment(log), `${name}'s environment`).to.deep.equal({
+  expect(gpuEnvironment(log), `${name}/${container}'s environment`).to.deep.equal({
     NVIDIA_VISIBLE_DEVICES: devices.map((device) => device.uuid).join(','),
     ...Object.fromEntries(devices.map((device, index) => [`CUDA_DEVICE_MEMORY_LIMIT_${index}`, `${device.usedMem}m`])),
     CUDA_DEVICE_SM_LIMIT: String(devices[0]?.usedCores ?? ''),
