@@ -83,13 +83,13 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
     });
   });
 
-  it('moves everything of the base namespace into the release namespace, and leaves the kube-system RoleBinding there', async () => {
+  it('moves everything of the base namespace into the release namespace, and leaves the kube-system RoleBinding and the kube-node-lease Role there', async () => {
     const chart = await renderChart({ namespace: 'gpu-system', set: { 'namespace.create': 'true' } });
     const text = JSON.stringify(chart);
     expect(text).to.not.match(/"namespace":"vgpu-warden"|:vgpu-warden:vgpu-warden|\.vgpu-warden\.svc|resourceNamespace: vgpu-warden/);
     expect(find(chart, 'Namespace', 'gpu-system').metadata?.labels).to.deep.include({ 'pod-security.kubernetes.io/enforce': 'restricted', 'hami.io/webhook': 'ignore' });
     const namespaces = new Set(chart.map((object) => object.metadata?.namespace).filter((namespace) => namespace !== undefined));
-    expect([...namespaces].sort()).to.deep.equal(['gpu-system', 'kube-system']);
+    expect([...namespaces].sort()).to.deep.equal(['gpu-system', 'kube-node-lease', 'kube-system']);
     expect(find(chart, 'RoleBinding', 'vgpu-warden-extension-apiserver-authentication-reader').metadata?.namespace).to.equal('kube-system');
     const env = envOf(find(chart, 'Deployment', 'vgpu-warden'));
     expect(env.CERT_HOSTS).to.equal('vgpu-warden-extender.gpu-system.svc');

@@ -32,8 +32,12 @@ export interface ResourceAttributes {
 
 /**
  * The ServiceAccounts and RBAC objects of manifests/ moved from vgpu-warden into `namespace`, the
- * way a kustomize namespace override would move them (the kube-system RoleBinding stays there).
+ * way a kustomize namespace override would move them (the kube-system RoleBinding and the
+ * kube-node-lease Role and RoleBinding stay there).
  */
+/** Namespaces whose shipped objects stay where they are, shared by every test namespace. */
+const FIXED_NAMESPACES = new Set(['kube-system', 'kube-node-lease']);
+
 export function shippedIdentities(namespace: string): AnyObject[] {
   return loadManifestObjects()
     .filter(({ object }) => IDENTITY_KINDS.includes(object.kind ?? ''))
@@ -57,7 +61,7 @@ export async function applyShippedIdentities(kubeConfig: KubeConfig, namespace: 
   const created: AnyObject[] = [];
   const cleanup = async () => {
     for (const object of created.reverse()) {
-      if (object.metadata?.namespace === undefined || object.metadata.namespace === 'kube-system') await api.delete(object).catch(() => undefined);
+      if (object.metadata?.namespace === undefined || FIXED_NAMESPACES.has(object.metadata.namespace)) await api.delete(object).catch(() => undefined);
     }
   };
   try {

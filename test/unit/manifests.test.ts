@@ -102,7 +102,7 @@ describe('manifests/ (the kustomize base)', () => {
     });
   });
 
-  it('puts every namespaced object in vgpu-warden, except the RoleBinding that must live in kube-system', () => {
+  it('puts every namespaced object in vgpu-warden, except the RoleBinding that must live in kube-system and the node-Lease reader in kube-node-lease', () => {
     findObject(objects, 'Namespace', NAMESPACE);
     for (const { file, object } of objects) {
       const where = `${file}: ${object.kind} ${object.metadata?.name ?? ''}`;
@@ -110,6 +110,8 @@ describe('manifests/ (the kustomize base)', () => {
         expect(object.metadata?.namespace, where).to.equal(undefined);
       } else if (object.kind === 'RoleBinding' && object.metadata?.name === 'vgpu-warden-extension-apiserver-authentication-reader') {
         expect(object.metadata.namespace, where).to.equal('kube-system');
+      } else if (object.metadata?.name === 'vgpu-warden-node-leases') {
+        expect(object.metadata.namespace, where).to.equal('kube-node-lease');
       } else {
         expect(object.metadata?.namespace, where).to.equal(NAMESPACE);
       }
@@ -356,15 +358,21 @@ describe('manifests/ (the kustomize base)', () => {
         { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
         { apiGroups: [''], resources: ['resourcequotas'], verbs: ['list', 'watch'] },
         { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        { apiGroups: [''], resources: ['events'], verbs: ['list'] },
         { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['vgpu-warden'], verbs: ['get', 'list', 'watch', 'update'] },
       ]);
     });
 
-    it('grants Secrets and Leases only in its namespace, by name wherever the verb allows it', () => {
+    it('grants Secrets and Leases only in its namespace, by name wherever the verb allows it; kubelet Leases only to get', () => {
       for (const role of roles) {
         for (const rule of role.rules ?? []) {
           const sensitive = rule.resources?.some((resource) => ['secrets', 'leases'].includes(resource)) === true;
           if (!sensitive) continue;
+          if (role.metadata?.namespace === 'kube-node-lease') {
+            // Node names are not known in advance: get by name at run time, nothing else.
+            expect(rule, `${role.metadata.name ?? ''} in kube-node-lease`).to.deep.equal({ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get'] });
+            continue;
+          }
           expect(role.kind, `${role.metadata?.name ?? ''} grants ${rule.resources?.join(',') ?? ''} cluster-wide`).to.equal('Role');
           expect(role.metadata?.namespace).to.equal(NAMESPACE);
           expect(rule.verbs).to.not.include.members(['list', 'watch', 'delete', 'patch']);
@@ -387,7 +395,7 @@ describe('manifests/ (the kustomize base)', () => {
           return binding.subjects?.[0]?.name === serviceAccount;
         })
         .map(reference);
-      expect(boundTo(podSpec.serviceAccountName)).to.have.members(['ClusterRole/vgpu-warden', `Role/${NAMESPACE}/vgpu-warden`]);
+      expect(boundTo(podSpec.serviceAccountName)).to.have.members(['ClusterRole/vgpu-warden', `Role/${NAMESPACE}/vgpu-warden`, 'Role/kube-node-lease/vgpu-warden-node-leases']);
       expect(boundTo(schedulerPodSpec.serviceAccountName)).to.have.members([...BUILT_IN_ROLES, `Role/${NAMESPACE}/vgpu-warden-scheduler`]);
       expect(boundTo(podSpec.serviceAccountName).length + boundTo(schedulerPodSpec.serviceAccountName).length).to.equal(bindings.length);
     });

@@ -38,7 +38,7 @@ describe('tools/k8s/build.sh', () => {
   it('skips the build when binaries of the pinned versions are cached', () => {
     const bin = join(cache, buildKey, 'bin');
     mkdirSync(bin, { recursive: true });
-    for (const name of ['kube-apiserver', 'kube-scheduler', 'kube-controller-manager', 'etcd']) {
+    for (const name of ['kube-apiserver', 'kube-scheduler', 'kube-controller-manager', 'kubelet', 'etcd']) {
       writeFileSync(join(bin, name), '#!/bin/sh\n');
       chmodSync(join(bin, name), 0o755);
     }
