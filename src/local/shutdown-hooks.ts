@@ -1,6 +1,6 @@
 /**
  * Stops registered resources when the process ends: on SIGINT/SIGTERM it runs their async stop
- * (bounded), then exits with the conventional code; on 'exit' (any other way out, including an
+ * (newest first, one at a time, all within one bound), then exits with the conventional code; on 'exit' (any other way out, including an
  * uncaught error) it runs their synchronous kill. Listeners exist only while something is registered.
  */
 export interface ShutdownTarget {
@@ -55,9 +55,15 @@ export class ShutdownHooks {
       this.target.exit(code);
     }
     this.stopping = true;
-    this.report(`received ${signal}; stopping ${[...this.resources].map((r) => r.name).join(', ')}`);
+    // Newest first, one after another: what was started on top of something (vgpu-warden on the
+    // control plane, nodes on kube-apiserver) stops while what it talks to is still up, so it does
+    // not log "apiserver unreachable" and failed Event writes on its way out.
+    const order = [...this.resources].reverse();
+    this.report(`received ${signal}; stopping ${order.map((r) => r.name).join(', ')}`);
     const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.stopTimeoutMs).unref());
-    const stopAll = Promise.allSettled([...this.resources].map((resource) => resource.stop()));
+    const stopAll = (async () => {
+      for (const resource of order) await resource.stop().catch(() => undefined);
+    })();
     void Promise.race([stopAll, timeout]).finally(() => this.target.exit(code));
   };
 

@@ -20,4 +20,26 @@ describe('vgpu-warden local --demo seed (the README main job, headless)', functi
     expect(Number(bound?.[1])).to.be.below(10_000);
     expect(output).to.include('demo finished; stopping');
   });
+
+  it('stops on Ctrl-C (SIGINT) with vgpu-warden first, so nothing complains of a vanished apiserver, and exits 130', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', main, 'local', '--gpu-nodes', '1', '--no-view'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const ready = new Promise<void>((done) => {
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.includes('press Ctrl-C to stop')) done();
+      };
+      child.stdout.on('data', onData);
+      child.stderr.on('data', onData);
+    });
+    const exited = new Promise<number | null>((done) => { child.once('exit', (exitCode) => { done(exitCode); }); });
+    await Promise.race([ready, exited]);
+    const before = output.length;
+    child.kill('SIGINT');
+    const code = await exited;
+    const stopping = output.slice(before);
+    expect(code, output).to.equal(130);
+    expect(stopping, 'the newest resource stops first').to.match(/received SIGINT; stopping vgpu-warden.*control plane/);
+    expect(stopping, stopping).to.not.match(/unreachable|could not write Event|ECONNREFUSED/i);
+  });
 });

@@ -40,6 +40,18 @@ describe('ShutdownHooks', () => {
     expect(log.sort()).to.deep.equal(['stop a', 'stop b']);
   });
 
+  it('stops the newest first and waits for each before the next (vgpu-warden before the control plane it talks to)', async () => {
+    const target = new FakeProcess();
+    const log: string[] = [];
+    const hooks = new ShutdownHooks(target);
+    hooks.register(resource(log, 'control plane'));
+    hooks.register(resource(log, 'vgpu-warden', 30));
+    hooks.register({ name: 'failing', stop: () => Promise.reject(new Error('boom')), killSync: () => undefined });
+    target.emit('SIGINT', 'SIGINT');
+    expect(await target.exitCalled).to.equal(130);
+    expect(log, 'a failing stop does not keep the others from stopping').to.deep.equal(['stop vgpu-warden', 'stop control plane']);
+  });
+
   it('exits 143 on SIGTERM', async () => {
     const target = new FakeProcess();
     new ShutdownHooks(target).register(resource([]));
