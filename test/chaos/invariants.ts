@@ -1,7 +1,7 @@
 import { isTerminal, podKey, type AllocationRecord, type ObservedPod, type Snapshot } from './observed-state.js';
 
 export interface Violation {
-  invariant: 'gpu-capacity' | 'foreign-devices' | 'stale-lock' | 'released-while-awaiting' | 'not-bound';
+  invariant: 'gpu-capacity' | 'foreign-devices' | 'stale-lock' | 'released-while-awaiting' | 'not-bound' | 'foreign-container-env';
   message: string;
   /** Objects whose time lines explain it: `ns/name` of pods, `node/<name>` of nodes. */
   subjects: string[];
@@ -71,7 +71,7 @@ export function checkCapacity(snapshot: Snapshot, decode: AllocationDecoder): Vi
 /** Invariant 7: kubelet admitted a pod and the plugin handed it another pod's devices. */
 export function checkForeignDevices(records: readonly AllocationRecord[]): Violation[] {
   return records
-    .filter((record) => record.ok && record.resolvedTo !== undefined && record.resolvedTo.uid !== record.admitted.uid)
+    .filter((record): record is AllocationRecord & { admitted: NonNullable<AllocationRecord['admitted']> } => record.ok && record.admitted !== undefined && record.resolvedTo !== undefined && record.resolvedTo.uid !== record.admitted.uid)
     .map((record) => ({
       invariant: 'foreign-devices' as const,
       message: `kubelet admitted ${podKey(record.admitted)} (${record.admitted.uid}) on ${record.node} and the plugin gave it the devices of ${podKey(record.resolvedTo ?? record.admitted)} (${record.resolvedTo?.uid ?? '?'})`,

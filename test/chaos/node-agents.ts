@@ -1,6 +1,6 @@
 import type { CoreV1Api } from '@kubernetes/client-node';
-import type { AllocationDecoder } from './invariants.js';
-import type { AllocationRecord } from './observed-state.js';
+import type { AllocationDecoder, Violation } from './invariants.js';
+import type { AllocationRecord, Snapshot } from './observed-state.js';
 import type { PluginBehaviour } from './workload.js';
 
 /** The simulated nodes' kubelet and HAMi device plugin, as the chaos runner drives and reads them. */
@@ -11,6 +11,8 @@ export interface NodeAgents {
   records(): readonly AllocationRecord[];
   /** The plugin's own decoder for hami.io/vgpu-devices-allocated (not vgpu-warden's). */
   decode: AllocationDecoder;
+  /** Real nodes: what the Running containers were given, against their own pods' allocations. */
+  checkContainers?(snapshot: Snapshot): Promise<Violation[]>;
 }
 
 export interface NodeAgentsOptions {

@@ -27,8 +27,8 @@ export interface ObservedNode {
 /** What the device-plugin stand-in did when kubelet called Allocate for a pod. */
 export interface AllocationRecord {
   node: string;
-  /** The pod kubelet admitted and called Allocate for. */
-  admitted: { namespace: string; name: string; uid: string };
+  /** The pod kubelet admitted and called Allocate for (unknown on real nodes: the RPC does not say). */
+  admitted: { namespace: string; name: string; uid: string } | undefined;
   /** The pod whose devices the plugin handed over (resolved from the node lock), if any. */
   resolvedTo: { namespace: string; name: string; uid: string } | undefined;
   ok: boolean;

@@ -2,7 +2,10 @@
 // on, each behind its own fault proxy), the real kube-scheduler and kube-controller-manager, the
 // HAMi device-plugin stand-in with its kubelet simulator on simulated GPU nodes, a seeded random
 // workload and a seeded fault plan, with the invariants checked continuously.
-//   npm run chaos -- --seed N --minutes M [--nodes 6] [--keep-logs]
+//   npm run chaos -- --seed N --minutes M [--nodes 6 | --nodes real | --nodes real:N] [--keep-logs]
+// With --nodes real the nodes are real (kubelet + containerd each, the stand-in over gRPC, 3 unless
+// real:N says otherwise; root and the packages .ci/run installs), kubelet and plugin faults join the
+// plan, and every Running GPU container's environment is checked against its pod's allocation.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -17,11 +20,13 @@ import { ShutdownHooks } from '../../src/local/shutdown-hooks.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { bundleFromSecretData } from '../../src/tls/secret-cert-store.js';
 import { FaultProxy } from '../support/fault-proxy.js';
+import { REAL_NODE_CONTAINER } from '../support/real-gpu-nodes.js';
 import { ClusterObserver } from './cluster-observer.js';
 import { DEFAULT_INTERVALS, describeFault, planFaults } from './fault-plan.js';
 import { FaultInjector, OutageLog } from './fault-injector.js';
 import { checkAllBound, checkCapacity, checkForeignDevices, LockTracker, type Violation } from './invariants.js';
 import { createNodeAgents } from './node-agents-impl.js';
+import { RealNodeAgents } from './real-node-agents.js';
 import { Prng } from './prng.js';
 import { ReplicaSet } from './replica-set.js';
 import { TcpBalancer } from './tcp-balancer.js';
@@ -39,9 +44,10 @@ const { values: args } = parseArgs({
 });
 const seed = Number(args.seed);
 const minutes = Number(args.minutes);
-const nodeCount = Number(args.nodes);
+const realNodes = /^real(:\d+)?$/.test(args.nodes);
+const nodeCount = realNodes ? Number(args.nodes.split(':')[1] ?? 3) : Number(args.nodes);
 if (!Number.isInteger(seed) || !(minutes > 0) || !Number.isInteger(nodeCount) || nodeCount < 2) {
-  process.stderr.write('chaos: --seed must be an integer, --minutes a positive number, --nodes an integer >= 2\n');
+  process.stderr.write('chaos: --seed must be an integer, --minutes a positive number, --nodes an integer >= 2 or real[:N] (N >= 2)\n');
   process.exit(2);
 }
 
@@ -62,7 +68,7 @@ const log = (line: string) => { process.stdout.write(`[chaos] ${line}\n`); };
 const logDir = mkdtempSync(join(tmpdir(), `vgpu-warden-chaos-${seed}-`));
 const random = new Prng(seed);
 const plan = planFaults(random.fork('faults'), { startMs: SETTLE_MS, endMs: CHAOS_MS, replicas: 2, meanIntervalMs: DEFAULT_INTERVALS });
-log(`seed ${seed}, ${minutes} min of chaos, ${nodeCount} nodes x ${GPUS_PER_NODE} GPUs, at most ${MAX_GPU_UNITS} GPU shares live; ${plan.length} faults planned; logs in ${logDir}`);
+log(`seed ${seed}, ${minutes} min of chaos, ${nodeCount} ${realNodes ? 'real' : 'simulated'} nodes x ${GPUS_PER_NODE} GPUs, at most ${MAX_GPU_UNITS} GPU shares live; ${plan.length} faults planned; logs in ${logDir}`);
 
 const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process), baseDir: logDir });
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -77,7 +83,8 @@ try {
   await core.createNamespace({ body: { metadata: { name: 'vgpu-warden' } } });
   await core.createNamespace({ body: { metadata: { name: NAMESPACE, labels: { 'chaos.vgpu-warden.io/webhook': 'on' } } } });
   const nodes = Array.from({ length: nodeCount }, (_, index) => `chaos-node-${index}`);
-  for (const name of nodes) await core.createNode({ body: simulatedGpuNode({ name, gpus: GPUS_PER_NODE, labels: NODE_LABEL }) });
+  // Real nodes register themselves when their kubelet starts (below).
+  if (!realNodes) for (const name of nodes) await core.createNode({ body: simulatedGpuNode({ name, gpus: GPUS_PER_NODE, labels: NODE_LABEL }) });
 
   // Two replicas, each with its own proxy to the apiserver (faults hit one replica at a time).
   const proxies = [await FaultProxy.start({ upstream: plane, baseDir: logDir }), await FaultProxy.start({ upstream: plane, baseDir: logDir })];
@@ -125,14 +132,20 @@ try {
   };
   const started = Date.now();
   const timeline = new Timeline({ started });
-  const agents = createNodeAgents({ core, kubeConfig, nodes, behaviourOf, seed, note: (subjects, text) => { timeline.add(subjects, text); } });
+  const note = (subjects: string[], text: string) => { timeline.add(subjects, text); };
+  const agents = realNodes
+    ? new RealNodeAgents({ plane, kubeConfig, core, repoRoot, nodes, labels: NODE_LABEL, gpusPerNode: GPUS_PER_NODE, random: random.fork('nodes'), faultsFromMs: SETTLE_MS, faultsUntilMs: CHAOS_MS, note })
+    : createNodeAgents({ core, kubeConfig, nodes, behaviourOf, seed, note });
   await agents.start();
   cleanups.push(() => agents.stop());
 
   const outages = new OutageLog();
   const observer = new ClusterObserver({ core, namespace: NAMESPACE, nodeSelector: 'chaos.vgpu-warden.io/node=true', timeline });
   const locks = new LockTracker({ staleAfterMs: (SWEEP_EVERY_S + LEASE_S + 10) * 1000 });
-  const workload = new Workload({ core, apps, random: random.fork('workload'), timeline, options: { namespace: NAMESPACE, schedulerName: 'hami-scheduler', nodeSelector: NODE_LABEL, maxGpuUnits: MAX_GPU_UNITS } });
+  const workload = new Workload({ core, apps, random: random.fork('workload'), timeline, options: {
+    namespace: NAMESPACE, schedulerName: 'hami-scheduler', nodeSelector: NODE_LABEL, maxGpuUnits: MAX_GPU_UNITS,
+    ...(realNodes ? { container: REAL_NODE_CONTAINER, hostNetwork: true } : {}),
+  } });
   const injector = new FaultInjector({ plane, proxies, replicas, timeline, outages, started });
   const boundPods = new Set<string>();
   let checkedRecords = 0;
@@ -160,6 +173,7 @@ try {
     const records = agents.records();
     report(checkCapacity(snapshot, agents.decode).filter((found) => !violations.some((known) => known.message === found.message)));
     report(checkForeignDevices(records.slice(checkedRecords)));
+    if (agents.checkContainers !== undefined) report(await agents.checkContainers(snapshot));
     checkedRecords = records.length;
     report(locks.observe(snapshot, records, (from, to) => outages.within(from, to)));
   };
@@ -206,6 +220,7 @@ try {
     faults: injector.applied,
     replicaCrashRestarts: replicas.crashRestarts,
     faultsPlanned: plan.length,
+    ...(agents instanceof RealNodeAgents ? { realNodes: nodeCount, nodeFaults: agents.faultCounts, containersChecked: agents.containersChecked } : {}),
     violations: violations.length,
   };
   log(`summary ${JSON.stringify(summary)}`);

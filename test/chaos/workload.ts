@@ -20,6 +20,9 @@ export interface WorkloadOptions {
    * fair check (see the runner for the arithmetic).
    */
   maxGpuUnits: number;
+  /** For real nodes: the container's image and command, and host networking (loopback CNI only). */
+  container?: { image: string; imagePullPolicy: string; command: readonly string[] };
+  hostNetwork?: boolean;
 }
 
 const MAX_SHARE_MIB = 6000;
@@ -192,7 +195,14 @@ export class Workload {
         schedulerName: this.deps.options.schedulerName,
         nodeSelector: this.deps.options.nodeSelector,
         terminationGracePeriodSeconds: 1,
-        containers: [{ name: 'main', image: 'registry.invalid/chaos:1', resources: { limits } }],
+        ...(this.deps.options.hostNetwork === true ? { hostNetwork: true, automountServiceAccountToken: false } : {}),
+        containers: [{
+          name: 'main',
+          ...(this.deps.options.container === undefined
+            ? { image: 'registry.invalid/chaos:1' }
+            : { ...this.deps.options.container, command: [...this.deps.options.container.command] }),
+          resources: { limits },
+        }],
       },
     };
   }

@@ -19,12 +19,10 @@ import {
 } from './hami-plugin/index.js';
 import { expect } from 'chai';
 import { decodePodDevices } from './hami-plugin/index.js';
+import { expectedGpuEnvironment, gpuEnvironment } from './gpu-environment.js';
 import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
 
 export const REAL_GROUP_LABEL = 'vgpu-warden.test/real-group';
-
-/** The GPU environment HAMi's plugin gives a container, as the container printed it. */
-export const ENV_PATTERN = /^(NVIDIA_VISIBLE_DEVICES|CUDA_DEVICE_MEMORY_LIMIT_\d+|CUDA_DEVICE_SM_LIMIT)=(.*)$/;
 
 export interface RealGpuNodesOptions {
   nodes?: number;
@@ -124,6 +122,13 @@ export class RealGpuNodes {
   }
 }
 
+/** The container of pods on real nodes: prints its environment, then waits; exits at once on SIGTERM. */
+export const REAL_NODE_CONTAINER = {
+  image: TEST_IMAGE,
+  imagePullPolicy: 'Never',
+  command: ['sh', '-c', 'env | sort; trap "exit 0" TERM; sleep 3600 & wait'],
+} as const;
+
 /**
  * A GPU pod for the real nodes: hostNetwork (the nodes have loopback networking only), the local
  * busybox image, and a container that prints the GPU environment it was given, then waits and
@@ -138,25 +143,9 @@ export function realGpuPod(name: string, group: string, limits: Record<string, s
       automountServiceAccountToken: false,
       terminationGracePeriodSeconds: 5,
       nodeSelector: { [REAL_GROUP_LABEL]: group },
-      containers: [{
-        name: 'main',
-        image: TEST_IMAGE,
-        imagePullPolicy: 'Never',
-        command: ['sh', '-c', 'env | sort; trap "exit 0" TERM; sleep 3600 & wait'],
-        resources: { limits },
-      }],
+      containers: [{ name: 'main', ...REAL_NODE_CONTAINER, command: [...REAL_NODE_CONTAINER.command], resources: { limits } }],
     },
   };
-}
-
-/** The GPU variables a container printed at start, from its log. */
-export function gpuEnvironment(log: string): Record<string, string> {
-  const found: Record<string, string> = {};
-  for (const line of log.split('\n')) {
-    const match = ENV_PATTERN.exec(line.trim());
-    if (match?.[1] !== undefined) found[match[1]] = match[2] ?? '';
-  }
-  return found;
 }
 
 /** The pod of that name in the test's namespace, or undefined when there is none. */
@@ -211,9 +200,5 @@ export async function expectOwnGpus(running: V1Pod, options: { container?: strin
   const segments = decodePodDevices(running.metadata?.annotations?.['hami.io/vgpu-devices-allocated'] ?? '');
   const devices = options.segment === undefined ? segments.flat() : segments[options.segment] ?? [];
   expect(devices, `${name}'s allocation`).to.have.length.greaterThan(0);
-  expect(gpuEnvironment(log), `${name}/${container}'s environment`).to.deep.equal({
-    NVIDIA_VISIBLE_DEVICES: devices.map((device) => device.uuid).join(','),
-    ...Object.fromEntries(devices.map((device, index) => [`CUDA_DEVICE_MEMORY_LIMIT_${index}`, `${device.usedMem}m`])),
-    CUDA_DEVICE_SM_LIMIT: String(devices[0]?.usedCores ?? ''),
-  });
+  expect(gpuEnvironment(log), `${name}/${container}'s environment`).to.deep.equal(expectedGpuEnvironment(devices));
 }
