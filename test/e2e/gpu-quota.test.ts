@@ -11,6 +11,8 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
  * its events, counts bound pods, lets the pod in once the limit is raised or a pod of the namespace
  * is gone (with another node ruled out by NodeAffinity, as in most clusters), and the scrape shows
  * HAMi's quota families with the namespace's use.
+ *
+ * Simulated nodes: quota is decided at filter and bind, before kubelet is involved.
  */
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

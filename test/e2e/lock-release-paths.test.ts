@@ -23,6 +23,11 @@ const SETTINGS: Record<Path, Record<string, string>> = {
  * deleted earlier, its bind in flight fails and frees the lock itself (the bind-failure path,
  * covered by test/e2e/extender.test.ts), so waiting for the Binding makes the path under test the
  * only one that can free the lock.
+ *
+ * Simulated nodes (test/support/kubelet-sim): each path is driven by telling the simulated kubelet
+ * when to admit which pod, which a real kubelet cannot be told. What a real kubelet does with a pod
+ * deleted before it admitted it is in real-seed-scenario.test.ts; these paths on real nodes are still
+ * to come (issue #23).
  */
 describe('a lock whose pod is deleted mid-bind is freed by each path on its own', function () {
   this.timeout(120_000);

@@ -10,6 +10,10 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
  * nvidia.com/gpu (zeroed when the plugin's endpoint goes) says so. Through the real kube-scheduler:
  * such a node stops receiving GPU pods, a pod with nowhere else to go stays Pending with the reason
  * in its events, and the node takes pods again as soon as its plugin reports.
+ *
+ * Simulated nodes: the stand-in's liveness is toggled per node without restarting anything. The same
+ * claim on real kubelets (the plugin's gRPC server stopped, kubelet zeroing allocatable itself) is
+ * in real-node-faults.test.ts.
  */
 describe('device-plugin liveness through the real kube-scheduler', function () {
   this.timeout(150_000);
