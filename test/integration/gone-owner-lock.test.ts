@@ -3,13 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, V1MicroTime, type CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
-import { loadConfig } from '../../src/config.js';
+import type { RunningServer } from '../../src/commands/serve-command.js';
 import { NODE_LEASE_NAMESPACE } from '../../src/kube/kubelet-evidence-api.js';
-import { findFreePorts } from '../../src/local/free-port.js';
-import { createLogger } from '../../src/telemetry/logger.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
+import { startTestServer } from '../support/test-server.js';
 
 /**
  * The lock of a pod that vanished while bound and waiting for Allocate (force-deleted before the
@@ -27,15 +25,8 @@ describe('lock of an owner gone before Allocate (real kube-apiserver, serve wiri
   beforeEach(async () => {
     const { controlPlane } = testCluster();
     certDir = mkdtempSync(join(tmpdir(), 'gone-owner-certs-'));
-    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
-    server = await startServer(loadConfig({
-      KUBECONFIG: controlPlane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
-      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort),
-      POD_NAMESPACE: 'default', LEASE_NAME: uniqueName('lease'),
-      // The pod watch alone: no sweep can free the lock behind the test's back.
-      SWEEP_ENABLED: 'false',
-    }), createLogger('warn'));
-    await server.cache.waitForSync(30_000);
+    // The pod watch alone: no sweep can free the lock behind the test's back.
+    ({ server } = await startTestServer(controlPlane, certDir, { SWEEP_ENABLED: 'false' }));
   });
 
   afterEach(async () => {

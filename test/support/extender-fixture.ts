@@ -2,20 +2,18 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1Pod } from '@kubernetes/client-node';
-import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
-import { loadConfig } from '../../src/config.js';
+import type { RunningServer } from '../../src/commands/serve-command.js';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
 import type { NodePolicy } from '../../src/devices/score.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
-import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-node.js';
-import { createLogger } from '../../src/telemetry/logger.js';
 import { HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest, type HamiDevicePluginOptions } from './hami-plugin/index.js';
 import { KubeletSim, type KubeletSimOptions, type Random } from './kubelet-sim/index.js';
 import { nonLoopbackAddress } from './mtls-request.js';
 import { eventually, notYet, uniqueName } from './test-cluster.js';
+import { startTestServer } from './test-server.js';
 
 export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
 export const GROUP_LABEL = 'vgpu-warden.test/group';
@@ -81,15 +79,8 @@ export class ExtenderFixture {
   }
 
   async start(): Promise<void> {
-    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
-    const config = loadConfig({
-      KUBECONFIG: this.plane.kubeconfigPath, CERT_DIR: this.certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
-      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', LEASE_NAME: uniqueName('lease'),
-      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), POD_NAMESPACE: 'default',
-      ...this.env,
-    });
-    this.server = await startServer(config, createLogger('warn'));
-    await this.server.cache.waitForSync(30_000);
+    const { server, config } = await startTestServer(this.plane, this.certDir, this.env);
+    this.server = server;
 
     this.plugin = new HamiDevicePlugin({ api: pluginApiFromCore(this.core), ...this.options.plugin, behaviour: (request) => this.allocation(request) });
     this.kubelet = new KubeletSim({

@@ -2,18 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
-import { loadConfig } from '../../src/config.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
+import type { RunningServer } from '../../src/commands/serve-command.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
-import { findFreePorts } from '../../src/local/free-port.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { TEST_IMAGE } from '../../src/local/real-node/node-image.js';
 import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
 import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
 import type { RealNode } from '../../src/local/real-node/real-node.js';
-import { createLogger } from '../../src/telemetry/logger.js';
 import {
   GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type MockGpu,
 } from './hami-plugin/index.js';
@@ -21,6 +18,7 @@ import { expect } from 'chai';
 import { decodePodDevices } from './hami-plugin/index.js';
 import { expectedGpuEnvironment, gpuEnvironment } from './gpu-environment.js';
 import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
+import { startTestServer } from './test-server.js';
 
 export const REAL_GROUP_LABEL = 'vgpu-warden.test/real-group';
 
@@ -68,15 +66,8 @@ export class RealGpuNodes {
   }
 
   async start(): Promise<void> {
-    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
-    const config = loadConfig({
-      KUBECONFIG: this.plane.kubeconfigPath, CERT_DIR: this.certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
-      EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', LEASE_NAME: uniqueName('lease'),
-      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), POD_NAMESPACE: 'default',
-      ...this.options.env,
-    });
-    this.server = await startServer(config, createLogger(process.env.REAL_NODES_LOG_LEVEL === 'info' ? 'info' : 'warn'));
-    await this.server.cache.waitForSync(30_000);
+    const { server, config } = await startTestServer(this.plane, this.certDir, this.options.env);
+    this.server = server;
 
     const binaries = locateBinaries({ repoRoot: resolve(import.meta.dirname, '..', '..'), env: process.env });
     const count = this.options.nodes ?? 1;
