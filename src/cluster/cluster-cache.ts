@@ -7,6 +7,7 @@ import { kubeListWatchSource } from '../kube/list-watch-source.js';
 import { isAtLeastVersion } from '../kube/resource-version.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
+import type { VanishedOwner } from '../lock/kubelet-admission.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
 import { VanishedPods } from './vanished-pods.js';
 import { allocatableGpus, gpuLiveness, NODE_HANDSHAKE_ANNOTATION, type GpuLiveness } from './node-liveness.js';
@@ -92,7 +93,7 @@ export class ClusterCache {
   private readonly lockHolders = new Map<string, Set<string>>();
   /** Pod UID -> the resourceVersion it was created at, for pods whose creation the watch delivered. */
   private readonly createdVersions = new Map<string, string>();
-  /** Deleted pods that held a lock: what kubelet may still admit (lock/kubelet-admission.ts). */
+  /** Last states of deleted pods, from their DELETED events: what kubelet may still admit (lock/kubelet-admission.ts). */
   private readonly vanished = new VanishedPods();
   private readonly reflectors: Reflector<V1Node | V1Pod>[];
   /** The ResourceQuota reflector, when there is a quota source; part of `synced`, not of `watching`. */
@@ -117,6 +118,9 @@ export class ClusterCache {
           // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
           const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
           if (type === 'ADDED' && uid !== undefined && version !== undefined) this.createdVersions.set(uid, version);
+          // A DELETED event carries the pod's very last state. A pod missing from a relist does not:
+          // it may have been bound after the state the store last saw, so it is not remembered.
+          if (type === 'DELETED') this.vanished.remember(pod, new Date(this.clock()));
           this.applyPods(this.pods.apply(type, pod));
         } },
       }),
@@ -362,6 +366,11 @@ export class ClusterCache {
   }
 
   /** The pod a lock names, as lock rules see it; undefined when the store has no such pod. */
+  /** The last state of the pod of that name whose DELETED event the store saw last, if any. */
+  deletedPod(namespace: string, name: string): VanishedOwner | undefined {
+    return this.vanished.lastState(namespace, name);
+  }
+
   ownerPod(ref: PodRef): OwnerPod | undefined {
     const pod = this.pod(ref.namespace, ref.name);
     return pod === undefined ? undefined : ownerPodFrom(pod);
@@ -477,8 +486,6 @@ export class ClusterCache {
           this.usage.remove(uid);
           this.createdVersions.delete(uid);
         }
-        const [namespace, name] = [pod.metadata?.namespace, pod.metadata?.name];
-        if (namespace !== undefined && name !== undefined && this.nodesLockedBy(namespace, name).length > 0) this.vanished.remember(pod, new Date(this.clock()));
       } else {
         const problem = this.usage.upsert(pod);
         if (problem !== undefined) this.deps.log?.('warn', problem);

@@ -3,10 +3,12 @@ import type { VanishedOwner } from '../lock/kubelet-admission.js';
 import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
 
 /**
- * The last state of deleted pods that held a node lock, by namespace/name, so the lock rules can
- * tell whether kubelet may still admit a lock owner that is gone (lock/kubelet-admission.ts).
- * Bounded: at most `capacity` entries, oldest dropped first; a lock outlives its owner by minutes
- * at most (NODELOCK_EXPIRE), so older entries are never asked for.
+ * The last state of deleted pods (as their watch DELETED events carried it), by namespace/name, so
+ * the lock rules can tell whether kubelet may still admit a lock owner that is gone
+ * (lock/kubelet-admission.ts). Every deleted pod, not only lock holders: a bind in flight may take a
+ * lock for a pod after the pod is gone (chaos on real nodes, seed 23). Bounded: at most `capacity`
+ * entries, oldest dropped first (about 2 MB); a lock outlives its owner by minutes at most
+ * (NODELOCK_EXPIRE), so older entries are never asked for.
  */
 export class VanishedPods {
   private readonly entries = new Map<string, VanishedOwner>();

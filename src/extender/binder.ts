@@ -228,6 +228,12 @@ export class Binder {
    */
   private checkIncarnation(args: BindingArgs, validatedVersion: string | undefined): void {
     const cached = this.deps.cache.pod(args.podNamespace, args.podName);
+    // The store saw this very pod's DELETED event: no Binding of it can succeed, and a lock taken
+    // for it now would outlive it if this process died before the failed Binding released it
+    // (chaos on real nodes, seed 23: a waiting bind took the lock 4 s after its pod was gone).
+    if (cached === undefined && this.deps.cache.deletedPod(args.podNamespace, args.podName)?.uid === args.podUid) {
+      throw new BindError('pod was deleted while this bind waited');
+    }
     if (cached?.metadata?.uid !== undefined && cached.metadata.uid !== args.podUid) {
       if (isNewerVersion(validatedVersion, cached.metadata.resourceVersion)) return;
       throw new BindError(`pod was recreated while this bind waited (uid ${cached.metadata.uid}, bind asked for ${args.podUid})`);

@@ -91,6 +91,12 @@ export interface LockTrackerOptions {
   staleAfterMs: number;
   /** Lock releases that NODELOCK_FORCE_AFTER allows (then an awaiting owner's lock may go). */
   forceAfterMs?: number;
+  /**
+   * More time for a lock whose owner is gone, on nodes with a real kubelet: without the owner's last
+   * state (a replica restarted, or it never saw the pod) the lock stays until the kubelet renews its
+   * Lease and a margin passes (kubelet-may-admit: 10 s renewal + 5 s).
+   */
+  goneOwnerExtraMs?: number;
 }
 
 interface TrackedLock {
@@ -150,7 +156,8 @@ export class LockTracker {
         continue;
       }
       current.badSince ??= snapshot.at;
-      if (!current.reported && snapshot.at - current.badSince > this.options.staleAfterMs + excused(current.badSince, snapshot.at)) {
+      const allowed = this.options.staleAfterMs + (why === 'was gone' ? this.options.goneOwnerExtraMs ?? 0 : 0);
+      if (!current.reported && snapshot.at - current.badSince > allowed + excused(current.badSince, snapshot.at)) {
         current.reported = true;
         violations.push({
           invariant: 'stale-lock',

@@ -48,6 +48,17 @@ describe('chaos invariants', () => {
     expect(tracker.observe(at(90_000, [], [node('n1', lock)]), []), 'reported once').to.deep.equal([]);
   });
 
+  it('stale lock: on real nodes an owner that is gone gets goneOwnerExtraMs more (kubelet-may-admit), other reasons do not', () => {
+    const tracker = new LockTracker({ staleAfterMs: 10_000, goneOwnerExtraMs: 15_000 });
+    const lock = '2026-01-01T00:00:00Z,ns,p';
+    tracker.observe(at(0, [], [node('n1', lock)]), []);
+    expect(tracker.observe(at(24_000, [], [node('n1', lock)]), []), 'within 10 s + 15 s').to.deep.equal([]);
+    expect(tracker.observe(at(26_000, [], [node('n1', lock)]), []).map((violation) => violation.invariant)).to.deep.equal(['stale-lock']);
+    const terminal = new LockTracker({ staleAfterMs: 10_000, goneOwnerExtraMs: 15_000 });
+    terminal.observe(at(0, [pod('p', { phase: 'Failed' })], [node('n1', lock)]), []);
+    expect(terminal.observe(at(11_000, [pod('p', { phase: 'Failed' })], [node('n1', lock)]), [])[0]?.message).to.include('Failed');
+  });
+
   it('stale lock: a same-name replacement or an owner bound elsewhere counts as stale', () => {
     const tracker = new LockTracker({ staleAfterMs: 1_000 });
     const lock = '2026-01-01T00:00:00Z,ns,p';

@@ -59,6 +59,20 @@ describe('ClusterCache (the state store)', () => {
     expect(cache.usageOn('gpu-1').size).to.equal(0);
   });
 
+  it('remembers the last state of a pod from its DELETED event, and nothing for a pod that only vanished from a relist', async () => {
+    const { pods, cache } = build();
+    pods.items = [usedPod('watched', 'w1', 'gpu-1'), usedPod('relisted', 'r1', 'gpu-1')];
+    await cache.start();
+    pods.emit('DELETED', { ...usedPod('watched', 'w1', 'gpu-1'), metadata: { ...usedPod('watched', 'w1', 'gpu-1').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } } });
+    await until(() => cache.pod('ns', 'watched') === undefined, 'the delete');
+    expect(cache.deletedPod('ns', 'watched')).to.deep.include({ uid: 'w1', boundTo: 'gpu-1', bindPhase: 'allocating' });
+    // Gone while the watch was down: its last state is not known (it may have been bound since).
+    pods.items = [];
+    pods.fail(new ResourceExpiredError('too old resource version'));
+    await until(() => cache.pod('ns', 'relisted') === undefined, 'the relist');
+    expect(cache.deletedPod('ns', 'relisted')).to.equal(undefined);
+  });
+
   it('turns stale when a watch stays down longer than the bound, and recovers', async () => {
     let now = 1_000_000;
     const { nodes, cache } = build({ staleAfterMs: 30_000, clock: () => now });

@@ -349,4 +349,26 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(api.calls.filter((call) => call !== 'GET pod')).to.deep.equal([]);
     expect(api.lock).to.equal(lockValue);
   });
+
+  it('a bind waiting for a busy node gives up without taking the lock when its pod is deleted meanwhile', async () => {
+    const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('gone-0', 'uid-g'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+    stop = () => cache.stop();
+    const holder = { ...gpuPod('holder', 'uid-h'), metadata: { ...gpuPod('holder', 'uid-h').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } }, spec: { containers: [], nodeName: 'gpu-1' } };
+    api.pods.set('ns/holder', holder);
+    podSource.emit('MODIFIED', holder);
+    await api.writeLock('gpu-1', '10', `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},ns,holder`);
+    nodeSource.emit('MODIFIED', api.node);
+    const waiting = binder.bind(args('gone-0', 'uid-g'));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // gone-0 is force-deleted; then the holder's lock is freed, which wakes the waiting bind.
+    podSource.emit('DELETED', gpuPod('gone-0', 'uid-g'));
+    api.pods.delete('ns/gone-0');
+    await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
+    nodeSource.emit('MODIFIED', api.node);
+    api.calls = [];
+    const result = await waiting;
+    expect(result.error).to.match(/deleted while this bind waited/);
+    expect(api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST')), 'no lock write, no Binding').to.deep.equal([]);
+    expect(api.lock).to.equal(undefined);
+  });
 });
