@@ -114,6 +114,31 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     await nodeUnlocked(core, node);
   });
 
+  it('a plugin that never registers leaves its node without GPUs (nothing bound there, no lock); one that registers twice works as one', async () => {
+    const { core, namespace } = testCluster();
+    const [silent = '', twice = ''] = cluster.nodeNames;
+    try {
+      await cluster.replacePlugin(silent, { neverRegister: true });
+      await cluster.allocatable(silent, 0);
+      await core.createNamespacedPod({ namespace, body: pinned('on-silent', silent) });
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      expect((await podNamed('on-silent'))?.spec?.nodeName, 'kubelet offers no nvidia.com/gpu there').to.equal(undefined);
+      expect(await nodeLock(core, silent)).to.equal(undefined);
+
+      const doubled = await cluster.replacePlugin(twice, { registerTwice: true });
+      await doubled.waitForRegistrations(2, { timeoutMs: 10_000 });
+      await cluster.allocatable(twice, 20);
+      await core.createNamespacedPod({ namespace, body: pinned('on-twice', twice) });
+      await expectOwnGpus(await runningPod('on-twice'));
+      await nodeUnlocked(core, twice);
+    } finally {
+      await cluster.replacePlugin(silent, {});
+      await cluster.replacePlugin(twice, {});
+    }
+    await cluster.allocatable(silent, 20);
+    await expectOwnGpus(await runningPod('on-silent', 60_000));
+  });
+
   it('containerd is gone: Allocate still happens at admission, the pod cannot start, and the lock does not stay', async () => {
     const { core, namespace } = testCluster();
     const [, node = ''] = cluster.nodeNames;

@@ -12,7 +12,7 @@ import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
 import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
 import type { RealNode } from '../../src/local/real-node/real-node.js';
 import {
-  GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type MockGpu,
+  GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServerOptions, type MockGpu,
 } from './hami-plugin/index.js';
 import { expect } from 'chai';
 import { decodePodDevices } from './hami-plugin/index.js';
@@ -94,6 +94,15 @@ export class RealGpuNodes {
     this.pluginServers.set(node.nodeName, server);
     await server.start();
     await this.allocatable(node.nodeName, gpus.length * (gpus[0]?.count ?? 0));
+  }
+
+  /** Stops the node's plugin and starts a new one with `options` (e.g. neverRegister, registerTwice). */
+  async replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice'>>): Promise<GrpcDevicePluginServer> {
+    await this.pluginServers.get(node)?.stop();
+    const server = new GrpcDevicePluginServer({ plugin: this.plugin, node, pluginDir: this.node(node).devicePluginDir, ...options });
+    this.pluginServers.set(node, server);
+    await server.start();
+    return server;
   }
 
   /** Waits until kubelet publishes `count` allocatable nvidia.com/gpu on the node. */
