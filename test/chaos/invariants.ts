@@ -94,7 +94,9 @@ export interface LockTrackerOptions {
   /**
    * More time for a lock whose owner is gone, on nodes with a real kubelet: without the owner's last
    * state (a replica restarted, or it never saw the pod) the lock stays until the kubelet renews its
-   * Lease and a margin passes (kubelet-may-admit: 10 s renewal + 5 s).
+   * Lease and a margin passes (kubelet-may-admit: 10 s renewal + 5 s), judged from when a replica
+   * first saw it, which a replica restart resets (seed 23: 45.8 s with both replicas restarted
+   * around the delete).
    */
   goneOwnerExtraMs?: number;
 }

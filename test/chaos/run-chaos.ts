@@ -141,7 +141,7 @@ try {
 
   const outages = new OutageLog();
   const observer = new ClusterObserver({ core, namespace: NAMESPACE, nodeSelector: 'chaos.vgpu-warden.io/node=true', timeline });
-  const locks = new LockTracker({ staleAfterMs: (SWEEP_EVERY_S + LEASE_S + 10) * 1000, ...(realNodes ? { goneOwnerExtraMs: 15_000 } : {}) });
+  const locks = new LockTracker({ staleAfterMs: (SWEEP_EVERY_S + LEASE_S + 10) * 1000, ...(realNodes ? { goneOwnerExtraMs: 30_000 } : {}) });
   const workload = new Workload({ core, apps, random: random.fork('workload'), timeline, options: {
     namespace: NAMESPACE, schedulerName: 'hami-scheduler', nodeSelector: NODE_LABEL, maxGpuUnits: MAX_GPU_UNITS,
     ...(realNodes ? { container: REAL_NODE_CONTAINER, hostNetwork: true } : {}),
