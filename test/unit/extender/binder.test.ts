@@ -147,6 +147,15 @@ function gpuPod(name: string, uid: string, gpumem = '4000'): V1Pod {
 const events = { record: () => undefined } as unknown as EventRecorder;
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
 
+/** Pod `holder` is bound to gpu-1, awaiting allocation, and holds its lock (API and store agree). */
+async function holdLockByAllocatingPod(parts: Pick<Awaited<ReturnType<typeof setup>>, 'api' | 'podSource' | 'nodeSource'>): Promise<void> {
+  const holder = { ...gpuPod('holder', 'uid-h'), metadata: { ...gpuPod('holder', 'uid-h').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } }, spec: { containers: [], nodeName: 'gpu-1' } };
+  parts.api.pods.set('ns/holder', holder);
+  parts.podSource.emit('MODIFIED', holder);
+  await parts.api.writeLock('gpu-1', '10', `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},ns,holder`);
+  parts.nodeSource.emit('MODIFIED', parts.api.node);
+}
+
 async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: number; events?: EventRecorder } = {}) {
   const api = new FakeApi(simulatedGpuNode({ name: 'gpu-1', gpus: 2 }));
   for (const pod of pods) api.pods.set(`ns/${pod.metadata?.name ?? ''}`, pod);
@@ -330,11 +339,7 @@ describe('Binder (bind against a fake API with faults)', () => {
     const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('sts-0', 'uid-old'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
     stop = () => cache.stop();
     // Another pod holds the lock, bound and awaiting allocation.
-    const holder = { ...gpuPod('holder', 'uid-h'), metadata: { ...gpuPod('holder', 'uid-h').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } }, spec: { containers: [], nodeName: 'gpu-1' } };
-    api.pods.set('ns/holder', holder);
-    podSource.emit('MODIFIED', holder);
-    await api.writeLock('gpu-1', '10', `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},ns,holder`);
-    nodeSource.emit('MODIFIED', api.node);
+    await holdLockByAllocatingPod({ api, podSource, nodeSource });
     api.calls = [];
     const waiting = binder.bind(args('sts-0', 'uid-old'));
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -353,11 +358,7 @@ describe('Binder (bind against a fake API with faults)', () => {
   it('a bind waiting for a busy node gives up without taking the lock when its pod is deleted meanwhile', async () => {
     const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('gone-0', 'uid-g'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
     stop = () => cache.stop();
-    const holder = { ...gpuPod('holder', 'uid-h'), metadata: { ...gpuPod('holder', 'uid-h').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } }, spec: { containers: [], nodeName: 'gpu-1' } };
-    api.pods.set('ns/holder', holder);
-    podSource.emit('MODIFIED', holder);
-    await api.writeLock('gpu-1', '10', `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},ns,holder`);
-    nodeSource.emit('MODIFIED', api.node);
+    await holdLockByAllocatingPod({ api, podSource, nodeSource });
     const waiting = binder.bind(args('gone-0', 'uid-g'));
     await new Promise((resolve) => setTimeout(resolve, 100));
     // gone-0 is force-deleted; then the holder's lock is freed, which wakes the waiting bind.
