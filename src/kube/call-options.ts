@@ -17,3 +17,9 @@ export function withSignal(signal: AbortSignal | undefined, base?: CallOptions):
   };
   return { ...base, middleware: [...(base?.middleware ?? []), abortOn], middlewareMergeStrategy: 'append' };
 }
+
+/** `signal` (when given) or `timeoutMs`, whichever ends first: one API call's bound. */
+export function boundedSignal(signal: AbortSignal | undefined, timeoutMs: number): AbortSignal {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+}

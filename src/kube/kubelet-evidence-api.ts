@@ -1,7 +1,7 @@
 import type { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type { KubeletEvidenceApi } from '../lock/kubelet-admission.js';
 import type { PodRef } from '../lock/lock-value.js';
-import { withSignal } from './call-options.js';
+import { boundedSignal, withSignal } from './call-options.js';
 import { isNotFound } from './errors.js';
 
 /** Where every kubelet keeps its heartbeat Lease, named after its node. */
@@ -20,8 +20,7 @@ export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
   }
 
   private bounded(signal: AbortSignal | undefined): AbortSignal {
-    const timeout = AbortSignal.timeout(this.callTimeoutMs);
-    return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+    return boundedSignal(signal, this.callTimeoutMs);
   }
 
   async nodeLeaseVersion(node: string, signal?: AbortSignal): Promise<string | undefined> {

@@ -3,7 +3,7 @@ import { NodeNotFoundError, WriteConflictError, WriteRejectedError } from '../lo
 import { NODE_LOCK_ANNOTATION, type PodRef } from '../lock/lock-value.js';
 import type { NodeLockApi, NodeSnapshot } from '../lock/node-lock-api.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
-import { withSignal } from './call-options.js';
+import { boundedSignal, withSignal } from './call-options.js';
 import { apiStatusOf, httpStatusOf } from './errors.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -45,8 +45,7 @@ export class KubeNodeLockApi implements NodeLockApi {
   }
 
   private bounded(signal: AbortSignal | undefined): AbortSignal {
-    const timeout = AbortSignal.timeout(this.callTimeoutMs);
-    return signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+    return boundedSignal(signal, this.callTimeoutMs);
   }
 
   async readNode(name: string, signal?: AbortSignal): Promise<NodeSnapshot> {
