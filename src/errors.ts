@@ -15,7 +15,9 @@ export function describeError(error: unknown): string {
   let current: unknown = error;
   for (let depth = 0; current !== undefined && current !== null && depth < 5; depth++) {
     if (current instanceof Error) {
-      parts.push(current.message);
+      // A wrapper that already quotes its cause's message (a bind that waited, then gave up) says it once.
+      const message = current.message;
+      if (!parts.some((part) => part.includes(message))) parts.push(message);
       current = current.cause;
     } else {
       parts.push(typeof current === 'string' ? current : JSON.stringify(current));

@@ -10,6 +10,7 @@ import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import type { VanishedOwner } from '../lock/kubelet-admission.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
 import { VanishedPods } from './vanished-pods.js';
+import { kubeletRegistered, UnacknowledgedAllocations, type UnacknowledgedPod } from './unacknowledged-allocations.js';
 import { allocatableGpus, gpuLiveness, NODE_HANDSHAKE_ANNOTATION, type GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
@@ -95,6 +96,8 @@ export class ClusterCache {
   private readonly createdVersions = new Map<string, string>();
   /** Last states of deleted pods, from their DELETED events: what kubelet may still admit (lock/kubelet-admission.ts). */
   private readonly vanished = new VanishedPods();
+  /** Pods past the lock that the node's kubelet has not acknowledged yet (unacknowledged-allocations.ts). */
+  private readonly unacknowledged: UnacknowledgedAllocations;
   private readonly reflectors: Reflector<V1Node | V1Pod>[];
   /** The ResourceQuota reflector, when there is a quota source; part of `synced`, not of `watching`. */
   private readonly quotaReflector: Reflector<V1ResourceQuota> | undefined;
@@ -103,6 +106,7 @@ export class ClusterCache {
 
   constructor(private readonly deps: ClusterCacheDeps) {
     this.clock = deps.clock ?? Date.now;
+    this.unacknowledged = new UnacknowledgedAllocations(this.clock);
     this.usage = new PodUsageIndex(this.clock, undefined, (node) => { this.bump(node); }, (node) => this.fullCapacity(node));
     const log = deps.log;
     this.reflectors = [
@@ -321,6 +325,20 @@ export class ClusterCache {
     };
   }
 
+  /**
+   * Pods bound to `nodeName` whose allocation its kubelet has not acknowledged for at most
+   * `maxAgeMs`, leaving out `excludeUid`; always none on a node no kubelet registered.
+   */
+  unacknowledgedOn(nodeName: string, maxAgeMs: number, excludeUid?: string): UnacknowledgedPod[] {
+    if (!kubeletRegistered(this.nodes.get(nodeName))) return [];
+    return this.unacknowledged.waiting(nodeName, maxAgeMs, excludeUid);
+  }
+
+  /** When this process first saw the pod awaiting kubelet's acknowledgement, if it does. */
+  unacknowledgedSince(uid: string): number | undefined {
+    return this.unacknowledged.sinceMs(uid);
+  }
+
   /** Nodes whose lock names this pod (by namespace/name, as the lock does); O(1). */
   nodesLockedBy(namespace: string, name: string): string[] {
     const nodes = this.lockHolders.get(`${namespace}/${name}`);
@@ -481,16 +499,21 @@ export class ClusterCache {
     for (const change of changes) {
       const pod = change.object;
       const uid = pod.metadata?.uid;
+      let acknowledgedOn: string | undefined;
       if (change.type === 'delete') {
         if (uid !== undefined) {
           this.usage.remove(uid);
           this.createdVersions.delete(uid);
+          acknowledgedOn = this.unacknowledged.remove(uid);
         }
       } else {
         const problem = this.usage.upsert(pod);
         if (problem !== undefined) this.deps.log?.('warn', problem);
+        acknowledgedOn = this.unacknowledged.upsert(pod);
       }
       this.notifyHolder(pod);
+      // A bind waiting for kubelet to acknowledge this pod parks with the lock waiters.
+      if (acknowledgedOn !== undefined) this.notifyLock(acknowledgedOn);
       this.emit(this.podListeners, (listener) => { listener(pod, change.type); });
     }
   }

@@ -281,7 +281,7 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
     onBadRequest: (status, message) => { log.warn({ component: 'admission', status }, `bad admission request: ${message}`); },
   });
   const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
-  const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, log: (level, message) => { log[level]({ component: 'bind' }, message); } });
+  const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, acknowledgementMaxAgeMs: config.nodeLockExpireMs, log: (level, message) => { log[level]({ component: 'bind' }, message); } });
   const refusals = new RefusalRequeue({
     nodeGeneration: (node) => cache.nodeGeneration(node),
     onNodeChange: (listener) => cache.onNodeChange((node) => { listener(node.metadata?.name ?? ''); }),

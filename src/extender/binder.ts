@@ -1,6 +1,7 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
+import { kubeletRegistered, nodeAwaitingAcknowledgement, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
 import { ALLOCATED_ANNOTATION, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
 import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
 import { podDeviceUsage, type GpuUse } from '../devices/usage.js';
@@ -8,9 +9,10 @@ import { describeError, WardenError } from '../errors.js';
 import { withSignal } from '../kube/call-options.js';
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
 import { isNewerVersion } from '../kube/resource-version.js';
-import { LockContentionError, LockOutcomeUnknownError } from '../lock/lock-errors.js';
+import { LockContentionError, LockOutcomeUnknownError, NodeBusyError } from '../lock/lock-errors.js';
 import { NodeLockQueue } from '../lock/lock-queue.js';
-import type { PodRef } from '../lock/lock-value.js';
+import { podKey, type PodRef } from '../lock/lock-value.js';
+import type { NodeSnapshot } from '../lock/node-lock-api.js';
 import type { AcquireResult, NodeLocks } from '../lock/node-locks.js';
 import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
@@ -38,6 +40,11 @@ export interface BinderDeps {
   timeoutMs: number;
   /** Part of timeoutMs kept for clean-up after a failure (re-read the pod, release the lock). */
   cleanupReserveMs?: number;
+  /**
+   * How long a pod past the lock may keep the node's next bind waiting for its kubelet's
+   * acknowledgement (NODELOCK_EXPIRE, like a lock awaiting allocation); default 5 minutes.
+   */
+  acknowledgementMaxAgeMs?: number;
   /** A waiter re-checks the lock this often even without a change (ages alone can make it releasable). */
   waitPollMs?: number;
   clock?: () => Date;
@@ -46,6 +53,17 @@ export interface BinderDeps {
 }
 
 export type BindOutcome = { error?: string };
+
+/** Why a bind waits for the lock: another pod holds it, or the node is not ready for the next pod. */
+type WaitReason = LockContentionError | NodeBusyError;
+
+const DEFAULT_ACKNOWLEDGEMENT_MAX_AGE_MS = 5 * 60_000;
+
+/** The node's pods as read from the API for one lock write, and the node state they were read against. */
+interface PodsReadForWrite {
+  resourceVersion: string;
+  items: V1Pod[];
+}
 
 function apiMessage(error: unknown): string {
   return apiStatusOf(error)?.message ?? describeError(error);
@@ -76,7 +94,8 @@ function timeoutSignal(ms: number, error: () => Error): { signal: AbortSignal; c
  * 1. the pod from the state store (the API only when the store lags); already bound here → success,
  *    bound elsewhere → error with nothing written;
  * 2. the node lock, taken or re-stamped (an RV-guarded write either way), waiting in the node's FIFO
- *    while another pod holds it;
+ *    while another pod holds it or while a pod placed there earlier has not been acknowledged by the
+ *    node's kubelet (cluster/unacknowledged-allocations.ts);
  * 3. GPUs chosen from the store (bound plus assumed usage) and assumed; when the store's pod watch
  *    cannot show it has seen every bind made under earlier locks, the node's pods are listed too;
  * 4. one Binding whose annotations carry HAMi's, with the pod UID as precondition: kube-apiserver
@@ -114,7 +133,7 @@ export class Binder {
       if (outcome.error === undefined) this.deps.events.record(target, 'Normal', 'BindingSucceed', `Successfully binding node [${args.node}] to ${args.podNamespace}/${args.podName}`);
       return outcome;
     } catch (error) {
-      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${error instanceof LockContentionError ? error.message : apiMessage(error)}`;
+      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${error instanceof LockContentionError || error instanceof NodeBusyError ? error.message : apiMessage(error)}`;
       this.deps.events.record(target, 'Warning', 'BindingFailed', message);
       return { error: message };
     } finally {
@@ -141,16 +160,17 @@ export class Binder {
     const ref: PodRef = { namespace: args.podNamespace, name: args.podName };
     const token = Symbol(args.podUid);
     let lock: AcquireResult | undefined;
+    const readForWrite: { pods?: PodsReadForWrite } = {};
     try {
       try {
-        lock = await this.acquireInTurn(args, ref, token, target, signal, pod.metadata?.resourceVersion);
+        lock = await this.acquireInTurn(args, ref, token, target, signal, pod.metadata?.resourceVersion, readForWrite);
       } catch (error) {
         // A lock write that may have landed: ours to clean up, the pod is certainly not bound yet.
         if (error instanceof LockOutcomeUnknownError) await this.release(args, ref, error.written);
         throw error;
       }
       this.lockOwners.set(args.node, token);
-      const usage = await this.usageForBind(args, lock, signal);
+      const usage = await this.usageForBind(args, lock, signal, readForWrite.pods);
       // The quota as it is now, after the lock wait: no await between this fit and the assume below.
       const evaluation = evaluateNode(this.deps.cache, args.node, { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid) }, usage);
       if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
@@ -198,11 +218,47 @@ export class Binder {
    * (a pod watch lagging or relisting, or a lock taken over from a holder that may have bound after
    * the state we replaced) the node's pods are read from the API and counted too: another replica's
    * bind that the store has not delivered yet must not be overcommitted (found by the chaos suite).
+   * The pods read before the write (`readBefore`, against the state the write replaced) serve when
+   * no holder was taken over: nothing can bind on the node between that state and our write.
    */
-  private async usageForBind(args: BindingArgs, lock: AcquireResult, signal: AbortSignal): Promise<ReadonlyMap<string, GpuUse> | undefined> {
+  private async usageForBind(args: BindingArgs, lock: AcquireResult, signal: AbortSignal, readBefore: PodsReadForWrite | undefined): Promise<ReadonlyMap<string, GpuUse> | undefined> {
     if (lock.outcome !== 'taken-over' && this.deps.cache.podsSeenThrough(lock.writtenOver)) return undefined;
-    const listed = await this.deps.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${args.node}` }, withSignal(signal));
-    return this.deps.cache.usageIncluding(args.node, args.podUid, listed.items);
+    const items = lock.outcome !== 'taken-over' && readBefore?.resourceVersion === lock.writtenOver
+      ? readBefore.items
+      : (await this.deps.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${args.node}` }, withSignal(signal))).items;
+    return this.deps.cache.usageIncluding(args.node, args.podUid, items);
+  }
+
+  /**
+   * The lock write's precondition: no pod placed on the node earlier is past the lock and still
+   * unacknowledged by the node's kubelet, which could call Allocate for it again after a restart
+   * and be served the next pod's GPUs. Read from the store when its pod watch has seen everything up
+   * to `snapshot` (every earlier allocation there happened under a lock released by then), else
+   * from the API (kept in `readForWrite` for the fit).
+   */
+  private async checkAcknowledged(args: BindingArgs, snapshot: NodeSnapshot, signal: AbortSignal | undefined, readForWrite: { pods?: PodsReadForWrite }): Promise<void> {
+    const cache = this.deps.cache;
+    if (!kubeletRegistered(cache.node(args.node))) return;
+    const maxAgeMs = this.deps.acknowledgementMaxAgeMs ?? DEFAULT_ACKNOWLEDGEMENT_MAX_AGE_MS;
+    let waiting: UnacknowledgedPod[];
+    if (cache.podsSeenThrough(snapshot.resourceVersion)) {
+      waiting = cache.unacknowledgedOn(args.node, maxAgeMs, args.podUid);
+    } else {
+      const listed = await this.deps.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${args.node}` }, withSignal(signal));
+      readForWrite.pods = { resourceVersion: snapshot.resourceVersion, items: listed.items };
+      const now = this.clock().getTime();
+      waiting = listed.items.flatMap((pod): UnacknowledgedPod[] => {
+        const uid = pod.metadata?.uid;
+        if (uid === undefined || uid === args.podUid || nodeAwaitingAcknowledgement(pod) !== args.node) return [];
+        // Age from when the store first saw it waiting: a pod's own stamps are its owner's to write.
+        const sinceMs = cache.unacknowledgedSince(uid) ?? now;
+        return now - sinceMs <= maxAgeMs ? [{ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', uid, sinceMs }] : [];
+      });
+    }
+    const first = waiting[0];
+    if (first === undefined) return;
+    const more = waiting.length > 1 ? ` and ${waiting.length - 1} more` : '';
+    throw new NodeBusyError(args.node, `node ${args.node} is free, but its kubelet has not acknowledged the allocation of ${podKey(first)}${more} (${Math.round((this.clock().getTime() - first.sinceMs) / 1000)}s): restarted now, kubelet would call Allocate for it again and be served the next pod's GPUs; ${args.podNamespace}/${args.podName} must wait`);
   }
 
   /** The pod from the store when it has this incarnation, else from the API. */
@@ -240,14 +296,18 @@ export class Binder {
     }
   }
 
-  /** Takes the lock in the node's FIFO turn: only the head tries, woken when the lock or its holder changes. */
-  private async acquireInTurn(args: BindingArgs, ref: PodRef, token: symbol, target: EventTarget, signal: AbortSignal, validatedVersion: string | undefined): Promise<AcquireResult> {
+  /**
+   * Takes the lock in the node's FIFO turn: only the head tries, woken when the lock or its holder
+   * changes, or a pod awaiting kubelet's acknowledgement there gets it.
+   */
+  private async acquireInTurn(args: BindingArgs, ref: PodRef, token: symbol, target: EventTarget, signal: AbortSignal, validatedVersion: string | undefined, readForWrite: { pods?: PodsReadForWrite }): Promise<AcquireResult> {
     const node = args.node;
     const wait = timeoutSignal(this.deps.lockWaitMs, () => new BindDeadlineError(`gave up waiting for the lock on node ${node} after ${Math.round(this.deps.lockWaitMs / 1000)}s`));
     const waitSignal = AbortSignal.any([signal, wait.signal]);
     const turn = this.queue.enter(node);
-    let announced = false;
-    let lastContention: LockContentionError | undefined;
+    // One event per kind of wait: a held lock, then a node whose kubelet lags, say different things.
+    const announced = new Set<string>();
+    let lastWait: WaitReason | undefined;
     try {
       await until(turn.ready, waitSignal);
       for (;;) {
@@ -259,12 +319,13 @@ export class Binder {
           return await this.deps.locks.acquire(node, ref, {
             signal,
             mayReenter: () => { const owner = this.lockOwners.get(node); return owner === undefined || owner === token; },
+            beforeWrite: (snapshot, writeSignal) => this.checkAcknowledged(args, snapshot, writeSignal, readForWrite),
           });
         } catch (error) {
-          if (!(error instanceof LockContentionError)) throw error;
-          lastContention = error;
-          if (!announced) {
-            announced = true;
+          if (!(error instanceof LockContentionError) && !(error instanceof NodeBusyError)) throw error;
+          lastWait = error;
+          if (!announced.has(error.name)) {
+            announced.add(error.name);
             this.deps.events.record(target, 'Normal', 'NodeLockWait', `waiting for the lock on node ${node}: ${error.message}`);
           }
           const poll = timeoutSignal(this.deps.waitPollMs ?? 2000, () => new Error('poll'));
@@ -280,8 +341,8 @@ export class Binder {
         }
       }
     } catch (error) {
-      if (wait.signal.aborted && !signal.aborted && lastContention !== undefined) {
-        throw new BindError(`${lastContention.message} (waited ${Math.round(this.deps.lockWaitMs / 1000)}s)`, { cause: lastContention });
+      if (wait.signal.aborted && !signal.aborted && lastWait !== undefined) {
+        throw new BindError(`${lastWait.message} (waited ${Math.round(this.deps.lockWaitMs / 1000)}s)`, { cause: lastWait });
       }
       throw error;
     } finally {

@@ -51,6 +51,16 @@ export class LockContentionError extends NodeLockError {
   }
 }
 
+/**
+ * The lock is free, but the node is not ready for the next pod yet (an acquire precondition said
+ * so: kubelet has not acknowledged an allocation there). Waited for like a held lock.
+ */
+export class NodeBusyError extends NodeLockError {
+  constructor(readonly node: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
 /** The lock could not be written or read back within the retry budget. */
 export class LockUnavailableError extends NodeLockError {}
 

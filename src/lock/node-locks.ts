@@ -5,6 +5,7 @@ import {
   LockContentionError,
   LockOutcomeUnknownError,
   LockUnavailableError,
+  NodeBusyError,
   NodeNotFoundError,
   WriteConflictError,
   WriteRejectedError,
@@ -113,6 +114,12 @@ export interface AcquireOptions {
    * still owns it, so the two never share one lock.
    */
   mayReenter?: () => boolean;
+  /**
+   * Asked before the lock is written for a pod that does not hold it yet, with the node state the
+   * write will be guarded by: throws NodeBusyError while the node may not take the next pod. Any
+   * change of the node after that state makes the write fail with a 409 and this be asked again.
+   */
+  beforeWrite?: (snapshot: NodeSnapshot, signal?: AbortSignal) => Promise<void>;
 }
 
 export interface ReleaseOptions {
@@ -200,7 +207,8 @@ export class NodeLocks {
   acquire(node: string, pod: PodRef, options: AcquireOptions = {}): Promise<AcquireResult> {
     const written: string[] = [];
     return this.mutex.run(node, () => this.acquireLocked(node, pod, options, written)).catch((error: unknown) => {
-      if (written.length === 0 || error instanceof LockContentionError || error instanceof LockOutcomeUnknownError) throw error;
+      // A busy node was read after our writes and shows none of them: nothing of ours is there.
+      if (written.length === 0 || error instanceof LockContentionError || error instanceof NodeBusyError || error instanceof LockOutcomeUnknownError) throw error;
       throw new LockOutcomeUnknownError(`the lock write on node ${node} for ${pod.namespace}/${pod.name} may have landed: ${describeError(error)}`, written, { cause: error });
     });
   }
@@ -243,6 +251,7 @@ export class NodeLocks {
           replaced = { value: current, reason: decided.classification.reason };
         }
       }
+      if (previous === undefined) await options.beforeWrite?.(snapshot, signal);
       const value = formatLockValue(this.clock(), pod);
       const fresh = !written.includes(value);
       if (fresh) written.push(value);

@@ -5,8 +5,8 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
 /**
  * Faults between kubelet and the device plugin, on real nodes (kubelet v1.34 + containerd, the HAMi
  * stand-in registered over gRPC): the plugin dies (allocatable drops to 0, kubelet's own doing) or
- * dies in the middle of an Allocate, kubelet restarts while a pod waits for Allocate, containerd is
- * gone. Each must leave no lock behind and never give a container another pod's devices.
+ * dies in the middle of an Allocate, kubelet restarts while a pod waits for Allocate or right after
+ * the plugin served one, containerd is gone. Each must leave no lock behind and never give a container another pod's devices.
  */
 const LIMITS = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '20' };
 
@@ -87,6 +87,42 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     process.stdout.write(`      kubelet restart -> pod Running: ${Date.now() - restarted} ms\n`);
     await expectOwnGpus(running);
     expect(cluster.pluginServers.get(node)?.registrations, 'the plugin registered with the new kubelet').to.be.greaterThan(registrations);
+    await nodeUnlocked(core, node);
+  });
+
+  it('kubelet dies after the plugin served an Allocate, before kubelet kept the answer: the next pod waits for kubelet, so the repeated Allocate never gets its GPUs', async () => {
+    const { core, namespace } = testCluster();
+    const [node = ''] = cluster.nodeNames;
+    const real = cluster.node(node);
+    const server = cluster.pluginServers.get(node);
+    if (server === undefined) throw new Error(`no plugin on ${node}`);
+    // The plugin marks first allocated and releases the lock, then withholds kubelet's answer.
+    const hold = server.holdNextAnswer();
+    await core.createNamespacedPod({ namespace, body: pinned('first', node) });
+    await hold.served;
+    await nodeUnlocked(core, node, 10_000);
+    await core.createNamespacedPod({ namespace, body: pinned('second', node) });
+    // Without kubelet's word on first, the free lock must not go to second: a kubelet restarted now
+    // admits first again, and HAMi's plugin would serve that Allocate with whatever pod the lock names.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect((await podNamed('second'))?.spec?.nodeName, 'second waits for kubelet to acknowledge first').to.equal(undefined);
+    expect(await nodeLock(core, node)).to.equal(undefined);
+    const waitEvents = (await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=second,reason=NodeLockWait' })).items;
+    expect(waitEvents.map((event) => event.message).join('\n')).to.match(/kubelet has not acknowledged the allocation of .*\/first/);
+
+    await real.killKubelet();
+    hold.release();
+    await real.startKubelet();
+    // The new kubelet has no checkpoint of first's devices and calls Allocate for it again.
+    const first = await eventually('kubelet to settle first', async () => {
+      const pod = await podNamed('first');
+      return pod?.status?.phase === 'Failed' || pod?.status?.phase === 'Running' ? pod : notYet(`phase ${pod?.status?.phase ?? 'gone'}`);
+    }, 60_000, 100);
+    process.stdout.write(`      first after the repeated Allocate: ${first.status?.phase ?? ''} ${first.status?.reason ?? ''}\n`);
+    if (first.status?.phase === 'Running') await expectOwnGpus(first);
+    else expect(first.status?.reason).to.equal('UnexpectedAdmissionError');
+    const second = await runningPod('second', 60_000);
+    await expectOwnGpus(second);
     await nodeUnlocked(core, node);
   });
 

@@ -169,6 +169,8 @@ export class GrpcDevicePluginServer {
   private unsubscribe: (() => void) | undefined;
   private transitions: Promise<void> = Promise.resolve();
   private registrationCount = 0;
+  /** The next Allocate answer to withhold (holdNextAnswer). */
+  private nextHold: { served: Promise<void>; gate: Promise<void>; reached: () => void } | undefined;
   private readonly registrationWaiters = new Set<{ count: number; resolve: () => void }>();
 
   constructor(private readonly options: GrpcDevicePluginServerOptions) {
@@ -213,6 +215,36 @@ export class GrpcDevicePluginServer {
       });
     }
     return this.transition(() => (this.options.followReporting !== false && !this.plugin.isReporting(this.node) ? Promise.resolve() : this.bringUp()));
+  }
+
+  /**
+   * The next Allocate does all its work (the pod marked allocated, the lock released) and then
+   * withholds its answer until `release()`, as a plugin slow to reply would: kubelet keeps waiting,
+   * and a kubelet killed meanwhile never learns the result. `served` resolves when the work is done.
+   */
+  holdNextAnswer(): { served: Promise<void>; release: () => void } {
+    let served: () => void = () => undefined;
+    let release: () => void = () => undefined;
+    const hold = {
+      served: new Promise<void>((resolve) => { served = resolve; }),
+      gate: new Promise<void>((resolve) => { release = resolve; }),
+      reached: () => { served(); },
+    };
+    this.nextHold = hold;
+    return { served: hold.served, release };
+  }
+
+  private async withheld(signal: AbortSignal): Promise<void> {
+    const hold = this.nextHold;
+    if (hold === undefined) return;
+    this.nextHold = undefined;
+    hold.reached();
+    // A plugin that dies while holding answers nothing more, as stop() promises.
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => { reject(new Error('plugin stopped')); };
+      signal.addEventListener('abort', onAbort, { once: true });
+      void hold.gate.then(() => { signal.removeEventListener('abort', onAbort); resolve(); });
+    });
   }
 
   /** The plugin process dies: server closed, socket removed, queued and stalled calls cut. */
@@ -500,6 +532,7 @@ export class GrpcDevicePluginServer {
             const response = await plugin.allocate({ node, deviceIds: request.devices_ids, signal: incarnation.controller.signal, transport: 'grpc' });
             responses.push({ envs: response.envs, mounts: [], devices: [], annotations: {}, cdi_devices: [] });
           }
+          await this.withheld(incarnation.controller.signal);
           return { container_responses: responses };
         });
       },

@@ -1,4 +1,4 @@
-import { ApiException, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { ApiException, type CoreV1Api, type V1Node, type V1NodeSystemInfo, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
 import type { ListWatchSource, WatchEventType } from '../../../src/cluster/reflector.js';
@@ -156,8 +156,28 @@ async function holdLockByAllocatingPod(parts: Pick<Awaited<ReturnType<typeof set
   parts.nodeSource.emit('MODIFIED', parts.api.node);
 }
 
-async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: number; events?: EventRecorder } = {}) {
-  const api = new FakeApi(simulatedGpuNode({ name: 'gpu-1', gpus: 2 }));
+/** The node as a registered kubelet reports it: with its version. */
+function withKubelet(node: V1Node): V1Node {
+  return { ...node, status: { ...node.status, nodeInfo: { kubeletVersion: 'v1.34.4' } as V1NodeSystemInfo } };
+}
+
+/** `name` bound to gpu-1 earlier, served by the device plugin, not yet acknowledged by kubelet (no startTime). */
+function allocatedPod(name: string, uid: string): V1Pod {
+  const pod = gpuPod(name, uid);
+  return {
+    ...pod,
+    metadata: { ...pod.metadata, annotations: { [ALLOCATED_ANNOTATION]: 'GPU-gpu-1-0,NVIDIA,4000,0:;', 'hami.io/vgpu-node': 'gpu-1', 'hami.io/bind-phase': 'success' } },
+    spec: { ...pod.spec, containers: pod.spec?.containers ?? [], nodeName: 'gpu-1' },
+  };
+}
+
+function acknowledged(pod: V1Pod): V1Pod {
+  return { ...pod, metadata: { ...pod.metadata, resourceVersion: '11' }, status: { ...pod.status, startTime: new Date() } };
+}
+
+async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: number; events?: EventRecorder; kubelet?: boolean } = {}) {
+  const node = simulatedGpuNode({ name: 'gpu-1', gpus: 2 });
+  const api = new FakeApi(options.kubelet === true ? withKubelet(node) : node);
   for (const pod of pods) api.pods.set(`ns/${pod.metadata?.name ?? ''}`, pod);
   const nodeSource = new StaticSource<V1Node>(() => [api.node]);
   // The pod store has seen everything up to the API's version at start-up.
@@ -371,5 +391,66 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(result.error).to.match(/deleted while this bind waited/);
     expect(api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST')), 'no lock write, no Binding').to.deep.equal([]);
     expect(api.lock).to.equal(undefined);
+  });
+
+  describe('waits for kubelet to acknowledge the allocation before it on the node', () => {
+    it('while a pod past the lock has no startTime, the lock stays free; kubelet\'s status for it lets the bind through', async () => {
+      const recorded: string[] = [];
+      const recorder = { record: (_target: unknown, _type: string, reason: string, message: string) => { recorded.push(`${reason}: ${message}`); } } as unknown as EventRecorder;
+      const { api, cache, binder, podSource } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], { kubelet: true, lockWaitMs: 5000, events: recorder });
+      stop = () => cache.stop();
+      const bind = binder.bind(args('a', 'uid-a'));
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(api.lock, 'no lock written while kubelet may still call Allocate for prev again').to.equal(undefined);
+      expect(api.calls).to.not.include('PATCH node');
+      expect(recorded.join('\n')).to.match(/NodeLockWait: .*kubelet has not acknowledged the allocation of ns\/prev/);
+
+      const ack = acknowledged(allocatedPod('prev', 'uid-p'));
+      api.pods.set('ns/prev', ack);
+      podSource.emit('MODIFIED', ack);
+
+      expect(await bind).to.deep.equal({});
+      expect(api.lock).to.match(/,ns,a$/);
+    });
+
+    it('gives up after BIND_LOCK_WAIT naming the pod kubelet has not acknowledged, with nothing written', async () => {
+      const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], { kubelet: true, lockWaitMs: 300 });
+      stop = () => cache.stop();
+      const result = await binder.bind(args('a', 'uid-a'));
+      expect(result.error).to.match(/kubelet has not acknowledged the allocation of ns\/prev .*must wait \(waited 0s\)$/);
+      expect(api.lock).to.equal(undefined);
+      expect(api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST'))).to.deep.equal([]);
+    });
+
+    it('a terminal pod, or one on a node no kubelet registered, keeps nobody waiting', async () => {
+      const failed = { ...allocatedPod('prev', 'uid-p'), status: { phase: 'Failed' } };
+      const terminal = await setup([gpuPod('a', 'uid-a'), failed], { kubelet: true });
+      stop = () => terminal.cache.stop();
+      expect(await terminal.binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+      await terminal.cache.stop();
+
+      const noKubelet = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], { kubelet: false });
+      stop = () => noKubelet.cache.stop();
+      expect(await noKubelet.binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+    });
+
+    it('reads the node\'s pods from the API when the pod store lags the node, finds the unacknowledged pod it has not seen, and fits with that read', async () => {
+      const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')], { kubelet: true, lockWaitMs: 300 });
+      stop = () => cache.stop();
+      // Another replica bound prev and the plugin served it; this store's pod watch delivered none of it.
+      api.pods.set('ns/prev', allocatedPod('prev', 'uid-p'));
+      api.rv = 12;
+      api.node = { ...api.node, metadata: { ...api.node.metadata, resourceVersion: '12' } };
+      const waited = await binder.bind(args('a', 'uid-a'));
+      expect(waited.error).to.match(/has not acknowledged the allocation of ns\/prev/);
+      expect(api.lock).to.equal(undefined);
+
+      api.pods.set('ns/prev', acknowledged(allocatedPod('prev', 'uid-p')));
+      api.calls = [];
+      expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+      // One LIST serves both the precondition and the fit: prev's GPU 0 is counted, a gets GPU 1... or shares it.
+      expect(api.calls.filter((call) => call === 'LIST pods')).to.have.length(1);
+      expect(api.lock).to.match(/,ns,a$/);
+    });
   });
 });
