@@ -1,5 +1,5 @@
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { decodePodDevices, HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest } from '../support/hami-plugin/index.js';
+import { decodePodDevices, HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest } from '../../src/local/hami-plugin/index.js';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
 import type { AllocationDecoder } from './invariants.js';
 import type { NodeAgents, NodeAgentsOptions } from './node-agents.js';

@@ -4,7 +4,7 @@ import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
 import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
 import { expectedGpuEnvironment, gpuEnvironment } from '../support/gpu-environment.js';
-import { decodePodDevices, GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission } from '../support/hami-plugin/index.js';
+import { decodePodDevices, GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission } from '../../src/local/hami-plugin/index.js';
 import type { AllocationDecoder, Violation } from './invariants.js';
 import type { NodeAgents } from './node-agents.js';
 import { podKey, type AllocationRecord, type Snapshot } from './observed-state.js';

@@ -5,7 +5,7 @@ import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/alloca
 import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids } from '../support/extender-fixture.js';
-import type { AllocateRecord } from '../support/hami-plugin/index.js';
+import type { AllocateRecord } from '../../src/local/hami-plugin/index.js';
 import { describeNodeLock, describePod, podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster, wakeOn } from '../support/test-cluster.js';
 

@@ -15,7 +15,7 @@ import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { NODE_LOCK_ANNOTATION, parseLockValue } from '../../src/lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
 import { FaultProxy } from '../support/fault-proxy.js';
-import { HamiDevicePlugin, pluginApiFromCore } from '../support/hami-plugin/index.js';
+import { HamiDevicePlugin, pluginApiFromCore } from '../../src/local/hami-plugin/index.js';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';
 import { outputTail, podStory } from '../support/observations.js';

@@ -9,7 +9,7 @@ import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
 import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-node.js';
-import { HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest, type HamiDevicePluginOptions } from './hami-plugin/index.js';
+import { HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest, type HamiDevicePluginOptions } from '../../src/local/hami-plugin/index.js';
 import { KubeletSim, type KubeletSimOptions, type Random } from './kubelet-sim/index.js';
 import { nonLoopbackAddress } from './mtls-request.js';
 import { eventually, notYet, uniqueName } from './test-cluster.js';
@@ -41,7 +41,7 @@ export interface ExtenderFixtureOptions {
  * The whole bind-time path for e2e tests: vgpu-warden's server (webhook + extender) in-process, the
  * real kube-scheduler configured with the shipped KubeSchedulerConfiguration pointing at it, and on
  * the nodes this fixture creates a kubelet simulator that admits bound pods and calls the HAMi
- * device-plugin stand-in's Allocate for them (test/support/kubelet-sim, test/support/hami-plugin:
+ * device-plugin stand-in's Allocate for them (test/support/kubelet-sim, src/local/hami-plugin:
  * neither shares code with src/).
  */
 export class ExtenderFixture {

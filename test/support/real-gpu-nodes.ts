@@ -13,9 +13,9 @@ import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
 import type { RealNode } from '../../src/local/real-node/real-node.js';
 import {
   GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServerOptions, type MockGpu,
-} from './hami-plugin/index.js';
+} from '../../src/local/hami-plugin/index.js';
 import { expect } from 'chai';
-import { decodePodDevices } from './hami-plugin/index.js';
+import { decodePodDevices } from '../../src/local/hami-plugin/index.js';
 import { expectedGpuEnvironment, gpuEnvironment } from './gpu-environment.js';
 import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
 import { startTestServer } from './test-server.js';

@@ -17,7 +17,7 @@
  */
 import type { CoreV1Api, KubeConfig, V1Container, V1Pod } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import type { AllocateRequest, AllocateResponse, PodIdentity } from '../hami-plugin/index.js';
+import type { AllocateRequest, AllocateResponse, PodIdentity } from '../../../src/local/hami-plugin/index.js';
 import { DeviceManager, DevicesUnavailableError } from './device-manager.js';
 import { PodFeed } from './pod-feed.js';
 import { rejectedStatus, runningStatus, terminatedStatus, UNEXPECTED_ADMISSION_ERROR } from './pod-status.js';

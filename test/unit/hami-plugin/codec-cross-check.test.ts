@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { decodeAllocation, encodeAllocation, type PodAllocation } from '../../../src/devices/allocation-codec.js';
-import { decodePodDevices, encodePodDevices, eraseNextDeviceRequest, nextDeviceRequest, type PodDeviceEntries } from '../../support/hami-plugin/index.js';
+import { decodePodDevices, encodePodDevices, eraseNextDeviceRequest, nextDeviceRequest, type PodDeviceEntries } from '../../../src/local/hami-plugin/index.js';
 import { seededRandom, type Random } from '../../support/kubelet-sim/index.js';
 
 /**

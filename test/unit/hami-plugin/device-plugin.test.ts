@@ -13,7 +13,7 @@ import {
   type AllocateRequest,
   type HamiDevicePluginOptions,
   type PodIdentity,
-} from '../../support/hami-plugin/index.js';
+} from '../../../src/local/hami-plugin/index.js';
 
 // hami-wire-contract.md Appendix A: node gpu-1, 1x A100 40GB split 10, pod ml/train-0 (1 GPU, 3000 MiB).
 const UUID = 'GPU-aaaa1111-2222-3333-4444-555566667777';

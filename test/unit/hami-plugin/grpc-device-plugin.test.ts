@@ -13,7 +13,7 @@ import { Client, credentials, Metadata, Server, ServerCredentials, status, type 
 import { loadSync } from '@grpc/proto-loader';
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { GrpcDevicePluginServer, HamiDevicePlugin, MemoryPluginApi, wire, type Admission, type GrpcDevicePluginServerOptions, type GrpcPluginEvent, type HamiDevicePluginOptions } from '../../support/hami-plugin/index.js';
+import { GrpcDevicePluginServer, HamiDevicePlugin, MemoryPluginApi, wire, type Admission, type GrpcDevicePluginServerOptions, type GrpcPluginEvent, type HamiDevicePluginOptions } from '../../../src/local/hami-plugin/index.js';
 
 // kubelet's view of the contract, typed from api.proto (field names as in the proto).
 interface RegisterRequest { version: string; endpoint: string; resource_name: string; options: { pre_start_required: boolean; get_preferred_allocation_available: boolean } | null }
@@ -23,7 +23,7 @@ interface ContainerAllocateResponse { envs: Record<string, string>; mounts: unkn
 interface AllocateResponse { container_responses: ContainerAllocateResponse[] }
 interface PreferredAllocationResponse { container_responses: { deviceIDs: string[] }[] }
 
-const PROTO = fileURLToPath(new URL('../../support/hami-plugin/proto/api.proto', import.meta.url));
+const PROTO = fileURLToPath(new URL('../../../src/local/hami-plugin/proto/api.proto', import.meta.url));
 const protoPackage = loadSync(PROTO, { keepCase: true, defaults: true, arrays: true, objects: true, longs: String, enums: String, oneofs: true });
 
 function service(name: string): ServiceDefinition {

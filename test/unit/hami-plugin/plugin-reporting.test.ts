@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { parseHandshake } from '../../../src/cluster/node-liveness.js';
-import { AllocateError, HamiDevicePlugin, MemoryPluginApi, reportedHandshake, requestingHandshake, wire } from '../../support/hami-plugin/index.js';
+import { AllocateError, HamiDevicePlugin, MemoryPluginApi, reportedHandshake, requestingHandshake, wire } from '../../../src/local/hami-plugin/index.js';
 import { DeviceManager } from '../../support/kubelet-sim/index.js';
 
 const REGISTER = JSON.stringify([{ id: 'GPU-a', count: 2, devmem: 24576, devcore: 100, type: 'NVIDIA-A10', health: true }]);

@@ -14,10 +14,10 @@ async function boundaryProblems(filePath: string, code: string): Promise<string[
   return (result?.messages ?? []).filter((message) => message.ruleId === RULE).map((message) => message.message);
 }
 
-describe('eslint: the HAMi stand-in and the kubelet simulator import nothing from src/', function () {
+describe('eslint: the HAMi stand-in and the kubelet simulator import nothing from src/ but the stand-in', function () {
   this.timeout(30_000);
 
-  for (const file of ['test/support/hami-plugin/probe.ts', 'test/support/kubelet-sim/nested/probe.ts']) {
+  for (const file of ['src/local/hami-plugin/probe.ts', 'test/support/kubelet-sim/nested/probe.ts']) {
     const up = file.split('/').length - 1;
     const src = `${'../'.repeat(up)}src`;
     it(`reports every way of reaching src/ from ${file}`, async () => {
@@ -39,17 +39,27 @@ describe('eslint: the HAMi stand-in and the kubelet simulator import nothing fro
     });
   }
 
-  it('allows packages, node built-ins and the rest of test/', async () => {
-    const code = [
+  it('allows packages, node built-ins, the stand-in itself and (for the simulator) the rest of test/', async () => {
+    const standIn = [
       "import { CoreV1Api } from '@kubernetes/client-node';",
       "import { setTimeout } from 'node:timers/promises';",
-      "import { KubeletSim } from '../kubelet-sim/index.js';",
-      "import { eventually } from '../test-cluster.js';",
+      "import { parseNodeLock } from './node-lock.js';",
       // A folder merely named like src/ elsewhere is not src/.
       "import { y } from './src/y.js';",
-      'export const used: unknown[] = [CoreV1Api, setTimeout, KubeletSim, eventually, y];',
+      'export const used: unknown[] = [CoreV1Api, setTimeout, parseNodeLock, y];',
     ].join('\n');
-    expect(await boundaryProblems('test/support/hami-plugin/probe.ts', code)).to.deep.equal([]);
+    expect(await boundaryProblems('src/local/hami-plugin/probe.ts', standIn)).to.deep.equal([]);
+    const simulator = [
+      "import { HamiDevicePlugin } from '../../../src/local/hami-plugin/index.js';",
+      "import { eventually } from '../test-cluster.js';",
+      'export const used: unknown[] = [HamiDevicePlugin, eventually];',
+    ].join('\n');
+    expect(await boundaryProblems('test/support/kubelet-sim/probe.ts', simulator)).to.deep.equal([]);
+  });
+
+  it('the stand-in may not reach the rest of src/ by a detour through its parent folder', async () => {
+    const code = "import { x } from '../device-plugin-simulator.js';\nexport const used = x;";
+    expect(await boundaryProblems('src/local/hami-plugin/probe.ts', code)).to.have.length(1);
   });
 
   it('applies only to those two folders: the fixture wiring both sides may import src/', async () => {
