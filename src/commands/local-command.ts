@@ -23,7 +23,12 @@ import { lineStream, logNoteText } from '../local/log-lines.js';
 import { PendingPods } from '../local/pending-pods.js';
 import { AlternateScreen, type TerminalOutput } from '../local/terminal-screen.js';
 import { lockRowFromView } from '../local/view-lock-state.js';
-import { runSeedDemo, SEED_VICTIM } from '../local/seed-demo.js';
+import { runSeedDemo, SEED_VICTIM, type SeedDemoNode } from '../local/seed-demo.js';
+import { chooseNodeMode, parseNodeMode, type NodeMode } from '../local/node-mode.js';
+import { locateRealNodeTools } from '../local/real-node/node-tools.js';
+import { TEST_IMAGE } from '../local/real-node/node-image.js';
+import type { RealGpuFleet } from '../local/real-gpu-fleet.js';
+import { describeError } from '../errors.js';
 import { createLogger } from '../telemetry/logger.js';
 import { startServer } from './serve-command.js';
 
@@ -75,22 +80,66 @@ function liveViewOf(inputs: ViewInputs, log: (line: string) => void): { view: Li
   return { view, feed };
 }
 
+/** Why real nodes cannot run here (a tool missing), or undefined when they can. */
+function realNodeToolsProblem(binaries: Parameters<typeof locateRealNodeTools>[0]): string | undefined {
+  try {
+    locateRealNodeTools(binaries);
+    return undefined;
+  } catch (error) {
+    return describeError(error);
+  }
+}
+
+/** A GPU pod for the local nodes: on real nodes it must use the image they hold and the host network. */
+function localGpuPod(mode: NodeMode, container: { image?: string; imagePullPolicy?: string; command: readonly string[] } | undefined) {
+  return (name: string, node: string) => ({
+    metadata: { name, labels: { app: 'seed-demo' } },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': node },
+      ...(mode === 'real' ? { hostNetwork: true, automountServiceAccountToken: false, terminationGracePeriodSeconds: 5 } : {}),
+      containers: [{
+        name: 'cuda',
+        ...(container === undefined ? { image: 'nvidia/cuda:12.4.0-base' } : { ...container, command: [...container.command] }),
+        resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000' } },
+      }],
+    },
+  });
+}
+
+/** NVIDIA_VISIBLE_DEVICES as the container printed it (the real-node container prints its environment first). */
+async function visibleDevicesOf(core: CoreV1Api, namespace: string, name: string): Promise<string | undefined> {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    try {
+      const log = await core.readNamespacedPodLog({ name, namespace });
+      const found = /^NVIDIA_VISIBLE_DEVICES=(.*)$/m.exec(log)?.[1];
+      if (found !== undefined) return found;
+    } catch {
+      // Running, but the log may not be there yet.
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return undefined;
+}
+
 /**
  * `vgpu-warden local`: the whole system on one machine. A real etcd, kube-apiserver and
  * kube-scheduler on loopback; vgpu-warden's webhook (registered from manifests/webhook.yaml) and
- * scheduler extender; simulated GPU nodes with HAMi's inventory annotation and a device-plugin
- * simulator that allocates and frees the node locks. Runs until Ctrl-C.
+ * scheduler extender; GPU nodes with HAMi's inventory annotation: real ones (kubelet and containerd
+ * each, with the HAMi device-plugin stand-in registered over gRPC) where the machine allows, else
+ * simulated ones with a device-plugin simulator that allocates and frees the node locks. Runs
+ * until Ctrl-C.
  */
 export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownTarget; terminal?: TerminalOutput & { isTTY?: boolean } }): Command {
   return {
     name: 'local',
-    summary: 'run a local cluster (etcd, kube-apiserver, kube-scheduler) with vgpu-warden and simulated GPU nodes until Ctrl-C',
+    summary: 'run a local cluster (etcd, kube-apiserver, kube-scheduler) with vgpu-warden and GPU nodes (real or simulated) until Ctrl-C',
     usesConfig: true,
     flags: {
-      'gpu-nodes': { type: 'string', description: 'number of simulated GPU nodes (default 2)' },
-      'gpus-per-node': { type: 'string', description: 'GPUs on each simulated node (default 4)' },
+      nodes: { type: 'string', description: '"real" (kubelet + containerd per node; needs root and the packages) or "simulated" (no kubelet); default: real where possible' },
+      'gpu-nodes': { type: 'string', description: 'number of GPU nodes (default 2)' },
+      'gpus-per-node': { type: 'string', description: 'mock GPUs on each node (default 4)' },
       'kubeconfig-out': { type: 'string', description: 'also copy the admin kubeconfig to this path' },
-      'gpu-memory': { type: 'string', description: 'memory of each simulated GPU in MiB (default 24576)' },
+      'gpu-memory': { type: 'string', description: 'memory of each mock GPU in MiB (default 24576)' },
       'scheduler-name': { type: 'string', description: 'scheduler profile GPU pods are sent to (env SCHEDULER_NAME)' },
       demo: { type: 'string', description: 'run a demo once ready: "seed" deletes a lock owner the moment its lock appears and binds a replacement' },
       // Without --demo it would run until Ctrl-C, the opposite of what was asked: refused by the CLI.
@@ -103,8 +152,12 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       const gpuMemoryMiB = flags['gpu-memory'] === undefined ? 24576 : positiveInteger('gpu-memory', flags['gpu-memory'], 24576, 1_048_576);
       const demo = flags.demo;
       if (demo !== undefined && demo !== 'seed') throw new UsageError(`invalid --demo=${JSON.stringify(demo)}: the only demo is "seed"`);
+      const askedNodes = flags.nodes;
+      const asked = askedNodes === undefined ? undefined : parseNodeMode(String(askedNodes));
+      if (askedNodes !== undefined && asked === undefined) throw new UsageError(`invalid --nodes=${JSON.stringify(String(askedNodes).slice(0, 40))}: expected "real" or "simulated"`);
       const settings = config();
       const binaries = locateBinaries({ repoRoot: deps.repoRoot, env: io.env });
+      const nodeMode = chooseNodeMode({ asked, isRoot: process.getuid?.() === 0, toolsProblem: asked === 'simulated' ? undefined : realNodeToolsProblem(binaries) });
       const terminal = deps.terminal ?? process.stdout;
       // While the live view is up, what would be printed goes into it (and is printed again when it
       // ends); before and after, it is printed as usual.
@@ -113,6 +166,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       const leaveView = () => { for (const line of live?.view.stop() ?? []) io.stdout(line); };
       const say = (line: string) => { print(`local: ${line}`); };
       const hooks = new ShutdownHooks(deps.shutdownTarget, 20_000, (line) => { leaveView(); io.stdout(`local: ${line}`); });
+      say(nodeMode.why);
       const plane = await ControlPlane.start({ binaries, shutdownHooks: hooks, progress: say });
       const certDir = mkdtempSync(join(tmpdir(), 'vgpu-warden-local-certs-'));
       const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
@@ -135,8 +189,18 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
           webhooks: (shipped.webhooks ?? []).map((webhook) => ({ ...webhook, clientConfig: { url: `https://127.0.0.1:${webhookPort}/mutate`, caBundle: Buffer.from(caPem).toString('base64') } })),
         },
       });
-      for (let index = 1; index <= nodeCount; index++) {
-        await core.createNode({ body: simulatedGpuNode({ name: `gpu-node-${index}`, gpus: gpusPerNode, gpuMemoryMiB }) });
+      const nodeNames = Array.from({ length: nodeCount }, (_, index) => `gpu-node-${index + 1}`);
+      let fleet: RealGpuFleet | undefined;
+      let realContainer: Parameters<typeof localGpuPod>[1];
+      if (nodeMode.mode === 'real') {
+        // Loaded here only: `serve` and simulated runs never load gRPC.
+        const real = await import('../local/real-gpu-fleet.js');
+        fleet = await real.RealGpuFleet.start({
+          names: nodeNames, gpusPerNode, gpuMemoryMiB, cluster: plane, kubeConfig, core, binaries, shutdownHooks: hooks, progress: say,
+        });
+        realContainer = real.REAL_NODE_CONTAINER;
+      } else {
+        for (const name of nodeNames) await core.createNode({ body: simulatedGpuNode({ name, gpus: gpusPerNode, gpuMemoryMiB }) });
       }
       const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
       // Subscribed before the first LIST, so the pods already there count too.
@@ -148,16 +212,18 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
         cache: simulatorCache,
         locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs } }),
         isSimulated: (node) => node.startsWith('gpu-node-'),
-        // The seed demo's victim must hold its lock as a pod still waiting for Allocate would.
-        behaviour: (pod) => (pod.metadata?.name === SEED_VICTIM ? 'stall' : 'allocate'),
+        // The seed demo's victims must hold their lock as a pod still waiting for Allocate would.
+        behaviour: (pod) => (pod.metadata?.name?.startsWith(SEED_VICTIM) === true ? 'stall' : 'allocate'),
       });
-      simulator.start();
+      if (nodeMode.mode === 'simulated') simulator.start();
       await plane.startScheduler(kubeSchedulerConfiguration({
         schedulerName: settings.schedulerName, extenderUrl: `https://127.0.0.1:${extenderPort}`, caPem, includeDefaultProfile: true,
         nodePolicy: settings.nodeSchedulerPolicy,
       }));
       say(`kube-scheduler with profiles default-scheduler and ${settings.schedulerName} (extender: filter, prioritize, bind)`);
-      say(`${nodeCount} simulated GPU nodes with ${gpusPerNode} GPUs each, and a device-plugin simulator`);
+      say(nodeMode.mode === 'real'
+        ? `${nodeCount} real GPU nodes (kubelet + containerd) with ${gpusPerNode} mock GPUs each, the HAMi device-plugin stand-in registered on each`
+        : `${nodeCount} simulated GPU nodes with ${gpusPerNode} GPUs each, and a device-plugin simulator`);
       let kubeconfigPath = plane.kubeconfigPath;
       const out = flags['kubeconfig-out'];
       if (typeof out === 'string') {
@@ -165,7 +231,12 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
         kubeconfigPath = out;
       }
       say(`ready; use it with: export KUBECONFIG=${kubeconfigPath}`);
-      say('try: a pod with limits nvidia.com/gpu: 1 and nvidia.com/gpumem: 4000 (the webhook sends it to the extender)');
+      if (nodeMode.mode === 'real') {
+        say(`the real nodes hold image ${TEST_IMAGE} (no registry: imagePullPolicy Never) and have loopback networking only (hostNetwork: true)`);
+        say(`try: kubectl apply -f ${join(deps.repoRoot, 'examples', 'real-node-gpu-pod.yaml')}; kubectl logs gpu-demo shows the GPU it was given`);
+      } else {
+        say('try: a pod with limits nvidia.com/gpu: 1 and nvidia.com/gpumem: 4000 (the webhook sends it to the extender)');
+      }
       const exitAfterDemo = flags['exit-after-demo'] === true;
       const offReason = liveViewOffReason({ noViewFlag: flags['no-view'] === true, stdoutIsTTY: terminal.isTTY === true, term: io.env.TERM });
       if (offReason !== undefined && !exitAfterDemo) io.stderr(`local: live view off: ${offReason}; printing progress lines only`);
@@ -185,12 +256,23 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       }
       if (demo === 'seed') {
         const demoSay = (line: string) => { if (live?.view.isActive === true) live.view.setDemo(line, `local: ${line}`); else say(line); };
-        await runSeedDemo({ core, namespace: 'default', node: 'gpu-node-1', say: demoSay });
+        const demoNode = nodeNames[0] ?? 'gpu-node-1';
+        const podFor = localGpuPod(nodeMode.mode, realContainer);
+        const seedNode: SeedDemoNode = {
+          mode: nodeMode.mode,
+          name: demoNode,
+          gpuPod: (name) => podFor(name, demoNode),
+          freezeKubelet: () => { fleet?.node(demoNode).pause(); },
+          resumeKubelet: () => { fleet?.node(demoNode).resume(); },
+          visibleDevices: (pod) => visibleDevicesOf(core, 'default', pod.metadata?.name ?? ''),
+        };
+        await runSeedDemo({ core, namespace: 'default', node: seedNode, say: demoSay });
         if (exitAfterDemo) {
           say('demo finished; stopping');
           simulator.stop();
           await simulatorCache.stop();
           await server.stop();
+          await fleet?.stop();
           await plane.stop();
           rmSync(certDir, { recursive: true, force: true });
           return 0;
@@ -206,6 +288,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       await live?.feed.stop();
       io.stderr(`local: ${crashed.name} exited unexpectedly; last log lines:\n${crashed.lastLogLines()}`);
       await server.stop();
+      await fleet?.stop();
       await plane.stop();
       return 1;
     },

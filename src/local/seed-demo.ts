@@ -2,27 +2,61 @@ import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
 
+/** Prefix of the victims' names: the simulated device plugin never allocates such a pod. */
 export const SEED_VICTIM = 'seed-victim';
 export const SEED_REPLACEMENT = 'seed-replacement';
 
-export interface SeedDemoResult {
-  /** From the victim's delete to its lock being gone (undefined if the replacement's bind took it over). */
-  releasedAfterMs: number | undefined;
-  /** From the victim's delete to the replacement bound and allocated. */
-  boundAfterMs: number;
+/** How the victim goes: at once (`--grace-period=0 --force`) or with a grace period kubelet finishes. */
+export type SeedVariant = 'force' | 'graceful';
+export const SEED_VARIANTS: readonly SeedVariant[] = ['force', 'graceful'];
+
+export interface SeedVariantResult {
+  variant: SeedVariant;
+  /** From the victim's delete to its lock no longer naming it. */
+  releasedAfterMs: number;
+  /** From the victim's delete to the replacement allocated (simulated) or Running (real). */
+  readyAfterMs: number;
+  /** The GPUs the replacement's container was given (real nodes: from its log), when known. */
+  visibleDevices: string | undefined;
 }
+
+/**
+ * The node the demo runs on, as local mode built it. On real nodes kubelet is frozen while the
+ * victim is bound and deleted (a kubelet slow to admit, the case the bug lives in) and resumed 1.5 s
+ * after the delete; on simulated nodes the device-plugin simulator never allocates a victim, so
+ * its lock stays as a pod waiting for Allocate would keep it, and the demo finishes a graceful
+ * delete itself 1.5 s after it began, as the missing kubelet would.
+ */
+export interface SeedDemoNode {
+  mode: 'real' | 'simulated';
+  name: string;
+  /** A GPU pod body these nodes can run. */
+  gpuPod(name: string): V1Pod;
+  /** Real: SIGSTOP to kubelet. Simulated: nothing. */
+  freezeKubelet(): void;
+  /** Real: SIGCONT to kubelet. Simulated: nothing. */
+  resumeKubelet(): void;
+  /** Real: the container's NVIDIA_VISIBLE_DEVICES from its log. */
+  visibleDevices?(pod: V1Pod): Promise<string | undefined>;
+}
+
+export interface SeedDemoDeps {
+  core: CoreV1Api;
+  namespace: string;
+  node: SeedDemoNode;
+  say: (line: string) => void;
+  /** How long kubelet stays frozen after the delete (real nodes); default 1.5 s. */
+  kubeletLagMs?: number;
+  timeoutMs?: number;
+}
+
+/** What HAMi v2.10's scheduler does with the same lock (measured; README "Seed scenario"). */
+export const HAMI_V2_10: Readonly<Record<SeedVariant, string>> = {
+  force: 'HAMi v2.10 frees it at its next bind to the node, when that bind finds the owner gone (1.2-3.2 s measured)',
+  graceful: 'HAMi v2.10 keeps it for the whole NODELOCK_EXPIRE (5m): the owner still exists while its graceful delete runs',
+};
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function gpuPod(name: string, node: string): V1Pod {
-  return {
-    metadata: { name, labels: { app: 'seed-demo' } },
-    spec: {
-      nodeSelector: { 'kubernetes.io/hostname': node },
-      containers: [{ name: 'cuda', image: 'nvidia/cuda:12.4.0-base', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000' } } }],
-    },
-  };
-}
 
 async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -34,39 +68,77 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, timeo
   }
 }
 
+async function readPod(core: CoreV1Api, namespace: string, name: string): Promise<V1Pod | undefined> {
+  try {
+    return await core.readNamespacedPod({ name, namespace });
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * The seed scenario on the local cluster: a GPU pod is deleted the moment its node lock appears
- * (the simulated device plugin is told to never allocate it), then a replacement GPU pod for the
- * same node is created. Here the DELETE webhook, the pod watch, the sweeper or the next bind frees
- * it. HAMi v2.10 frees such a lock only when its next bind to that node finds the owner gone (1.8 s
- * and 3.2 s measured); it keeps a lock for the whole NODELOCK_EXPIRE (5 minutes) only when its pod
- * was deleted gracefully after the bind, which needs a kubelet to finish the delete (real nodes).
+ * The seed scenario on the local cluster, once per variant: a GPU pod for the node is deleted the
+ * moment its node lock appears (bound, waiting for Allocate), then a replacement GPU pod for the same
+ * node is created. Here the DELETE webhook, the pod watch, the sweeper or the next bind frees the lock
+ * as soon as no kubelet can still admit the victim; each variant's line says what HAMi v2.10 does.
+ * The replacements are left running for `kubectl get pods`.
  */
-export async function runSeedDemo(deps: { core: CoreV1Api; namespace: string; node: string; say: (line: string) => void }): Promise<SeedDemoResult> {
+export async function runSeedDemo(deps: SeedDemoDeps): Promise<SeedVariantResult[]> {
+  const results: SeedVariantResult[] = [];
+  deps.say(`seed demo on ${deps.node.mode} nodes (${deps.node.mode === 'real' ? 'kubelet frozen from before the victim is bound until 1.5 s after its delete' : 'the simulated plugin never allocates the victim; a graceful delete is finished 1.5 s after it began, as kubelet would'})`);
+  for (const variant of SEED_VARIANTS) results.push(await runVariant(deps, variant));
+  return results;
+}
+
+async function runVariant(deps: SeedDemoDeps, variant: SeedVariant): Promise<SeedVariantResult> {
   const { core, namespace, node, say } = deps;
-  const lockOf = async () => (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
-  say(`seed demo: creating GPU pod ${namespace}/${SEED_VICTIM} for ${node}; it will be deleted the moment its lock appears`);
-  await core.createNamespacedPod({ namespace, body: gpuPod(SEED_VICTIM, node) });
-  const lock = await until('the victim\'s lock', async () => {
-    const value = await lockOf();
-    const parsed = value === undefined ? undefined : parseLockValue(value);
-    return parsed?.kind === 'owned' && parsed.owner.name === SEED_VICTIM ? value : undefined;
-  }, 60_000);
-  say(`seed demo: ${node} locked: ${lock}; deleting ${SEED_VICTIM} now`);
-  const deleted = Date.now();
-  await core.deleteNamespacedPod({ name: SEED_VICTIM, namespace, gracePeriodSeconds: 0 });
-  await core.createNamespacedPod({ namespace, body: gpuPod(SEED_REPLACEMENT, node) });
-  let releasedAfterMs: number | undefined;
-  const bound = await until('the replacement to bind', async () => {
-    if (releasedAfterMs === undefined) {
+  const timeoutMs = deps.timeoutMs ?? 60_000;
+  const victim = `${SEED_VICTIM}-${variant}`;
+  const replacement = `${SEED_REPLACEMENT}-${variant}`;
+  const tag = `seed demo (${variant} delete)`;
+  const lockOf = async () => (await core.readNode({ name: node.name })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+  node.freezeKubelet();
+  // An object: the wait below thaws kubelet from inside a callback.
+  const kubelet = { frozen: true };
+  try {
+    say(`${tag}: creating GPU pod ${namespace}/${victim} for ${node.name}; it is deleted the moment its lock appears`);
+    await core.createNamespacedPod({ namespace, body: node.gpuPod(victim) });
+    const lock = await until(`the lock of ${victim}`, async () => {
       const value = await lockOf();
-      if (value === undefined || !value.endsWith(`,${SEED_VICTIM}`)) releasedAfterMs = Date.now() - deleted;
-    }
-    const pod = await core.readNamespacedPod({ name: SEED_REPLACEMENT, namespace });
-    return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? pod : undefined;
-  }, 60_000);
-  const boundAfterMs = Date.now() - deleted;
-  say(`seed demo: the victim's lock was freed ${releasedAfterMs ?? boundAfterMs} ms after its delete`);
-  say(`seed demo: replacement pod ${SEED_REPLACEMENT} bound to ${bound.spec?.nodeName ?? '?'} and allocated ${boundAfterMs} ms after the delete (HAMi v2.10: its next bind to the node takes the lock over, 1.8-3.2 s measured; it waits the 5m expiry only for a pod deleted gracefully after its bind)`);
-  return { releasedAfterMs, boundAfterMs };
+      const parsed = value === undefined ? undefined : parseLockValue(value);
+      return parsed?.kind === 'owned' && parsed.owner.name === victim ? value : undefined;
+    }, timeoutMs);
+    say(`${tag}: ${node.name} locked: ${lock}; deleting ${victim} ${variant === 'force' ? 'with grace period 0' : 'gracefully'}`);
+    const deleted = Date.now();
+    await core.deleteNamespacedPod({ name: victim, namespace, ...(variant === 'force' ? { gracePeriodSeconds: 0 } : {}) });
+    await core.createNamespacedPod({ namespace, body: node.gpuPod(replacement) });
+    let releasedAfterMs: number | undefined;
+    const lagMs = deps.kubeletLagMs ?? 1500;
+    const ready = await until(`${replacement} to ${node.mode === 'real' ? 'run' : 'be allocated'}`, async () => {
+      if (kubelet.frozen && Date.now() - deleted >= lagMs) {
+        node.resumeKubelet();
+        kubelet.frozen = false;
+        // No kubelet on a simulated node finishes a graceful delete: the demo does, as kubelet would
+        // once the containers are gone (real nodes: kubelet admits the victim, then finishes it).
+        if (node.mode === 'simulated' && variant === 'graceful') await core.deleteNamespacedPod({ name: victim, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+      }
+      if (releasedAfterMs === undefined) {
+        const value = await lockOf();
+        if (value === undefined || !value.endsWith(`,${victim}`)) releasedAfterMs = Date.now() - deleted;
+      }
+      const pod = await readPod(core, namespace, replacement);
+      const done = node.mode === 'real' ? pod?.status?.phase === 'Running' : pod?.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success';
+      return done ? pod : undefined;
+    }, timeoutMs);
+    const readyAfterMs = Date.now() - deleted;
+    const visibleDevices = await node.visibleDevices?.(ready);
+    const freed = releasedAfterMs ?? readyAfterMs;
+    say(`${tag}: the victim's lock was freed ${freed} ms after its delete${node.mode === 'real' ? ` (${Math.max(0, freed - lagMs)} ms after kubelet resumed)` : ''}; ${HAMI_V2_10[variant]}`);
+    say(node.mode === 'real'
+      ? `${tag}: replacement pod ${replacement} Running on ${ready.spec?.nodeName ?? '?'}${visibleDevices === undefined ? '' : ` with NVIDIA_VISIBLE_DEVICES=${visibleDevices}`} ${readyAfterMs} ms after the delete`
+      : `${tag}: replacement pod ${replacement} bound to ${ready.spec?.nodeName ?? '?'} and allocated ${readyAfterMs} ms after the delete`);
+    return { variant, releasedAfterMs: freed, readyAfterMs, visibleDevices };
+  } finally {
+    if (kubelet.frozen) node.resumeKubelet();
+  }
 }

@@ -1,10 +1,9 @@
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
-import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
-import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
+import { RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
 import { expectedGpuEnvironment, gpuEnvironment } from '../support/gpu-environment.js';
-import { decodePodDevices, GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission } from '../../src/local/hami-plugin/index.js';
+import { decodePodDevices, HamiDevicePlugin, pluginApiFromCore, type Admission } from '../../src/local/hami-plugin/index.js';
 import type { AllocationDecoder, Violation } from './invariants.js';
 import type { NodeAgents } from './node-agents.js';
 import { podKey, type AllocationRecord, type Snapshot } from './observed-state.js';
@@ -47,9 +46,8 @@ const decode: AllocationDecoder = (encoded) => {
  * (SIGSTOP, 0.5-4 s), kubelet restarted, plugin restarted (re-registered).
  */
 export class RealNodeAgents implements NodeAgents {
-  private fleet: RealNodeFleet | undefined;
+  private fleet: RealGpuFleet | undefined;
   private readonly plugin: HamiDevicePlugin<Admission>;
-  private readonly servers = new Map<string, GrpcDevicePluginServer>();
   private readonly history: AllocationRecord[] = [];
   /** Pods whose container environment was checked (by uid). */
   private readonly checked = new Set<string>();
@@ -75,19 +73,17 @@ export class RealNodeAgents implements NodeAgents {
 
   async start(): Promise<void> {
     const { options } = this;
-    this.fleet = await RealNodeFleet.start({
-      nodes: options.nodes.map((name) => ({ name, labels: options.labels })),
+    this.fleet = await RealGpuFleet.start({
+      names: options.nodes,
+      labels: options.labels,
+      gpusPerNode: options.gpusPerNode,
+      gpuMemoryMiB: 24576,
       cluster: options.plane,
       kubeConfig: options.kubeConfig,
-      tools: locateRealNodeTools(locateBinaries({ repoRoot: options.repoRoot, env: process.env })),
+      core: options.core,
+      binaries: locateBinaries({ repoRoot: options.repoRoot, env: process.env }),
+      plugin: this.plugin,
     });
-    for (const node of this.fleet.nodes) {
-      const gpus = mockGpus(node.nodeName, options.gpusPerNode);
-      await registerNode(options.core, node.nodeName, gpus);
-      const server = new GrpcDevicePluginServer({ plugin: this.plugin, node: node.nodeName, pluginDir: node.devicePluginDir });
-      this.servers.set(node.nodeName, server);
-      await server.start();
-    }
     const started = Date.now();
     this.faults = this.injectNodeFaults(started);
   }
@@ -121,7 +117,7 @@ export class RealNodeAgents implements NodeAgents {
           await node.restartKubelet({ downMs: random.int(0, 2_000) });
         } else {
           this.options.note?.([`node/${name}`], 'fault: device plugin restarted');
-          await this.servers.get(name)?.restart();
+          await this.fleet?.servers.get(name)?.restart();
         }
       } catch (error) {
         this.options.note?.([`node/${name}`], `fault ${fault} failed: ${(error as Error).message.slice(0, 200)}`);
@@ -175,7 +171,6 @@ export class RealNodeAgents implements NodeAgents {
     this.stopping = true;
     this.wake();
     await this.faults?.catch(() => undefined);
-    for (const server of this.servers.values()) await server.stop().catch(() => undefined);
     await this.fleet?.stop();
   }
 }

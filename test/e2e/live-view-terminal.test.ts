@@ -92,7 +92,7 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
       + "const c=spawn(process.argv[1],process.argv.slice(2),{stdio:'inherit'});"
       + "c.on('exit',(code,signal)=>{require('node:fs').writeFileSync(process.env.STATUS_FILE,String(code??signal));process.exit(code??1);});";
     const command = ['env', 'SWEEP_ENABLED=false', `STATUS_FILE=${statusFile}`, process.execPath, '-e', recorder,
-      process.execPath, '--import', 'tsx', main, 'local', '--gpu-nodes', '2', '--demo', 'seed', '--kubeconfig-out', kubeconfigPath]
+      process.execPath, '--import', 'tsx', main, 'local', '--nodes', 'simulated', '--gpu-nodes', '2', '--demo', 'seed', '--kubeconfig-out', kubeconfigPath]
       .map(quote).join(' ');
     // exec: tmux runs the command through sh, and Ctrl-C signals the whole foreground group; a shell
     // left waiting could die of that SIGINT first, and the pane would then report a signal, not 130.
@@ -108,7 +108,7 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
       if (paneFlag('#{pane_dead}') === '1') throw new Error(`local exited:\n${screen().join('\n')}`);
       const lines = screen();
       const alternate = paneFlag('#{alternate_on}') === '1';
-      return Promise.resolve(alternate && lines[1] === exportLine && lines[2]?.startsWith('seed demo: replacement pod seed-replacement bound to gpu-node-1') === true ? true
+      return Promise.resolve(alternate && lines[1] === exportLine && lines[2]?.startsWith('seed demo (graceful delete): replacement pod seed-replacement-graceful bound to gpu-node-1') === true ? true
         : notYet(`alternate screen ${alternate ? 'on' : 'off'}; line 2 ${paneLine(lines[1])}; line 3 ${paneLine(lines[2])}; last line ${lastPaneLine(lines)}`));
     }, 150_000, 500);
 
@@ -151,7 +151,7 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
     await sleep(2500);
     const later = screen();
     expect(later[1]).to.equal(exportLine);
-    expect(later[2]).to.match(/^seed demo: replacement pod seed-replacement bound to gpu-node-1/);
+    expect(later[2]).to.match(/^seed demo \(graceful delete\): replacement pod seed-replacement-graceful bound to gpu-node-1/);
 
     tmux('send-keys', '-t', session, 'C-c');
     await eventually('local to exit', () =>
@@ -163,7 +163,8 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
     const normal = screen().join('\n');
     // What was printed before the view is back, and what the view took meanwhile is printed after it.
     expect(normal).to.include(`local: ready; use it with: ${exportLine}`);
-    expect(normal).to.include('local: seed demo: replacement pod seed-replacement bound to gpu-node-1');
+    expect(normal).to.include('local: seed demo (force delete): replacement pod seed-replacement-force bound to gpu-node-1');
+    expect(normal).to.include('local: seed demo (graceful delete): replacement pod seed-replacement-graceful bound to gpu-node-1');
     expect(normal).to.include('local: received SIGINT; stopping');
     const status = await eventually('the exit status', () => Promise.resolve(existsSync(statusFile) ? readFileSync(statusFile, 'utf8') : notYet(`no ${statusFile} yet`)), 60_000, 250);
     expect(status, normal).to.equal('130');

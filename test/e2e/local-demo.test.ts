@@ -1,30 +1,35 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, loadYaml, type V1Pod } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import { eventually, notYet } from '../support/test-cluster.js';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
 
-const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
+const repoRoot = resolve(import.meta.dirname, '..', '..');
+const main = resolve(repoRoot, 'src', 'main.ts');
 
-describe('vgpu-warden local --demo seed (the README main job, headless)', function () {
+describe('vgpu-warden local on real and simulated nodes (the README main job, headless)', function () {
   this.timeout(180_000);
 
-  it('runs the seed scenario on a fresh local cluster, reports the replacement bound and exits 0', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', main, 'local', '--demo', 'seed', '--exit-after-demo', '--gpu-nodes', '1', '--no-view'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  /** Runs `local` headless with `args` until it exits; its whole output. */
+  async function runLocal(args: string[]): Promise<{ code: number | null; output: string }> {
+    const child = spawn(process.execPath, ['--import', 'tsx', main, 'local', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
     const code = await new Promise<number | null>((done) => { child.once('exit', (exitCode) => { done(exitCode); }); });
-    console.log(output.split('\n').filter((line) => line.includes('seed demo')).map((line) => `        ${line}`).join('\n'));
-    expect(code, output).to.equal(0);
-    const bound = /replacement pod seed-replacement bound to gpu-node-1 and allocated (\d+) ms after the delete/.exec(output);
-    expect(bound, output).to.not.equal(null);
-    expect(Number(bound?.[1])).to.be.below(10_000);
-    expect(output).to.include('demo finished; stopping');
-  });
+    console.log(output.split('\n').filter((line) => line.includes('seed demo') || line.includes(' nodes')).map((line) => `        ${line}`).join('\n'));
+    return { code, output };
+  }
 
-  it('stops on Ctrl-C (SIGINT) with vgpu-warden first, so nothing complains of a vanished apiserver, and exits 130', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', main, 'local', '--gpu-nodes', '1', '--no-view'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  /** Starts `local` with `args`; `ready` resolves once it is up (or it exited); `interrupt` is Ctrl-C. */
+  function startLocal(args: string[]) {
+    const child = spawn(process.execPath, ['--import', 'tsx', main, 'local', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
-    const ready = new Promise<void>((done) => {
+    const up = new Promise<void>((done) => {
       const onData = (chunk: Buffer) => {
         output += chunk.toString();
         if (output.includes('press Ctrl-C to stop')) done();
@@ -33,13 +38,91 @@ describe('vgpu-warden local --demo seed (the README main job, headless)', functi
       child.stderr.on('data', onData);
     });
     const exited = new Promise<number | null>((done) => { child.once('exit', (exitCode) => { done(exitCode); }); });
-    await Promise.race([ready, exited]);
-    const before = output.length;
-    child.kill('SIGINT');
-    const code = await exited;
-    const stopping = output.slice(before);
+    return {
+      ready: Promise.race([up, exited]).then(() => undefined),
+      output: () => output,
+      /** SIGINT, then the exit code and what it printed while stopping. */
+      interrupt: async () => {
+        const before = output.length;
+        child.kill('SIGINT');
+        const code = await exited;
+        return { code, stopping: output.slice(before), output };
+      },
+    };
+  }
+
+  it('on simulated nodes: both variants of the seed scenario, each replacement bound and allocated, each with what HAMi v2.10 does; exits 0', async () => {
+    const { code, output } = await runLocal(['--nodes', 'simulated', '--demo', 'seed', '--exit-after-demo', '--gpu-nodes', '1', '--no-view']);
+    expect(code, output).to.equal(0);
+    expect(output).to.match(/local: simulated nodes, as --nodes=simulated asks/);
+    for (const variant of ['force', 'graceful']) {
+      const bound = new RegExp(`seed demo \\(${variant} delete\\): replacement pod seed-replacement-${variant} bound to gpu-node-1 and allocated (\\d+) ms after the delete`).exec(output);
+      expect(bound, output).to.not.equal(null);
+      expect(Number(bound?.[1])).to.be.below(10_000);
+    }
+    expect(output).to.include('HAMi v2.10 frees it at its next bind to the node');
+    expect(output).to.include('HAMi v2.10 keeps it for the whole NODELOCK_EXPIRE (5m)');
+    expect(output).to.include('demo finished; stopping');
+  });
+
+  it('on real nodes: both variants with kubelet frozen, each replacement Running with the GPU its allocation names; the image a user can run; exits 0 and leaves no node behind', async () => {
+    const { code, output } = await runLocal(['--nodes', 'real', '--demo', 'seed', '--exit-after-demo', '--gpu-nodes', '1', '--no-view']);
+    expect(code, output).to.equal(0);
+    expect(output).to.match(/local: real nodes, as --nodes=real asks/);
+    expect(output).to.include('the real nodes hold image vgpu-warden.local/busybox:1');
+    expect(output).to.match(/try: kubectl apply -f \S+examples\/real-node-gpu-pod\.yaml/);
+    for (const variant of ['force', 'graceful']) {
+      const running = new RegExp(`seed demo \\(${variant} delete\\): replacement pod seed-replacement-${variant} Running on gpu-node-1 with NVIDIA_VISIBLE_DEVICES=GPU-gpu-node-1-\\d (\\d+) ms after the delete`).exec(output);
+      expect(running, output).to.not.equal(null);
+      expect(Number(running?.[1])).to.be.below(30_000);
+    }
+    expect(output).to.include('demo finished; stopping');
+    const left = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => /vgpu-warden-rn-.*(kubelet|containerd)/.test(line));
+    expect(left, 'no kubelet or containerd of the local nodes left').to.deep.equal([]);
+  });
+
+  it('stops on Ctrl-C (SIGINT) with vgpu-warden first, so nothing complains of a vanished apiserver, and exits 130', async () => {
+    const local = startLocal(['--nodes', 'simulated', '--gpu-nodes', '1', '--no-view']);
+    await local.ready;
+    const { code, stopping, output } = await local.interrupt();
     expect(code, output).to.equal(130);
     expect(stopping, 'the newest resource stops first').to.match(/received SIGINT; stopping vgpu-warden.*control plane/);
     expect(stopping, stopping).to.not.match(/unreachable|could not write Event|ECONNREFUSED/i);
+  });
+
+  it('on real nodes, the example pod the startup lines point to runs with its GPU; Ctrl-C then stops vgpu-warden, the real nodes and the control plane in that order', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'local-real-'));
+    const kubeconfigPath = join(dir, 'kubeconfig');
+    const local = startLocal(['--nodes', 'real', '--gpu-nodes', '1', '--no-view', '--kubeconfig-out', kubeconfigPath]);
+    try {
+      await local.ready;
+      const example = /try: kubectl apply -f (\S+);/.exec(local.output())?.[1];
+      expect(example, local.output()).to.equal(join(repoRoot, 'examples', 'real-node-gpu-pod.yaml'));
+      // What `kubectl apply -f` sends for a new object: the manifest, created as it is.
+      const core = loadKubeConfig(kubeconfigPath).makeApiClient(CoreV1Api);
+      await core.createNamespacedPod({ namespace: 'default', body: loadYaml<V1Pod>(readFileSync(example ?? '', 'utf8')) });
+      const running = await eventually('gpu-demo Running', async () => {
+        const pod = await core.readNamespacedPod({ name: 'gpu-demo', namespace: 'default' });
+        return pod.status?.phase === 'Running' ? pod : notYet(`phase ${pod.status?.phase ?? 'none'}`);
+      }, 60_000, 200);
+      expect(running.spec?.schedulerName, 'the webhook sent it to vgpu-warden').to.equal('hami-scheduler');
+      const allocated = running.metadata?.annotations?.['hami.io/vgpu-devices-allocated'] ?? '';
+      const log = await eventually('gpu-demo printed its environment', async () => {
+        const text = await core.readNamespacedPodLog({ name: 'gpu-demo', namespace: 'default' });
+        return text.includes('NVIDIA_VISIBLE_DEVICES=') ? text : notYet('no environment yet');
+      }, 20_000, 200);
+      // `kubectl logs gpu-demo` shows the GPU, the memory and the core share its allocation names.
+      const [uuid = '', , memory = '', cores = ''] = allocated.split(':')[0]?.split(',') ?? [];
+      expect(log).to.include(`NVIDIA_VISIBLE_DEVICES=${uuid}\n`);
+      expect(log).to.include(`CUDA_DEVICE_MEMORY_LIMIT_0=${memory}m\n`);
+      expect(log).to.include(`CUDA_DEVICE_SM_LIMIT=${cores}\n`);
+      expect(cores).to.equal('25');
+    } finally {
+      const { code, stopping, output } = await local.interrupt();
+      rmSync(dir, { recursive: true, force: true });
+      expect(code, output).to.equal(130);
+      expect(stopping, stopping).to.match(/received SIGINT; stopping vgpu-warden, real nodes, control plane/);
+      expect(stopping, stopping).to.not.match(/unreachable|could not write Event|ECONNREFUSED/i);
+    }
   });
 });

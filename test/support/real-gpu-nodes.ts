@@ -7,12 +7,10 @@ import { loadKubeConfig } from '../../src/kube/client.js';
 import type { RunningServer } from '../../src/commands/serve-command.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
-import { TEST_IMAGE } from '../../src/local/real-node/node-image.js';
-import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
-import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
+import { REAL_NODE_CONTAINER, RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
 import type { RealNode } from '../../src/local/real-node/real-node.js';
 import {
-  GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServerOptions, type MockGpu,
+  HamiDevicePlugin, pluginApiFromCore, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServer, type GrpcDevicePluginServerOptions, type MockGpu,
 } from '../../src/local/hami-plugin/index.js';
 import { expect } from 'chai';
 import { decodePodDevices } from '../../src/local/hami-plugin/index.js';
@@ -41,11 +39,9 @@ export interface RealGpuNodesOptions {
 export class RealGpuNodes {
   server: RunningServer | undefined;
   scheduler: SchedulerHandle | undefined;
-  fleet: RealNodeFleet | undefined;
+  fleet: RealGpuFleet | undefined;
   readonly plugin: HamiDevicePlugin<Admission>;
-  readonly pluginServers = new Map<string, GrpcDevicePluginServer>();
   readonly group = uniqueName('rg');
-  readonly gpus = new Map<string, MockGpu[]>();
   readonly core: CoreV1Api;
   /** What the device-plugin stand-in does on each Allocate call. Default: allocate as HAMi does. */
   allocation: (request: AllocateRequest<Admission>) => AllocateAction = () => ({ kind: 'allocate' });
@@ -57,7 +53,16 @@ export class RealGpuNodes {
   }
 
   get nodeNames(): string[] {
-    return this.fleet?.nodes.map((node) => node.nodeName) ?? [];
+    return this.fleet?.nodeNames ?? [];
+  }
+
+  /** Each node's plugin server (replacePlugin swaps one). */
+  get pluginServers(): ReadonlyMap<string, GrpcDevicePluginServer> {
+    return this.fleet?.servers ?? new Map<string, GrpcDevicePluginServer>();
+  }
+
+  get gpus(): ReadonlyMap<string, MockGpu[]> {
+    return this.fleet?.gpus ?? new Map<string, MockGpu[]>();
   }
 
   node(name: string): RealNode {
@@ -71,13 +76,17 @@ export class RealGpuNodes {
 
     const binaries = locateBinaries({ repoRoot: resolve(import.meta.dirname, '..', '..'), env: process.env });
     const count = this.options.nodes ?? 1;
-    this.fleet = await RealNodeFleet.start({
-      nodes: Array.from({ length: count }, (_, index) => ({ name: `${this.group}-n${index}`, labels: { [REAL_GROUP_LABEL]: this.group } })),
+    this.fleet = await RealGpuFleet.start({
+      names: Array.from({ length: count }, (_, index) => `${this.group}-n${index}`),
+      labels: { [REAL_GROUP_LABEL]: this.group },
+      gpusPerNode: this.options.gpusPerNode ?? 2,
+      gpuMemoryMiB: this.options.gpuMemoryMiB ?? 24576,
       cluster: this.plane,
       kubeConfig: loadKubeConfig(this.plane.kubeconfigPath),
-      tools: locateRealNodeTools(binaries),
+      core: this.core,
+      binaries,
+      plugin: this.plugin,
     });
-    await Promise.all(this.fleet.nodes.map((node) => this.startPlugin(node)));
     this.scheduler = await this.plane.startScheduler(kubeSchedulerConfiguration({
       schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${this.server.extender.port}`,
       ...(this.server.keeper.current()?.caBundlePem === undefined ? {} : { caPem: this.server.keeper.current()?.caBundlePem }),
@@ -85,49 +94,28 @@ export class RealGpuNodes {
     }));
   }
 
-  /** Registers the node's mock GPUs as HAMi's plugin does, serves the plugin on its kubelet, and waits for the capacity. */
-  private async startPlugin(node: RealNode): Promise<void> {
-    const gpus = mockGpus(node.nodeName, this.options.gpusPerNode ?? 2, { memoryMiB: this.options.gpuMemoryMiB ?? 24576 });
-    this.gpus.set(node.nodeName, gpus);
-    await registerNode(this.core, node.nodeName, gpus);
-    const server = new GrpcDevicePluginServer({ plugin: this.plugin, node: node.nodeName, pluginDir: node.devicePluginDir });
-    this.pluginServers.set(node.nodeName, server);
-    await server.start();
-    await this.allocatable(node.nodeName, gpus.length * (gpus[0]?.count ?? 0));
-  }
-
   /** Stops the node's plugin and starts a new one with `options` (e.g. neverRegister, registerTwice). */
-  async replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice'>>): Promise<GrpcDevicePluginServer> {
-    await this.pluginServers.get(node)?.stop();
-    const server = new GrpcDevicePluginServer({ plugin: this.plugin, node, pluginDir: this.node(node).devicePluginDir, ...options });
-    this.pluginServers.set(node, server);
-    await server.start();
-    return server;
+  replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice'>>): Promise<GrpcDevicePluginServer> {
+    if (this.fleet === undefined) throw new Error('real nodes not started');
+    return this.fleet.replacePlugin(node, options);
   }
 
   /** Waits until kubelet publishes `count` allocatable nvidia.com/gpu on the node. */
-  allocatable(node: string, count: number, timeoutMs = 30_000): Promise<true> {
-    return eventually(`${node} to publish ${count} allocatable nvidia.com/gpu`, async () => {
-      const seen = (await this.core.readNode({ name: node })).status?.allocatable?.['nvidia.com/gpu'];
-      return seen === String(count) ? true : notYet(`allocatable ${seen ?? 'none'}`);
-    }, timeoutMs, 200);
+  async allocatable(node: string, count: number, timeoutMs = 30_000): Promise<true> {
+    if (this.fleet === undefined) throw new Error('real nodes not started');
+    await this.fleet.allocatable(node, count, timeoutMs);
+    return true;
   }
 
   async stop(): Promise<void> {
     await this.scheduler?.stop();
-    for (const server of this.pluginServers.values()) await server.stop().catch(() => undefined);
     await this.fleet?.stop();
     await this.server?.stop();
     rmSync(this.certDir, { recursive: true, force: true });
   }
 }
 
-/** The container of pods on real nodes: prints its environment, then waits; exits at once on SIGTERM. */
-export const REAL_NODE_CONTAINER = {
-  image: TEST_IMAGE,
-  imagePullPolicy: 'Never',
-  command: ['sh', '-c', 'env | sort; trap "exit 0" TERM; sleep 3600 & wait'],
-} as const;
+export { REAL_NODE_CONTAINER };
 
 /**
  * A GPU pod for the real nodes: hostNetwork (the nodes have loopback networking only), the local

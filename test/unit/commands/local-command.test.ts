@@ -30,4 +30,14 @@ describe('vgpu-warden local flags', () => {
     });
     expect(stdout.find((line) => line.includes('--exit-after-demo'))).to.include('(needs --demo)');
   });
+
+  it('refuses a --nodes value that names no mode with exit 2 and one clipped line, before anything starts', async () => {
+    const stderr: string[] = [];
+    const code = await runCli(['local', `--nodes=${'x'.repeat(500)}`, '--no-view'], [localCommand({ repoRoot: '/nonexistent', shutdownTarget: untouchable })], {
+      env: {}, stdout: () => undefined, stderr: (line) => { stderr.push(line); },
+    });
+    expect(code).to.equal(EXIT_USAGE);
+    expect(stderr).to.have.length(1);
+    expect(stderr[0]).to.match(/^vgpu-warden: invalid --nodes="x{40}": expected "real" or "simulated"/);
+  });
 });

@@ -1,0 +1,129 @@
+import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { WardenError } from '../errors.js';
+import {
+  GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServerOptions, type MockGpu,
+} from './hami-plugin/index.js';
+import type { ControlPlaneBinaries } from './k8s-binaries.js';
+import { TEST_IMAGE } from './real-node/node-image.js';
+import { locateRealNodeTools } from './real-node/node-tools.js';
+import { RealNodeFleet } from './real-node/real-node-fleet.js';
+import type { NodeClusterAccess, RealNode } from './real-node/real-node.js';
+import type { ShutdownHooks } from './shutdown-hooks.js';
+
+/**
+ * GPU nodes that are real kubelets (src/local/real-node/: kubelet v1.34 and containerd each, in
+ * their own namespaces) with the HAMi device-plugin stand-in registered on each over kubelet's
+ * device-plugin gRPC API, and mock GPUs registered as HAMi's plugin writes them. kubelet's own device
+ * manager calls Allocate; the stand-in answers with HAMi's container environment. Local mode runs
+ * this module only on real nodes (it is loaded with import()), so `serve` never loads gRPC.
+ */
+
+/**
+ * The container for GPU pods on these nodes: the busybox image every real node holds (imported, no
+ * registry), printing the environment the device plugin gave it (so `kubectl logs` shows the GPUs),
+ * then waiting; it exits at once on SIGTERM. The nodes have loopback networking only, so such pods
+ * run with hostNetwork.
+ */
+export const REAL_NODE_CONTAINER: { readonly image: string; readonly imagePullPolicy: string; readonly command: readonly string[] } = {
+  image: TEST_IMAGE,
+  imagePullPolicy: 'Never',
+  command: ['sh', '-c', 'env | sort; trap "exit 0" TERM; sleep 3600 & wait'],
+};
+
+export interface RealGpuFleetOptions {
+  names: readonly string[];
+  gpusPerNode: number;
+  gpuMemoryMiB: number;
+  cluster: NodeClusterAccess;
+  kubeConfig: KubeConfig;
+  core: CoreV1Api;
+  binaries: ControlPlaneBinaries;
+  labels?: Readonly<Record<string, string>>;
+  shutdownHooks?: ShutdownHooks;
+  progress?: (line: string) => void;
+  /** The stand-in to serve (one for all nodes, as it keeps the records); else one that allocates as HAMi does, or as `allocation` says. */
+  plugin?: HamiDevicePlugin<Admission>;
+  /** What a stand-in made here does on each Allocate; allocate as HAMi does by default. */
+  allocation?: (request: AllocateRequest<Admission>) => AllocateAction;
+  /** How long to wait for each node's GPUs to show as allocatable. */
+  allocatableTimeoutMs?: number;
+}
+
+export class RealGpuFleetError extends WardenError {}
+
+export class RealGpuFleet {
+  private constructor(
+    readonly fleet: RealNodeFleet,
+    readonly plugin: HamiDevicePlugin<Admission>,
+    private readonly core: CoreV1Api,
+  ) {}
+
+  /** Each node's plugin server (replacePlugin swaps one). */
+  readonly servers = new Map<string, GrpcDevicePluginServer>();
+  /** Each node's mock GPUs, as registered. */
+  readonly gpus = new Map<string, MockGpu[]>();
+
+  static async start(options: RealGpuFleetOptions): Promise<RealGpuFleet> {
+    const tools = locateRealNodeTools(options.binaries);
+    const fleet = await RealNodeFleet.start({
+      nodes: options.names.map((name) => ({ name, ...(options.labels === undefined ? {} : { labels: options.labels }) })),
+      cluster: options.cluster,
+      kubeConfig: options.kubeConfig,
+      tools,
+      ...(options.shutdownHooks === undefined ? {} : { shutdownHooks: options.shutdownHooks }),
+      ...(options.progress === undefined ? {} : { progress: options.progress }),
+    });
+    const allocation = options.allocation ?? (() => ({ kind: 'allocate' }) as const);
+    const plugin = options.plugin ?? new HamiDevicePlugin<Admission>({ api: pluginApiFromCore(options.core), fallback: true, behaviour: (request) => allocation(request) });
+    const nodes = new RealGpuFleet(fleet, plugin, options.core);
+    try {
+      await Promise.all(fleet.nodes.map(async (node) => {
+        const gpus = mockGpus(node.nodeName, options.gpusPerNode, { memoryMiB: options.gpuMemoryMiB });
+        nodes.gpus.set(node.nodeName, gpus);
+        await registerNode(options.core, node.nodeName, gpus);
+        const server = new GrpcDevicePluginServer({ plugin, node: node.nodeName, pluginDir: node.devicePluginDir });
+        nodes.servers.set(node.nodeName, server);
+        await server.start();
+        await nodes.allocatable(node.nodeName, gpus.length * (gpus[0]?.count ?? 0), options.allocatableTimeoutMs ?? 30_000);
+      }));
+    } catch (error) {
+      await nodes.stop().catch(() => undefined);
+      throw error;
+    }
+    return nodes;
+  }
+
+  node(name: string): RealNode {
+    return this.fleet.node(name);
+  }
+
+  get nodeNames(): string[] {
+    return this.fleet.nodes.map((node) => node.nodeName);
+  }
+
+  /** Stops the node's plugin and serves a new one with `options` (e.g. neverRegister, registerTwice). */
+  async replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice'>>): Promise<GrpcDevicePluginServer> {
+    await this.servers.get(node)?.stop();
+    const server = new GrpcDevicePluginServer({ plugin: this.plugin, node, pluginDir: this.node(node).devicePluginDir, ...options });
+    this.servers.set(node, server);
+    await server.start();
+    return server;
+  }
+
+  /** Until kubelet publishes `count` allocatable nvidia.com/gpu on the node (the plugin registered and listed its devices). */
+  async allocatable(node: string, count: number, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const seen = (await this.core.readNode({ name: node })).status?.allocatable?.['nvidia.com/gpu'];
+      if (seen === String(count)) return;
+      if (Date.now() > deadline) throw new RealGpuFleetError(`${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
+  /** Stops the plugins, then the nodes (every process, mount and cgroup; the run folder). */
+  async stop(): Promise<void> {
+    for (const server of this.servers.values()) await server.stop().catch(() => undefined);
+    await this.fleet.stop();
+  }
+}
