@@ -1,5 +1,5 @@
 import type { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
-import type { KubeletEvidenceApi } from '../lock/kubelet-admission.js';
+import type { KubeletEvidenceApi, NodeLeaseRecord } from '../lock/kubelet-admission.js';
 import type { PodRef } from '../lock/lock-value.js';
 import { boundedSignal, withSignal } from './call-options.js';
 import { isNotFound } from './errors.js';
@@ -23,10 +23,13 @@ export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
     return boundedSignal(signal, this.callTimeoutMs);
   }
 
-  async nodeLeaseVersion(node: string, signal?: AbortSignal): Promise<string | undefined> {
+  async nodeLease(node: string, signal?: AbortSignal): Promise<NodeLeaseRecord | undefined> {
     try {
       const lease = await this.coordination.readNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, name: node }, withSignal(this.bounded(signal)));
-      return lease.metadata?.resourceVersion ?? '';
+      // kubelet is the Lease's one writer: its entry is re-stamped on every renewal.
+      const times = (lease.metadata?.managedFields ?? []).map((entry) => entry.time).filter((time) => time instanceof Date && !Number.isNaN(time.getTime()));
+      const renewedAt = times.length === 0 ? undefined : new Date(Math.max(...times.map((time) => (time as Date).getTime())));
+      return { resourceVersion: lease.metadata?.resourceVersion ?? '', renewedAt };
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;

@@ -20,7 +20,13 @@ import type { PodRef } from './lock-value.js';
  * - the kubelet renewed its Lease after the pod was gone, and `aliveMarginMs` passed after we saw
  *   that without such an Event: kubelet was running and had time to drain its queue (it restarted
  *   and relisted, so it never saw the pod). This one is a judgement, not a proof: a kubelet whose
- *   pod watch lags its Lease by more than the margin could still admit the pod later.
+ *   pod watch lags its Lease by more than the margin could still admit the pod later;
+ * - with no last state of the pod (this process started after it went), the same judgement from the
+ *   apiserver's own records, so that a restart of ours does not start it over: the Lease was renewed
+ *   more than `aliveMarginMs` after the lock was written (both times as the apiserver recorded them in
+ *   managedFields, so no clock of ours or kubelet's is compared with another) and at least
+ *   `aliveMarginMs` (plus a second of rounding) ago by our clock. Found by chaos on real nodes: with replicas SIGKILLed every few
+ *   seconds each new process started its wait for a renewal afresh, and a lock stayed 90 s.
  * Without any of them the lock stays held (and stalls at NODELOCK_EXPIRE like any lock awaiting
  * allocation), which costs the next pod time but never its GPUs.
  */
@@ -35,10 +41,17 @@ export interface VanishedOwner {
   vanishedAt: Date;
 }
 
+/** The node's kubelet Lease as kubelet-admission reads it. */
+export interface NodeLeaseRecord {
+  resourceVersion: string;
+  /** When the apiserver last recorded a write of it (its newest managedFields time), if it says. */
+  renewedAt: Date | undefined;
+}
+
 /** The kubelet's own traces in the API. */
 export interface KubeletEvidenceApi {
-  /** resourceVersion of the node's Lease in kube-node-lease; undefined when there is none. */
-  nodeLeaseVersion(node: string, signal?: AbortSignal): Promise<string | undefined>;
+  /** The node's Lease in kube-node-lease; undefined when there is none. */
+  nodeLease(node: string, signal?: AbortSignal): Promise<NodeLeaseRecord | undefined>;
   /** Whether a kubelet ever registered the node (status.nodeInfo.kubeletVersion is set). */
   kubeletRegistered(node: string, signal?: AbortSignal): Promise<boolean>;
   /** Whether the kubelet of `node` recorded an Event about this pod incarnation. */
@@ -47,7 +60,8 @@ export interface KubeletEvidenceApi {
 
 /** The question NodeLocks asks before it frees a lock whose owner is gone. */
 export interface KubeletAdmissionCheck {
-  mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal): Promise<boolean>;
+  /** `lockWrittenAt`: the apiserver's record of the lock's write (the node's managedFields), if known. */
+  mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean>;
 }
 
 /** Whether the pod's last known state leaves kubelet anything to admit on `node`. */
@@ -86,17 +100,22 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     this.maxTracked = deps.maxTracked ?? 10_000;
   }
 
-  async mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal): Promise<boolean> {
+  async mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean> {
     if (!lastStateMayBeAdmitted(vanished, node)) return false;
-    const found = await this.deps.api.nodeLeaseVersion(node, signal);
+    const found = await this.deps.api.nodeLease(node, signal);
     if (found === undefined && !await this.deps.api.kubeletRegistered(node, signal)) {
       this.tracks.delete(node);
       return false;
     }
     // A kubelet without a Lease yet: its creation will count as the renewal.
-    const lease = found ?? '';
+    const lease = found?.resourceVersion ?? '';
     if (vanished?.uid !== undefined && await this.deps.api.kubeletReportedOn(node, { ...owner, uid: vanished.uid }, signal)) return false;
     const now = this.clock().getTime();
+    // managedFields times are whole seconds, cut down: the renewal may be up to a second later than recorded.
+    if (vanished === undefined && renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) && now - (found?.renewedAt?.getTime() ?? now) >= this.marginMs + 1000) {
+      this.tracks.delete(node);
+      return false;
+    }
     const track = this.tracks.get(node);
     if (track?.lockValue !== lockValue) {
       // The first look at this lock with its owner gone: only a later renewal proves kubelet ran since.
@@ -112,4 +131,12 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     if (lease !== track.firstVersion) track.renewalSeenAtMs ??= now;
     return track.renewalSeenAtMs === undefined || now - track.renewalSeenAtMs < this.marginMs;
   }
+}
+
+/**
+ * Whether the Lease's last recorded write is more than `marginMs` after the lock's, both by the
+ * apiserver's managedFields (whole seconds: one second more covers the rounding of both).
+ */
+function renewedWellAfter(renewedAt: Date | undefined, lockWrittenAt: Date | undefined, marginMs: number): boolean {
+  return renewedAt !== undefined && lockWrittenAt !== undefined && renewedAt.getTime() - lockWrittenAt.getTime() > marginMs + 1000;
 }

@@ -385,7 +385,7 @@ export class NodeLocks {
       owner = (source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? null;
       // Only on an API read: a gone owner seen in the view is confirmed by one before anything is freed.
       if (owner === null && source === 'api' && this.deps.kubeletAdmission !== undefined) {
-        goneOwnerMayBeAdmitted = await this.deps.kubeletAdmission.mayStillAdmit(node, value.owner, value.raw, this.deps.view?.vanishedOwner?.(value.owner), signal);
+        goneOwnerMayBeAdmitted = await this.deps.kubeletAdmission.mayStillAdmit(node, value.owner, value.raw, this.deps.view?.vanishedOwner?.(value.owner), signal, lockWrittenAt(snapshot.object));
       }
     }
     const now = this.clock();

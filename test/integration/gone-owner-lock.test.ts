@@ -116,6 +116,27 @@ describe('lock of an owner gone before Allocate (real kube-apiserver, serve wiri
     expect(waited, 'at least the 5 s margin').to.be.at.least(4_900);
   });
 
+  it('a replica started after the pod went decides from the apiserver\'s records: a Lease written well after the lock, and the margin since, free it with no renewal seen by itself', async () => {
+    const { core, controlPlane } = testCluster();
+    const node = await createGpuNode(core);
+    await createKubeletLease(node);
+    // The owner's last state is nowhere: no process saw it go.
+    await setLock(core, node, `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},${testCluster().namespace},gone-before-start`);
+    await server?.stop();
+    server = undefined;
+    // More than the 5 s margin (and a second of managedFields rounding) after the lock's write.
+    await new Promise((resolve) => setTimeout(resolve, 7_500));
+    await renewKubeletLease(node);
+    const renewed = Date.now();
+    ({ server } = await startTestServer(controlPlane, certDir ?? '', { SWEEP_ENABLED: 'true', SWEEP_SCHEDULE: '* * * * * *' }));
+    const started = Date.now();
+    await lockStays(core, node, Math.max(0, renewed + 3_500 - Date.now()), 'kubelet gets the margin after that renewal');
+    // Without the apiserver's records, this process would wait for a renewal of its own (10 s) plus the margin.
+    await lockGone(core, node, 6_000);
+    process.stdout.write(`      fresh replica: start -> lock released ${Date.now() - started} ms; Lease renewal -> released ${Date.now() - renewed} ms\n`);
+    expect(Date.now() - renewed, 'at least the 5 s margin after the renewal').to.be.at.least(4_900);
+  });
+
   it('goes at once on a node with no kubelet Lease (no kubelet ever ran there), and for a pod deleted before it was bound', async () => {
     const { core, namespace } = testCluster();
     const simulated = await createGpuNode(core);

@@ -1,7 +1,7 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration, type V1Pod } from '@kubernetes/client-node';
+import { join } from 'node:path';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import type { RunningServer } from '../../src/commands/serve-command.js';
 import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
 import type { NodePolicy } from '../../src/devices/score.js';
@@ -12,8 +12,9 @@ import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-n
 import { HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest, type HamiDevicePluginOptions } from '../../src/local/hami-plugin/index.js';
 import { KubeletSim, type KubeletSimOptions, type Random } from './kubelet-sim/index.js';
 import { nonLoopbackAddress } from './mtls-request.js';
-import { eventually, notYet, uniqueName } from './test-cluster.js';
+import { uniqueName } from './test-cluster.js';
 import { startTestServer } from './test-server.js';
+import { registerFixtureWebhook } from './fixture-webhook.js';
 
 export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
 export const GROUP_LABEL = 'vgpu-warden.test/group';
@@ -115,29 +116,8 @@ export class ExtenderFixture {
    * Registers manifests/webhook.yaml against this fixture's webhook (url + caBundle, failurePolicy
    * Fail) for namespaces labelled with the returned selector; returns a function removing it.
    */
-  async registerWebhook(namespace: string): Promise<() => Promise<void>> {
-    const kubeConfig = loadKubeConfig(this.plane.kubeconfigPath);
-    const admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
-    const label = uniqueName('wh');
-    const name = `fixture-${label}`;
-    const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(resolve(import.meta.dirname, '..', '..', 'manifests', 'webhook.yaml'), 'utf8'));
-    const caPem = this.server?.keeper.current()?.caBundlePem ?? '';
-    await admission.createMutatingWebhookConfiguration({ body: {
-      metadata: { name },
-      webhooks: (shipped.webhooks ?? []).map((webhook) => ({
-        ...webhook,
-        failurePolicy: 'Fail',
-        clientConfig: { url: `https://127.0.0.1:${this.server?.webhook.port ?? 0}/mutate`, caBundle: Buffer.from(caPem).toString('base64') },
-        namespaceSelector: { matchLabels: { 'vgpu-warden.test/fixture-webhook': label } },
-      })),
-    } });
-    await this.core.patchNamespace({ name: namespace, body: { metadata: { labels: { 'vgpu-warden.test/fixture-webhook': label } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-    const probe = { metadata: { name: 'probe' }, spec: { containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
-    await eventually('the apiserver to call the fixture webhook', async () => {
-      const created = await this.core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
-      return created.spec?.schedulerName === 'hami-scheduler' ? true : notYet(`a dry-run pod with schedulerName ${created.spec?.schedulerName ?? 'unset'} (the webhook not called yet)`);
-    }, 20_000, 200);
-    return async () => { await admission.deleteMutatingWebhookConfiguration({ name }).catch(() => undefined); };
+  registerWebhook(namespace: string): Promise<() => Promise<void>> {
+    return registerFixtureWebhook(this.plane, this.server, namespace);
   }
 
   async stop(): Promise<void> {

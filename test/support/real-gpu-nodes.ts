@@ -17,6 +17,7 @@ import { decodePodDevices } from '../../src/local/hami-plugin/index.js';
 import { expectedGpuEnvironment, gpuEnvironment } from './gpu-environment.js';
 import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
 import { startTestServer } from './test-server.js';
+import { registerFixtureWebhook } from './fixture-webhook.js';
 
 export const REAL_GROUP_LABEL = 'vgpu-warden.test/real-group';
 
@@ -92,6 +93,11 @@ export class RealGpuNodes {
       ...(this.server.keeper.current()?.caBundlePem === undefined ? {} : { caPem: this.server.keeper.current()?.caBundlePem }),
       nodePolicy: config.nodeSchedulerPolicy,
     }));
+  }
+
+  /** Registers manifests/webhook.yaml against this server's webhook for `namespace`; returns its removal. */
+  registerWebhook(namespace: string): Promise<() => Promise<void>> {
+    return registerFixtureWebhook(this.plane, this.server, namespace);
   }
 
   /** Stops the node's plugin and starts a new one with `options` (e.g. neverRegister, registerTwice). */

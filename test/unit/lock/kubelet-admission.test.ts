@@ -11,12 +11,14 @@ const vanished = (overrides: Partial<VanishedOwner> = {}): VanishedOwner => ({
 /** The kubelet's traces as a test sets them: the node Lease's version (undefined: none) and Events by uid. */
 class Evidence implements KubeletEvidenceApi {
   lease: string | undefined = '100';
+  /** The apiserver's record of the Lease's last write. */
+  renewedAt: Date | undefined;
   registered = true;
   reportedUids = new Set<string>();
   calls: string[] = [];
-  nodeLeaseVersion(node: string) {
+  nodeLease(node: string) {
     this.calls.push(`lease ${node}`);
-    return Promise.resolve(this.lease);
+    return Promise.resolve(this.lease === undefined ? undefined : { resourceVersion: this.lease, renewedAt: this.renewedAt });
   }
   kubeletRegistered(node: string) {
     this.calls.push(`node ${node}`);
@@ -117,5 +119,40 @@ describe('kubelet admission of a lock owner that is gone', () => {
     evidence.lease = '101';
     expect(await check.mayStillAdmit('n3', OWNER, LOCK, undefined), 'still tracked: the renewal counts').to.equal(false);
     expect(await check.mayStillAdmit('n1', OWNER, LOCK, undefined), 'dropped: starts over, so it is kept').to.equal(true);
+  });
+
+  describe('without a last state, from the apiserver\'s records (a restart of ours does not start the wait over)', () => {
+    // The lock written at 10:00:00 by the apiserver's clock; our clock reads 10:00:02 at first.
+    const written = new Date('2026-12-02T10:00:00Z');
+
+    it('a Lease written more than the margin after the lock, at least the margin ago, means kubelet is past it on the first look', async () => {
+      const { evidence, check, advance } = setup();
+      evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
+      advance(10_999);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written), 'renewed 7 s after the lock, under 6 s ago (its record cuts to the second)').to.equal(true);
+      advance(1);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written)).to.equal(false);
+      // A fresh process (no tracks) decides the same at once.
+      const fresh = new KubeletAdmission({ api: evidence, clock: () => new Date('2026-12-02T10:00:13Z'), aliveMarginMs: 5_000 });
+      expect(await fresh.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written)).to.equal(false);
+    });
+
+    it('a renewal within the margin (plus a second of rounding) after the lock proves nothing: kubelet may have been frozen until then', async () => {
+      const { evidence, check, advance } = setup();
+      evidence.renewedAt = new Date('2026-12-02T10:00:06Z');
+      advance(60_000);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written)).to.equal(true);
+      evidence.renewedAt = undefined;
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written), 'no managedFields time on the Lease').to.equal(true);
+      evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, undefined), 'no record of the lock write').to.equal(true);
+    });
+
+    it('is not used when the pod\'s last state is known: then the renewal must follow its disappearance', async () => {
+      const { evidence, check, advance } = setup();
+      evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
+      advance(60_000);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished(), undefined, written)).to.equal(true);
+    });
   });
 });
