@@ -74,6 +74,7 @@ const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, en
 const cleanups: (() => Promise<unknown>)[] = [];
 const violations: Violation[] = [];
 let exitCode = 0;
+let replicasCrashed = 0;
 try {
   const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
   const core = kubeConfig.makeApiClient(CoreV1Api);
@@ -224,8 +225,10 @@ try {
     violations: violations.length,
   };
   log(`summary ${JSON.stringify(summary)}`);
+  // A replica that exited on its own is no violation, but its log is the only record of why.
+  replicasCrashed = replicas.crashRestarts;
   if (violations.length > 0) {
-    log(`${violations.length} violation(s); replay with: npm run chaos -- --seed ${seed} --minutes ${minutes}`);
+    log(`${violations.length} violation(s); replay with: npm run chaos -- --seed ${seed} --minutes ${minutes}${realNodes ? ` --nodes ${args.nodes}` : ''}`);
     log(`fault plan:\n${plan.map(describeFault).join('\n')}`);
     exitCode = 1;
   } else {
@@ -241,7 +244,7 @@ try {
   setTimeout(() => { process.stderr.write('[chaos] clean-up did not finish within 60 s; exiting\n'); process.exit(exitCode); }, 60_000);
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
   await plane.stop();
-  if (!args['keep-logs'] && exitCode === 0) rmSync(logDir, { recursive: true, force: true });
-  else log(`logs kept in ${logDir}`);
+  if (!args['keep-logs'] && exitCode === 0 && replicasCrashed === 0) rmSync(logDir, { recursive: true, force: true });
+  else log(`logs kept in ${logDir}${exitCode === 0 && replicasCrashed > 0 ? ` (${replicasCrashed} replica exit(s) on their own: "exited on its own" in replicas.log)` : ''}`);
 }
 process.exit(exitCode);

@@ -25,9 +25,9 @@ const SETTINGS: Record<Path, Record<string, string>> = {
  * only one that can free the lock.
  *
  * Simulated nodes (test/support/kubelet-sim): each path is driven by telling the simulated kubelet
- * when to admit which pod, which a real kubelet cannot be told. What a real kubelet does with a pod
- * deleted before it admitted it is in real-seed-scenario.test.ts; these paths on real nodes are still
- * to come (issue #23).
+ * never to admit the victim, which a real kubelet cannot be told, so the lock is held as for a pod
+ * awaiting Allocate for as long as the test likes. On real nodes, where kubelet is frozen instead and
+ * each path may free the lock only once kubelet is past the dead pod: real-lock-release-paths.test.ts.
  */
 describe('a lock whose pod is deleted mid-bind is freed by each path on its own', function () {
   this.timeout(120_000);
