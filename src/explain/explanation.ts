@@ -26,6 +26,7 @@ export type Situation =
   | 'unreadable-request'
   | 'fits-nowhere'
   | 'waiting-for-lock'
+  | 'waiting-for-kubelet'
   | 'bind-failed'
   | 'schedulable'
   | 'bound-allocating'

@@ -69,6 +69,14 @@ export function lastBindEvent<T extends EventLike>(sorted: readonly T[]): T | un
 }
 
 const LOCK_WAIT = /^waiting for the lock on node (\S+?):/;
+/** What the binder says when the lock is free but the node's kubelet has not acknowledged an earlier pod. */
+const KUBELET_WAIT = /kubelet has not acknowledged the allocation of (\S+?)( and \d+ more)? \(/;
+
+/** The pod a NodeLockWait event says the node's kubelet has not acknowledged yet, if it says so. */
+export function unacknowledgedIn(event: { reason: string; message: string } | undefined): string | undefined {
+  if (event?.reason !== 'NodeLockWait') return undefined;
+  return KUBELET_WAIT.exec(event.message)?.[1];
+}
 
 /** The node a NodeLockWait event names (our binder writes "waiting for the lock on node <node>: ..."). */
 export function lockWaitNode(event: EventLike | undefined): string | undefined {

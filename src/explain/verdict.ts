@@ -1,6 +1,7 @@
 import { formatAge } from '../telemetry/human-age.js';
 import type { Explanation, LockEntry, Situation } from './explanation.js';
 import { reasonSummary } from './placement.js';
+import { lockWaitNode, unacknowledgedIn } from './pod-events.js';
 
 type Parts = Omit<Explanation, 'verdict' | 'situation'>;
 
@@ -91,6 +92,14 @@ function pendingVerdict(parts: Parts, context: VerdictContext): Verdict {
   }
   const waiting = waitingVerdict(parts);
   if (waiting !== undefined) return waiting;
+  const unacknowledged = unacknowledgedIn(context.lastBindEvent);
+  const waitedNode = lockWaitNode(context.lastBindEvent);
+  if (unacknowledged !== undefined && waitedNode !== undefined) {
+    return {
+      situation: 'waiting-for-kubelet',
+      verdict: `Pending: ${waitedNode}'s lock is free, but its kubelet has not acknowledged ${unacknowledged}'s allocation yet (no status.startTime): restarted now, it would call Allocate for that pod again and be served this pod's GPUs, so the bind waits`,
+    };
+  }
   if (context.lastBindEvent?.reason === 'BindingFailed') {
     return { situation: 'bind-failed', verdict: `Pending: fits ${nodes(placement.fitting.count)}; the last bind failed: ${context.lastBindEvent.message}` };
   }

@@ -54,6 +54,19 @@ describe('explainPod: the verdict for each situation', () => {
     });
   });
 
+  it('waits for kubelet: the lock of the node its NodeLockWait event names is free, but the node\'s kubelet has not acknowledged an earlier pod', async () => {
+    const pod = gpuPod('p');
+    const nodes = [gpuNode({ name: 'gpu-2', gpus: 2 })];
+    const events = [
+      event('NodeLockWait', 'waiting for the lock on node gpu-2: node gpu-2 is free, but its kubelet has not acknowledged the allocation of team-b/x (3s): restarted now, kubelet would call Allocate for it again and be served the next pod\'s GPUs; team-a/p must wait', secondsAgo(2)),
+    ];
+
+    const explanation = await explainScenario(pod, nodes, [], events);
+
+    expect(explanation.situation).to.equal('waiting-for-kubelet');
+    expect(explanation.verdict).to.equal('Pending: gpu-2\'s lock is free, but its kubelet has not acknowledged team-b/x\'s allocation yet (no status.startTime): restarted now, it would call Allocate for that pod again and be served this pod\'s GPUs, so the bind waits');
+  });
+
   it('waits for a lock held past the bind grace: the holder is awaiting allocation', async () => {
     const pod = gpuPod('p');
     const other = gpuPod('x', { namespace: 'team-b', node: 'gpu-2', annotations: boundAnnotations('gpu-2', 'allocating') });
