@@ -84,7 +84,7 @@ pinned_node() {
   # The node@24 devDependency's binary: the official Linux build, packaged on npm as node-<os>-<arch>.
   local bin="$repo/node_modules/node/bin/node" wanted found
   [[ -x "$bin" ]] || fail "$bin is missing: run npm ci first (the local base uses the project's pinned Node)"
-  wanted=$(package_field devDependencies.node | grep -o '[0-9]\+' | head -n 1)
+  wanted=$(package_field devDependencies.node | grep -o '[0-9]\+' | sed -n 1p)
   found=$("$bin" --version)
   [[ "$found" == "v$wanted."* ]] || fail "node_modules/node is $found but package.json pins node@${wanted}: run npm ci"
   node_bin=$(realpath "$bin")
@@ -183,7 +183,7 @@ run "app: npm ci (host)" bash -c "cd '$app' && npm ci --no-audit --no-fund"
 run "app: npm run build" bash -c "cd '$app' && npm run build"
 run "app: npm prune --omit=dev" bash -c "cd '$app' && npm prune --omit=dev --no-audit --no-fund"
 # node_modules built here runs on the image's libc only if it is pure JavaScript.
-native=$(find "$app/node_modules" -name '*.node' -type f | head -n 3)
+native=$(find "$app/node_modules" -name '*.node' -type f | sed -n 1,3p)
 [[ -z "$native" ]] || fail "native addons in the production dependencies (${native//$'\n'/, }): a host build would not match the image; use docker build"
 
 # The Dockerfile's global ARGs and its last (runtime) stage, copying from the staged build.
@@ -210,5 +210,7 @@ while read -r old; do
   [[ "$old" == "$hash_ref" ]] || buildah rmi "$old" >>"$log" 2>&1 || true
 done < <(buildah images --noheading --format '{{.Name}}:{{.Tag}}' localhost/vgpu-warden 2>/dev/null | grep ':src-' || true)
 
-size=$(buildah images --noheading --format '{{.Size}}' "$tag" | head -n 1)
+# sed, not head: under pipefail a reader that stops early can kill the writer with SIGPIPE (exit
+# 141), which failed a fresh-clone CI run right after a successful buildah bud.
+size=$(buildah images --noheading --format '{{.Size}}' "$tag" | sed -n 1p)
 step "built $tag ($size, base $base) in $((SECONDS - started))s"
