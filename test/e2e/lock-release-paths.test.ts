@@ -5,16 +5,8 @@ import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
 import { podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { PATH_ONLY, RELEASE_PATHS } from '../support/release-paths.js';
 
-type Path = 'webhook' | 'watch' | 'sweeper' | 'takeover';
-
-const OFF = { POD_WATCH_ENABLED: 'false', SWEEP_ENABLED: 'false' };
-const SETTINGS: Record<Path, Record<string, string>> = {
-  webhook: OFF,
-  watch: { ...OFF, POD_WATCH_ENABLED: 'true' },
-  sweeper: { ...OFF, SWEEP_ENABLED: 'true', SWEEP_SCHEDULE: '* * * * * *' },
-  takeover: OFF,
-};
 
 /**
  * The seed scenario, once per release path with the others switched off: a GPU pod is deleted while
@@ -32,10 +24,10 @@ const SETTINGS: Record<Path, Record<string, string>> = {
 describe('a lock whose pod is deleted mid-bind is freed by each path on its own', function () {
   this.timeout(120_000);
 
-  for (const path of ['webhook', 'watch', 'sweeper', 'takeover'] as const) {
+  for (const path of RELEASE_PATHS) {
     it(`${path}: the replacement pod binds`, async () => {
       const { core, namespace } = testCluster();
-      const fixture = new ExtenderFixture(sharedControlPlane(), SETTINGS[path]);
+      const fixture = new ExtenderFixture(sharedControlPlane(), PATH_ONLY[path]);
       await fixture.start();
       let unregister: (() => Promise<void>) | undefined;
       try {

@@ -1,16 +1,8 @@
 import { expect } from 'chai';
 import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { PATH_ONLY, RELEASE_PATHS } from '../support/release-paths.js';
 
-type Path = 'webhook' | 'watch' | 'sweeper' | 'takeover';
-
-const OFF = { POD_WATCH_ENABLED: 'false', SWEEP_ENABLED: 'false' };
-const SETTINGS: Record<Path, Record<string, string>> = {
-  webhook: OFF,
-  watch: { ...OFF, POD_WATCH_ENABLED: 'true' },
-  sweeper: { ...OFF, SWEEP_ENABLED: 'true', SWEEP_SCHEDULE: '* * * * * *' },
-  takeover: OFF,
-};
 const LIMITS = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000', 'nvidia.com/gpucores': '10' };
 /** How long kubelet stays frozen after the delete: a kubelet slow to admit. */
 const KUBELET_LAG_MS = 1500;
@@ -28,10 +20,10 @@ const KUBELET_LAG_MS = 1500;
 describe('on a real node, a lock whose pod was deleted while kubelet lagged is freed by each path once kubelet is past it', function () {
   this.timeout(180_000);
 
-  for (const path of ['webhook', 'watch', 'sweeper', 'takeover'] as const) {
+  for (const path of RELEASE_PATHS) {
     it(`${path}: kept while kubelet is frozen, then the replacement runs with its own GPUs`, async () => {
       const { core, namespace } = testCluster();
-      const cluster = new RealGpuNodes(sharedControlPlane(), { nodes: 1, gpusPerNode: 2, env: SETTINGS[path] });
+      const cluster = new RealGpuNodes(sharedControlPlane(), { nodes: 1, gpusPerNode: 2, env: PATH_ONLY[path] });
       let unregister: (() => Promise<void>) | undefined;
       await cluster.start();
       const [node = ''] = cluster.nodeNames;
