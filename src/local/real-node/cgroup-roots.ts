@@ -19,8 +19,8 @@ export function parseCgroupMounts(mountinfo: string): string[] {
   return points;
 }
 
-// mountinfo writes space, tab, newline and backslash as octal escapes.
-function unescapeMountPath(path: string): string {
+/** A mountinfo path with its octal escapes undone (mountinfo writes space, tab, newline and backslash so). */
+export function unescapeMountPath(path: string): string {
   return path.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
 }
 

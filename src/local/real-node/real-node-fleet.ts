@@ -1,10 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { describeError } from '../../errors.js';
 import type { ShutdownHooks } from '../shutdown-hooks.js';
+import { cgroupHierarchies } from './cgroup-roots.js';
 import { ensureNodeImage } from './node-image.js';
 import { RealNode, type RealNodeOptions } from './real-node.js';
 import { RealNodeError } from './real-node-error.js';
+import { currentProcessOwner, describeSweep, RUN_FOLDER_PREFIX, sweepLeftoverRunFolders, writeOwner } from './run-folder-owner.js';
 
 export interface RealNodeSpec {
   name: string;
@@ -33,11 +36,15 @@ export class RealNodeFleet {
   static async start(options: RealNodeFleetOptions): Promise<RealNodeFleet> {
     const names = options.nodes.map((node) => node.name);
     if (new Set(names).size !== names.length) throw new RealNodeError(`node names repeat: ${names.join(', ')}`);
-    const fleet = new RealNodeFleet(mkdtempSync(join(options.baseDir ?? tmpdir(), 'vgpu-warden-rn-')));
+    const baseDir = options.baseDir ?? tmpdir();
+    sweepLeftovers(baseDir, options.progress);
+    const fleet = new RealNodeFleet(mkdtempSync(join(baseDir, RUN_FOLDER_PREFIX)));
     fleet.unregisterHooks = options.shutdownHooks?.register({ name: 'real nodes', stop: () => fleet.stop(), killSync: () => { fleet.killSync(); } });
     const { nodes, tools, cluster, kubeConfig, startTimeoutMs, onKubeletStarted, progress } = options;
     const common = { tools, cluster, kubeConfig, startTimeoutMs, onKubeletStarted, progress };
     try {
+      // Lets the next run remove this folder, and these nodes' cgroups, should this process be SIGKILLed.
+      writeOwner(fleet.runDir, currentProcessOwner());
       // Once, before the nodes race to build it.
       await ensureNodeImage(fleet.runDir, tools);
       const started = await Promise.allSettled(nodes.map((spec) => RealNode.start({ ...common, nodeName: spec.name, labels: spec.labels, runDir: fleet.runDir })));
@@ -79,5 +86,15 @@ export class RealNodeFleet {
   killSync(): void {
     for (const node of this.nodes) node.killSync();
     rmSync(this.runDir, { recursive: true, force: true });
+  }
+}
+
+/** Run folders and cgroups of runs that were SIGKILLed; a failed sweep does not stop this run. */
+function sweepLeftovers(baseDir: string, progress: ((line: string) => void) | undefined): void {
+  try {
+    const line = describeSweep(sweepLeftoverRunFolders({ baseDir, hierarchies: cgroupHierarchies() }));
+    if (line !== undefined) progress?.(`real nodes: ${line}`);
+  } catch (error) {
+    progress?.(`real nodes: could not sweep leftover run folders in ${baseDir}: ${describeError(error)}`);
   }
 }
