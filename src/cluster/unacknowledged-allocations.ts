@@ -1,5 +1,5 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
+import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
 
 /**
  * Allocations the node's kubelet has not acknowledged yet, and why the next bind there waits.
@@ -20,16 +20,6 @@ import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
  * nodes a kubelet registered (status.nodeInfo.kubeletVersion): a node without one (a node object
  * made by hand, a simulated node) has nobody to restart.
  */
-
-/** The pod's node while it awaits kubelet's acknowledgement; undefined when it does not. Pure. */
-export function nodeAwaitingAcknowledgement(pod: V1Pod): string | undefined {
-  const node = pod.spec?.nodeName;
-  if (node === undefined || node === '') return undefined;
-  if (pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === undefined) return undefined;
-  const phase = pod.status?.phase;
-  if (phase === 'Succeeded' || phase === 'Failed') return undefined;
-  return pod.status?.startTime === undefined ? node : undefined;
-}
 
 /** Whether a kubelet ever registered this node (it reports its version from the first status on). Pure. */
 export function kubeletRegistered(node: V1Node | undefined): boolean {

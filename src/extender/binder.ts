@@ -1,7 +1,8 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
-import { kubeletRegistered, nodeAwaitingAcknowledgement, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
+import { kubeletRegistered, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
+import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
 import { ALLOCATED_ANNOTATION, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
 import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
 import { podDeviceUsage, type GpuUse } from '../devices/usage.js';

@@ -1,4 +1,5 @@
 import type { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
 import type { KubeletEvidenceApi, NodeLeaseRecord } from '../lock/kubelet-admission.js';
 import type { PodRef } from '../lock/lock-value.js';
 import { boundedSignal, withSignal } from './call-options.js';
@@ -9,8 +10,8 @@ export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
 
 /**
  * KubeletEvidenceApi on @kubernetes/client-node: the node's Lease (kubelet renews it every 10 s by
- * default) and the core/v1 Events kubelet records about a pod (source.component "kubelet",
- * source.host the node). Bounded like every lock-path call (`callTimeoutMs`, default 10 s).
+ * default), the core/v1 Events kubelet records about a pod (source.component "kubelet",
+ * source.host the node), and the node's pods kubelet has not acknowledged. Bounded like every lock-path call (`callTimeoutMs`, default 10 s).
  */
 export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
   private readonly callTimeoutMs: number;
@@ -53,5 +54,12 @@ export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
       limit: 50,
     }, withSignal(this.bounded(signal)));
     return events.items.some((event) => event.source?.host === node);
+  }
+
+  async awaitingAcknowledgement(node: string, signal?: AbortSignal): Promise<PodRef[]> {
+    const pods = await this.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` }, withSignal(this.bounded(signal)));
+    return pods.items
+      .filter((pod) => nodeAwaitingAcknowledgement(pod) === node)
+      .map((pod) => ({ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' }));
   }
 }

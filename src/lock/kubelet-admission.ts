@@ -56,12 +56,26 @@ export interface KubeletEvidenceApi {
   kubeletRegistered(node: string, signal?: AbortSignal): Promise<boolean>;
   /** Whether the kubelet of `node` recorded an Event about this pod incarnation. */
   kubeletReportedOn(node: string, pod: PodRef & { uid: string }, signal?: AbortSignal): Promise<boolean>;
+  /** The pods HAMi-style binds placed on `node` that its kubelet has not acknowledged yet (kubelet-acknowledgement.ts). */
+  awaitingAcknowledgement(node: string, signal?: AbortSignal): Promise<PodRef[]>;
 }
 
-/** The question NodeLocks asks before it frees a lock whose owner is gone. */
+/** The questions NodeLocks asks of the kubelet's traces before it frees a lock that may still be used. */
 export interface KubeletAdmissionCheck {
-  /** `lockWrittenAt`: the apiserver's record of the lock's write (the node's managedFields), if known. */
+  /** Before it frees a lock whose owner is gone. `lockWrittenAt`: the apiserver's record of the lock's write (the node's managedFields), if known. */
   mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean>;
+  /**
+   * Before NODELOCK_FORCE_AFTER frees the stalled lock of `owner` (bound to `node`, or gone from
+   * there while allocating): may it go without kubelet later serving a queued pod through a lock that
+   * names another? Yes when no kubelet ever ran on the node. Otherwise only when both hold:
+   * - the kubelet's Lease was renewed more than the margin after the lock was written
+   *   (`lockWrittenAt`, the apiserver's record, else the lock's stamp): a kubelet that has not renewed
+   *   since is frozen or cut off, and admits the owner from its queue once it runs;
+   * - no other pod placed on the node awaits kubelet's acknowledgement: kubelet admits one pod at a
+   *   time, so such a pod is the one whose Allocate is stuck, and the owner waits behind it. Only the
+   *   pod inside the stuck call has been resolved through the lock already.
+   */
+  mayForce(node: string, owner: PodRef, lockWrittenAt: Date | undefined, signal?: AbortSignal): Promise<boolean>;
 }
 
 /** Whether the pod's last known state leaves kubelet anything to admit on `node`. */
@@ -130,6 +144,14 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     }
     if (lease !== track.firstVersion) track.renewalSeenAtMs ??= now;
     return track.renewalSeenAtMs === undefined || now - track.renewalSeenAtMs < this.marginMs;
+  }
+
+  async mayForce(node: string, owner: PodRef, lockWrittenAt: Date | undefined, signal?: AbortSignal): Promise<boolean> {
+    const found = await this.deps.api.nodeLease(node, signal);
+    if (found === undefined) return !await this.deps.api.kubeletRegistered(node, signal);
+    if (!renewedWellAfter(found.renewedAt, lockWrittenAt, this.marginMs)) return false;
+    const waiting = await this.deps.api.awaitingAcknowledgement(node, signal);
+    return !waiting.some((pod) => pod.namespace !== owner.namespace || pod.name !== owner.name);
   }
 }
 

@@ -33,7 +33,11 @@ export type ReleaseReason =
 
 export type LockClassification =
   | { state: 'held'; reason: HeldReason; ageMs: number; clockSkewMs?: number }
-  | { state: 'stalled'; reason: 'awaiting-allocation-past-expiry'; ageMs: number; clockSkewMs?: number }
+  | {
+    state: 'stalled'; reason: 'awaiting-allocation-past-expiry'; ageMs: number; clockSkewMs?: number;
+    /** Set when NODELOCK_FORCE_AFTER has passed but is withheld: the node's kubelet may still admit the owner from its queue. */
+    forceWithheld?: 'kubelet-queue';
+  }
   | { state: 'releasable'; reason: ReleaseReason; ageMs: number | undefined; clockSkewMs?: number };
 
 export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
@@ -70,6 +74,13 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  * next pod by then would hand the dead pod that pod's allocation (found on a real kubelet with HAMi's
  * plugin: the next pod then failed with UnexpectedAdmissionError). While the lock still names the
  * dead pod, its Allocate fails harmlessly with `pods "…" not found`.
+ *
+ * `kubeletMayAdmitLater` is true when the node's kubelet may still admit the owner from its queue
+ * (kubelet-admission.ts mayForce: its Lease not renewed since the lock was written, or another pod
+ * there awaiting its Allocate). NODELOCK_FORCE_AFTER is then withheld: measured on a real kubelet, a
+ * lock forced while kubelet was frozen let the next pod be bound, and once kubelet ran it admitted
+ * the two in creation order, so HAMi's plugin gave the first the second's GPU, and with v2.10's
+ * pod-list fallback the second the first's (3 of 3 runs; real-reordered-admission.test.ts).
  */
 export function classifyLock(
   lock: LockValue,
@@ -80,6 +91,7 @@ export function classifyLock(
   seenAt?: Date,
   ownerCreatedAfterLock = false,
   goneOwnerMayBeAdmitted = false,
+  kubeletMayAdmitLater = false,
 ): LockClassification {
   if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
 
@@ -94,12 +106,18 @@ export function classifyLock(
   }
 
   const releasable = (reason: ReleaseReason): LockClassification => ({ state: 'releasable', reason, ageMs, ...skew });
+  // Past the expiry and still awaited: stalled, or forced free once NODELOCK_FORCE_AFTER has passed
+  // and the node's kubelet will not admit the owner later through a lock that names another pod.
+  const stalledOrForced = (): LockClassification => {
+    const pastForce = config.forceAfterMs !== undefined && ageMs > config.forceAfterMs;
+    if (pastForce && !kubeletMayAdmitLater) return releasable('forced-after-stall');
+    return { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs, ...skew, ...(pastForce ? { forceWithheld: 'kubelet-queue' as const } : {}) };
+  };
   if (owner === undefined) {
     if (!goneOwnerMayBeAdmitted) return releasable('owner-not-found');
     // Held like a lock awaiting allocation, with the same expiry: kubelet may be frozen or cut off.
     if (ageMs <= config.expireMs) return { state: 'held', reason: 'kubelet-may-admit', ageMs, ...skew };
-    if (config.forceAfterMs !== undefined && ageMs > config.forceAfterMs) return releasable('forced-after-stall');
-    return { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs, ...skew };
+    return stalledOrForced();
   }
   if (owner.phase === 'Succeeded' || owner.phase === 'Failed') return releasable('owner-terminal');
   const boundHere = owner.nodeName === nodeName;
@@ -130,8 +148,7 @@ export function classifyLock(
   if (ageMs < config.bindGraceMs) return { state: 'held', reason: 'bind-in-progress', ageMs, ...skew };
   if (boundHere && owner.bindPhase === 'allocating') {
     if (ageMs <= config.expireMs) return { state: 'held', reason: 'awaiting-allocation', ageMs, ...skew };
-    if (config.forceAfterMs !== undefined && ageMs > config.forceAfterMs) return releasable('forced-after-stall');
-    return { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs, ...skew };
+    return stalledOrForced();
   }
   return releasable(boundHere ? 'owner-not-allocating' : 'owner-replaced');
 }

@@ -25,7 +25,7 @@ export type LockEvent =
   | { type: 'reentrant'; node: string; pod: PodRef; value: string; previous: string }
   | { type: 'released'; node: string; value: string; reason: ReleaseReason | 'owner-request'; path: ReleasePath; ageMs: number | undefined }
   | { type: 'contention'; node: string; pod: PodRef; holder: string; classification: LockClassification }
-  | { type: 'stalled'; node: string; holder: string; ageMs: number };
+  | { type: 'stalled'; node: string; holder: string; ageMs: number; forceWithheld?: 'kubelet-queue' };
 
 /** Receives every lock outcome; telemetry (metrics, events, logs) plugs in here. */
 export interface LockObserver {
@@ -245,7 +245,7 @@ export class NodeLocks {
           }
           if (decided.classification.state !== 'releasable') {
             this.emit({ type: 'contention', node, pod, holder: current, classification: decided.classification });
-            if (decided.classification.state === 'stalled') this.emit({ type: 'stalled', node, holder: current, ageMs: decided.classification.ageMs });
+            if (decided.classification.state === 'stalled') this.emitStalled(node, current, decided.classification);
             throw new LockContentionError(node, pod, value, decided.classification);
           }
           replaced = { value: current, reason: decided.classification.reason };
@@ -326,7 +326,7 @@ export class NodeLocks {
         const value = parseLockValue(current);
         const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
         if (classification.state !== 'releasable') {
-          if (classification.state === 'stalled') this.emit({ type: 'stalled', node, holder: current, ageMs: classification.ageMs });
+          if (classification.state === 'stalled') this.emitStalled(node, current, classification);
           return { outcome: 'kept', node, value: current, classification, resourceVersion: snapshot.resourceVersion };
         }
         if (fromView) {
@@ -389,10 +389,21 @@ export class NodeLocks {
       }
     }
     const now = this.clock();
-    return {
-      owner,
-      classification: classifyLock(value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), this.createdAfter(snapshot, owner), goneOwnerMayBeAdmitted),
-    };
+    const rules = (kubeletMayAdmitLater: boolean) => classifyLock(
+      value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), this.createdAfter(snapshot, owner), goneOwnerMayBeAdmitted, kubeletMayAdmitLater,
+    );
+    let classification = rules(false);
+    // NODELOCK_FORCE_AFTER only where kubelet will not serve a queued pod through a lock naming
+    // another (a Lease read and a LIST, only for a lock the rules would force; kubelet-admission.ts).
+    if (classification.state === 'releasable' && classification.reason === 'forced-after-stall' && source === 'api' && this.deps.kubeletAdmission !== undefined
+      && value.kind === 'owned' && !await this.deps.kubeletAdmission.mayForce(node, value.owner, lockWrittenAt(snapshot.object) ?? value.time, signal)) {
+      classification = rules(true);
+    }
+    return { owner, classification };
+  }
+
+  private emitStalled(node: string, holder: string, classification: Extract<LockClassification, { state: 'stalled' }>): void {
+    this.emit({ type: 'stalled', node, holder, ageMs: classification.ageMs, ...(classification.forceWithheld === undefined ? {} : { forceWithheld: classification.forceWithheld }) });
   }
 
   /**

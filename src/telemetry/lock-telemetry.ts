@@ -189,6 +189,7 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const who = holder ?? quoteForMessage(event.holder);
     const fields = {
       component: 'lock', event: 'stalled', node: event.node, holder, value: logValue(event.holder), reason: 'awaiting-allocation-past-expiry', ageSeconds: seconds(event.ageMs),
+      ...(event.forceWithheld === undefined ? {} : { forceWithheld: event.forceWithheld }),
     };
     if (report.announce === 'first') {
       this.deps.log?.warn(fields, `lock on node ${event.node} held by ${who} is stalled`);
@@ -211,7 +212,9 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const age = formatAge(event.ageMs / 1000);
     // Why we keep it, and what frees it, so whoever reads the Event knows what to do.
     const advice = 'It is kept: taking it over would let the device plugin serve this pod\'s Allocate with another pod\'s GPUs (HAMi #3096). '
-      + 'Check the device plugin on this node; NODELOCK_FORCE_AFTER releases such locks.';
+      + (event.forceWithheld === 'kubelet-queue'
+        ? 'NODELOCK_FORCE_AFTER has passed but is withheld: the node\'s kubelet has not renewed its Lease since the lock was written (frozen or cut off), or another pod there still awaits its Allocate, so kubelet would still admit this pod through the lock. Check the kubelet and the device plugin on this node.'
+        : 'Check the device plugin on this node; NODELOCK_FORCE_AFTER releases such locks once the node\'s kubelet is running.');
     this.deps.events.record(nodeTarget(event.node), 'Warning', 'NodeLockStalled',
       `The node lock of ${describeHolder(value)} is ${age} old, past NODELOCK_EXPIRE, and the pod is still waiting for Allocate. ${advice}`);
     if (value.kind === 'owned') {

@@ -14,6 +14,9 @@ function onPodChange(fixture: ExtenderFixture, namespace: string, name: string):
   return (recheck) => fixture.server!.cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace && pod.metadata.name === name) recheck(); });
 }
 
+/**
+ * Simulated nodes: the subject is the TLS between kube-scheduler and the extender; no kubelet is involved.
+ */
 describe('real kube-scheduler through the extender with client certificates (as deployed: its own Deployment, off loopback)', function () {
   this.timeout(180_000);
   let fixture: ExtenderFixture;

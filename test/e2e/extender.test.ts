@@ -40,6 +40,12 @@ async function waitAllocated(fixture: ExtenderFixture, namespace: string, names:
   }, timeoutMs, 250, onAllocated(fixture, namespace));
 }
 
+/**
+ * Simulated nodes: the subject is kube-scheduler and the extender (filter, prioritize, bind, the
+ * annotations and the lock), all decided before kubelet is involved; the kubelet model only completes
+ * each allocation, and many nodes cost nothing. A GPU pod through the same path on a real kubelet, down
+ * to its container's environment: real-seed-scenario.test.ts and real-node-workloads.test.ts.
+ */
 describe('scheduler extender with the real kube-scheduler, the kubelet simulator and the HAMi stand-in', function () {
   this.timeout(180_000);
   let fixture: ExtenderFixture;

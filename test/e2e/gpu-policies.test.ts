@@ -12,6 +12,9 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
  * HAMi device-plugin stand-in (issue 16, item 1): mutex never puts a pod on a GPU someone uses,
  * numa-bind keeps a container's GPUs on one NUMA node, and a policy we do not know leaves the pod
  * Pending with the policy named in its events, never placed under a default.
+ *
+ * Simulated nodes: a policy decides the placement at filter and bind, before kubelet is involved, and
+ * the layouts it needs (4 GPUs on 2 NUMA nodes, several nodes) are node annotations either way.
  */
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const POLICY = 'hami.io/gpu-scheduler-policy';

@@ -12,7 +12,9 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
  * is gone (with another node ruled out by NodeAffinity, as in most clusters), and the scrape shows
  * HAMi's quota families with the namespace's use.
  *
- * Simulated nodes: quota is decided at filter and bind, before kubelet is involved.
+ * Simulated nodes: quota is decided at filter and bind, before kubelet is involved. What depends on
+ * kubelet (a pod's share given back once its container has ended, kept while it terminates) runs on a
+ * real node in real-gpu-quota.test.ts.
  */
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

@@ -96,6 +96,11 @@ async function expectPerContainerSeries(port: number, core: CoreV1Api, namespace
   return expected.memory;
 }
 
+/**
+ * Simulated nodes: the families are computed from the pods and nodes the scheduler's store holds,
+ * apart from kubelet, and the per-GPU layouts checked here (several nodes, 4 GPUs each) would need more
+ * kubelets than two cores carry.
+ */
 describe('HAMi scheduler metric families and event reasons (real kube-scheduler, apiserver, kubelet simulator, HAMi stand-in)', function () {
   this.timeout(120_000);
 

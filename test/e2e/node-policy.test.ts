@@ -18,6 +18,9 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
  * The pods come one at a time, each placed once the previous one is allocated and its node lock
  * released: the extender's prioritize scores a node whose lock another pod holds 0, so pods arriving
  * together while a bind or an Allocate is in flight avoid that node whatever the policy.
+ *
+ * Simulated nodes: 5 nodes and 40 pods are more kubelets and containers than two cores carry, and
+ * placement is decided before kubelet is involved.
  */
 const NODES = 5;
 const PODS = 40;

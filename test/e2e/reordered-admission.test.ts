@@ -19,6 +19,11 @@ import { eventually, notYet, sharedControlPlane, testCluster, wakeOn } from '../
  * second pod cannot even be bound while the first awaits admission: "admit the second first" needs
  * something else to free the first pod's lock. These cases do, and say what happens then. The
  * pods are pinned to different GPUs with different memory, so whose devices a pod got is plain.
+ *
+ * Simulated nodes: each case needs kubelet to admit in an order the test chooses (latest first, one
+ * pod held back while the other is admitted, a force-deleted pod admitted anyway); a real kubelet
+ * admits in its own order. What a real kubelet does in the same cases, in its order, is
+ * real-reordered-admission.test.ts (and, for the force-deleted pod, real-seed-scenario.test.ts).
  */
 
 // Short lock timings (the telemetry test's): the sweeper every second, expiry after 3 s.

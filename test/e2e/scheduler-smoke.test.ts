@@ -21,6 +21,10 @@ function podOn(nodeName: string, name: string, gpus?: number): V1Pod {
   };
 }
 
+/**
+ * Simulated nodes: the smoke test checks that the control plane built from Go modules schedules at
+ * all, onto Node objects with no kubelet behind them; nothing here depends on kubelet.
+ */
 describe('kube-scheduler smoke (real kube-scheduler, apiserver, etcd)', function () {
   let scheduler: SchedulerHandle | undefined;
 

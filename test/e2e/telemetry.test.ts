@@ -13,6 +13,11 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
+/**
+ * Simulated nodes: a stalled lock needs a pod held bound and unadmitted past NODELOCK_EXPIRE for as
+ * long as the test asks; the simulated kubelet can be told never to admit it, a real one cannot (frozen,
+ * it admits the pod the moment it runs again). The stall on a real kubelet: real-reordered-admission.test.ts.
+ */
 describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet simulator, HAMi stand-in)', function () {
   this.timeout(120_000);
 

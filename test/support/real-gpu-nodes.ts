@@ -13,7 +13,7 @@ import {
   HamiDevicePlugin, pluginApiFromCore, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServer, type GrpcDevicePluginServerOptions, type MockGpu,
 } from '../../src/local/hami-plugin/index.js';
 import { expect } from 'chai';
-import { decodePodDevices } from '../../src/local/hami-plugin/index.js';
+import { decodePodDevices, wire } from '../../src/local/hami-plugin/index.js';
 import { expectedGpuEnvironment, gpuEnvironment } from './gpu-environment.js';
 import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
 import { startTestServer } from './test-server.js';
@@ -191,7 +191,7 @@ export async function expectOwnGpus(running: V1Pod, options: { container?: strin
     const text = await core.readNamespacedPodLog({ namespace, name, container });
     return text.includes('NVIDIA_VISIBLE_DEVICES') ? text : notYet(`log: ${text.slice(0, 200)}`);
   }, 20_000, 200);
-  const segments = decodePodDevices(running.metadata?.annotations?.['hami.io/vgpu-devices-allocated'] ?? '');
+  const segments = decodePodDevices(running.metadata?.annotations?.[wire.DEVICES_ALLOCATED] ?? '');
   const devices = options.segment === undefined ? segments.flat() : segments[options.segment] ?? [];
   expect(devices, `${name}'s allocation`).to.have.length.greaterThan(0);
   expect(gpuEnvironment(log), `${name}/${container}'s environment`).to.deep.equal(expectedGpuEnvironment(devices));

@@ -10,6 +10,9 @@ export const NODE_LOCK = 'hami.io/mutex.lock';
 /** Pod annotation the plugin consumes container by container. */
 export const DEVICES_TO_ALLOCATE = 'hami.io/vgpu-devices-to-allocate';
 
+/** Pod annotation with the whole allocation, kept as the scheduler wrote it (what each container must get). */
+export const DEVICES_ALLOCATED = 'hami.io/vgpu-devices-allocated';
+
 /** Pod annotation the scheduler sets to `allocating` and the plugin to `success` or `failed`. */
 export const BIND_PHASE = 'hami.io/bind-phase';
 export const BIND_PHASE_ALLOCATING = 'allocating';

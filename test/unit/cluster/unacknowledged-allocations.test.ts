@@ -1,6 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { kubeletRegistered, nodeAwaitingAcknowledgement, UnacknowledgedAllocations } from '../../../src/cluster/unacknowledged-allocations.js';
+import { kubeletRegistered, UnacknowledgedAllocations } from '../../../src/cluster/unacknowledged-allocations.js';
+import { nodeAwaitingAcknowledgement } from '../../../src/lock/kubelet-acknowledgement.js';
 
 function pod(fields: { uid?: string; node?: string; bindPhase?: string; phase?: string; startTime?: Date; deleting?: boolean } = {}): V1Pod {
   return {

@@ -28,6 +28,12 @@ class Evidence implements KubeletEvidenceApi {
     this.calls.push(`events ${node} ${pod.namespace}/${pod.name} ${pod.uid}`);
     return Promise.resolve(this.reportedUids.has(pod.uid));
   }
+  /** Pods on the node kubelet has not acknowledged. */
+  waiting: { namespace: string; name: string }[] = [];
+  awaitingAcknowledgement(node: string) {
+    this.calls.push(`pods ${node}`);
+    return Promise.resolve(this.waiting);
+  }
 }
 
 function setup() {
@@ -153,6 +159,48 @@ describe('kubelet admission of a lock owner that is gone', () => {
       evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
       advance(60_000);
       expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished(), undefined, written)).to.equal(true);
+    });
+  });
+
+  describe('mayForce (before NODELOCK_FORCE_AFTER frees a stalled lock)', () => {
+    const lockWritten = new Date('2026-12-02T10:00:00Z');
+
+    it('yes once the Lease was renewed more than the margin (plus a second of rounding) after the lock was written', async () => {
+      const { evidence, check } = setup();
+      evidence.renewedAt = new Date('2026-12-02T10:00:06Z');
+      expect(await check.mayForce(NODE, OWNER, lockWritten), 'within margin + 1 s: may have been frozen until just after the write').to.equal(false);
+      evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
+      expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(true);
+    });
+
+    it('no while the Lease was last renewed before the lock (a frozen kubelet), or its time or the lock\'s is unknown', async () => {
+      const { evidence, check } = setup();
+      evidence.renewedAt = new Date('2026-12-02T09:59:55Z');
+      expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(false);
+      evidence.renewedAt = undefined;
+      expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(false);
+      evidence.renewedAt = new Date('2026-12-02T10:01:00Z');
+      expect(await check.mayForce(NODE, OWNER, undefined)).to.equal(false);
+    });
+
+    it('no while another pod placed on the node awaits kubelet\'s acknowledgement: the owner is queued behind that pod\'s stuck Allocate', async () => {
+      const { evidence, check } = setup();
+      evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
+      evidence.waiting = [OWNER];
+      expect(await check.mayForce(NODE, OWNER, lockWritten), 'only the owner itself waits: it is the one inside the stuck call').to.equal(true);
+      evidence.waiting = [{ namespace: 'ns', name: 'earlier' }, OWNER];
+      expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(false);
+      evidence.waiting = [{ namespace: 'other', name: 'victim' }];
+      expect(await check.mayForce(NODE, OWNER, lockWritten), 'same name, other namespace').to.equal(false);
+    });
+
+    it('a node no kubelet ever ran on counts as running (nothing to admit the pod later); one with a kubelet but no Lease yet does not', async () => {
+      const { evidence, check } = setup();
+      evidence.lease = undefined;
+      evidence.registered = false;
+      expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(true);
+      evidence.registered = true;
+      expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(false);
     });
   });
 });

@@ -168,6 +168,18 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
         .to.deep.include({ state: 'releasable', reason: 'forced-after-stall' });
     });
 
+    it('NODELOCK_FORCE_AFTER is withheld while the node\'s kubelet has not run since the lock was written (frozen: it still admits the owner)', () => {
+      const config = { ...CONFIG, forceAfterMs: 900_000 };
+      expect(classifyLock(lockAged(901 * SECOND), boundAllocating(), NODE, NOW, config, undefined, false, false, true))
+        .to.deep.equal({ state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 901_000, forceWithheld: 'kubelet-queue' });
+      expect(classifyLock(lockAged(901 * SECOND), undefined, NODE, NOW, config, undefined, false, true, true), 'a gone owner kubelet may still admit')
+        .to.deep.equal({ state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 901_000, forceWithheld: 'kubelet-queue' });
+      expect(classifyLock(lockAged(899 * SECOND), boundAllocating(), NODE, NOW, config, undefined, false, false, true), 'before FORCE_AFTER nothing is withheld')
+        .to.deep.equal({ state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 899_000 });
+      expect(classifyLock(lockAged(2 * SECOND), undefined, NODE, NOW, config, undefined, false, false, true), 'a silent kubelet does not keep a lock nobody will use')
+        .to.deep.include({ state: 'releasable', reason: 'owner-not-found' });
+    });
+
     it('a configured expiry (NODELOCK_EXPIRE) moves the stall point', () => {
       const config = { ...CONFIG, expireMs: 120_000 };
       expect(classifyLock(lockAged(119 * SECOND), boundAllocating(), NODE, NOW, config).state).to.equal('held');

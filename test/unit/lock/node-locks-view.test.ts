@@ -1,40 +1,16 @@
 import { expect } from 'chai';
-import { NODE_LOCK_ANNOTATION, type PodRef } from '../../../src/lock/lock-value.js';
-import type { LockView, NodeLockApi, NodeSnapshot } from '../../../src/lock/node-lock-api.js';
+import type { LockView, NodeLockApi } from '../../../src/lock/node-lock-api.js';
 import { NodeLocks } from '../../../src/lock/node-locks.js';
-import type { OwnerPod } from '../../../src/lock/owner-pod.js';
+import { OneNodeLockApi } from '../../support/one-node-lock-api.js';
 
 const NOW = new Date('2026-12-01T08:45:30Z');
 const NODE = 'gpu-1';
 const LOCK = '2026-12-01T08:45:00Z,ns,deleted-meanwhile';
 
-/** The apiserver: the lock is there, the pod it names is gone. Counts every call. */
-class GoneOwnerApi implements NodeLockApi {
-  calls: string[] = [];
-  lock: string | undefined = LOCK;
-  private resourceVersion = 7;
-
-  snapshot(): NodeSnapshot {
-    const annotations = this.lock === undefined ? {} : { [NODE_LOCK_ANNOTATION]: this.lock };
-    return { name: NODE, resourceVersion: String(this.resourceVersion), lock: this.lock, object: { metadata: { name: NODE, annotations } } };
-  }
-
-  readNode(): Promise<NodeSnapshot> {
-    this.calls.push('GET node');
-    return Promise.resolve(this.snapshot());
-  }
-
-  writeLock(_name: string, resourceVersion: string, value: string | null): Promise<NodeSnapshot> {
-    this.calls.push('PATCH node');
-    if (resourceVersion !== String(this.resourceVersion)) return Promise.reject(new Error('unexpected conflict'));
-    this.lock = value ?? undefined;
-    this.resourceVersion++;
-    return Promise.resolve(this.snapshot());
-  }
-
-  readPod(_pod: PodRef): Promise<OwnerPod | undefined> {
-    this.calls.push('GET pod');
-    return Promise.resolve(undefined);
+/** The apiserver: the lock is there, the pod it names is gone. */
+class GoneOwnerApi extends OneNodeLockApi {
+  constructor() {
+    super(NODE, LOCK);
   }
 }
 

@@ -115,6 +115,14 @@ describe('LockTelemetry', () => {
     expect(events.recorded[1]?.message).to.include('node gpu-1');
   });
 
+  it('a stall past NODELOCK_FORCE_AFTER with the force withheld (kubelet may still admit it later) says so in its line and its Events', () => {
+    const { events, lines, telemetry } = setup();
+    telemetry.onLockEvent({ type: 'stalled', node: 'gpu-1', holder: HOLDER, ageMs: 7 * MINUTE, forceWithheld: 'kubelet-queue' });
+    expect(lines[0]).to.deep.include({ event: 'stalled', forceWithheld: 'kubelet-queue' });
+    expect(events.recorded[0]?.message).to.include('NODELOCK_FORCE_AFTER has passed but is withheld').and.include('has not renewed its Lease');
+    expect(events.recorded[1]?.message).to.include('withheld');
+  });
+
   it('puts the holder pod uid on its event when a resolver knows it', () => {
     const events = new RecordingEvents();
     const telemetry = new LockTelemetry({ metrics: new WardenMetrics({ processMetrics: false }), events, podUid: () => 'uid-123' });
