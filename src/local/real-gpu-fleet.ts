@@ -60,6 +60,7 @@ export class RealGpuFleet {
 
   /** Each node's plugin server (replacePlugin swaps one). */
   readonly servers = new Map<string, GrpcDevicePluginServer>();
+  private unregisterHooks: (() => void) | undefined;
   /** Each node's mock GPUs, as registered. */
   readonly gpus = new Map<string, MockGpu[]>();
 
@@ -76,6 +77,9 @@ export class RealGpuFleet {
     const allocation = options.allocation ?? (() => ({ kind: 'allocate' }) as const);
     const plugin = options.plugin ?? new HamiDevicePlugin<Admission>({ api: pluginApiFromCore(options.core), fallback: true, behaviour: (request) => allocation(request) });
     const nodes = new RealGpuFleet(fleet, plugin, options.core);
+    // Registered after the nodes' hook, so on Ctrl-C (newest first) the plugins stop before their
+    // kubelets: a plugin outliving its kubelet tries to serve again in a folder being removed.
+    nodes.unregisterHooks = options.shutdownHooks?.register({ name: 'device plugins', stop: () => nodes.stopPlugins(), killSync: () => undefined });
     try {
       await Promise.all(fleet.nodes.map(async (node) => {
         const gpus = mockGpus(node.nodeName, options.gpusPerNode, { memoryMiB: options.gpuMemoryMiB });
@@ -123,7 +127,12 @@ export class RealGpuFleet {
 
   /** Stops the plugins, then the nodes (every process, mount and cgroup; the run folder). */
   async stop(): Promise<void> {
-    for (const server of this.servers.values()) await server.stop().catch(() => undefined);
+    await this.stopPlugins();
+    this.unregisterHooks?.();
     await this.fleet.stop();
+  }
+
+  private async stopPlugins(): Promise<void> {
+    for (const server of this.servers.values()) await server.stop().catch(() => undefined);
   }
 }

@@ -136,7 +136,8 @@ export class RealNodeAgents implements NodeAgents {
   async checkContainers(snapshot: Snapshot): Promise<Violation[]> {
     const violations: Violation[] = [];
     for (const pod of snapshot.pods) {
-      if (pod.phase !== 'Running' || pod.gpuCount === 0 || this.checked.has(pod.uid)) continue;
+      // Only pods on these real nodes have containers (a simulated node beside them runs none).
+      if (pod.phase !== 'Running' || pod.gpuCount === 0 || this.checked.has(pod.uid) || !this.options.nodes.includes(pod.nodeName ?? '')) continue;
       const log = await this.options.core.readNamespacedPodLog({ namespace: pod.namespace, name: pod.name, container: 'main' }).catch(() => '');
       if (!log.includes('NVIDIA_VISIBLE_DEVICES')) continue;
       this.checked.add(pod.uid);

@@ -2,10 +2,11 @@
 // on, each behind its own fault proxy), the real kube-scheduler and kube-controller-manager, the
 // HAMi device-plugin stand-in with its kubelet simulator on simulated GPU nodes, a seeded random
 // workload and a seeded fault plan, with the invariants checked continuously.
-//   npm run chaos -- --seed N --minutes M [--nodes 6 | --nodes real | --nodes real:N] [--keep-logs]
+//   npm run chaos -- --seed N --minutes M [--nodes 6 | --nodes real | --nodes real:N | --nodes real:N+M] [--keep-logs]
 // With --nodes real the nodes are real (kubelet + containerd each, the stand-in over gRPC, 3 unless
 // real:N says otherwise; root and the packages .ci/run installs), kubelet and plugin faults join the
 // plan, and every Running GPU container's environment is checked against its pod's allocation.
+// real:N+M adds M simulated nodes beside the N real ones, for a workload larger than N kubelets.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -25,6 +26,7 @@ import { ClusterObserver } from './cluster-observer.js';
 import { DEFAULT_INTERVALS, describeFault, planFaults } from './fault-plan.js';
 import { FaultInjector, OutageLog } from './fault-injector.js';
 import { checkAllBound, checkCapacity, checkForeignDevices, LockTracker, type Violation } from './invariants.js';
+import { mixedNodeAgents } from './mixed-node-agents.js';
 import { createNodeAgents } from './node-agents-impl.js';
 import { RealNodeAgents } from './real-node-agents.js';
 import { Prng } from './prng.js';
@@ -44,10 +46,13 @@ const { values: args } = parseArgs({
 });
 const seed = Number(args.seed);
 const minutes = Number(args.minutes);
-const realNodes = /^real(:\d+)?$/.test(args.nodes);
-const nodeCount = realNodes ? Number(args.nodes.split(':')[1] ?? 3) : Number(args.nodes);
-if (!Number.isInteger(seed) || !(minutes > 0) || !Number.isInteger(nodeCount) || nodeCount < 2) {
-  process.stderr.write('chaos: --seed must be an integer, --minutes a positive number, --nodes an integer >= 2 or real[:N] (N >= 2)\n');
+const realSpec = /^real(?::(\d+)(?:\+(\d+))?)?$/.exec(args.nodes);
+const realNodes = realSpec !== null;
+const realCount = realSpec === null ? 0 : Number(realSpec[1] ?? 3);
+const simulatedCount = realSpec === null ? Number(args.nodes) : Number(realSpec[2] ?? 0);
+const nodeCount = realCount + simulatedCount;
+if (!Number.isInteger(seed) || !(minutes > 0) || !Number.isInteger(nodeCount) || nodeCount < 2 || (realNodes && realCount < 2)) {
+  process.stderr.write('chaos: --seed must be an integer, --minutes a positive number, --nodes an integer >= 2 or real[:N[+M]] (N >= 2 real nodes, M simulated beside them)\n');
   process.exit(2);
 }
 
@@ -68,7 +73,7 @@ const log = (line: string) => { process.stdout.write(`[chaos] ${line}\n`); };
 const logDir = mkdtempSync(join(tmpdir(), `vgpu-warden-chaos-${seed}-`));
 const random = new Prng(seed);
 const plan = planFaults(random.fork('faults'), { startMs: SETTLE_MS, endMs: CHAOS_MS, replicas: 2, meanIntervalMs: DEFAULT_INTERVALS });
-log(`seed ${seed}, ${minutes} min of chaos, ${nodeCount} ${realNodes ? 'real' : 'simulated'} nodes x ${GPUS_PER_NODE} GPUs, at most ${MAX_GPU_UNITS} GPU shares live; ${plan.length} faults planned; logs in ${logDir}`);
+log(`seed ${seed}, ${minutes} min of chaos, ${realNodes ? `${realCount} real${simulatedCount > 0 ? ` + ${simulatedCount} simulated` : ''}` : `${nodeCount} simulated`} nodes x ${GPUS_PER_NODE} GPUs, at most ${MAX_GPU_UNITS} GPU shares live; ${plan.length} faults planned; logs in ${logDir}`);
 
 const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process), baseDir: logDir });
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -83,9 +88,10 @@ try {
   cleanups.push(() => manager.stop());
   await core.createNamespace({ body: { metadata: { name: 'vgpu-warden' } } });
   await core.createNamespace({ body: { metadata: { name: NAMESPACE, labels: { 'chaos.vgpu-warden.io/webhook': 'on' } } } });
-  const nodes = Array.from({ length: nodeCount }, (_, index) => `chaos-node-${index}`);
-  // Real nodes register themselves when their kubelet starts (below).
-  if (!realNodes) for (const name of nodes) await core.createNode({ body: simulatedGpuNode({ name, gpus: GPUS_PER_NODE, labels: NODE_LABEL }) });
+  // Real nodes register themselves when their kubelet starts (below); simulated ones are made here.
+  const realNames = Array.from({ length: realCount }, (_, index) => `chaos-node-${index}`);
+  const simulatedNames = Array.from({ length: simulatedCount }, (_, index) => (realNodes ? `chaos-sim-${index}` : `chaos-node-${index}`));
+  for (const name of simulatedNames) await core.createNode({ body: simulatedGpuNode({ name, gpus: GPUS_PER_NODE, labels: NODE_LABEL }) });
 
   // Two replicas, each with its own proxy to the apiserver (faults hit one replica at a time).
   const proxies = [await FaultProxy.start({ upstream: plane, baseDir: logDir }), await FaultProxy.start({ upstream: plane, baseDir: logDir })];
@@ -134,9 +140,12 @@ try {
   const started = Date.now();
   const timeline = new Timeline({ started });
   const note = (subjects: string[], text: string) => { timeline.add(subjects, text); };
-  const agents = realNodes
-    ? new RealNodeAgents({ plane, kubeConfig, core, repoRoot, nodes, labels: NODE_LABEL, gpusPerNode: GPUS_PER_NODE, random: random.fork('nodes'), faultsFromMs: SETTLE_MS, faultsUntilMs: CHAOS_MS, note })
-    : createNodeAgents({ core, kubeConfig, nodes, behaviourOf, seed, note });
+  const real = realNodes
+    ? new RealNodeAgents({ plane, kubeConfig, core, repoRoot, nodes: realNames, labels: NODE_LABEL, gpusPerNode: GPUS_PER_NODE, random: random.fork('nodes'), faultsFromMs: SETTLE_MS, faultsUntilMs: CHAOS_MS, note })
+    : undefined;
+  const simulated = simulatedCount > 0 ? createNodeAgents({ core, kubeConfig, nodes: simulatedNames, behaviourOf, seed, note }) : undefined;
+  const agents = real !== undefined && simulated !== undefined ? mixedNodeAgents(real, simulated) : real ?? simulated;
+  if (agents === undefined) throw new Error('no nodes');
   await agents.start();
   cleanups.push(() => agents.stop());
 
@@ -217,11 +226,14 @@ try {
     seed, minutes, nodes: nodeCount, gpusPerNode: GPUS_PER_NODE,
     workload: workload.counts,
     podsBound: boundPods.size,
-    allocations: { total: records.length, ok: records.filter((record) => record.ok).length, failed: records.filter((record) => !record.ok).length },
+    allocations: {
+      total: records.length, ok: records.filter((record) => record.ok).length, failed: records.filter((record) => !record.ok).length,
+      ...(real !== undefined && simulatedCount > 0 ? { onSimulatedNodes: records.filter((record) => simulatedNames.includes(record.node)).length } : {}),
+    },
     faults: injector.applied,
     replicaCrashRestarts: replicas.crashRestarts,
     faultsPlanned: plan.length,
-    ...(agents instanceof RealNodeAgents ? { realNodes: nodeCount, nodeFaults: agents.faultCounts, containersChecked: agents.containersChecked } : {}),
+    ...(real === undefined ? {} : { realNodes: realCount, simulatedNodes: simulatedCount, nodeFaults: real.faultCounts, containersChecked: real.containersChecked }),
     violations: violations.length,
   };
   log(`summary ${JSON.stringify(summary)}`);

@@ -121,8 +121,10 @@ describe('vgpu-warden local on real and simulated nodes (the README main job, he
       const { code, stopping, output } = await local.interrupt();
       rmSync(dir, { recursive: true, force: true });
       expect(code, output).to.equal(130);
-      expect(stopping, stopping).to.match(/received SIGINT; stopping vgpu-warden, real nodes, control plane/);
-      expect(stopping, stopping).to.not.match(/unreachable|could not write Event|ECONNREFUSED/i);
+      expect(stopping, stopping).to.match(/received SIGINT; stopping vgpu-warden, device plugins, real nodes, control plane/);
+      // "No address added": grpc-js failing to serve again in a node folder being removed (a plugin
+      // that outlived its kubelet).
+      expect(stopping, stopping).to.not.match(/unreachable|could not write Event|ECONNREFUSED|No address added/i);
     }
   });
 });
