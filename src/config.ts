@@ -263,7 +263,7 @@ export const SETTINGS = [
   }),
   setting({
     key: 'nodeLockForceAfterMs', env: 'NODELOCK_FORCE_AFTER', flag: 'nodelock-force-after', defaultValue: undefined,
-    description: 'opt-in: release even a stalled lock once it is this old and the node\'s kubelet has run since it was written; unset never forces',
+    description: 'opt-in: release even a stalled lock once it is this old, if the node\'s kubelet cannot still admit its owner from its queue; unset never forces',
     allowed: 'expected a positive duration such as 15m, or empty for never', parse: optionalPositiveDuration,
   }),
   setting({

@@ -11,7 +11,8 @@ export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
 /**
  * KubeletEvidenceApi on @kubernetes/client-node: the node's Lease (kubelet renews it every 10 s by
  * default), the core/v1 Events kubelet records about a pod (source.component "kubelet",
- * source.host the node), and the node's pods kubelet has not acknowledged. Bounded like every lock-path call (`callTimeoutMs`, default 10 s).
+ * source.host the node), and the node's pods kubelet has not acknowledged. Bounded like every
+ * lock-path call (`callTimeoutMs`, default 10 s).
  */
 export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
   private readonly callTimeoutMs: number;
