@@ -14,10 +14,10 @@ import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
 import { startServer } from '../src/commands/serve-command.js';
 import { loadConfig } from '../src/config.js';
-import { ALLOCATED_ANNOTATION, encodeAllocation } from '../src/devices/allocation-codec.js';
+import { encodeAllocation } from '../src/devices/allocation-codec.js';
 import { kubeSchedulerConfiguration } from '../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../src/kube/client.js';
-import { KubeNodeLockApi } from '../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../src/lock/kube-node-lock-api.js';
 import { ControlPlane } from '../src/local/control-plane.js';
 import { DevicePluginSimulator } from '../src/local/device-plugin-simulator.js';
 import { findFreePort } from '../src/local/free-port.js';
@@ -26,6 +26,7 @@ import { ShutdownHooks } from '../src/local/shutdown-hooks.js';
 import { simulatedGpuNode, simulatedGpus } from '../src/local/simulated-gpu-node.js';
 import { NodeLocks } from '../src/lock/node-locks.js';
 import { createLogger } from '../src/telemetry/logger.js';
+import { ALLOCATED_ANNOTATION } from '../src/hami/wire.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 

@@ -9,7 +9,7 @@
 import type { V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { ClusterCache } from '../src/cluster/cluster-cache.js';
 import type { ListWatchSource } from '../src/cluster/reflector.js';
-import { ALLOCATED_ANNOTATION } from '../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION } from '../src/hami/wire.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../src/devices/requests.js';
 import type { Binder } from '../src/extender/binder.js';
 import { ExtenderService } from '../src/extender/extender-service.js';

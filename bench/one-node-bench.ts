@@ -14,14 +14,14 @@ import { startServer } from '../src/commands/serve-command.js';
 import { loadConfig } from '../src/config.js';
 import { kubeSchedulerConfiguration } from '../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../src/kube/client.js';
-import { KubeNodeLockApi } from '../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../src/lock/kube-node-lock-api.js';
 import { ControlPlane } from '../src/local/control-plane.js';
 import { DevicePluginSimulator } from '../src/local/device-plugin-simulator.js';
 import { findFreePort } from '../src/local/free-port.js';
 import { locateBinaries } from '../src/local/k8s-binaries.js';
 import { ShutdownHooks } from '../src/local/shutdown-hooks.js';
 import { simulatedGpuNode } from '../src/local/simulated-gpu-node.js';
-import { NODE_LOCK_ANNOTATION } from '../src/lock/lock-value.js';
+import { NODE_LOCK_ANNOTATION } from '../src/hami/wire.js';
 import { NodeLocks } from '../src/lock/node-locks.js';
 import { createLogger } from '../src/telemetry/logger.js';
 

@@ -7,15 +7,16 @@ import { resolve } from 'node:path';
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
 import { loadKubeConfig } from '../src/kube/client.js';
-import { KubeNodeLockApi } from '../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../src/lock/kube-node-lock-api.js';
 import { ControlPlane } from '../src/local/control-plane.js';
 import { locateBinaries } from '../src/local/k8s-binaries.js';
 import { ShutdownHooks } from '../src/local/shutdown-hooks.js';
 import { simulatedGpuNode } from '../src/local/simulated-gpu-node.js';
-import { formatLockValue, NODE_LOCK_ANNOTATION } from '../src/lock/lock-value.js';
+import { formatLockValue } from '../src/lock/lock-value.js';
 import type { NodeLockApi } from '../src/lock/node-lock-api.js';
 import { NodeLocks } from '../src/lock/node-locks.js';
 import { sweepOnce } from '../src/sweeper/sweep-pass.js';
+import { NODE_LOCK_ANNOTATION } from '../src/hami/wire.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

@@ -1,12 +1,12 @@
 import { delimiter } from 'node:path';
 import { validateCronExpression } from 'cron';
-import { GPU_CORE_POLICIES, type GpuCorePolicy } from './admission/pod-mutation.js';
-import { parseDuration } from './duration.js';
-import { WardenError } from './errors.js';
+import { GPU_CORE_POLICIES, type GpuCorePolicy } from './hami/wire.js';
+import { parseDuration } from './base/duration.js';
+import { WardenError } from './base/errors.js';
 import type { KubeconfigSetting } from './kube/kubeconfig-resolution.js';
-import { isLoopbackHost } from './server/loopback-host.js';
+import { isLoopbackHost } from './base/net-hosts.js';
 import { servingNames } from './tls/serving-names.js';
-import { clip } from './user-text.js';
+import { clip } from './base/user-text.js';
 
 /**
  * Typed runtime configuration, read once at start from environment variables and command-line

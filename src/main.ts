@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runCli } from './cli.js';
+import { runCli } from './commands/cli.js';
 import { certsCommand } from './commands/certs-command.js';
 import { explainCommand } from './commands/explain-command.js';
 import { localCommand } from './commands/local-command.js';

@@ -4,7 +4,7 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { PodAdmissionHandler } from '../../src/admission/pod-admission-handler.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { HttpsListener } from '../../src/server/https-listener.js';
 import { createWebhookApp } from '../../src/server/webhook-app.js';

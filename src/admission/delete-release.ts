@@ -1,10 +1,9 @@
 import { deletionFence, deletionTimestampOf, type FenceView } from '../lock/deletion-fence.js';
 import type { PodRef } from '../lock/lock-value.js';
-import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/node-locks.js';
-import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
-
-/** hami.io/vgpu-node: the node the scheduler chose, set before the Binding exists. */
-export const VGPU_NODE_ANNOTATION = 'hami.io/vgpu-node';
+import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/lock-events.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
+import { nodeOfPod } from '../hami/pod-node.js';
+import { isRecord } from '../base/json.js';
 
 export interface LockReleaser {
   release(node: string, pod: PodRef, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
@@ -16,18 +15,6 @@ export type DeleteOutcome =
   | { kind: 'failed'; node: string; error: unknown }
   | { kind: 'timed-out'; node: string };
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** The pod's node: where it is bound, else where the scheduler was placing it. */
-export function nodeOfPod(pod: Record<string, unknown>): string | undefined {
-  const spec = isRecord(pod.spec) ? pod.spec : {};
-  if (typeof spec.nodeName === 'string' && spec.nodeName !== '') return spec.nodeName;
-  const annotations = isRecord(pod.metadata) && isRecord(pod.metadata.annotations) ? pod.metadata.annotations : {};
-  const annotated = annotations[VGPU_NODE_ANNOTATION];
-  return typeof annotated === 'string' && annotated !== '' ? annotated : undefined;
-}
 
 /**
  * Whether kubelet may still admit and allocate the pod: bound to its node with

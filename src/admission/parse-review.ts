@@ -1,5 +1,6 @@
-import { quoted } from '../user-text.js';
+import { quoted } from '../base/user-text.js';
 import { ADMISSION_VERSIONS, type AdmissionRequest, type AdmissionVersion } from './admission-types.js';
+import { isRecord } from '../base/json.js';
 
 /**
  * Validates an incoming AdmissionReview before anything decides on it (the order follows
@@ -13,9 +14,6 @@ export type ParsedReview =
 
 const DEFAULT_VERSION: AdmissionVersion = 'admission.k8s.io/v1';
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 export function mediaTypeOf(contentType: string | undefined): string | undefined {
   return contentType?.split(';')[0]?.trim().toLowerCase();

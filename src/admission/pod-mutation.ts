@@ -1,7 +1,9 @@
 import { INT32_MAX, int32Quantity } from '../devices/quantity.js';
 import { containerName, DEFAULT_REQUEST_DEFAULTS, describeProblems, gpuRequestProblems, quantityProblem, type RequestDefaults } from '../devices/requests.js';
-import { clip, LABEL_CHARS, quoted } from '../user-text.js';
+import { clip, LABEL_CHARS, quoted } from '../base/user-text.js';
 import { pointer, type JsonPatchOp } from './json-patch.js';
+import { GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, GPU_PRIORITY, isSchedulerOwnedAnnotation, type GpuCorePolicy } from '../hami/wire.js';
+import { isRecord } from '../base/json.js';
 
 /**
  * What the webhook does with a pod on CREATE, as a pure function of the raw pod JSON (never
@@ -9,11 +11,11 @@ import { pointer, type JsonPatchOp } from './json-patch.js';
  * HAMi v2.10's NVIDIA rules (hami-wire-contract.md §2) so HAMi's device plugin sees what it expects.
  */
 export const GPU_RESOURCES = {
-  count: 'nvidia.com/gpu',
-  memory: 'nvidia.com/gpumem',
-  memoryPercentage: 'nvidia.com/gpumem-percentage',
-  cores: 'nvidia.com/gpucores',
-  priority: 'nvidia.com/priority',
+  count: GPU_COUNT,
+  memory: GPU_MEMORY,
+  memoryPercentage: GPU_MEMORY_PERCENTAGE,
+  cores: GPU_CORES,
+  priority: GPU_PRIORITY,
 } as const;
 
 export const TASK_PRIORITY_ENV = 'CUDA_TASK_PRIORITY';
@@ -21,15 +23,6 @@ export const TASK_PRIORITY_ENV = 'CUDA_TASK_PRIORITY';
 export const CORE_POLICY_ENV = 'GPU_CORE_UTILIZATION_POLICY';
 /** What HAMi's overwriteEnv writes into containers that get no GPU, so the NVIDIA runtime exposes none. */
 export const VISIBLE_DEVICES_ENV = 'NVIDIA_VISIBLE_DEVICES';
-
-/** HAMi's GPUCoreUtilizationPolicy values (devices.nvidia.gpuCorePolicy); `default` writes nothing. */
-export const GPU_CORE_POLICIES = ['default', 'force', 'disable'] as const;
-export type GpuCorePolicy = (typeof GPU_CORE_POLICIES)[number];
-
-/** Annotations only the scheduler writes; a pod arriving with them could steer the device plugin (HAMi #3041). */
-export function isSchedulerOwnedAnnotation(key: string): boolean {
-  return key.startsWith('hami.io/vgpu-') || key.startsWith('hami.io/bind-') || key === 'hami.io/mutex.lock';
-}
 
 export interface PodMutationConfig {
   /** Written into spec.schedulerName of GPU pods. */
@@ -62,9 +55,6 @@ interface ContainerLike {
   securityContext?: { privileged?: unknown };
 }
 
-function isRecord(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** A resource as written (limits, else requests): the raw JSON value, or undefined when absent. */
 function resource(limits: Json | undefined, requests: Json | undefined, name: string): unknown {

@@ -3,20 +3,22 @@ import { QUOTA_RESOURCES, tightestLimits, type QuotaBudget, type QuotaUse } from
 import { INVENTORY_ANNOTATIONS, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
 import { addUsage, type GpuUse } from '../devices/usage.js';
 import { withSignal } from '../kube/call-options.js';
-import { kubeListWatchSource } from '../kube/list-watch-source.js';
-import { isAtLeastVersion } from '../kube/resource-version.js';
-import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
+import { kubeListWatchSource } from './kube-list-watch.js';
+import { isAtLeastVersion } from '../base/resource-version.js';
+import { parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import type { VanishedOwner } from '../lock/kubelet-admission.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
 import { VanishedPods } from './vanished-pods.js';
 import { kubeletRegistered, UnacknowledgedAllocations, type UnacknowledgedPod } from './unacknowledged-allocations.js';
-import { allocatableGpus, gpuLiveness, NODE_HANDSHAKE_ANNOTATION, type GpuLiveness } from './node-liveness.js';
+import { allocatableGpus, gpuLiveness, type GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
 import { QuotaIndex } from './quota-index.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { NODE_HANDSHAKE_ANNOTATION } from '../hami/wire.js';
 
 export interface ClusterCacheDeps {
   /**

@@ -1,3 +1,4 @@
+import { GPU_ALLOCATABLE_RESOURCE } from '../hami/wire.js';
 /**
  * Is a node's HAMi device plugin alive? Pure: the state store feeds it the node's fields, what it
  * remembers of the node, and the time.
@@ -24,9 +25,6 @@
  *   while allocatable is zero).
  */
 
-export const NODE_HANDSHAKE_ANNOTATION = 'hami.io/node-handshake';
-/** The device plugin's extended resource: kubelet's count of the shares the plugin advertises. */
-export const GPU_ALLOCATABLE_RESOURCE = 'nvidia.com/gpu';
 /** HAMi's window: a `Requesting_` stamp counts as fresh this long (devices.go, `time.Second * 60`). */
 export const HANDSHAKE_WINDOW_MS = 60_000;
 

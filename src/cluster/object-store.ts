@@ -1,4 +1,4 @@
-import { isNewerVersion } from '../kube/resource-version.js';
+import { isNewerVersion } from '../base/resource-version.js';
 
 /**
  * The objects of one resource kind as the last LIST and watch events left them, keyed by

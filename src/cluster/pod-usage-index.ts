@@ -1,8 +1,9 @@
-import { ALLOCATED_ANNOTATION, decodeAllocation } from '../devices/allocation-codec.js';
+import { decodeAllocation } from '../devices/allocation-codec.js';
 import { namespaceUseOf, NO_NAMESPACE_USE, type NamespaceUse } from '../devices/gpu-quota.js';
 import { addUsage, podDeviceUsage, type GpuUse } from '../devices/usage.js';
+import { ALLOCATED_ANNOTATION } from '../hami/wire.js';
+import { allocationNodeOf } from '../hami/pod-node.js';
 
-export const VGPU_NODE_ANNOTATION = 'hami.io/vgpu-node';
 
 interface PodLike {
   metadata?: { uid?: string; namespace?: string; name?: string; annotations?: Record<string, string> };
@@ -94,7 +95,7 @@ export class PodUsageIndex {
     if (uid === undefined) return undefined;
     const annotations = pod.metadata?.annotations ?? {};
     const encoded = annotations[ALLOCATED_ANNOTATION];
-    const node = annotations[VGPU_NODE_ANNOTATION] ?? pod.spec?.nodeName;
+    const node = allocationNodeOf(pod);
     const finished = pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
     if (encoded === undefined || node === undefined || node === '' || finished) {
       this.dropPod(uid);

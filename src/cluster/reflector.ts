@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { describeError, WardenError } from '../errors.js';
+import { describeError, WardenError } from '../base/errors.js';
 import { apiCondition, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog, type ConditionReporter } from '../telemetry/condition-log.js';
 

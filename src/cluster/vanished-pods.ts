@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VanishedOwner } from '../lock/kubelet-admission.js';
-import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 
 /**
  * The last state of deleted pods (as their watch DELETED events carried it), by namespace/name, so

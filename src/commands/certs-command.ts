@@ -1,4 +1,4 @@
-import { configFlags, EXIT_OK, UsageError, type Command, type FlagSpec } from '../cli.js';
+import { configFlags, EXIT_OK, UsageError, type Command, type FlagSpec } from './cli.js';
 import { CertKeeper } from '../tls/cert-keeper.js';
 import { FileCertStore } from '../tls/file-cert-store.js';
 import { servingNames } from '../tls/serving-names.js';

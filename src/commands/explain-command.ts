@@ -1,21 +1,22 @@
 import { podMutationConfig } from '../admission/mutation-config.js';
 import { CoreV1Api, type CoreV1Event, type V1Node, type V1Pod, type V1ResourceQuota } from '@kubernetes/client-node';
-import { configFlag, EXIT_FAILURE, EXIT_OK, UsageError, type Command, type CommandContext } from '../cli.js';
+import { configFlag, EXIT_FAILURE, EXIT_OK, UsageError, type Command, type CommandContext } from './cli.js';
 import type { Config } from '../config.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
-import { describeError, WardenError } from '../errors.js';
+import { describeError, WardenError } from '../base/errors.js';
 import { explainPod, lockNodesToInspect, placementFor, type ExplainSettings } from '../explain/explain-pod.js';
 import { explanationJson, explanationText } from '../explain/render.js';
 import { snapshotCache } from '../explain/snapshot-cache.js';
 import { kubeconfigSources, loadKubeConfig } from '../kube/client.js';
 import { httpStatusOf } from '../kube/errors.js';
-import { KubeNodeLockApi } from '../kube/node-lock-api.js';
-import { isDnsLabel, isDnsSubdomain } from '../kube/object-names.js';
+import { KubeNodeLockApi } from '../lock/kube-node-lock-api.js';
+import { isDnsLabel, isDnsSubdomain } from '../base/k8s-names.js';
 import { NodeNotFoundError } from '../lock/lock-errors.js';
-import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
+import { parseLockValue, type PodRef } from '../lock/lock-value.js';
 import { NodeLocks } from '../lock/node-locks.js';
-import { quoted } from '../user-text.js';
-import { failedLockRow, lockRowOf, type LockRow } from './lock-table.js';
+import { quoted } from '../base/user-text.js';
+import { failedLockRow, lockRowOf, type LockRow } from '../lock/lock-report.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 /** The cluster could not be read; the cause says why (connection, credentials, RBAC). */
 export class ExplainReadError extends WardenError {}

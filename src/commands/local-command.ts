@@ -2,13 +2,13 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
-import type { Command } from '../cli.js';
-import { UsageError } from '../cli.js';
+import type { Command } from './cli.js';
+import { UsageError } from './cli.js';
 import { loadConfig } from '../config.js';
 import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
 import { kubeSchedulerConfiguration } from '../extender/scheduler-config.js';
 import { loadKubeConfig } from '../kube/client.js';
-import { KubeNodeLockApi } from '../kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../lock/kube-node-lock-api.js';
 import { ControlPlane } from '../local/control-plane.js';
 import { DevicePluginSimulator } from '../local/device-plugin-simulator.js';
 import { findFreePorts } from '../local/free-port.js';
@@ -28,9 +28,10 @@ import { chooseNodeMode, parseNodeMode, type NodeMode } from '../local/node-mode
 import { locateRealNodeTools } from '../local/real-node/node-tools.js';
 import { TEST_IMAGE } from '../local/real-node/node-image.js';
 import type { RealGpuFleet } from '../local/real-gpu-fleet.js';
-import { describeError } from '../errors.js';
+import { describeError } from '../base/errors.js';
 import { createLogger } from '../telemetry/logger.js';
 import { startServer } from './serve-command.js';
+import { GPU_COUNT, GPU_MEMORY } from '../hami/wire.js';
 
 function positiveInteger(flag: string, value: string | boolean | string[] | undefined, fallback: number, max = 1000): number {
   if (value === undefined) return fallback;
@@ -100,7 +101,7 @@ function localGpuPod(mode: NodeMode, container: { image?: string; imagePullPolic
       containers: [{
         name: 'cuda',
         ...(container === undefined ? { image: 'nvidia/cuda:12.4.0-base' } : { ...container, command: [...container.command] }),
-        resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000' } },
+        resources: { limits: { [GPU_COUNT]: '1', [GPU_MEMORY]: '4000' } },
       }],
     },
   });

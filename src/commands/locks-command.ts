@@ -1,12 +1,13 @@
 import { CoreV1Api } from '@kubernetes/client-node';
-import { configFlag, EXIT_OK, UsageError, type Command } from '../cli.js';
-import { describeError, WardenError } from '../errors.js';
+import { configFlag, EXIT_OK, UsageError, type Command } from './cli.js';
+import { describeError, WardenError } from '../base/errors.js';
 import { kubeconfigSources, loadKubeConfig } from '../kube/client.js';
-import { KubeNodeLockApi } from '../kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../lock/kube-node-lock-api.js';
 import { NodeNotFoundError } from '../lock/lock-errors.js';
-import { NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
+import { parseLockValue } from '../lock/lock-value.js';
 import { NodeLocks } from '../lock/node-locks.js';
-import { failedLockRow, formatLockJson, formatLockTable, lockRowOf, type LockRow } from './lock-table.js';
+import { failedLockRow, formatLockJson, formatLockTable, lockRowOf, type LockRow } from '../lock/lock-report.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 /** The cluster could not be read; the cause says why (connection, credentials, RBAC). */
 export class LockListError extends WardenError {}

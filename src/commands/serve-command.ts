@@ -2,7 +2,7 @@ import { podMutationConfig } from '../admission/mutation-config.js';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { configFlags, EXIT_FAILURE, EXIT_OK, type Command } from '../cli.js';
+import { configFlags, EXIT_FAILURE, EXIT_OK, type Command } from './cli.js';
 import { ConfigError, type Config } from '../config.js';
 import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
 import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
@@ -13,8 +13,8 @@ import { podRequeueWriter } from '../extender/pod-requeue-writer.js';
 import { RefusalRequeue } from '../extender/refusal-requeue.js';
 import { loadKubeConfig, type PooledKubeConfig } from '../kube/client.js';
 import { untilNotTransient } from '../kube/retry-transient.js';
-import { KubeNodeLockApi } from '../kube/node-lock-api.js';
-import { KubeKubeletEvidenceApi } from '../kube/kubelet-evidence-api.js';
+import { KubeNodeLockApi } from '../lock/kube-node-lock-api.js';
+import { KubeKubeletEvidenceApi } from '../lock/kube-kubelet-evidence-api.js';
 import { NodeLocks } from '../lock/node-locks.js';
 import { KubeletAdmission } from '../lock/kubelet-admission.js';
 import { requireClientIdentity } from '../server/client-identity.js';
@@ -27,7 +27,7 @@ import { cachedLockSource } from '../telemetry/lock-samples.js';
 import { LockTelemetry } from '../telemetry/lock-telemetry.js';
 import { WardenMetrics, gpuSamples } from '../telemetry/metrics.js';
 import { containerAllocationSamples } from '../telemetry/hami-pod-metrics.js';
-import { timedAdmissionHandler, timedExtenderHandlers } from '../telemetry/timed-handlers.js';
+import { timedAdmissionHandler, timedExtenderHandlers } from '../server/timed-handlers.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { CaBundlePatcher } from '../tls/ca-bundle-patcher.js';
 import { CaBundleWatch } from '../tls/ca-bundle-watch.js';
@@ -47,7 +47,7 @@ import { listenFailure, type ListenerSettings } from '../lifecycle/listen-failur
 import { Readiness } from '../lifecycle/readiness.js';
 import { apiCondition, APISERVER_UNREACHABLE, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog } from '../telemetry/condition-log.js';
-import { clip, NAME_CHARS } from '../user-text.js';
+import { clip, NAME_CHARS } from '../base/user-text.js';
 
 const DAY_MS = 86_400_000;
 /**

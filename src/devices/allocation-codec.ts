@@ -19,10 +19,7 @@
  * plugin's rewrite of to-allocate leaves (`;;` after consuming one container's devices), read as
  * one more GPU-less container.
  */
-import { LABEL_CHARS, quoted } from '../user-text.js';
-
-export const TO_ALLOCATE_ANNOTATION = 'hami.io/vgpu-devices-to-allocate';
-export const ALLOCATED_ANNOTATION = 'hami.io/vgpu-devices-allocated';
+import { LABEL_CHARS, quoted } from '../base/user-text.js';
 
 /** The device-type word HAMi's NVIDIA backend writes and its plugin searches for. */
 export const NVIDIA_DEVICE_TYPE = 'NVIDIA';

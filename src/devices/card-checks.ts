@@ -1,6 +1,7 @@
 import type { GpuDevice } from './inventory.js';
 import { memoryOnGpu, type ContainerGpuRequest } from './requests.js';
 import type { GpuUse } from './usage.js';
+import { USE_GPU_UUID_ANNOTATION, NOUSE_GPU_UUID_ANNOTATION, USE_GPU_TYPE_ANNOTATION, NOUSE_GPU_TYPE_ANNOTATION, VGPU_MODE_ANNOTATION } from '../hami/wire.js';
 
 /**
  * Whether one GPU can take one share of one container request, and if not the HAMi reason name
@@ -22,12 +23,6 @@ export const FIT_REASONS = [
   'CardComputeUnitsExhausted',
 ] as const;
 export type CardReason = (typeof FIT_REASONS)[number];
-
-export const USE_GPU_UUID_ANNOTATION = 'nvidia.com/use-gpuuuid';
-export const NOUSE_GPU_UUID_ANNOTATION = 'nvidia.com/nouse-gpuuuid';
-export const USE_GPU_TYPE_ANNOTATION = 'nvidia.com/use-gputype';
-export const NOUSE_GPU_TYPE_ANNOTATION = 'nvidia.com/nouse-gputype';
-export const VGPU_MODE_ANNOTATION = 'nvidia.com/vgpu-mode';
 
 /**
  * The pod's placement constraints, read once per fit. Empty sets and lists mean "no constraint".

@@ -1,15 +1,17 @@
 import { NVIDIA_DEVICE_TYPE, type AllocatedDevice, type PodAllocation } from './allocation-codec.js';
-import { cardFilters, checkCard, MIG_MODE, VGPU_MODE_ANNOTATION, type CardFilters, type CardReason } from './card-checks.js';
+import { cardFilters, checkCard, MIG_MODE, type CardFilters, type CardReason } from './card-checks.js';
 import { orderGpus } from './gpu-order.js';
 import { asChain, type GpuPolicy, type GpuPolicyChain } from './gpu-policy.js';
 import { namespaceUseOf, quotaExceeded, RESOURCE_QUOTA_NOT_FIT, type NamespaceUse, type QuotaBudget } from './gpu-quota.js';
-import { NODE_SCORE_ANNOTATION, type GpuDevice, type LinkScores } from './inventory.js';
+import { type GpuDevice, type LinkScores } from './inventory.js';
 import { groupByNuma, parseNumaBind } from './numa.js';
 import { memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from './requests.js';
 import { parseScoringWeights, type ScoringWeights } from './scoring-weights.js';
 import { bestLinkedSet, leastLinked } from './topology.js';
 import { addUsage, NO_USE, podDeviceUsage, UsageOverlay, type GpuUse } from './usage.js';
-import { quoted } from '../user-text.js';
+import { quoted } from '../base/user-text.js';
+import { NODE_SCORE_ANNOTATION } from '../hami/wire.js';
+import { VGPU_MODE_ANNOTATION } from '../hami/wire.js';
 
 /**
  * Fitting a pod's GPU requests onto one node (hami-wire-contract.md §3.3 step 6 and §4.4,

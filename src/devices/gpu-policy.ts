@@ -1,4 +1,5 @@
-import { quoted } from '../user-text.js';
+import { quoted } from '../base/user-text.js';
+import { GPU_POLICY_ANNOTATION, NODE_POLICY_ANNOTATION } from '../hami/wire.js';
 
 /**
  * The GPU and node scheduling policies a pod may name (hami-wire-contract.md §3.4). Pure.
@@ -26,8 +27,6 @@ export interface GpuPolicyChain {
   topologyAware: boolean;
 }
 
-export const GPU_POLICY_ANNOTATION = 'hami.io/gpu-scheduler-policy';
-export const NODE_POLICY_ANNOTATION = 'hami.io/node-scheduler-policy';
 export const GPU_POLICY_NAMES = ['binpack', 'spread', 'numa', 'mutex', 'topology-aware'] as const;
 const SORT_KEYS = new Set<string>(['binpack', 'spread', 'numa']);
 

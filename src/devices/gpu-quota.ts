@@ -1,7 +1,7 @@
 import { integerQuantity } from './quantity.js';
-import { GPU_CORES, GPU_COUNT, GPU_MEMORY } from './requests.js';
+import { GPU_CORES, GPU_COUNT, GPU_MEMORY } from '../hami/wire.js';
 import type { GpuUse } from './usage.js';
-import { clip, LABEL_CHARS, NAME_CHARS } from '../user-text.js';
+import { clip, LABEL_CHARS, NAME_CHARS } from '../base/user-text.js';
 
 /**
  * Namespace GPU quota the way HAMi's scheduler enforces it (pkg/device/quota.go and the NVIDIA

@@ -12,12 +12,11 @@
  * only with ENABLE_TOPOLOGY_SCORE=true: `[{"uuid":"GPU-a","score":{"GPU-b":100}}]`, a higher score
  * a better link (pkg/device/devices.go DecodePairScores; pkg/device/nvidia/device.go GetNodeDevices).
  */
-import { LABEL_CHARS, quoted } from '../user-text.js';
+import { LABEL_CHARS, quoted } from '../base/user-text.js';
 import { isDeviceUuid } from './allocation-codec.js';
+import { NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION, NODE_SCORE_ANNOTATION } from '../hami/wire.js';
+import { isRecord } from '../base/json.js';
 
-export const NODE_REGISTER_ANNOTATION = 'hami.io/node-nvidia-register';
-export const DEVICE_CORDON_ANNOTATION = 'hami.io/device-cordon';
-export const NODE_SCORE_ANNOTATION = 'hami.io/node-nvidia-score';
 /** Every node annotation the inventory is read from: a change to any of them calls for a re-parse. */
 export const INVENTORY_ANNOTATIONS: readonly string[] = [NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION, NODE_SCORE_ANNOTATION];
 
@@ -54,9 +53,6 @@ export interface NodeInventory {
 type Json = Record<string, unknown>;
 type Parsed = { device: Omit<GpuDevice, 'cordoned'> } | { problem: string };
 
-function isRecord(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 const INT32_MAX = 2 ** 31 - 1;
 

@@ -1,5 +1,6 @@
-import { quoted } from '../user-text.js';
+import { quoted } from '../base/user-text.js';
 import type { GpuDevice } from './inventory.js';
+import { NUMA_BIND_ANNOTATION } from '../hami/wire.js';
 
 /**
  * `nvidia.com/numa-bind` (hami-wire-contract.md §4.4): all of a container's GPUs on one NUMA node,
@@ -10,7 +11,6 @@ import type { GpuDevice } from './inventory.js';
  * A GPU whose NUMA node the plugin could not read reports -1 (a host without NUMA): such GPUs form
  * one group of their own, as they do in HAMi's Fit.
  */
-export const NUMA_BIND_ANNOTATION = 'nvidia.com/numa-bind';
 
 const GO_TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
 const GO_FALSE = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);

@@ -1,15 +1,12 @@
-import { clip, LABEL_CHARS, quoted } from '../user-text.js';
+import { clip, LABEL_CHARS, quoted } from '../base/user-text.js';
 import { INT32_MAX, int32Quantity, readQuantity } from './quantity.js';
+import { GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, GPU_CORES } from '../hami/wire.js';
 
 /**
  * Per-container NVIDIA requests of a pod, following HAMi v2.10's `GenerateResourceRequests`
  * (hami-wire-contract.md §4.3). Pure: takes raw Pod JSON or a client-node V1Pod through plain
  * property access, never throws.
  */
-export const GPU_COUNT = 'nvidia.com/gpu';
-export const GPU_MEMORY = 'nvidia.com/gpumem';
-export const GPU_MEMORY_PERCENTAGE = 'nvidia.com/gpumem-percentage';
-export const GPU_CORES = 'nvidia.com/gpucores';
 
 export interface ContainerGpuRequest {
   /** Distinct GPUs the container needs (> 0). */

@@ -7,7 +7,7 @@ import { NO_USE, type GpuUse } from './usage.js';
  * themselves are read in gpu-policy.ts; they are re-exported here for existing importers.
  */
 export type { NodePolicy } from './gpu-policy.js';
-export { GPU_POLICY_ANNOTATION, NODE_POLICY_ANNOTATION, policiesFor } from './gpu-policy.js';
+export { policiesFor } from './gpu-policy.js';
 
 function ratio(used: number, total: number): number {
   return total > 0 ? used / total : 0;

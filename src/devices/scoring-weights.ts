@@ -2,9 +2,8 @@
  * The pod annotation `hami.io/device-scoring-weights` (hami-wire-contract.md §3.4): how much slot,
  * core and memory utilisation each weigh in the GPU score. Pure; never throws.
  */
-import { quoted } from '../user-text.js';
-
-export const DEVICE_SCORING_WEIGHTS_ANNOTATION = 'hami.io/device-scoring-weights';
+import { quoted } from '../base/user-text.js';
+import { DEVICE_SCORING_WEIGHTS_ANNOTATION } from '../hami/wire.js';
 
 export interface ScoringWeights {
   slot: number;

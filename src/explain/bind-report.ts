@@ -1,10 +1,11 @@
-import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
-import { ALLOCATED_ANNOTATION, decodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
+import { VGPU_NODE_ANNOTATION } from '../hami/wire.js';
+import { decodeAllocation } from '../devices/allocation-codec.js';
 import { containerName } from '../devices/requests.js';
-import { BIND_TIME_ANNOTATION } from '../extender/binder.js';
-import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
-import { clip, LABEL_CHARS } from '../user-text.js';
+import { BIND_TIME_ANNOTATION } from '../hami/wire.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
+import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { VALUE_CHARS, type BindReport, type DecodedAnnotation } from './explanation.js';
+import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../hami/wire.js';
 
 interface PodLike {
   metadata?: { annotations?: Record<string, string> };

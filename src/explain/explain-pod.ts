@@ -1,9 +1,9 @@
 import type { PodMutationConfig } from '../admission/pod-mutation.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import type { LockRow } from '../commands/lock-table.js';
+import type { LockRow } from '../lock/lock-report.js';
 import { gpuRequestProblems, podGpuRequests, containerName, type ContainerGpuRequest } from '../devices/requests.js';
 import type { PlacementDefaults } from '../extender/gpu-placement.js';
-import { clip, LABEL_CHARS } from '../user-text.js';
+import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { bindReport } from './bind-report.js';
 import { DEFAULT_LIMITS, MESSAGE_CHARS, VALUE_CHARS, type ContainerRequest, type ExplainLimits, type Explanation, type LockEntry, type PlacementReport, type PodSummary } from './explanation.js';
 import { eventReport, lastBindEvent, lockWaitNode, podEvents, type EventLike } from './pod-events.js';

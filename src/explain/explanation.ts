@@ -1,4 +1,4 @@
-import type { LockRow } from '../commands/lock-table.js';
+import type { LockRow } from '../lock/lock-report.js';
 
 /**
  * What `vgpu-warden explain <namespace>/<pod>` reports about one pod, as plain data: the text and

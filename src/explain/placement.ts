@@ -2,7 +2,7 @@ import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { evaluateNode, viewPod, type PlacementDefaults, type PodView } from '../extender/gpu-placement.js';
 import { isOwnedBy, parseLockValue, type PodRef } from '../lock/lock-value.js';
-import { clip, LABEL_CHARS } from '../user-text.js';
+import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { MESSAGE_CHARS, type ExplainLimits, type PlacementReport, type ReasonGroup } from './explanation.js';
 
 interface Group {

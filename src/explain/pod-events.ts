@@ -1,4 +1,4 @@
-import { clip, LABEL_CHARS } from '../user-text.js';
+import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { MESSAGE_CHARS, type EventLine, type EventReport } from './explanation.js';
 
 /** A core/v1 Event as the client returns it (Dates) or as JSON (strings); only what is read here. */

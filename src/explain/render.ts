@@ -1,5 +1,5 @@
-import { formatTable } from '../commands/lock-table.js';
-import { formatAge } from '../telemetry/human-age.js';
+import { formatTable } from '../base/table.js';
+import { formatAge } from '../base/human-age.js';
 import type { ContainerRequest, DecodedAnnotation, Explanation, LockEntry, PlacementReport } from './explanation.js';
 import { lockText } from './verdict.js';
 

@@ -1,4 +1,4 @@
-import { formatAge } from '../telemetry/human-age.js';
+import { formatAge } from '../base/human-age.js';
 import type { Explanation, LockEntry, Situation } from './explanation.js';
 import { reasonSummary } from './placement.js';
 import { lockWaitNode, unacknowledgedIn } from './pod-events.js';

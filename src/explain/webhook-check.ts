@@ -1,13 +1,12 @@
-import { mutatePodOnCreate, isSchedulerOwnedAnnotation, type PodMutationConfig } from '../admission/pod-mutation.js';
+import { mutatePodOnCreate, type PodMutationConfig } from '../admission/pod-mutation.js';
 import type { JsonPatchOp } from '../admission/json-patch.js';
-import { clip, LABEL_CHARS } from '../user-text.js';
+import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { MESSAGE_CHARS, VALUE_CHARS, type WebhookReport } from './explanation.js';
+import { isSchedulerOwnedAnnotation } from '../hami/wire.js';
+import { isRecord } from '../base/json.js';
 
 type Json = Record<string, unknown>;
 
-function isRecord(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /**
  * The pod as it was at CREATE, as far as the webhook's rules can tell: without what bind adds

@@ -1,27 +1,27 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
+import { VGPU_NODE_ANNOTATION } from '../hami/wire.js';
 import { kubeletRegistered, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
 import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
-import { ALLOCATED_ANNOTATION, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
+import { encodeAllocation } from '../devices/allocation-codec.js';
 import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
 import { podDeviceUsage, type GpuUse } from '../devices/usage.js';
-import { describeError, WardenError } from '../errors.js';
+import { describeError, WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
-import { isNewerVersion } from '../kube/resource-version.js';
+import { isNewerVersion } from '../base/resource-version.js';
 import { LockContentionError, LockOutcomeUnknownError, NodeBusyError } from '../lock/lock-errors.js';
 import { NodeLockQueue } from '../lock/lock-queue.js';
 import { podKey, type PodRef } from '../lock/lock-value.js';
 import type { NodeSnapshot } from '../lock/node-lock-api.js';
-import type { AcquireResult, NodeLocks } from '../lock/node-locks.js';
-import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
+import type { NodeLocks } from '../lock/node-locks.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { evaluateNode, viewPod, type PlacementDefaults } from './gpu-placement.js';
 import type { BindingArgs } from './protocol.js';
-
-export const VGPU_TIME_ANNOTATION = 'hami.io/vgpu-time';
-export const BIND_TIME_ANNOTATION = 'hami.io/bind-time';
+import { VGPU_TIME_ANNOTATION, BIND_TIME_ANNOTATION } from '../hami/wire.js';
+import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../hami/wire.js';
+import type { AcquireResult } from '../lock/lock-events.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 

@@ -5,11 +5,12 @@ import { budgetKey } from '../devices/gpu-quota.js';
 import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
-import { forEachInSlices, mapInSlices } from '../time-slices.js';
+import { forEachInSlices, mapInSlices } from '../base/time-slices.js';
 import type { Binder } from './binder.js';
 import { evaluateNode, FailureSummary, NODE_UNREGISTERED, scoreNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
 import type { RefusalRequeue, RefusedPod } from './refusal-requeue.js';
 import { filterResult, type BindingArgs, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type HostPriority } from './protocol.js';
+import { HAMI_PREFIX, NVIDIA_PREFIX } from '../hami/wire.js';
 
 export interface ExtenderServiceDeps {
   cache: ClusterCache;
@@ -85,7 +86,7 @@ const SHAPES_PER_NODE = 8;
  * hundreds of shapes.
  */
 function shapeOf(pod: PodView): string {
-  const relevant = Object.entries(pod.annotations).filter(([key]) => key.startsWith('nvidia.com/') || key.startsWith('hami.io/')).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const relevant = Object.entries(pod.annotations).filter(([key]) => key.startsWith(NVIDIA_PREFIX) || key.startsWith(HAMI_PREFIX)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return createHash('sha256').update(JSON.stringify([pod.requests, pod.policies, relevant])).digest('base64');
 }
 

@@ -4,8 +4,9 @@ import { asChain, policiesFor, type GpuPolicy, type NodePolicy, type PodPolicies
 import { hasGpuRequest, podGpuRequests, type PodGpuRequests, type RequestDefaults } from '../devices/requests.js';
 import { nodeScore } from '../devices/score.js';
 import type { QuotaBudget } from '../devices/gpu-quota.js';
-import { clip, LABEL_CHARS } from '../user-text.js';
+import { clip, LABEL_CHARS } from '../base/user-text.js';
 import type { GpuUse } from '../devices/usage.js';
+import { NODE_REGISTER_ANNOTATION } from '../hami/wire.js';
 
 export interface PlacementDefaults {
   nodePolicy: NodePolicy;
@@ -88,7 +89,7 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
   if (pod.problem !== undefined) return { node, fits: false, reason: pod.problem, reasonCounts: { [POD_UNSUPPORTED]: 1 } };
   if (inventory.devices.length === 0) {
     // The problems quote the node's annotations, which a device plugin or a node patch wrote.
-    const why = clip(inventory.problems.join('; '), REASON_CHARS) || 'hami.io/node-nvidia-register missing';
+    const why = clip(inventory.problems.join('; '), REASON_CHARS) || `${NODE_REGISTER_ANNOTATION} missing`;
     return { node, fits: false, reason: `no GPU inventory on node (${why})`, reasonCounts: { NoGpuInventory: 1 } };
   }
   // A node whose device plugin stopped reporting keeps its register annotation: without this it

@@ -1,6 +1,7 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api } from '@kubernetes/client-node';
 import { withSignal } from '../kube/call-options.js';
-import { REQUEUE_ANNOTATION, type RefusedPod } from './refusal-requeue.js';
+import { type RefusedPod } from './refusal-requeue.js';
+import { REQUEUE_ANNOTATION } from '../hami/wire.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 /** A nudge is best-effort: kube-scheduler's own retries remain when it does not land in time. */

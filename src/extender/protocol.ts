@@ -1,5 +1,6 @@
-import { isDnsLabel, isDnsSubdomain } from '../kube/object-names.js';
-import { quoted } from '../user-text.js';
+import { isDnsLabel, isDnsSubdomain } from '../base/k8s-names.js';
+import { quoted } from '../base/user-text.js';
+import { isRecord } from '../base/json.js';
 
 /**
  * The kube-scheduler extender wire format (k8s.io/kube-scheduler/extender/v1). The Go types have
@@ -38,9 +39,6 @@ export interface BindingArgs {
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; error: string };
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** Reads `name` from a Go-encoded object case-insensitively, as encoding/json does. */
 export function goField(object: Record<string, unknown>, name: string): unknown {

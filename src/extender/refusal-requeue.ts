@@ -11,13 +11,6 @@
  * event that requeues it. One write per refusal at most; the annotation means nothing else.
  */
 
-/**
- * Written on an unbound pod to make kube-scheduler look at it again. Under hami.io/vgpu-*, which the
- * in-apiserver policies already reserve for vgpu-warden's identity, so tenants cannot write it and
- * no new permission is needed. HAMi components do not read it.
- */
-export const REQUEUE_ANNOTATION = 'hami.io/vgpu-warden-requeue';
-
 export interface RefusedPod {
   namespace: string;
   name: string;

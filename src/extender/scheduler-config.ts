@@ -1,4 +1,5 @@
 import type { NodePolicy } from '../devices/score.js';
+import { GPU_MANAGED_RESOURCES } from '../hami/wire.js';
 
 /**
  * The one KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) that runs kube-scheduler with
@@ -36,7 +37,6 @@ import type { NodePolicy } from '../devices/score.js';
  * NODE_SCHEDULER_POLICY and the configuration kube-scheduler runs with must name the same policy;
  * the shipped manifests are built for binpack, the default.
  */
-export const GPU_MANAGED_RESOURCES = ['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpumem-percentage', 'nvidia.com/gpucores', 'nvidia.com/priority'] as const;
 
 /** kube-scheduler's MaxNodeScore and the extender protocol's MaxExtenderPriority (k8s v1.34). */
 export const MAX_NODE_SCORE = 100;

@@ -2,7 +2,7 @@ import { dirname, join } from 'node:path';
 import { isIPv6 } from 'node:net';
 import { KubeConfig, loadYaml, type Cluster, type Context, type User } from '@kubernetes/client-node';
 import { ConfigError } from '../config.js';
-import { clip } from '../user-text.js';
+import { clip } from '../base/user-text.js';
 
 /** Where a kubeconfig was asked for: KUBECONFIG's list, or the one file of --kubeconfig. */
 export interface KubeconfigSetting {

@@ -1,4 +1,4 @@
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 import { isTransientApiError } from './errors.js';
 
 export interface UntilNotTransientOptions {

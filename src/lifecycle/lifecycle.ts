@@ -1,4 +1,4 @@
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 
 /**
  * How long stopping may take, from the signal to the last listener closed: under the Deployment's

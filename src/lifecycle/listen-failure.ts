@@ -1,5 +1,5 @@
 import { failureText } from '../telemetry/api-failure.js';
-import { clip, LABEL_CHARS } from '../user-text.js';
+import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { StartupError } from './lifecycle.js';
 
 export interface ListenerSettings {

@@ -1,4 +1,4 @@
-import { clip } from '../user-text.js';
+import { clip } from '../base/user-text.js';
 
 export type Phase = 'starting' | 'serving' | 'stopping';
 

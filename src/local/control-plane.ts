@@ -2,7 +2,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 import { createCertificateAuthority, issueCertificate, type CertificateAuthority } from '../tls/certificates.js';
 import { findFreePort, findFreePorts } from './free-port.js';
 import type { ControlPlaneBinaries } from './k8s-binaries.js';

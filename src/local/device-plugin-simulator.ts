@@ -1,10 +1,12 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { decodeAllocation, encodeAllocation, TO_ALLOCATE_ANNOTATION } from '../devices/allocation-codec.js';
-import { describeError } from '../errors.js';
-import { NODE_LOCK_ANNOTATION, parseLockValue, type PodRef } from '../lock/lock-value.js';
+import { decodeAllocation, encodeAllocation } from '../devices/allocation-codec.js';
+import { describeError } from '../base/errors.js';
+import { parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { NodeLocks } from '../lock/node-locks.js';
-import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { TO_ALLOCATE_ANNOTATION } from '../hami/wire.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 

@@ -1,8 +1,8 @@
 import type { CoreV1Api, CoreV1EventList, KubeConfig } from '@kubernetes/client-node';
 import { Reflector, type ListWatchSource } from '../cluster/reflector.js';
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
-import { kubeListWatchSource } from '../kube/list-watch-source.js';
+import { kubeListWatchSource } from '../cluster/kube-list-watch.js';
 import { EventDigest, liveEventOf, type EventDigestLimits, type LiveEvent } from './live-events.js';
 
 /** Events per LIST page: a cluster with many Events is read in pages, never in one huge answer. */

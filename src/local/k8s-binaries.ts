@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 
 export interface ControlPlaneBinaries {
   etcd: string;

@@ -1,4 +1,4 @@
-import { describeError } from '../errors.js';
+import { describeError } from '../base/errors.js';
 import { renderLiveView, type LiveNode, type LivePendingPod, type LiveViewState } from './live-view.js';
 import type { LiveEvent } from './live-events.js';
 import type { AlternateScreen } from './terminal-screen.js';

@@ -1,9 +1,9 @@
-import type { LockRow } from '../commands/lock-table.js';
+import type { LockRow } from '../lock/lock-report.js';
 import type { NodeInventory } from '../devices/inventory.js';
 import type { GpuUse } from '../devices/usage.js';
 import { RELEASE_REASON_TEXT } from '../lock/lock-rules.js';
-import { formatAge } from '../telemetry/human-age.js';
-import { clip } from '../user-text.js';
+import { formatAge } from '../base/human-age.js';
+import { clip } from '../base/user-text.js';
 import type { LiveEvent } from './live-events.js';
 
 export interface LiveNode {

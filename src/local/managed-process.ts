@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 
 export interface ManagedProcessOptions {
   /** Short name used in errors, e.g. "kube-apiserver". */

@@ -1,4 +1,4 @@
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 
 /** Which nodes local mode runs: real kubelets with containerd, or simulated nodes (no kubelet). */
 export type NodeMode = 'real' | 'simulated';

@@ -1,5 +1,5 @@
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 import {
   GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServerOptions, type MockGpu,
 } from './hami-plugin/index.js';
@@ -9,6 +9,7 @@ import { locateRealNodeTools } from './real-node/node-tools.js';
 import { RealNodeFleet } from './real-node/real-node-fleet.js';
 import type { NodeClusterAccess, RealNode } from './real-node/real-node.js';
 import type { ShutdownHooks } from './shutdown-hooks.js';
+import { GPU_ALLOCATABLE_RESOURCE } from '../hami/wire.js';
 
 /**
  * GPU nodes that are real kubelets (src/local/real-node/: kubelet v1.34 and containerd each, in
@@ -118,7 +119,7 @@ export class RealGpuFleet {
   async allocatable(node: string, count: number, timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const seen = (await this.core.readNode({ name: node })).status?.allocatable?.['nvidia.com/gpu'];
+      const seen = (await this.core.readNode({ name: node })).status?.allocatable?.[GPU_ALLOCATABLE_RESOURCE];
       if (seen === String(count)) return;
       if (Date.now() > deadline) throw new RealGpuFleetError(`${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})`);
       await new Promise((resolve) => setTimeout(resolve, 200));

@@ -1,6 +1,7 @@
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
-import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
+import { parseLockValue } from '../lock/lock-value.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 /** Prefix of the victims' names: the simulated device plugin never allocates such a pod. */
 export const SEED_VICTIM = 'seed-victim';

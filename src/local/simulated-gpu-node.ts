@@ -1,5 +1,7 @@
 import type { V1Node } from '@kubernetes/client-node';
-import { encodeLinkScores, encodeNodeInventory, NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION, type GpuDevice } from '../devices/inventory.js';
+import { encodeLinkScores, encodeNodeInventory, type GpuDevice } from '../devices/inventory.js';
+import { NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION } from '../hami/wire.js';
+import { GPU_ALLOCATABLE_RESOURCE } from '../hami/wire.js';
 
 export interface SimulatedGpuNodeSpec {
   name: string;
@@ -56,7 +58,7 @@ export function simulatedGpuNode(spec: SimulatedGpuNodeSpec): V1Node {
     cpu: spec.cpu ?? '32',
     memory: spec.memory ?? '256Gi',
     pods: String(spec.pods ?? 110),
-    'nvidia.com/gpu': String(spec.gpus),
+    [GPU_ALLOCATABLE_RESOURCE]: String(spec.gpus),
   };
   const now = new Date();
   return {

@@ -1,4 +1,4 @@
-import { lockRowOf, type LockRow } from '../commands/lock-table.js';
+import { lockRowOf, type LockRow } from '../lock/lock-report.js';
 import { classifyLock, type LockRulesConfig } from '../lock/lock-rules.js';
 import { parseLockValue } from '../lock/lock-value.js';
 import type { LockView } from '../lock/node-lock-api.js';

@@ -1,6 +1,6 @@
 import { request as httpsRequest } from 'node:https';
 import { request as httpRequest } from 'node:http';
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 import type { ManagedProcess } from './managed-process.js';
 
 export class ReadinessError extends WardenError {}

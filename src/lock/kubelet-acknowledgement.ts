@@ -1,5 +1,5 @@
 import type { V1Pod } from '@kubernetes/client-node';
-import { BIND_PHASE_ANNOTATION } from './owner-pod.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 
 /**
  * Whether the node's kubelet has acknowledged a pod a HAMi-style bind placed there: `status.startTime`,

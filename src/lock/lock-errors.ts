@@ -1,6 +1,6 @@
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 import type { LockClassification } from './lock-rules.js';
-import { formatAge } from '../telemetry/human-age.js';
+import { formatAge } from '../base/human-age.js';
 import { podKey, quoteForMessage, type LockValue, type PodRef } from './lock-value.js';
 
 /** Base class for node-lock failures. */

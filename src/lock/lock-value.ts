@@ -14,10 +14,8 @@
  * Everything else about the time is Go's `time.Parse(time.RFC3339, …)`, including its leniencies:
  * a one-digit hour, a `,` before the fraction, offsets up to ±24:60, year 0000.
  */
-import { isDnsLabel, isDnsSubdomain } from '../kube/object-names.js';
-import { quoted } from '../user-text.js';
-
-export const NODE_LOCK_ANNOTATION = 'hami.io/mutex.lock';
+import { isDnsLabel, isDnsSubdomain } from '../base/k8s-names.js';
+import { quoted } from '../base/user-text.js';
 
 export interface PodRef {
   namespace: string;

@@ -1,13 +1,11 @@
-import { NODE_LOCK_ANNOTATION } from './lock-value.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { isRecord } from '../base/json.js';
 
 interface ManagedFieldsEntry {
   time?: unknown;
   fieldsV1?: unknown;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function timeOf(value: unknown): Date | undefined {
   const time = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : undefined;

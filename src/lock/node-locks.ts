@@ -1,93 +1,25 @@
 import { KeyedMutex } from './keyed-mutex.js';
-import { describeError } from '../errors.js';
-import { isNewerVersion } from '../kube/resource-version.js';
+import { describeError } from '../base/errors.js';
+import { isNewerVersion } from '../base/resource-version.js';
 import {
   LockContentionError,
   LockOutcomeUnknownError,
-  LockUnavailableError,
   NodeBusyError,
   NodeNotFoundError,
   WriteConflictError,
   WriteRejectedError,
 } from './lock-errors.js';
 import type { KubeletAdmissionCheck } from './kubelet-admission.js';
-import { classifyLock, type LockClassification, type LockRulesConfig, type ReleaseReason } from './lock-rules.js';
+import { classifyLock, type LockClassification, type LockRulesConfig } from './lock-rules.js';
 import { formatLockValue, isOwnedBy, parseLockValue, type LockValue, type PodRef } from './lock-value.js';
 import type { LockView, NodeLockApi, NodeSnapshot } from './node-lock-api.js';
 import { lockWrittenAt } from './lock-written-at.js';
 import type { OwnerPod } from './owner-pod.js';
+import type { ReleasePath, LockEvent, LockObserver, AcquireOptions, ReleaseOptions, AcquireResult, ReleaseResult, ConditionalReleaseResult, LockInspection } from './lock-events.js';
+import type { RetryPolicy} from './retry-budget.js';
+import { DEFAULT_RETRY, RetryBudget } from './retry-budget.js';
 
 /** Who released a lock: metrics and events report releases by path. */
-export type ReleasePath = 'owner' | 'bind-failure' | 'webhook' | 'watch' | 'sweeper' | 'takeover';
-
-export type LockEvent =
-  | { type: 'acquired'; node: string; pod: PodRef; value: string; attempts: number; replaced?: { value: string; reason: ReleaseReason } }
-  | { type: 'reentrant'; node: string; pod: PodRef; value: string; previous: string }
-  | { type: 'released'; node: string; value: string; reason: ReleaseReason | 'owner-request'; path: ReleasePath; ageMs: number | undefined }
-  | { type: 'contention'; node: string; pod: PodRef; holder: string; classification: LockClassification }
-  | { type: 'stalled'; node: string; holder: string; ageMs: number; forceWithheld?: 'kubelet-queue' };
-
-/** Receives every lock outcome; telemetry (metrics, events, logs) plugs in here. */
-export interface LockObserver {
-  onLockEvent(event: LockEvent): void;
-}
-
-export interface RetryPolicy {
-  /** Writes with an unknown outcome (timeouts, resets, 5xx) tolerated per call before giving up. */
-  attempts: number;
-  /** Pause after the first unknown outcome; doubles each time. */
-  errorDelayMs: number;
-  /**
-   * 409s tolerated per call. A conflict is progress by someone else (another replica, the device
-   * plugin, the kubelet's status updates), and the next read decides afresh, so the budget is
-   * generous; it only stops a pathological livelock.
-   */
-  conflictAttempts: number;
-  /** Pause after the first 409; grows by half each time, up to maxConflictDelayMs. */
-  conflictDelayMs: number;
-  maxConflictDelayMs: number;
-  /** Up to this fraction is added at random to every pause, so racing replicas spread out. */
-  jitter: number;
-}
-
-// Like HAMi's (5 steps, 100 ms doubling, 0.5 jitter) for errors. Conflicts retry fast and often: two
-// processes cycling on one node made 5 conflicts in a row common once API calls took ~3 ms.
-export const DEFAULT_RETRY: RetryPolicy = {
-  attempts: 5, errorDelayMs: 100, conflictAttempts: 50, conflictDelayMs: 5, maxConflictDelayMs: 200, jitter: 0.5,
-};
-
-/** Counts one call's retries; says how long to pause, or throws when the budget is spent. */
-class RetryBudget {
-  private errors = 0;
-  private conflicts = 0;
-
-  constructor(private readonly policy: RetryPolicy, private readonly random: () => number) {}
-
-  get attempts(): number {
-    return this.errors + this.conflicts + 1;
-  }
-
-  /** Rethrows definite failures; otherwise returns the pause before the next read. */
-  next(error: unknown, what: string): number {
-    if (error instanceof WriteRejectedError || error instanceof NodeNotFoundError) throw error;
-    let base: number;
-    if (error instanceof WriteConflictError) {
-      this.conflicts++;
-      if (this.conflicts >= this.policy.conflictAttempts) {
-        throw new LockUnavailableError(`could not ${what}: ${this.conflicts} conflicting writes in a row`, { cause: error });
-      }
-      base = Math.min(this.policy.maxConflictDelayMs, this.policy.conflictDelayMs * 1.5 ** (this.conflicts - 1));
-    } else {
-      this.errors++;
-      if (this.errors >= this.policy.attempts) {
-        throw new LockUnavailableError(`could not ${what} after ${this.errors} failed attempts`, { cause: error });
-      }
-      base = this.policy.errorDelayMs * 2 ** (this.errors - 1);
-    }
-    return base * (1 + this.policy.jitter * this.random());
-  }
-}
-
 export interface NodeLocksDeps {
   api: NodeLockApi;
   /** The state store: first reads come from it, and our writes are fed back to it. */
@@ -103,77 +35,6 @@ export interface NodeLocksDeps {
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
   retry?: RetryPolicy;
-}
-
-export interface AcquireOptions {
-  /** Aborts reads, writes and retry pauses (a bind's deadline). */
-  signal?: AbortSignal;
-  /**
-   * Asked when the lock already names this pod: may this call re-stamp it as its own? The binder
-   * answers no while another bind call in this process (an older incarnation of the same name)
-   * still owns it, so the two never share one lock.
-   */
-  mayReenter?: () => boolean;
-  /**
-   * Asked before the lock is written for a pod that does not hold it yet, with the node state the
-   * write will be guarded by: throws NodeBusyError while the node may not take the next pod. Any
-   * change of the node after that state makes the write fail with a 409 and this be asked again.
-   */
-  beforeWrite?: (snapshot: NodeSnapshot, signal?: AbortSignal) => Promise<void>;
-}
-
-export interface ReleaseOptions {
-  signal?: AbortSignal;
-  /** Release only these exact values (the ones this caller wrote); a re-stamped or newer lock is kept. */
-  expectValues?: readonly string[];
-  /**
-   * Release on behalf of a deleted pod only if this returns true for the current value: a lock
-   * first seen after the deletion belongs to a newer pod of the same name and is never touched.
-   */
-  fence?: (node: string, value: string) => boolean;
-}
-
-export interface AcquireResult {
-  outcome: 'acquired' | 'reentrant' | 'taken-over';
-  node: string;
-  value: string;
-  /** resourceVersion of the node after our write (or as read, for re-entrant calls). */
-  resourceVersion: string;
-  /**
-   * resourceVersion of the node state our write replaced (or, when an earlier write of ours whose
-   * answer was lost is found, of the state that shows it): every earlier change of the node, the
-   * release of the previous lock included, has a version no newer than this.
-   */
-  writtenOver: string;
-  attempts: number;
-  /** The lock we replaced, and why it was releasable. */
-  replaced?: { value: string; reason: ReleaseReason };
-}
-
-export interface ReleaseResult {
-  outcome: 'released' | 'not-locked' | 'not-owner' | 'fenced';
-  node: string;
-  /** The lock value found (for not-owner: the other holder's). */
-  value?: string;
-  resourceVersion?: string;
-}
-
-export interface ConditionalReleaseResult {
-  outcome: 'released' | 'kept' | 'not-locked';
-  node: string;
-  value?: string;
-  classification?: LockClassification;
-  resourceVersion?: string;
-}
-
-export interface LockInspection {
-  node: string;
-  resourceVersion: string;
-  raw: string | undefined;
-  value: LockValue | undefined;
-  /** The pod the lock names: its state, or null when it does not exist; undefined when the lock names no pod. */
-  owner: OwnerPod | null | undefined;
-  classification: LockClassification | undefined;
 }
 
 const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

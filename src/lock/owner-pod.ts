@@ -1,8 +1,9 @@
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
+
 /**
  * What the lock rules need to know about the pod a lock names, taken from a Pod object as plain
  * data (so the rules stay free of any Kubernetes client).
  */
-export const BIND_PHASE_ANNOTATION = 'hami.io/bind-phase';
 
 export interface OwnerPod {
   uid: string | undefined;

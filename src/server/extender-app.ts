@@ -1,6 +1,6 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import { describeError } from '../errors.js';
-import { jsonPieces } from '../time-slices.js';
+import { describeError } from '../base/errors.js';
+import { jsonPieces } from '../base/time-slices.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
 import { parseBindingArgs, parseFilterArgs, filterResult, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type BindingArgs, type HostPriority, type Parsed } from '../extender/protocol.js';
 

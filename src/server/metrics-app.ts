@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { closeServer, DEFAULT_CLOSE_GRACE_MS, listenWithLimits, serverOptions, type ListenerLimits } from './https-listener.js';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { describeError } from '../errors.js';
+import { describeError } from '../base/errors.js';
 import { bodyHeaderGuard, RequestBodyError } from './request-body.js';
 
 /** What the metrics listener needs of WardenMetrics. */

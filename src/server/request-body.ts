@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { WardenError } from '../errors.js';
-import { quoted } from '../user-text.js';
+import { WardenError } from '../base/errors.js';
+import { quoted } from '../base/user-text.js';
 
 /**
  * Request bodies for the webhook, extender and metrics listeners: uncompressed, bounded, and

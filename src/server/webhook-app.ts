@@ -2,7 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { AdmissionRequest, AdmissionResponse, AdmissionReviewReply, AdmissionVersion } from '../admission/admission-types.js';
 import { respond } from '../admission/admission-types.js';
 import { parseAdmissionReview } from '../admission/parse-review.js';
-import { describeError } from '../errors.js';
+import { describeError } from '../base/errors.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
 
 export interface AdmissionHandler {

@@ -1,5 +1,5 @@
 import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
 import { apiCondition, failureText } from '../telemetry/api-failure.js';

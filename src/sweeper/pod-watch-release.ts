@@ -1,11 +1,12 @@
 import type { V1Pod } from '@kubernetes/client-node';
-import { nodeOfPod } from '../admission/delete-release.js';
+import { nodeOfPod } from '../hami/pod-node.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { failureText } from '../telemetry/api-failure.js';
-import { isOwnedBy, NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
+import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import { deletionFence, deletionTimestampOf } from '../lock/deletion-fence.js';
-import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/node-locks.js';
-import { BIND_PHASE_ANNOTATION } from '../lock/owner-pod.js';
+import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/lock-events.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 export interface WatchReleaser {
   release(node: string, pod: { namespace: string; name: string }, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;

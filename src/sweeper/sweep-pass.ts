@@ -1,6 +1,7 @@
-import { describeError } from '../errors.js';
+import { describeError } from '../base/errors.js';
 import type { LockClassification } from '../lock/lock-rules.js';
-import type { ConditionalReleaseResult, ReleasePath } from '../lock/node-locks.js';
+import type { ConditionalReleaseResult, ReleasePath } from '../lock/lock-events.js';
+import type { SweepObserver } from '../lock/lock-events.js';
 
 export interface SweepTargets {
   /** Nodes that carry a lock right now (from the informer cache: no API call). */
@@ -18,20 +19,6 @@ export interface SweepReport {
   errors: { node: string; error: string }[];
   /** True when the pass stopped early because this replica lost leadership. */
   abandoned: boolean;
-}
-
-/** What a complete pass found: the stalled locks, and the nodes it could not check (errors). */
-export interface SweepOutcome {
-  stalled: readonly { node: string; value: string | undefined }[];
-  unchecked: ReadonlySet<string>;
-}
-
-/**
- * Told after every complete pass (not an abandoned one, which saw only some nodes): a pass sees
- * every locked node, so it is where a stalled lock that vanished unobserved is noticed to be gone.
- */
-export interface SweepObserver {
-  sweepCompleted(outcome: SweepOutcome): void;
 }
 
 export interface SweepDeps {

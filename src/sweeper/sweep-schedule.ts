@@ -1,5 +1,5 @@
 import { CronJob } from 'cron';
-import { describeError } from '../errors.js';
+import { describeError } from '../base/errors.js';
 import { sweepOnce, type SweepDeps, type SweepReport } from './sweep-pass.js';
 
 export interface SweepScheduleDeps extends SweepDeps {

@@ -1,5 +1,5 @@
 import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
-import { clip } from '../user-text.js';
+import { clip } from '../base/user-text.js';
 
 /**
  * One-line descriptions of failed Kubernetes API calls for logs and /readyz. client-node's

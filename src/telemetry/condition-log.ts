@@ -1,4 +1,4 @@
-import { formatAge } from './human-age.js';
+import { formatAge } from '../base/human-age.js';
 
 /**
  * One warning line for a persistent condition instead of one per retry. A component that retries

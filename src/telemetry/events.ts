@@ -1,7 +1,7 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type CoreV1Event } from '@kubernetes/client-node';
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 import { httpStatusOf, isTransientApiError } from '../kube/errors.js';
-import { clip } from '../user-text.js';
+import { clip } from '../base/user-text.js';
 import { failureText } from './api-failure.js';
 import { ConditionLog, type ConditionReporter } from './condition-log.js';
 import { SeriesBook, type PlannedWrite, type Series, type WriteOutcome } from './event-series.js';

@@ -3,9 +3,10 @@
  * the samples they are built from and the family definitions, with HAMi's names, label names and
  * values. Pure; WardenMetrics registers them and reads the sources at scrape time.
  */
-import { ALLOCATED_ANNOTATION, decodeAllocation } from '../devices/allocation-codec.js';
-import { VGPU_NODE_ANNOTATION } from '../cluster/pod-usage-index.js';
+import { decodeAllocation } from '../devices/allocation-codec.js';
 import type { QuotaUse } from '../devices/gpu-quota.js';
+import { ALLOCATED_ANNOTATION } from '../hami/wire.js';
+import { allocationNodeOf } from '../hami/pod-node.js';
 
 /**
  * One family as HAMi's collector registers it. HAMi wraps its registry with the constant label
@@ -70,7 +71,7 @@ export function containerAllocationSamples(view: ContainerAllocationView): Conta
   for (const pod of view.allPods()) {
     const annotations = pod.metadata?.annotations ?? {};
     const encoded = annotations[ALLOCATED_ANNOTATION];
-    const node = annotations[VGPU_NODE_ANNOTATION] ?? pod.spec?.nodeName;
+    const node = allocationNodeOf(pod);
     const phase = pod.status?.phase;
     if (encoded === undefined || node === undefined || node === '' || phase === 'Succeeded' || phase === 'Failed') continue;
     const allocation = decodeAllocation(encoded);

@@ -1,8 +1,9 @@
 import { classifyLock, type LockRulesConfig } from '../lock/lock-rules.js';
-import { NODE_LOCK_ANNOTATION, parseLockValue } from '../lock/lock-value.js';
-import type { LockInspection } from '../lock/node-locks.js';
+import { parseLockValue } from '../lock/lock-value.js';
+import type { LockInspection } from '../lock/lock-events.js';
 import { ownerPodFrom } from '../lock/owner-pod.js';
 import type { LockSample } from './metrics.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 type PodLike = Parameters<typeof ownerPodFrom>[0];
 

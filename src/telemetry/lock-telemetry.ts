@@ -1,10 +1,10 @@
 import { RELEASE_REASON_TEXT, type ReleaseReason } from '../lock/lock-rules.js';
 import { parseLockValue, podKey, quoteForMessage, type LockValue, type PodRef } from '../lock/lock-value.js';
-import type { LockEvent, LockObserver, ReleasePath } from '../lock/node-locks.js';
-import type { SweepObserver, SweepOutcome } from '../sweeper/sweep-pass.js';
-import { clip } from '../user-text.js';
+import type { LockEvent, LockObserver, ReleasePath } from '../lock/lock-events.js';
+import type { SweepObserver, SweepOutcome } from '../lock/lock-events.js';
+import { clip } from '../base/user-text.js';
 import type { EventRecorder, EventTarget } from './events.js';
-import { formatAge } from './human-age.js';
+import { formatAge } from '../base/human-age.js';
 import type { Logger } from './logger.js';
 import type { WardenMetrics } from './metrics.js';
 import { DEFAULT_STALLED_LIMITS, StalledLocks, type Stall, type StallReport } from './stalled-locks.js';

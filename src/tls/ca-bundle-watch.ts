@@ -1,8 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from '../cluster/reflector.js';
-import { describeError } from '../errors.js';
+import { describeError } from '../base/errors.js';
 import type { ConditionReporter } from '../telemetry/condition-log.js';
-import { clip, LABEL_CHARS } from '../user-text.js';
+import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { driftedWebhooks, type WebhookConfigurationView } from './ca-bundle-drift.js';
 import { TlsError } from './tls-errors.js';
 

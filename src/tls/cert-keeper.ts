@@ -1,5 +1,5 @@
 import { X509Certificate } from 'node:crypto';
-import { describeError } from '../errors.js';
+import { describeError } from '../base/errors.js';
 import { caBundleOf, sameMaterial, servingMaterialOf, type CertBundle, type ServingMaterial } from './cert-bundle.js';
 import { assessBundle, assessPreviousCa, canStayTrusted, type Assessment } from './cert-policy.js';
 import type { CertStore, StoredBundle } from './cert-store.js';

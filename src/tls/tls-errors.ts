@@ -1,4 +1,4 @@
-import { WardenError } from '../errors.js';
+import { WardenError } from '../base/errors.js';
 
 /** Base class for failures of the webhook's certificate management. */
 export class TlsError extends WardenError {}

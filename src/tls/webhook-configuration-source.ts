@@ -1,7 +1,7 @@
 import { Watch, type AdmissionregistrationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { ListWatchSource } from '../cluster/reflector.js';
 import { withSignal } from '../kube/call-options.js';
-import { kubeListWatchSource, type Watcher } from '../kube/list-watch-source.js';
+import { kubeListWatchSource, type Watcher } from '../cluster/kube-list-watch.js';
 import type { WebhookConfigurationView } from './ca-bundle-drift.js';
 
 const PATH = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';

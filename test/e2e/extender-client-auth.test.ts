@@ -2,7 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import type { SchedulerHandle } from '../../src/local/control-plane.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
 import { nonLoopbackAddress } from '../support/mtls-request.js';

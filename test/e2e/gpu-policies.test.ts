@@ -1,11 +1,12 @@
 import { PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
+import { decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { parseNodeInventory } from '../../src/devices/inventory.js';
 import { simulatedGpuAnnotations } from '../../src/local/simulated-gpu-node.js';
 import { allocatedPod, eventMatching } from '../support/pod-waits.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
+import { ALLOCATED_ANNOTATION } from '../../src/hami/wire.js';
 
 /**
  * HAMi's GPU scheduling policies through the real kube-scheduler, the kubelet simulator and the

@@ -1,6 +1,6 @@
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, gpuPodSpec, loadPerGpu } from '../support/extender-fixture.js';
 import { describePod, podStory } from '../support/observations.js';

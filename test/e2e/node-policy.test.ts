@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { NodePolicy } from '../../src/devices/score.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec } from '../support/extender-fixture.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';

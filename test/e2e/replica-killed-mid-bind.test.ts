@@ -14,8 +14,8 @@ import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
-import { NODE_LOCK_ANNOTATION, parseLockValue } from '../../src/lock/lock-value.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { parseLockValue } from '../../src/lock/lock-value.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { HamiDevicePlugin, pluginApiFromCore } from '../../src/local/hami-plugin/index.js';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
@@ -23,6 +23,7 @@ import type { Wake } from '../support/eventually.js';
 import { expectOwnGpus, REAL_GROUP_LABEL, realGpuPod } from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';
 import { outputTail, podStory } from '../support/observations.js';
+import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 const main = resolve(repoRoot, 'src', 'main.ts');

@@ -20,9 +20,9 @@ import {
 import { expect } from 'chai';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { findFreePort } from '../../src/local/free-port.js';
-import { formatLockValue, NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';
+import { formatLockValue } from '../../src/lock/lock-value.js';
 import { policyConfig, shippedPolicies } from '../support/admission-policies.js';
 import { impersonating } from '../support/impersonation.js';
 import { applyComponent } from '../support/kustomize-component.js';
@@ -30,6 +30,7 @@ import { createGpuNode } from '../support/lock-helpers.js';
 import { MANIFESTS_DIR } from '../support/manifests.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 import { WebhookFixture } from '../support/webhook-fixture.js';
+import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);

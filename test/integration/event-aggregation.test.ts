@@ -4,7 +4,7 @@ import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../src/devices/requests.js';
 import { Binder } from '../../src/extender/binder.js';
 import { ExtenderService } from '../../src/extender/extender-service.js';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { EventRecorder } from '../../src/telemetry/events.js';
 import { impersonating } from '../support/impersonation.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { CoordinationV1Api, V1MicroTime, type CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { RunningServer } from '../../src/commands/serve-command.js';
-import { NODE_LEASE_NAMESPACE } from '../../src/kube/kubelet-evidence-api.js';
+import { NODE_LEASE_NAMESPACE } from '../../src/lock/kube-kubelet-evidence-api.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
 import { startTestServer } from '../support/test-server.js';

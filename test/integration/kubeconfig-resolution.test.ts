@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { EXIT_OK, EXIT_USAGE, runCli } from '../../src/cli.js';
+import { EXIT_OK, EXIT_USAGE, runCli } from '../../src/commands/cli.js';
 import { locksCommand } from '../../src/commands/locks-command.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { KubeconfigSources } from '../../src/kube/kubeconfig-resolution.js';

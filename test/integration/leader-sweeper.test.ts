@@ -1,13 +1,14 @@
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { formatLockValue } from '../../src/lock/lock-value.js';
-import { NodeLocks, type ConditionalReleaseResult, type ReleasePath } from '../../src/lock/node-locks.js';
+import { NodeLocks } from '../../src/lock/node-locks.js';
 import { LeaderElector } from '../../src/sweeper/leader-election.js';
 import { SweepSchedule } from '../../src/sweeper/sweep-schedule.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { createGpuNode, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
+import type { ConditionalReleaseResult, ReleasePath } from '../../src/lock/lock-events.js';
 
 /** Who holds the Lease as the apiserver has it: what a wait for a takeover saw last. */
 async function describeLease(coordination: CoordinationV1Api, namespace: string, name: string): Promise<string> {

@@ -1,7 +1,7 @@
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { pino } from 'pino';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { formatLockValue, type PodRef } from '../../src/lock/lock-value.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { EventRecorder } from '../../src/telemetry/events.js';

@@ -15,7 +15,7 @@ import {
   type V1RoleBinding,
 } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { ALLOCATED_ANNOTATION } from '../../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION } from '../../src/hami/wire.js';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
 import { findFreePort, findFreePorts } from '../../src/local/free-port.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { PodAdmissionHandler } from '../../src/admission/pod-admission-handler.js';
 import type { PodMutationConfig } from '../../src/admission/pod-mutation.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { HttpsListener } from '../../src/server/https-listener.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import type { RunningServer } from '../../src/commands/serve-command.js';
-import { ALLOCATED_ANNOTATION, decodeAllocation } from '../../src/devices/allocation-codec.js';
+import { decodeAllocation } from '../../src/devices/allocation-codec.js';
 import type { NodePolicy } from '../../src/devices/score.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
@@ -15,6 +15,7 @@ import { nonLoopbackAddress } from './mtls-request.js';
 import { uniqueName } from './test-cluster.js';
 import { startTestServer } from './test-server.js';
 import { registerFixtureWebhook } from './fixture-webhook.js';
+import { ALLOCATED_ANNOTATION } from '../../src/hami/wire.js';
 
 export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
 export const GROUP_LABEL = 'vgpu-warden.test/group';

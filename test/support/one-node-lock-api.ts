@@ -1,6 +1,7 @@
-import { NODE_LOCK_ANNOTATION, type PodRef } from '../../src/lock/lock-value.js';
+import { type PodRef } from '../../src/lock/lock-value.js';
 import type { NodeLockApi, NodeSnapshot } from '../../src/lock/node-lock-api.js';
 import type { OwnerPod } from '../../src/lock/owner-pod.js';
+import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 
 /**
  * The apiserver as NodeLocks sees it, for one node: its lock value, RV-guarded writes, and the one

@@ -1,5 +1,5 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
-import { BIND_PHASE_ANNOTATION } from '../../src/lock/owner-pod.js';
+import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
 import { podStory } from './observations.js';
 import { eventually, notYet, testCluster } from './test-cluster.js';
 

@@ -5,7 +5,7 @@ import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHead
 import { randomBytes } from 'node:crypto';
 import { PodAdmissionHandler } from '../../src/admission/pod-admission-handler.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import { KubeNodeLockApi } from '../../src/kube/node-lock-api.js';
+import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { HttpsListener } from '../../src/server/https-listener.js';

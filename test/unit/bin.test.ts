@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { expect } from 'chai';
-import { MINIMUM_NODE_VERSION } from '../../src/node-version.js';
+import { MINIMUM_NODE_VERSION } from '../../src/base/node-version.js';
 
 const root = resolve(import.meta.dirname, '..', '..');
 const bin = resolve(root, 'src', 'bin.ts');
@@ -41,8 +41,8 @@ describe('the vgpu-warden bin', function () {
   });
 
   it('loads nothing but the dependency-free check before the version is known', () => {
-    expect(staticImports(bin)).to.deep.equal(['./node-version.js']);
-    expect(staticImports(resolve(root, 'src', 'node-version.ts'))).to.deep.equal([]);
+    expect(staticImports(bin)).to.deep.equal(['./base/node-version.js']);
+    expect(staticImports(resolve(root, 'src', 'base', 'node-version.ts'))).to.deep.equal([]);
   });
 
   it('refuses an old Node with one line on stderr and exit 1, before loading the CLI', () => {

@@ -1,9 +1,10 @@
 import { expect } from 'chai';
 import { decodeAllocation, encodeAllocation, isDecodeError } from '../../src/devices/allocation-codec.js';
-import { NODE_REGISTER_ANNOTATION, parseNodeInventory, type GpuDevice } from '../../src/devices/inventory.js';
+import { parseNodeInventory, type GpuDevice } from '../../src/devices/inventory.js';
 import { parseLockValue } from '../../src/lock/lock-value.js';
 import { fuzz, fuzzSeed, type Fuzz } from '../support/fuzz.js';
 import { LOCK_ALPHABET, validLockValue } from '../support/lock-fuzz.js';
+import { NODE_REGISTER_ANNOTATION } from '../../src/hami/wire.js';
 
 /**
  * Property tests for the three codecs that read what others wrote on nodes and pods: random code

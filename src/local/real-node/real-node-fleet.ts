@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describeError } from '../../errors.js';
+import { describeError } from '../../base/errors.js';
 import type { ShutdownHooks } from '../shutdown-hooks.js';
 import { cgroupHierarchies } from './cgroup-roots.js';
 import { ensureNodeImage } from './node-image.js';

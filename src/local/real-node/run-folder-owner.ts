@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { join, sep } from 'node:path';
-import { describeError } from '../../errors.js';
+import { describeError } from '../../base/errors.js';
 import { cgroupTree, removeCgroupRootSync, unescapeMountPath } from './cgroup-roots.js';
 import { cgroupRootFor } from './node-layout.js';
 import { RealNodeError } from './real-node-error.js';

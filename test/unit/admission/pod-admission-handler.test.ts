@@ -3,7 +3,7 @@ import type { AdmissionRequest } from '../../../src/admission/admission-types.js
 import type { LockReleaser } from '../../../src/admission/delete-release.js';
 import { PodAdmissionHandler, type AdmissionOutcome } from '../../../src/admission/pod-admission-handler.js';
 import type { PodRef } from '../../../src/lock/lock-value.js';
-import type { ReleaseResult } from '../../../src/lock/node-locks.js';
+import type { ReleaseResult } from '../../../src/lock/lock-events.js';
 
 /** Records release calls; the real NodeLocks is exercised by the integration tests. */
 class RecordingReleaser implements LockReleaser {

@@ -1,9 +1,10 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
-import { NODE_HANDSHAKE_ANNOTATION, requestingStamp } from '../../../src/cluster/node-liveness.js';
+import { requestingStamp } from '../../../src/cluster/node-liveness.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import { ScriptedSource } from '../../support/scripted-source.js';
+import { NODE_HANDSHAKE_ANNOTATION } from '../../../src/hami/wire.js';
 
 async function until(check: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 200; i++) {

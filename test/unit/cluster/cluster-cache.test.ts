@@ -2,7 +2,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
 import { ResourceExpiredError } from '../../../src/cluster/reflector.js';
-import { ALLOCATED_ANNOTATION } from '../../../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import { ScriptedSource } from '../../support/scripted-source.js';
 

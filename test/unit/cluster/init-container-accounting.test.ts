@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import { initContainersAllSucceeded, PodUsageIndex, VGPU_NODE_ANNOTATION } from '../../../src/cluster/pod-usage-index.js';
-import { ALLOCATED_ANNOTATION } from '../../../src/devices/allocation-codec.js';
+import { initContainersAllSucceeded, PodUsageIndex } from '../../../src/cluster/pod-usage-index.js';
+import { VGPU_NODE_ANNOTATION } from '../../../src/hami/wire.js';
+import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 import type { GpuUse } from '../../../src/devices/usage.js';
 
 /**

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { PodUsageIndex } from '../../../src/cluster/pod-usage-index.js';
-import { ALLOCATED_ANNOTATION, encodeAllocation } from '../../../src/devices/allocation-codec.js';
+import { encodeAllocation } from '../../../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 
 function pod(uid: string, namespace: string, mem: number, extra: { phase?: string; node?: string; annotation?: string } = {}) {
   const node = extra.node ?? 'n1';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { ObjectStore } from '../../../src/cluster/object-store.js';
-import { isAtLeastVersion, isNewerVersion } from '../../../src/kube/resource-version.js';
+import { isAtLeastVersion, isNewerVersion } from '../../../src/base/resource-version.js';
 
 const pod = (name: string, uid: string, resourceVersion = '1') => ({ metadata: { name, namespace: 'ns', uid, resourceVersion } });
 

@@ -9,7 +9,7 @@ import {
   type WatchEventType,
   type WatchHandlers,
 } from '../../../src/cluster/reflector.js';
-import { kubeListWatchSource, ListWithoutVersionError, WatchFailedError } from '../../../src/kube/list-watch-source.js';
+import { kubeListWatchSource, ListWithoutVersionError, WatchFailedError } from '../../../src/cluster/kube-list-watch.js';
 
 interface Item {
   metadata: { name: string; resourceVersion?: string };

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { EXIT_OK, EXIT_USAGE, runCli } from '../../../src/cli.js';
+import { EXIT_OK, EXIT_USAGE, runCli } from '../../../src/commands/cli.js';
 import { certsCommand } from '../../../src/commands/certs-command.js';
 import { SETTINGS, settingsOf } from '../../../src/config.js';
 import { certificatesIn } from '../../support/tls-helpers.js';

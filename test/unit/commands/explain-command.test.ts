@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EXIT_OK, EXIT_USAGE, runCli, UsageError, type CommandContext } from '../../../src/cli.js';
+import { EXIT_OK, EXIT_USAGE, runCli, UsageError, type CommandContext } from '../../../src/commands/cli.js';
 import { explainCommand, parsePodArgument } from '../../../src/commands/explain-command.js';
 import { loadConfig } from '../../../src/config.js';
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EXIT_USAGE, runCli } from '../../../src/cli.js';
+import { EXIT_USAGE, runCli } from '../../../src/commands/cli.js';
 import { localCommand } from '../../../src/commands/local-command.js';
 import type { ShutdownTarget } from '../../../src/local/shutdown-hooks.js';
 

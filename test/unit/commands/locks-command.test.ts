@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EXIT_OK, EXIT_USAGE, runCli } from '../../../src/cli.js';
+import { EXIT_OK, EXIT_USAGE, runCli } from '../../../src/commands/cli.js';
 import { locksCommand } from '../../../src/commands/locks-command.js';
 import { SETTINGS, settingsOf } from '../../../src/config.js';
 

@@ -1,8 +1,6 @@
 import { expect } from 'chai';
-import {
-  ALLOCATED_ANNOTATION, decodeAllocation, encodeAllocation, isDecodeError, MISSING_FIELDS_ERROR, TO_ALLOCATE_ANNOTATION,
-  type AllocatedDevice, type PodAllocation,
-} from '../../../src/devices/allocation-codec.js';
+import { decodeAllocation, encodeAllocation, isDecodeError, MISSING_FIELDS_ERROR, type AllocatedDevice, type PodAllocation } from '../../../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../../src/hami/wire.js';
 
 const device = (uuid: string, memoryMiB: number, cores: number): AllocatedDevice => ({ uuid, type: 'NVIDIA', memoryMiB, cores });
 const V100_B = 'GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448';

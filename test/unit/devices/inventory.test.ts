@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import {
-  DEVICE_CORDON_ANNOTATION, encodeLinkScores, encodeNodeInventory, INVENTORY_ANNOTATIONS, NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION, parseNodeInventory, type GpuDevice,
-} from '../../../src/devices/inventory.js';
+import { encodeLinkScores, encodeNodeInventory, INVENTORY_ANNOTATIONS, parseNodeInventory, type GpuDevice } from '../../../src/devices/inventory.js';
 import { simulatedGpuAnnotations } from '../../../src/local/simulated-gpu-node.js';
+import { DEVICE_CORDON_ANNOTATION, NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION } from '../../../src/hami/wire.js';
 
 const V100 = 'NVIDIA-Tesla V100-PCIE-32GB';
 const A = 'GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec';

@@ -1,10 +1,8 @@
 import { expect } from 'chai';
 import { readQuantity } from '../../../src/devices/quantity.js';
-import {
-  containerGpuRequest, DEFAULT_REQUEST_DEFAULTS, describeProblems, GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, gpuRequestBounds, gpuRequestProblems,
-  podGpuRequests, type RequestDefaults,
-} from '../../../src/devices/requests.js';
+import { containerGpuRequest, DEFAULT_REQUEST_DEFAULTS, describeProblems, gpuRequestBounds, gpuRequestProblems, podGpuRequests, type RequestDefaults } from '../../../src/devices/requests.js';
 import { Prng } from '../../chaos/prng.js';
+import { GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE } from '../../../src/hami/wire.js';
 
 type Resources = Record<string, unknown>;
 const pod = (containers: unknown[], initContainers: unknown[] = []) => ({ metadata: { name: 'p' }, spec: { containers, initContainers } });

@@ -1,9 +1,7 @@
 import { expect } from 'chai';
 import type { V1Pod } from '@kubernetes/client-node';
-import {
-  containerGpuRequest, DEFAULT_REQUEST_DEFAULTS, GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, hasGpuRequest, memoryOnGpu,
-  podGpuRequests, type ContainerGpuRequest, type RequestDefaults,
-} from '../../../src/devices/requests.js';
+import { containerGpuRequest, DEFAULT_REQUEST_DEFAULTS, hasGpuRequest, memoryOnGpu, podGpuRequests, type ContainerGpuRequest, type RequestDefaults } from '../../../src/devices/requests.js';
+import { GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE } from '../../../src/hami/wire.js';
 
 type Resources = Record<string, unknown>;
 

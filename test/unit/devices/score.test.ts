@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { gpuScore } from '../../../src/devices/gpu-order.js';
 import type { GpuDevice } from '../../../src/devices/inventory.js';
 import type { ContainerGpuRequest } from '../../../src/devices/requests.js';
-import { GPU_POLICY_ANNOTATION, NODE_POLICY_ANNOTATION, nodeScore, nodeUtilization, policiesFor } from '../../../src/devices/score.js';
+import { nodeScore, nodeUtilization, policiesFor } from '../../../src/devices/score.js';
+import { GPU_POLICY_ANNOTATION, NODE_POLICY_ANNOTATION } from '../../../src/hami/wire.js';
 import { DEFAULT_SCORING_WEIGHTS, parseScoringWeights } from '../../../src/devices/scoring-weights.js';
 import type { GpuUse } from '../../../src/devices/usage.js';
 

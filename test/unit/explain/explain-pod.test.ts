@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { TO_ALLOCATE_ANNOTATION } from '../../../src/devices/allocation-codec.js';
+import { TO_ALLOCATE_ANNOTATION } from '../../../src/hami/wire.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import { boundAnnotations, event, explainScenario, gpuNode, gpuPod, NOW, secondsAgo } from './scenario.js';
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { eventTime, lastBindEvent, lockWaitNode, podEvents } from '../../../src/explain/pod-events.js';
 import { bindReport } from '../../../src/explain/bind-report.js';
-import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../../src/hami/wire.js';
 
 describe('pod events and allocation progress', () => {
   it('an event is as recent as its last observation: series, then lastTimestamp, then eventTime, then creation', () => {

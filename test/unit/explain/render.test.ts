@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ALLOCATED_ANNOTATION } from '../../../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 import { explanationJson, explanationText } from '../../../src/explain/render.js';
 import { boundAnnotations, event, explainScenario, gpuNode, gpuPod, NOW, secondsAgo } from './scenario.js';
 

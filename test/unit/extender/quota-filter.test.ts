@@ -1,13 +1,14 @@
 import type { V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
-import { ALLOCATED_ANNOTATION, encodeAllocation } from '../../../src/devices/allocation-codec.js';
+import { encodeAllocation } from '../../../src/devices/allocation-codec.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
 import type { Binder } from '../../../src/extender/binder.js';
 import { ExtenderService } from '../../../src/extender/extender-service.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import type { EventRecorder } from '../../../src/telemetry/events.js';
 import { ScriptedSource } from '../../support/scripted-source.js';
+import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 
 const gpuPod = (name: string, memoryMiB: number, namespace = 'team-a') => ({
   metadata: { name, namespace, uid: `uid-${name}` },

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { LockRow } from '../../../src/commands/lock-table.js';
+import type { LockRow } from '../../../src/lock/lock-report.js';
 import { liveEventOf, type LiveEvent } from '../../../src/local/live-events.js';
 import { lockLine, printable, renderLiveView, wrapped, type LiveViewState } from '../../../src/local/live-view.js';
 

@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import type { KubeletAdmissionCheck } from '../../../src/lock/kubelet-admission.js';
 import { LockContentionError } from '../../../src/lock/lock-errors.js';
 import type { PodRef } from '../../../src/lock/lock-value.js';
-import { NodeLocks, type LockEvent } from '../../../src/lock/node-locks.js';
+import { NodeLocks } from '../../../src/lock/node-locks.js';
 import { OneNodeLockApi } from '../../support/one-node-lock-api.js';
+import type { LockEvent } from '../../../src/lock/lock-events.js';
 
 const NOW = new Date('2026-12-02T10:10:00Z');
 const NODE = 'gpu-1';

@@ -1,10 +1,11 @@
 import { expect } from 'chai';
 import { LockContentionError } from '../../../src/lock/lock-errors.js';
-import { NODE_LOCK_ANNOTATION, type PodRef } from '../../../src/lock/lock-value.js';
+import { type PodRef } from '../../../src/lock/lock-value.js';
 import type { LockView, NodeLockApi, NodeSnapshot } from '../../../src/lock/node-lock-api.js';
 import { NodeLocks } from '../../../src/lock/node-locks.js';
 import type { OwnerPod } from '../../../src/lock/owner-pod.js';
 import { sweepOnce } from '../../../src/sweeper/sweep-pass.js';
+import { NODE_LOCK_ANNOTATION } from '../../../src/hami/wire.js';
 
 const NOW = new Date('2026-11-30T12:00:00Z');
 const CONFIG = { bindGraceMs: 60_000, expireMs: 300_000 };

@@ -2,7 +2,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
-import type { ReleaseOptions, ReleasePath } from '../../../src/lock/node-locks.js';
+import type { ReleaseOptions, ReleasePath } from '../../../src/lock/lock-events.js';
 import { startPodWatchRelease, type WatchReleaser } from '../../../src/sweeper/pod-watch-release.js';
 import { ScriptedSource } from '../../support/scripted-source.js';
 

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import type { ConditionalReleaseResult } from '../../../src/lock/node-locks.js';
-import { sweepOnce, type SweepOutcome } from '../../../src/sweeper/sweep-pass.js';
+import type { ConditionalReleaseResult } from '../../../src/lock/lock-events.js';
+import { sweepOnce } from '../../../src/sweeper/sweep-pass.js';
+import type { SweepOutcome } from '../../../src/lock/lock-events.js';
 
 const stalled = (node: string, value: string): ConditionalReleaseResult => ({
   outcome: 'kept', node, value, classification: { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 600_000 }, resourceVersion: '1',

@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { WatchFailedError } from '../../../src/kube/list-watch-source.js';
+import { WatchFailedError } from '../../../src/cluster/kube-list-watch.js';
 import { apiCondition, failureText, isUnreachable } from '../../../src/telemetry/api-failure.js';
 
 /** What client-node 1.x/2.x throws for a 404: its message is a multi-line dump with every header. */

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ALLOCATED_ANNOTATION } from '../../../src/devices/allocation-codec.js';
+import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 import {
   containerAllocationSamples, coreRatio, HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, perScrape,
   type AllocationPod, type ContainerAllocationSample, type ContainerAllocationView, type QuotaSample,

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { pino } from 'pino';
 import type { LockClassification } from '../../../src/lock/lock-rules.js';
-import type { LockEvent } from '../../../src/lock/node-locks.js';
+import type { LockEvent } from '../../../src/lock/lock-events.js';
 import type { EventTarget } from '../../../src/telemetry/events.js';
 import { LockTelemetry, type EventSink } from '../../../src/telemetry/lock-telemetry.js';
 import { WardenMetrics } from '../../../src/telemetry/metrics.js';

@@ -1,6 +1,6 @@
-import type { ExtenderHandlers } from '../server/extender-app.js';
-import type { AdmissionHandler } from '../server/webhook-app.js';
-import type { WardenMetrics } from './metrics.js';
+import type { ExtenderHandlers } from './extender-app.js';
+import type { AdmissionHandler } from './webhook-app.js';
+import type { WardenMetrics } from '../telemetry/metrics.js';
 
 type Clock = () => number;
 

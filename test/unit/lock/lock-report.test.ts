@@ -1,7 +1,8 @@
 import { expect } from 'chai';
-import { failedLockRow, formatLockJson, formatLockTable, formatTable, lockRowOf, type LockRow } from '../../../src/commands/lock-table.js';
+import { failedLockRow, formatLockJson, formatLockTable, lockRowOf, type LockRow } from '../../../src/lock/lock-report.js';
+import { formatTable } from '../../../src/base/table.js';
 import { parseLockValue } from '../../../src/lock/lock-value.js';
-import type { LockInspection } from '../../../src/lock/node-locks.js';
+import type { LockInspection } from '../../../src/lock/lock-events.js';
 
 function row(overrides: Partial<LockRow>): LockRow {
   return {

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, SETTINGS, loadConfig, settingsOf, type Config, type Environment, type SettingGroup } from './config.js';
-import { describeError, WardenError } from './errors.js';
+import { ConfigError, SETTINGS, loadConfig, settingsOf, type Config, type Environment, type SettingGroup } from '../config.js';
+import { describeError, WardenError } from '../base/errors.js';
 
 /** What a command gets from the outside world; injected so the CLI is testable without a process. */
 export interface CliIo {

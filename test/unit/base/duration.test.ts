@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { DurationFormatError, formatDuration, parseDuration } from '../../src/duration.js';
+import { DurationFormatError, formatDuration, parseDuration } from '../../../src/base/duration.js';
 
 describe('duration', () => {
   const valid: [string, number][] = [

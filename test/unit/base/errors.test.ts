@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { describeError } from '../../src/errors.js';
+import { describeError } from '../../../src/base/errors.js';
 
 describe('describeError', () => {
   it('renders the cause chain on one line', () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { forEachInSlices, jsonPieces, mapInSlices, stringifyInSlices } from '../../src/time-slices.js';
+import { forEachInSlices, jsonPieces, mapInSlices, stringifyInSlices } from '../../../src/base/time-slices.js';
 
 describe('time slices: long work that lets the event loop breathe', () => {
   it('encodes plain data exactly as JSON.stringify, Maps as objects', async () => {

@@ -1,9 +1,9 @@
 import type { CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
-import type { KubeletEvidenceApi, NodeLeaseRecord } from '../lock/kubelet-admission.js';
-import type { PodRef } from '../lock/lock-value.js';
-import { boundedSignal, withSignal } from './call-options.js';
-import { isNotFound } from './errors.js';
+import { nodeAwaitingAcknowledgement } from './kubelet-acknowledgement.js';
+import type { KubeletEvidenceApi, NodeLeaseRecord } from './kubelet-admission.js';
+import type { PodRef } from './lock-value.js';
+import { boundedSignal, withSignal } from '../kube/call-options.js';
+import { isNotFound } from '../kube/errors.js';
 
 /** Where every kubelet keeps its heartbeat Lease, named after its node. */
 export const NODE_LEASE_NAMESPACE = 'kube-node-lease';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { formatAge } from '../../../src/telemetry/human-age.js';
+import { formatAge } from '../../../src/base/human-age.js';
 
 const MINUTE = 60;
 const HOUR = 60 * MINUTE;

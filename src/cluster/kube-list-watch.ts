@@ -1,6 +1,6 @@
 import { Watch, type KubeConfig } from '@kubernetes/client-node';
-import { ResourceExpiredError, type ListWatchSource, type WatchHandlers } from '../cluster/reflector.js';
-import { WardenError } from '../errors.js';
+import { ResourceExpiredError, type ListWatchSource, type WatchHandlers } from './reflector.js';
+import { WardenError } from '../base/errors.js';
 
 /** A watch ended with an ERROR event or an HTTP error other than 410, or never connected. */
 export class WatchFailedError extends WardenError {}

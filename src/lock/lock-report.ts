@@ -1,7 +1,8 @@
-import type { LockClassification } from '../lock/lock-rules.js';
-import type { LockValue, PodRef } from '../lock/lock-value.js';
-import type { LockInspection } from '../lock/node-locks.js';
-import { formatAge } from '../telemetry/human-age.js';
+import type { LockClassification } from './lock-rules.js';
+import type { LockValue, PodRef } from './lock-value.js';
+import type { LockInspection } from './lock-events.js';
+import { formatAge } from '../base/human-age.js';
+import { formatTable } from '../base/table.js';
 
 /** One locked node as `vgpu-warden locks` reports it; plain data, so output is a pure function. */
 export interface LockRow {
@@ -75,17 +76,6 @@ export function failedLockRow(node: string, raw: string, value: LockValue, error
 function holderText(row: LockRow): string {
   if (row.holder !== null) return `${row.holder.namespace}/${row.holder.name}`;
   return row.kind === 'legacy' ? '<legacy>' : '<malformed>';
-}
-
-// kubectl's tabwriter: cells padded by 3 spaces, at least 6 wide; the last column is not padded.
-const PADDING = 3;
-const MIN_WIDTH = 6;
-
-/** Lines of a kubectl-style table; the column widths fit the widest cell of each column. */
-export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
-  const all = [header, ...rows];
-  const widths = header.map((_, column) => Math.max(MIN_WIDTH, ...all.map((row) => (row[column] ?? '').length + PADDING)));
-  return all.map((row) => row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column] ?? 0))).join(''));
 }
 
 /** `40s`, or `40s (stamp +73y)` when the stamp lies in the future, so neither "0s" nor the stamp misleads. */

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { BindingArgs, FilterArgs } from '../../../src/extender/protocol.js';
-import { timedAdmissionHandler, timedExtenderHandlers } from '../../../src/telemetry/timed-handlers.js';
+import { timedAdmissionHandler, timedExtenderHandlers } from '../../../src/server/timed-handlers.js';
 
 /** Each call of the clock moves it 250 ms on: every timed call lasts exactly 0.25 s. */
 function steppingClock(): () => number {

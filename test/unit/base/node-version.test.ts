@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
-import { isAtLeast, MINIMUM_NODE_VERSION, nodeVersionProblem, TESTED_NODE_MAJOR } from '../../src/node-version.js';
+import { isAtLeast, MINIMUM_NODE_VERSION, nodeVersionProblem, TESTED_NODE_MAJOR } from '../../../src/base/node-version.js';
 
-const root = resolve(import.meta.dirname, '..', '..');
+const root = resolve(import.meta.dirname, '..', '..', '..');
 
 describe('Node.js version check', () => {
   it('compares major, minor and patch numerically', () => {

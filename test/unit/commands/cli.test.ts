@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, runCli, type Command, type CommandContext } from '../../src/cli.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, runCli, type Command, type CommandContext } from '../../../src/commands/cli.js';
 
 function recorder(env: Record<string, string> = {}) {
   const out: string[] = [];

@@ -1,10 +1,11 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Node } from '@kubernetes/client-node';
-import { NodeNotFoundError, WriteConflictError, WriteRejectedError } from '../lock/lock-errors.js';
-import { NODE_LOCK_ANNOTATION, type PodRef } from '../lock/lock-value.js';
-import type { NodeLockApi, NodeSnapshot } from '../lock/node-lock-api.js';
-import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
-import { boundedSignal, withSignal } from './call-options.js';
-import { apiStatusOf, httpStatusOf } from './errors.js';
+import { NodeNotFoundError, WriteConflictError, WriteRejectedError } from './lock-errors.js';
+import { type PodRef } from './lock-value.js';
+import type { NodeLockApi, NodeSnapshot } from './node-lock-api.js';
+import { ownerPodFrom, type OwnerPod } from './owner-pod.js';
+import { boundedSignal, withSignal } from '../kube/call-options.js';
+import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
