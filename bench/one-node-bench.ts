@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
 import { startServer } from '../src/commands/serve-command.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/load.js';
 import { kubeSchedulerConfiguration } from '../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../src/kube/client.js';
 import { KubeNodeLockApi } from '../src/lock/kube-node-lock-api.js';

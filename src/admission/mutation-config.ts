@@ -1,4 +1,4 @@
-import type { Config } from '../config.js';
+import type { Config } from '../config/setting-spec.js';
 import type { PodMutationConfig } from './pod-mutation.js';
 
 type MutationSettings = Pick<Config, 'schedulerName' | 'overwriteDefaultScheduler' | 'defaultGpuCount' | 'overwriteEnv' | 'runtimeClassName' | 'gpuCorePolicy'>;

@@ -1,5 +1,7 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, SETTINGS, loadConfig, settingsOf, type Config, type Environment, type SettingGroup } from '../config.js';
+import { ConfigError, type Config, type Environment } from '../config/setting-spec.js';
+import { SETTINGS, settingsOf, type SettingGroup } from '../config/settings.js';
+import { loadConfig } from '../config/load.js';
 import { describeError, WardenError } from '../base/errors.js';
 
 /** What a command gets from the outside world; injected so the CLI is testable without a process. */

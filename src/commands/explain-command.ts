@@ -1,7 +1,7 @@
 import { podMutationConfig } from '../admission/mutation-config.js';
 import { CoreV1Api, type CoreV1Event, type V1Node, type V1Pod, type V1ResourceQuota } from '@kubernetes/client-node';
 import { configFlag, EXIT_FAILURE, EXIT_OK, UsageError, type Command, type CommandContext } from './cli.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/setting-spec.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { describeError, WardenError } from '../base/errors.js';
 import { explainPod, lockNodesToInspect, placementFor, type ExplainSettings } from '../explain/explain-pod.js';

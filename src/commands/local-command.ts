@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import type { Command } from './cli.js';
 import { UsageError } from './cli.js';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../config/load.js';
 import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
 import { kubeSchedulerConfiguration } from '../extender/scheduler-config.js';
 import { loadKubeConfig } from '../kube/client.js';

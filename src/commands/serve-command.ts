@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { configFlags, EXIT_FAILURE, EXIT_OK, type Command } from './cli.js';
-import { ConfigError, type Config } from '../config.js';
+import { ConfigError, type Config } from '../config/setting-spec.js';
 import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
 import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';

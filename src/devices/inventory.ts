@@ -50,7 +50,6 @@ export interface NodeInventory {
   linkScores?: LinkScores;
 }
 
-type Json = Record<string, unknown>;
 type Parsed = { device: Omit<GpuDevice, 'cordoned'> } | { problem: string };
 
 

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { KubeConfig, type RequestContext } from '@kubernetes/client-node';
-import { resolveKubeconfig, SERVICE_ACCOUNT_DIR, type KubeconfigSetting, type KubeconfigSources } from './kubeconfig-resolution.js';
+import { resolveKubeconfig, SERVICE_ACCOUNT_DIR, type KubeconfigSources } from './kubeconfig-resolution.js';
+import type { KubeconfigSetting } from '../config/kubeconfig-setting.js';
 
 type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
 

@@ -1,19 +1,11 @@
 import { dirname, join } from 'node:path';
 import { isIPv6 } from 'node:net';
 import { KubeConfig, loadYaml, type Cluster, type Context, type User } from '@kubernetes/client-node';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config/setting-spec.js';
 import { clip } from '../base/user-text.js';
+import type { KubeconfigSetting } from '../config/kubeconfig-setting.js';
 
 /** Where a kubeconfig was asked for: KUBECONFIG's list, or the one file of --kubeconfig. */
-export interface KubeconfigSetting {
-  /** Files in order; the first that sets a name (or current-context) wins, as kubectl merges. */
-  paths: readonly string[];
-  /** The setting and its source, for messages: `KUBECONFIG (env)`, `KUBECONFIG (flag --kubeconfig)`. */
-  origin: string;
-  /** --kubeconfig: the one file must exist. KUBECONFIG: missing entries are skipped, as kubectl does, while one exists. */
-  explicit: boolean;
-}
-
 /** What resolution reads; injected so tests use temp files and never the real home or service account. */
 export interface KubeconfigSources {
   /** HOME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT. */

@@ -1,7 +1,7 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import type { CertBundle } from './cert-bundle.js';
 import { NOT_BEFORE_BACKDATE_MS } from './certificates.js';
-import { canonicalHost } from './serving-names.js';
+import { canonicalHost } from '../base/net-hosts.js';
 
 /**
  * Why the whole set (CA and leaf) must be made anew:

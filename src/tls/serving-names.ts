@@ -1,4 +1,5 @@
-import { isIP } from 'node:net';
+import { isDnsLabel } from '../base/k8s-names.js';
+import { canonicalHostOrUndefined } from '../base/net-hosts.js';
 import { ServingNameError } from './tls-errors.js';
 
 export interface ServingNamesRequest {
@@ -8,35 +9,16 @@ export interface ServingNamesRequest {
   extraHosts: readonly string[];
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_NAME = /^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-/**
- * One spelling per host, so names from config and names parsed back from a certificate compare
- * equal: DNS names lower-cased (they are case-insensitive), IPv6 in the compressed lower-case form
- * (OpenSSL prints them expanded, "0:0:0:0:0:0:0:1"). IPv4 is left as is: isIP already refuses
- * the ambiguous forms with leading zeros.
- */
-export function canonicalHost(host: string): string {
-  if (isIP(host) === 6) return new URL(`http://[${host}]/`).hostname.slice(1, -1);
-  return isIP(host) === 4 ? host : host.toLowerCase();
-}
-
 function checkLabel(what: string, value: string): void {
-  if (value.length > 63 || !DNS_LABEL.test(value)) {
+  if (!isDnsLabel(value)) {
     throw new ServingNameError(`invalid ${what} ${JSON.stringify(value)}: expected a DNS-1123 label such as vgpu-warden`);
   }
 }
 
 function checkedHost(raw: string): string {
-  const host = raw.trim();
-  if (isIP(host) !== 0) return canonicalHost(host);
-  const lowered = host.toLowerCase();
-  // An all-digit last label is no DNS name but a mistyped IP ("010.0.0.1", "10.0.0.300").
-  if (lowered.length > 253 || !DNS_NAME.test(lowered) || /(^|\.)\d+$/.test(lowered)) {
-    throw new ServingNameError(`invalid host ${JSON.stringify(raw)}: expected a DNS name or an IP address`);
-  }
-  return lowered;
+  const host = canonicalHostOrUndefined(raw);
+  if (host === undefined) throw new ServingNameError(`invalid host ${JSON.stringify(raw)}: expected a DNS name or an IP address`);
+  return host;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { expect } from 'chai';
 import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { createLogger } from '../../src/telemetry/logger.js';

@@ -15,7 +15,7 @@ import {
 } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { createLogger } from '../../src/telemetry/logger.js';

@@ -1,6 +1,7 @@
 import type { RunningServer } from '../../src/commands/serve-command.js';
 import { startServer } from '../../src/commands/serve-command.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
+import type { Config } from '../../src/config/setting-spec.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { createLogger } from '../../src/telemetry/logger.js';

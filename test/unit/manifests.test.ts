@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { loadYaml, type V1Container, type V1PolicyRule } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/load.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { servingNames } from '../../src/tls/serving-names.js';
 import { findObject, loadManifestObjects, MANIFESTS_DIR, objectsOfKind, readKustomization } from '../support/manifests.js';

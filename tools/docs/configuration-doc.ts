@@ -6,13 +6,13 @@
  *   npx tsx tools/docs/configuration-doc.ts           print the block (changes nothing)
  *
  * test/unit/docs/configuration-doc.test.ts fails when the committed block differs from the render.
- * This is the one place that imports SETTINGS for the docs; if src/config.ts moves, only this
+ * This is the one place that imports SETTINGS for the docs; if src/config/settings.ts moves, only this
  * import changes.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { SETTINGS } from '../../src/config.js';
+import { SETTINGS } from '../../src/config/settings.js';
 
 /** What the table needs of a setting: a structural subset, so the renderer stays pure and testable. */
 export interface DocumentedSetting {

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { podMutationConfig } from '../../../src/admission/mutation-config.js';
 import { mutatePodOnCreate, type MutationDecision, type PodMutationConfig } from '../../../src/admission/pod-mutation.js';
-import { loadConfig, settingsOf } from '../../../src/config.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { settingsOf } from '../../../src/config/settings.js';
 import { applyJsonPatch } from '../../support/apply-json-patch.js';
 
 type Json = Record<string, unknown>;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { EXIT_OK, EXIT_USAGE, runCli } from '../../../src/commands/cli.js';
 import { certsCommand } from '../../../src/commands/certs-command.js';
-import { SETTINGS, settingsOf } from '../../../src/config.js';
+import { SETTINGS, settingsOf } from '../../../src/config/settings.js';
 import { certificatesIn } from '../../support/tls-helpers.js';
 
 describe('vgpu-warden certs', function () {

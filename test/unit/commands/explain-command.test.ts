@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { EXIT_OK, EXIT_USAGE, runCli, UsageError, type CommandContext } from '../../../src/commands/cli.js';
 import { explainCommand, parsePodArgument } from '../../../src/commands/explain-command.js';
-import { loadConfig } from '../../../src/config.js';
+import { loadConfig } from '../../../src/config/load.js';
 
 async function run(args: string[]) {
   const out: string[] = [];

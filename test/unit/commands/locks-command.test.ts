@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { EXIT_OK, EXIT_USAGE, runCli } from '../../../src/commands/cli.js';
 import { locksCommand } from '../../../src/commands/locks-command.js';
-import { SETTINGS, settingsOf } from '../../../src/config.js';
+import { SETTINGS, settingsOf } from '../../../src/config/settings.js';
 
 async function run(args: string[], extraEnv: Record<string, string> = {}) {
   const out: string[] = [];

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { serveCommand, startServer, type RunningServer } from '../../../src/commands/serve-command.js';
-import { loadConfig } from '../../../src/config.js';
+import { loadConfig } from '../../../src/config/load.js';
 import { StartAborted, StartupError } from '../../../src/lifecycle/lifecycle.js';
 import { findFreePort, findFreePorts } from '../../../src/local/free-port.js';
 import { renderKubeconfig } from '../../../src/local/kubeconfig.js';

@@ -68,12 +68,12 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   // docs/configuration.md
   {
     command: 'NODELOCK_EXPIRE=soon vgpu-warden serve',
-    runBy: [{ file: 'test/unit/config.test.ts', contains: ["NODELOCK_EXPIRE: 'soon'", 'expected a positive duration such as 5m'] }],
+    runBy: [{ file: 'test/unit/config/config.test.ts', contains: ["NODELOCK_EXPIRE: 'soon'", 'expected a positive duration such as 5m'] }],
     how: 'the settings check every command runs before anything starts, with that environment',
   },
   {
     command: 'vgpu-warden serve --webhook-port 70000',
-    runBy: [{ file: 'test/unit/config.test.ts', contains: ["WEBHOOK_PORT: '70000'", 'expected a port number from 1 to 65535'] }],
+    runBy: [{ file: 'test/unit/config/config.test.ts', contains: ["WEBHOOK_PORT: '70000'", 'expected a port number from 1 to 65535'] }],
     how: 'the same check with the value from the environment; the flag form only changes the origin in the message',
   },
   {
@@ -82,7 +82,7 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   },
   {
     command: 'EXTENDER_PORT=9443 vgpu-warden serve',
-    runBy: [{ file: 'test/unit/config.test.ts', contains: ["EXTENDER_PORT: '9443'", 'cannot share a port on overlapping addresses'] }],
+    runBy: [{ file: 'test/unit/config/config.test.ts', contains: ["EXTENDER_PORT: '9443'", 'cannot share a port on overlapping addresses'] }],
   },
   {
     command: 'KUBECONFIG=/x/y vgpu-warden locks',

@@ -3,9 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { ConfigError, loadConfig } from '../../../src/config.js';
+import { ConfigError } from '../../../src/config/setting-spec.js';
+import { loadConfig } from '../../../src/config/load.js';
 import { loadKubeConfig } from '../../../src/kube/client.js';
-import { KubeconfigError, resolveKubeconfig, type KubeconfigSetting, type KubeconfigSources } from '../../../src/kube/kubeconfig-resolution.js';
+import { KubeconfigError, resolveKubeconfig, type KubeconfigSources } from '../../../src/kube/kubeconfig-resolution.js';
+import type { KubeconfigSetting } from '../../../src/config/kubeconfig-setting.js';
 
 interface Entry {
   clusters?: { name: string; server: string; ca?: string; insecure?: boolean }[];

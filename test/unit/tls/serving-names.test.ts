@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { canonicalHost, servingNames } from '../../../src/tls/serving-names.js';
+import { servingNames } from '../../../src/tls/serving-names.js';
+import { canonicalHost } from '../../../src/base/net-hosts.js';
 import { ServingNameError } from '../../../src/tls/tls-errors.js';
 
 describe('servingNames', () => {

@@ -1,5 +1,8 @@
 import { expect } from 'chai';
-import { ConfigError, SETTINGS, SETTING_GROUPS, listenAddressesOverlap, loadConfig, settingsOf } from '../../src/config.js';
+import { ConfigError } from '../../../src/config/setting-spec.js';
+import { SETTINGS, SETTING_GROUPS, settingsOf } from '../../../src/config/settings.js';
+import { listenAddressesOverlap } from '../../../src/base/net-hosts.js';
+import { loadConfig } from '../../../src/config/load.js';
 
 describe('config', () => {
   it('has documented defaults that pass their own validation', () => {
