@@ -51,6 +51,83 @@ const noSrcImports = {
   },
 };
 
+
+/**
+ * The layers of src/ (docs/architecture.md, "Layers"), bottom first. A module may import from its
+ * own folder and from folders of earlier layers only; folders sharing a layer (the three features)
+ * never import each other. Files directly in src/ (bin.ts, main.ts) are the entry, above all.
+ * Every folder of src/ must be listed: a new folder has to be given its place.
+ */
+export const LAYERS = [
+  ['base'],
+  ['hami'],
+  ['devices'],
+  ['config'],
+  ['kube'],
+  ['lock'],
+  ['telemetry'],
+  ['cluster'],
+  ['admission', 'extender', 'sweeper'],
+  ['tls'],
+  ['lifecycle'],
+  ['server'],
+  ['serve'],
+  ['explain'],
+  ['local'],
+  ['commands'],
+];
+const ENTRY = '(entry)';
+
+/** The layer index of a src/ folder (ENTRY: last), or undefined for a folder not in LAYERS. */
+const layerOf = (folder) => (folder === ENTRY ? LAYERS.length : (() => { const index = LAYERS.findIndex((layer) => layer.includes(folder)); return index < 0 ? undefined : index; })());
+
+/** The first folder under src/ of a path inside it, or ENTRY for a file directly in src/. */
+const srcFolderOf = (target) => {
+  const parts = relative(srcDir, target).split(/[\\/]/);
+  return parts.length === 1 ? ENTRY : parts[0];
+};
+
+/** Resolves every module specifier like no-src-imports, and checks it against LAYERS. */
+const layeredImports = {
+  meta: {
+    type: 'problem',
+    docs: { description: 'imports in src/ follow the layer table: only earlier layers, features never each other' },
+    schema: [],
+    messages: {
+      upward: '"{{specifier}}" reaches {{target}}/, a layer above {{folder}}/ (docs/architecture.md, "Layers"): move the shared part down, or invert the dependency through a port.',
+      sibling: '"{{specifier}}" reaches {{target}}/, which shares a layer with {{folder}}/: features never import each other; move the shared part to a layer below both.',
+      unlisted: '{{folder}}/ is not in the layer table (LAYERS in eslint.config.js): give it its place.',
+    },
+  },
+  create(context) {
+    if (!within(srcDir, context.filename)) return {};
+    const folder = srcFolderOf(context.filename);
+    const check = (node) => {
+      const literal = node?.type === 'TSLiteralType' ? node.literal : node;
+      if (literal?.type !== 'Literal' || typeof literal.value !== 'string') return;
+      const specifier = literal.value;
+      if (!specifier.startsWith('.') && !isAbsolute(specifier)) return;
+      const resolved = resolve(dirname(context.filename), specifier);
+      if (!within(srcDir, resolved)) return;
+      const target = srcFolderOf(resolved);
+      if (target === folder) return;
+      const [from, to] = [layerOf(folder), layerOf(target)];
+      if (from === undefined) { context.report({ node: literal, messageId: 'unlisted', data: { folder } }); return; }
+      if (to === undefined) { context.report({ node: literal, messageId: 'unlisted', data: { folder: target } }); return; }
+      if (to > from) context.report({ node: literal, messageId: 'upward', data: { specifier, target, folder } });
+      else if (to === from) context.report({ node: literal, messageId: 'sibling', data: { specifier, target, folder } });
+    };
+    return {
+      ImportDeclaration: (node) => { check(node.source); },
+      ExportNamedDeclaration: (node) => { check(node.source); },
+      ExportAllDeclaration: (node) => { check(node.source); },
+      ImportExpression: (node) => { check(node.source); },
+      TSExternalModuleReference: (node) => { check(node.expression); },
+      TSImportType: (node) => { check(node.argument); },
+    };
+  },
+};
+
 export default tseslint.config(
   { ignores: ['dist/**', 'coverage/**', 'node_modules/**', 'webhook-certs/**'] },
   js.configs.recommended,
@@ -84,6 +161,12 @@ export default tseslint.config(
     files: [`${STAND_IN}/**`, 'test/support/kubelet-sim/**'],
     plugins: { boundary: { rules: { 'no-src-imports': noSrcImports } } },
     rules: { 'boundary/no-src-imports': 'error' },
+  },
+  {
+    files: ['src/**/*.ts'],
+    ignores: [`${STAND_IN}/**`],
+    plugins: { layers: { rules: { 'imports-follow-layers': layeredImports } } },
+    rules: { 'layers/imports-follow-layers': 'error' },
   },
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
 );

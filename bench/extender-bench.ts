@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
-import { startServer } from '../src/commands/serve-command.js';
+import { startServer } from '../src/serve/start-server.js';
 import { loadConfig } from '../src/config/load.js';
 import { encodeAllocation } from '../src/devices/allocation-codec.js';
 import { kubeSchedulerConfiguration } from '../src/extender/scheduler-config.js';

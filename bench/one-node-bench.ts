@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
-import { startServer } from '../src/commands/serve-command.js';
+import { startServer } from '../src/serve/start-server.js';
 import { loadConfig } from '../src/config/load.js';
 import { kubeSchedulerConfiguration } from '../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../src/kube/client.js';

@@ -68,3 +68,7 @@ export const respond = {
     };
   },
 };
+
+export interface AdmissionHandler {
+  handle(request: AdmissionRequest): Promise<AdmissionResponse>;
+}

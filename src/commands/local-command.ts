@@ -30,7 +30,7 @@ import { TEST_IMAGE } from '../local/real-node/node-image.js';
 import type { RealGpuFleet } from '../local/real-gpu-fleet.js';
 import { describeError } from '../base/errors.js';
 import { createLogger } from '../telemetry/logger.js';
-import { startServer } from './serve-command.js';
+import { startServer } from '../serve/start-server.js';
 import { GPU_COUNT, GPU_MEMORY } from '../hami/wire.js';
 
 function positiveInteger(flag: string, value: string | boolean | string[] | undefined, fallback: number, max = 1000): number {

@@ -128,3 +128,9 @@ export const filterResult = {
     return { Nodes: null, NodeNames: null, FailedNodes: null, FailedAndUnresolvableNodes: null, Error: message };
   },
 };
+
+export interface ExtenderHandlers {
+  filter(args: FilterArgs): Promise<ExtenderFilterResult>;
+  prioritize(args: FilterArgs): Promise<HostPriority[]>;
+  bind(args: BindingArgs): Promise<ExtenderBindingResult>;
+}

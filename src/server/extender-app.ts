@@ -2,13 +2,8 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { describeError } from '../base/errors.js';
 import { jsonPieces } from '../base/time-slices.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
-import { parseBindingArgs, parseFilterArgs, filterResult, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type BindingArgs, type HostPriority, type Parsed } from '../extender/protocol.js';
-
-export interface ExtenderHandlers {
-  filter(args: FilterArgs): Promise<ExtenderFilterResult>;
-  prioritize(args: FilterArgs): Promise<HostPriority[]>;
-  bind(args: BindingArgs): Promise<ExtenderBindingResult>;
-}
+import { parseBindingArgs, parseFilterArgs, filterResult, type Parsed } from '../extender/protocol.js';
+import type { ExtenderHandlers } from '../extender/protocol.js';
 
 export interface ExtenderAppDeps {
   handlers: ExtenderHandlers;

@@ -1,5 +1,5 @@
-import type { ExtenderHandlers } from './extender-app.js';
-import type { AdmissionHandler } from './webhook-app.js';
+import type { ExtenderHandlers } from '../extender/protocol.js';
+import type { AdmissionHandler } from '../admission/admission-types.js';
 import type { WardenMetrics } from '../telemetry/metrics.js';
 
 type Clock = () => number;

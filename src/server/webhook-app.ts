@@ -1,13 +1,10 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { AdmissionRequest, AdmissionResponse, AdmissionReviewReply, AdmissionVersion } from '../admission/admission-types.js';
+import type { AdmissionResponse, AdmissionReviewReply, AdmissionVersion } from '../admission/admission-types.js';
 import { respond } from '../admission/admission-types.js';
 import { parseAdmissionReview } from '../admission/parse-review.js';
 import { describeError } from '../base/errors.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
-
-export interface AdmissionHandler {
-  handle(request: AdmissionRequest): Promise<AdmissionResponse>;
-}
+import type { AdmissionHandler } from '../admission/admission-types.js';
 
 export interface WebhookAppDeps {
   handler: AdmissionHandler;

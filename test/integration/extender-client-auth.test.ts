@@ -1,6 +1,6 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { expect } from 'chai';
-import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
+import { startServer, type RunningServer } from '../../src/serve/start-server.js';
 import { loadConfig } from '../../src/config/load.js';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';

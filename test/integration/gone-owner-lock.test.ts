@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, V1MicroTime, type CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import type { RunningServer } from '../../src/commands/serve-command.js';
+import type { RunningServer } from '../../src/serve/start-server.js';
 import { NODE_LEASE_NAMESPACE } from '../../src/lock/kube-kubelet-evidence-api.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';

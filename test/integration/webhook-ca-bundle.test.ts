@@ -14,7 +14,7 @@ import {
   type V1MutatingWebhookConfiguration,
 } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { startServer, type RunningServer } from '../../src/commands/serve-command.js';
+import { startServer, type RunningServer } from '../../src/serve/start-server.js';
 import { loadConfig } from '../../src/config/load.js';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
 import { findFreePorts } from '../../src/local/free-port.js';

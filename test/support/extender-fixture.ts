@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import type { RunningServer } from '../../src/commands/serve-command.js';
+import type { RunningServer } from '../../src/serve/start-server.js';
 import { decodeAllocation } from '../../src/devices/allocation-codec.js';
 import type { NodePolicy } from '../../src/devices/score.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
-import type { RunningServer } from '../../src/commands/serve-command.js';
+import type { RunningServer } from '../../src/serve/start-server.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { eventually, notYet, uniqueName } from './test-cluster.js';

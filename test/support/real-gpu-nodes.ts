@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import type { RunningServer } from '../../src/commands/serve-command.js';
+import type { RunningServer } from '../../src/serve/start-server.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { REAL_NODE_CONTAINER, RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
