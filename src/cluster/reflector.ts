@@ -1,7 +1,8 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { describeError, WardenError } from '../base/errors.js';
 import { apiCondition, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog, type ConditionReporter } from '../telemetry/condition-log.js';
+import { abortableSleep } from '../base/abort.js';
+import { until } from '../base/abort.js';
 
 export interface ListResult<T> {
   items: T[];
@@ -70,7 +71,6 @@ export interface ReflectorDeps<T> {
   options?: ReflectorOptions;
 }
 
-const realSleep = (ms: number, signal: AbortSignal): Promise<void> => delay(ms, undefined, { signal });
 
 /**
  * Exponential backoff with jitter. The cap applies to the jittered pause too, so no pause is ever
@@ -98,29 +98,7 @@ class Backoff {
   }
 }
 
-function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof Error ? reason : new WardenError('aborted', { cause: reason });
-}
 
-/** Settles like `promise`, or rejects with the abort reason as soon as `signal` aborts, so a source
- *  that ignores its signal cannot hold up stop(). */
-async function untilAborted<R>(promise: Promise<R>, signal: AbortSignal): Promise<R> {
-  // The losing promise may still reject later; that must not surface as an unhandled rejection.
-  promise.catch(() => undefined);
-  let onAbort = (): void => undefined;
-  const aborted = new Promise<never>((_resolve, reject) => {
-    onAbort = () => { reject(abortReason(signal)); };
-  });
-  aborted.catch(() => undefined);
-  if (signal.aborted) onAbort();
-  else signal.addEventListener('abort', onAbort, { once: true });
-  try {
-    return await Promise.race([promise, aborted]);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-}
 
 /** Calls an injected async function, turning a synchronous throw into a rejection. */
 async function attempt<R>(call: () => Promise<R>): Promise<R> {
@@ -167,7 +145,7 @@ export class Reflector<T> {
     this.source = deps.source;
     this.sink = deps.sink;
     this.clock = deps.clock ?? Date.now;
-    this.sleep = deps.sleep ?? realSleep;
+    this.sleep = deps.sleep ?? abortableSleep;
     this.log = deps.log ?? (() => undefined);
     this.backoff = new Backoff(
       {
@@ -237,7 +215,7 @@ export class Reflector<T> {
     const onStop = () => { timer.abort(); };
     this.abort.signal.addEventListener('abort', onStop, { once: true });
     try {
-      if (!this.abort.signal.aborted) await untilAborted(attempt(() => this.sleep(timeoutMs, timer.signal)), timer.signal);
+      if (!this.abort.signal.aborted) await until(attempt(() => this.sleep(timeoutMs, timer.signal)), timer.signal);
     } catch {
       // The pause was cut short by a sync or a stop; `isSynced` tells which.
     } finally {
@@ -277,7 +255,7 @@ export class Reflector<T> {
     let listed: ListResult<T>;
     try {
       const bounded = AbortSignal.any([signal, AbortSignal.timeout(this.listTimeoutMs)]);
-      listed = await untilAborted(attempt(() => this.source.list(bounded)), bounded);
+      listed = await until(attempt(() => this.source.list(bounded)), bounded);
     } catch (error) {
       if (!signal.aborted) this.failed(apiCondition(`${this.deps.what} list`, error));
       return undefined;
@@ -319,7 +297,7 @@ export class Reflector<T> {
     };
     let outcome: WatchOutcome;
     try {
-      await untilAborted(attempt(() => this.source.watch(from, handlers, signal)), signal);
+      await until(attempt(() => this.source.watch(from, handlers, signal)), signal);
       outcome = 'ended';
     } catch (error) {
       if (signal.aborted) outcome = 'failed';
@@ -351,7 +329,7 @@ export class Reflector<T> {
 
   private async pause(signal: AbortSignal): Promise<void> {
     try {
-      await untilAborted(attempt(() => this.sleep(this.backoff.next(), signal)), signal);
+      await until(attempt(() => this.sleep(this.backoff.next(), signal)), signal);
     } catch {
       // Only a stop cuts a pause short, and the loop checks for that.
     }

@@ -8,7 +8,7 @@ import { explainPod, lockNodesToInspect, placementFor, type ExplainSettings } fr
 import { explanationJson, explanationText } from '../explain/render.js';
 import { snapshotCache } from '../explain/snapshot-cache.js';
 import { kubeconfigSources, loadKubeConfig } from '../kube/client.js';
-import { httpStatusOf } from '../kube/errors.js';
+import { httpStatusOf, isNotFound } from '../kube/errors.js';
 import { KubeNodeLockApi } from '../lock/kube-node-lock-api.js';
 import { isDnsLabel, isDnsSubdomain } from '../base/k8s-names.js';
 import { NodeNotFoundError } from '../lock/lock-errors.js';
@@ -179,7 +179,7 @@ export function explainCommand(): Command {
         try {
           pod = await core.readNamespacedPod({ name: ref.name, namespace: ref.namespace });
         } catch (error) {
-          if (httpStatusOf(error) === 404) {
+          if (isNotFound(error)) {
             io.stderr(`vgpu-warden: pod ${ref.namespace}/${ref.name} not found`);
             return EXIT_FAILURE;
           }

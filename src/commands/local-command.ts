@@ -32,6 +32,7 @@ import { describeError } from '../base/errors.js';
 import { createLogger } from '../telemetry/logger.js';
 import { startServer } from '../serve/start-server.js';
 import { GPU_COUNT, GPU_MEMORY } from '../hami/wire.js';
+import { sleep } from '../base/abort.js';
 
 function positiveInteger(flag: string, value: string | boolean | string[] | undefined, fallback: number, max = 1000): number {
   if (value === undefined) return fallback;
@@ -117,7 +118,7 @@ async function visibleDevicesOf(core: CoreV1Api, namespace: string, name: string
     } catch {
       // Running, but the log may not be there yet.
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
   }
   return undefined;
 }

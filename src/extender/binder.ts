@@ -8,10 +8,11 @@ import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
 import { podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { describeError, WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
-import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { apiStatusOf, isNotFound } from '../kube/errors.js';
 import { isNewerVersion } from '../base/resource-version.js';
 import { LockContentionError, LockOutcomeUnknownError, NodeBusyError } from '../lock/lock-errors.js';
-import { NodeLockQueue } from '../lock/lock-queue.js';
+import { LockWaiter } from '../lock/lock-waiter.js';
+import { timeoutSignal } from '../base/abort.js';
 import { podKey, type PodRef } from '../lock/lock-value.js';
 import type { NodeSnapshot } from '../lock/node-lock-api.js';
 import type { NodeLocks } from '../lock/node-locks.js';
@@ -56,7 +57,6 @@ export interface BinderDeps {
 export type BindOutcome = { error?: string };
 
 /** Why a bind waits for the lock: another pod holds it, or the node is not ready for the next pod. */
-type WaitReason = LockContentionError | NodeBusyError;
 
 const DEFAULT_ACKNOWLEDGEMENT_MAX_AGE_MS = 5 * 60_000;
 
@@ -68,26 +68,6 @@ interface PodsReadForWrite {
 
 function apiMessage(error: unknown): string {
   return apiStatusOf(error)?.message ?? describeError(error);
-}
-
-/** Resolves when `promise` does, rejects with the signal's reason when it aborts first. */
-function until<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => { reject(signal.reason as Error); };
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => { signal.removeEventListener('abort', onAbort); resolve(value); },
-      (error: unknown) => { signal.removeEventListener('abort', onAbort); reject(error instanceof Error ? error : new Error(String(error))); },
-    );
-  });
-}
-
-function timeoutSignal(ms: number, error: () => Error): { signal: AbortSignal; clear: () => void } {
-  const controller = new AbortController();
-  const timer = setTimeout(() => { controller.abort(error()); }, Math.max(0, ms));
-  timer.unref();
-  return { signal: controller.signal, clear: () => { clearTimeout(timer); } };
 }
 
 /**
@@ -110,12 +90,18 @@ function timeoutSignal(ms: number, error: () => Error): { signal: AbortSignal; c
  */
 export class Binder {
   private readonly clock: () => Date;
-  private readonly queue = new NodeLockQueue();
+  private readonly waiter: LockWaiter;
   /** node → the bind call in this process that owns its lock (incarnations of one name never share it). */
   private readonly lockOwners = new Map<string, symbol>();
 
   constructor(private readonly deps: BinderDeps) {
     this.clock = deps.clock ?? (() => new Date());
+    this.waiter = new LockWaiter({
+      locks: deps.locks,
+      onLockChange: (node, listener) => deps.cache.onLockChange(node, listener),
+      lockWaitMs: deps.lockWaitMs,
+      ...(deps.waitPollMs === undefined ? {} : { waitPollMs: deps.waitPollMs }),
+    });
   }
 
   /** Clean-up's share of the deadline: 3 s, or a quarter of a short BIND_TIMEOUT. */
@@ -270,7 +256,7 @@ export class Binder {
     try {
       pod = await this.deps.core.readNamespacedPod({ name: args.podName, namespace: args.podNamespace }, withSignal(signal));
     } catch (error) {
-      if (httpStatusOf(error) === 404) throw new BindError('pod not found', { cause: error });
+      if (isNotFound(error)) throw new BindError('pod not found', { cause: error });
       throw error;
     }
     if (pod.metadata?.uid !== args.podUid) throw new BindError(`pod was recreated (uid ${pod.metadata?.uid ?? 'none'}, bind asked for ${args.podUid})`);
@@ -298,58 +284,30 @@ export class Binder {
   }
 
   /**
-   * Takes the lock in the node's FIFO turn: only the head tries, woken when the lock or its holder
-   * changes, or a pod awaiting kubelet's acknowledgement there gets it.
+   * Takes the lock in the node's FIFO turn (lock/lock-waiter.ts), re-checking before each try that
+   * the pod is still the incarnation the bind validated; one event per kind of wait (a held lock,
+   * then a node whose kubelet lags, say different things).
    */
   private async acquireInTurn(args: BindingArgs, ref: PodRef, token: symbol, target: EventTarget, signal: AbortSignal, validatedVersion: string | undefined, readForWrite: { pods?: PodsReadForWrite }): Promise<AcquireResult> {
     const node = args.node;
-    const wait = timeoutSignal(this.deps.lockWaitMs, () => new BindDeadlineError(`gave up waiting for the lock on node ${node} after ${Math.round(this.deps.lockWaitMs / 1000)}s`));
-    const waitSignal = AbortSignal.any([signal, wait.signal]);
-    const turn = this.queue.enter(node);
-    // One event per kind of wait: a held lock, then a node whose kubelet lags, say different things.
     const announced = new Set<string>();
-    let lastWait: WaitReason | undefined;
-    try {
-      await until(turn.ready, waitSignal);
-      for (;;) {
-        this.checkIncarnation(args, validatedVersion);
-        let wake: () => void = () => undefined;
-        const changed = new Promise<void>((resolve) => { wake = resolve; });
-        const unsubscribe = this.deps.cache.onLockChange(node, () => { wake(); });
-        try {
-          return await this.deps.locks.acquire(node, ref, {
-            signal,
-            mayReenter: () => { const owner = this.lockOwners.get(node); return owner === undefined || owner === token; },
-            beforeWrite: (snapshot, writeSignal) => this.checkAcknowledged(args, snapshot, writeSignal, readForWrite),
-          });
-        } catch (error) {
-          if (!(error instanceof LockContentionError) && !(error instanceof NodeBusyError)) throw error;
-          lastWait = error;
-          if (!announced.has(error.name)) {
-            announced.add(error.name);
-            this.deps.events.record(target, 'Normal', 'NodeLockWait', `waiting for the lock on node ${node}: ${error.message}`);
-          }
-          const poll = timeoutSignal(this.deps.waitPollMs ?? 2000, () => new Error('poll'));
-          try {
-            await until(changed, AbortSignal.any([waitSignal, poll.signal])).catch((reason: unknown) => {
-              if (!poll.signal.aborted || waitSignal.aborted) throw reason;
-            });
-          } finally {
-            poll.clear();
-          }
-        } finally {
-          unsubscribe();
-        }
-      }
-    } catch (error) {
-      if (wait.signal.aborted && !signal.aborted && lastWait !== undefined) {
-        throw new BindError(`${lastWait.message} (waited ${Math.round(this.deps.lockWaitMs / 1000)}s)`, { cause: lastWait });
-      }
-      throw error;
-    } finally {
-      wait.clear();
-      turn.leave();
-    }
+    return this.waiter.acquire({
+      node,
+      pod: ref,
+      signal,
+      options: {
+        mayReenter: () => { const owner = this.lockOwners.get(node); return owner === undefined || owner === token; },
+        beforeWrite: (snapshot, writeSignal) => this.checkAcknowledged(args, snapshot, writeSignal, readForWrite),
+      },
+      beforeEachTry: () => { this.checkIncarnation(args, validatedVersion); },
+      onBusy: (reason) => {
+        if (announced.has(reason.name)) return;
+        announced.add(reason.name);
+        this.deps.events.record(target, 'Normal', 'NodeLockWait', `waiting for the lock on node ${node}: ${reason.message}`);
+      },
+      turnTimedOut: () => new BindDeadlineError(`gave up waiting for the lock on node ${node} after ${Math.round(this.deps.lockWaitMs / 1000)}s`),
+      gaveUp: (last) => new BindError(`${last.message} (waited ${Math.round(this.deps.lockWaitMs / 1000)}s)`, { cause: last }),
+    });
   }
 
   private async createBinding(args: BindingArgs, annotations: Record<string, string>, signal: AbortSignal): Promise<void> {
@@ -374,7 +332,7 @@ export class Binder {
       const pod = await this.deps.core.readNamespacedPod({ name: args.podName, namespace: args.podNamespace }, withSignal(budget.signal));
       return pod.metadata?.uid === args.podUid && pod.spec?.nodeName === args.node;
     } catch (error) {
-      if (httpStatusOf(error) === 404) return false;
+      if (isNotFound(error)) return false;
       this.deps.log?.('warn', `could not re-read ${args.podNamespace}/${args.podName} after a failed Binding: ${apiMessage(error)}`);
       return undefined;
     } finally {

@@ -10,6 +10,7 @@ export function httpStatusOf(error: unknown): number | undefined {
 /** 409: an RV-guarded write lost the race (or the object already exists). */
 export const isConflict = (error: unknown): boolean => httpStatusOf(error) === 409;
 
+/** 404: the object (or its namespace) does not exist. */
 export const isNotFound = (error: unknown): boolean => httpStatusOf(error) === 404;
 
 /** The `reason` and `message` of the Status object the apiserver sent with an error, when it sent one. */

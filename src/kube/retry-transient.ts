@@ -1,5 +1,5 @@
-import { WardenError } from '../base/errors.js';
 import { isTransientApiError } from './errors.js';
+import { abortReason, until } from '../base/abort.js';
 
 export interface UntilNotTransientOptions {
   deadlineMs: number;
@@ -10,10 +10,6 @@ export interface UntilNotTransientOptions {
   now?: () => number;
 }
 
-function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof Error ? reason : new WardenError('aborted', { cause: reason });
-}
 
 const isAborted = (signal: AbortSignal): boolean => signal.aborted;
 
@@ -23,18 +19,6 @@ const realSleep = (ms: number, signal: AbortSignal): Promise<void> => new Promis
   signal.addEventListener('abort', wake, { once: true });
 });
 
-/** Settles like `promise`, or rejects with the abort reason as soon as `signal` aborts. */
-function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    promise.catch(() => undefined);
-    return Promise.reject(abortReason(signal));
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => { reject(abortReason(signal)); };
-    signal.addEventListener('abort', onAbort, { once: true });
-    void promise.then(resolve, reject).finally(() => { signal.removeEventListener('abort', onAbort); });
-  });
-}
 
 /**
  * Runs `attempt` until it succeeds, fails definitely (isTransientApiError false) or `deadlineMs`
@@ -50,7 +34,7 @@ export async function untilNotTransient<T>(attempt: () => Promise<T>, options: U
   const giveUpAt = now() + options.deadlineMs;
   for (let pauseMs = 500; ; pauseMs = Math.min(pauseMs * 2, 8_000)) {
     try {
-      return await unlessAborted(attempt(), signal);
+      return await until(attempt(), signal);
     } catch (error) {
       if (signal.aborted || !isTransientApiError(error) || now() + pauseMs > giveUpAt) throw error;
       options.onRetry(error, pauseMs);

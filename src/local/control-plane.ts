@@ -10,6 +10,7 @@ import { buildKubeconfig, renderKubeconfig } from './kubeconfig.js';
 import { ManagedProcess } from './managed-process.js';
 import type { ShutdownHooks } from './shutdown-hooks.js';
 import { waitUntilReady } from './wait-until-ready.js';
+import { sleep } from '../base/abort.js';
 
 /** A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) as plain data. */
 export type SchedulerConfiguration = Record<string, unknown> & { profiles?: unknown[]; extenders?: unknown[] };
@@ -181,7 +182,7 @@ export class ControlPlane {
     this.retire(current.process);
     current.process.killNow();
     await current.process.exited;
-    await new Promise((resolve) => setTimeout(resolve, options.downMs ?? 0));
+    await sleep(options.downMs ?? 0);
     const started = this.startComponent(name, current.spec);
     const fresh = this.processes.pop();
     if (fresh !== undefined) this.processes.splice(position, 0, fresh);

@@ -7,6 +7,7 @@ import type { NodeLocks } from '../lock/node-locks.js';
 import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 import { TO_ALLOCATE_ANNOTATION } from '../hami/wire.js';
+import { sleep } from '../base/abort.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -99,7 +100,7 @@ export class DevicePluginSimulator {
     const remaining = allocation.map((devices) => [...devices]);
     for (const [index, devices] of allocation.entries()) {
       if (devices.length === 0) continue;
-      await new Promise((resolve) => setTimeout(resolve, this.deps.allocationDelayMs ?? 20));
+      await sleep(this.deps.allocationDelayMs ?? 20);
       remaining[index] = [];
       await this.deps.core.patchNamespacedPod(
         { name: owner.name, namespace: owner.namespace, body: { metadata: { annotations: { [TO_ALLOCATE_ANNOTATION]: encodeAllocation(remaining) } } } },

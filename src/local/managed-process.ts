@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { WardenError } from '../base/errors.js';
+import { sleep } from '../base/abort.js';
 
 export interface ManagedProcessOptions {
   /** Short name used in errors, e.g. "kube-apiserver". */
@@ -131,7 +132,7 @@ export class ManagedProcess {
   // After SIGKILL the guard's exit can be seen before the kernel has reaped the rest of the group.
   private async groupGone(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline && this.groupExists()) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (Date.now() < deadline && this.groupExists()) await sleep(20);
   }
 
   private groupExists(): boolean {

@@ -10,6 +10,7 @@ import { RealNodeFleet } from './real-node/real-node-fleet.js';
 import type { NodeClusterAccess, RealNode } from './real-node/real-node.js';
 import type { ShutdownHooks } from './shutdown-hooks.js';
 import { GPU_ALLOCATABLE_RESOURCE } from '../hami/wire.js';
+import { sleep } from '../base/abort.js';
 
 /**
  * GPU nodes that are real kubelets (src/local/real-node/: kubelet v1.34 and containerd each, in
@@ -122,7 +123,7 @@ export class RealGpuFleet {
       const seen = (await this.core.readNode({ name: node })).status?.allocatable?.[GPU_ALLOCATABLE_RESOURCE];
       if (seen === String(count)) return;
       if (Date.now() > deadline) throw new RealGpuFleetError(`${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
     }
   }
 

@@ -2,6 +2,7 @@ import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { parseLockValue } from '../lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { sleep } from '../base/abort.js';
 
 /** Prefix of the victims' names: the simulated device plugin never allocates such a pod. */
 export const SEED_VICTIM = 'seed-victim';
@@ -57,7 +58,6 @@ export const HAMI_V2_10: Readonly<Record<SeedVariant, string>> = {
   graceful: 'HAMi v2.10 keeps it for the whole NODELOCK_EXPIRE (5m): the owner still exists while its graceful delete runs',
 };
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;

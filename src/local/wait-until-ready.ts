@@ -2,6 +2,7 @@ import { request as httpsRequest } from 'node:https';
 import { request as httpRequest } from 'node:http';
 import { WardenError } from '../base/errors.js';
 import type { ManagedProcess } from './managed-process.js';
+import { sleep } from '../base/abort.js';
 
 export class ReadinessError extends WardenError {}
 
@@ -34,7 +35,6 @@ function probeOnce(probe: ReadinessProbe): Promise<{ status: number; body: strin
   });
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Polls a health endpoint until it answers 200, failing fast (with the process's last log lines)

@@ -4,7 +4,7 @@ import { type PodRef } from './lock-value.js';
 import type { NodeLockApi, NodeSnapshot } from './node-lock-api.js';
 import { ownerPodFrom, type OwnerPod } from './owner-pod.js';
 import { boundedSignal, withSignal } from '../kube/call-options.js';
-import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { apiStatusOf, httpStatusOf, isNotFound } from '../kube/errors.js';
 import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -70,7 +70,7 @@ export class KubeNodeLockApi implements NodeLockApi {
     try {
       return ownerPodFrom(await this.core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }, withSignal(this.bounded(signal))));
     } catch (error) {
-      if (httpStatusOf(error) === 404) return undefined;
+      if (isNotFound(error)) return undefined;
       throw error;
     }
   }

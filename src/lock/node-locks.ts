@@ -18,6 +18,7 @@ import type { OwnerPod } from './owner-pod.js';
 import type { ReleasePath, LockEvent, LockObserver, AcquireOptions, ReleaseOptions, AcquireResult, ReleaseResult, ConditionalReleaseResult, LockInspection } from './lock-events.js';
 import type { RetryPolicy} from './retry-budget.js';
 import { DEFAULT_RETRY, RetryBudget } from './retry-budget.js';
+import { sleep } from '../base/abort.js';
 
 /** Who released a lock: metrics and events report releases by path. */
 export interface NodeLocksDeps {
@@ -37,7 +38,6 @@ export interface NodeLocksDeps {
   retry?: RetryPolicy;
 }
 
-const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * HAMi's node lock over the Kubernetes API, with the rules of lock-rules.ts deciding takeovers and
@@ -54,7 +54,7 @@ export class NodeLocks {
 
   constructor(private readonly deps: NodeLocksDeps) {
     this.clock = deps.clock ?? (() => new Date());
-    this.sleep = deps.sleep ?? realSleep;
+    this.sleep = deps.sleep ?? sleep;
     this.random = deps.random ?? Math.random;
     this.retry = deps.retry ?? DEFAULT_RETRY;
   }

@@ -1,7 +1,7 @@
 import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
 import { WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
-import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { apiStatusOf, httpStatusOf, isConflict, isNotFound } from '../kube/errors.js';
 import { apiCondition, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog, type ConditionReporter } from '../telemetry/condition-log.js';
 
@@ -224,7 +224,7 @@ export class LeaderElector {
     try {
       lease = await api.readNamespacedLease({ name, namespace }, withSignal(signal));
     } catch (error) {
-      if (httpStatusOf(error) !== 404) throw error;
+      if (!isNotFound(error)) throw error;
       try {
         await api.createNamespacedLease({
           namespace,
@@ -232,7 +232,7 @@ export class LeaderElector {
         }, withSignal(signal));
         return true;
       } catch (createError) {
-        if (httpStatusOf(createError) === 409) return false;
+        if (isConflict(createError)) return false;
         throw createError;
       }
     }
@@ -261,7 +261,7 @@ export class LeaderElector {
       return true;
     } catch (error) {
       // 409: another candidate wrote first; it leads, and our next round will observe it.
-      if (httpStatusOf(error) === 409) return false;
+      if (isConflict(error)) return false;
       throw error;
     }
   }

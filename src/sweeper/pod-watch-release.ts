@@ -7,6 +7,7 @@ import { deletionFence, deletionTimestampOf } from '../lock/deletion-fence.js';
 import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/lock-events.js';
 import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { sleep as realSleep } from '../base/abort.js';
 
 export interface WatchReleaser {
   release(node: string, pod: { namespace: string; name: string }, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
@@ -39,7 +40,7 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
   // One check per node at a time: a burst of updates of the same pod must not queue API reads.
   const checking = new Set<string>();
   const following = new Set<string>();
-  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const sleep = deps.sleep ?? realSleep;
   const clock = deps.clock ?? Date.now;
   const intervalMs = deps.followIntervalMs ?? 250;
   const followForMs = deps.followForMs ?? 300_000;

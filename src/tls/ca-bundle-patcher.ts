@@ -1,5 +1,5 @@
 import type { AdmissionregistrationV1Api } from '@kubernetes/client-node';
-import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { apiStatusOf, httpStatusOf, isNotFound } from '../kube/errors.js';
 import { caBundleFieldOf } from './ca-bundle-drift.js';
 import { CaBundlePatchError } from './tls-errors.js';
 
@@ -35,7 +35,7 @@ export class CaBundlePatcher {
       try {
         configuration = await api.readMutatingWebhookConfiguration({ name });
       } catch (error) {
-        if (httpStatusOf(error) === 404) return { outcome: 'not-found', configurationName: name };
+        if (isNotFound(error)) return { outcome: 'not-found', configurationName: name };
         throw this.failure('read', error);
       }
       const stale = (configuration.webhooks ?? []).filter((webhook) => webhook.clientConfig.caBundle !== wanted);

@@ -1,10 +1,10 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from '../cluster/reflector.js';
 import { describeError } from '../base/errors.js';
 import type { ConditionReporter } from '../telemetry/condition-log.js';
 import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { driftedWebhooks, type WebhookConfigurationView } from './ca-bundle-drift.js';
 import { TlsError } from './tls-errors.js';
+import { abortableSleep } from '../base/abort.js';
 
 /** The watch's settings cannot work. */
 export class CaBundleWatchError extends TlsError {}
@@ -47,7 +47,6 @@ export interface CaBundleWatchDeps {
   log?: (level: CaBundleWatchLevel, message: string) => void;
 }
 
-const realSleep = (ms: number, signal: AbortSignal): Promise<void> => delay(ms, undefined, { signal });
 
 /** base x 2^step, jittered by up to 100 %, never above `max`. */
 function backoffMs(base: number, step: number, max: number, random: () => number): number {
@@ -95,7 +94,7 @@ export class CaBundleWatch {
     }
     this.clock = deps.clock ?? Date.now;
     this.random = deps.random ?? Math.random;
-    this.sleep = deps.sleep ?? realSleep;
+    this.sleep = deps.sleep ?? abortableSleep;
     this.log = deps.log ?? (() => undefined);
     const name = deps.configurationName;
     this.reflector = new Reflector<WebhookConfigurationView>({

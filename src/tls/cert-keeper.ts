@@ -5,6 +5,7 @@ import { assessBundle, assessPreviousCa, canStayTrusted, type Assessment } from 
 import type { CertStore, StoredBundle } from './cert-store.js';
 import { createCertificateAuthority, issueCertificate } from './certificates.js';
 import { CertKeeperError, CertStoreConflictError } from './tls-errors.js';
+import { sleep } from '../base/abort.js';
 
 /** Where the caBundle goes (CaBundlePatcher in a cluster). Must be idempotent: it is applied on every ensure(). */
 export interface CaBundleTarget {
@@ -70,7 +71,6 @@ interface Served {
   caCertPem: string;
 }
 
-const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function outcomeOf(result: unknown): string | undefined {
   const outcome = (result as { outcome?: unknown } | null)?.outcome;
@@ -108,7 +108,7 @@ export class CertKeeper {
 
   constructor(private readonly deps: CertKeeperDeps) {
     this.clock = deps.clock ?? (() => new Date());
-    this.sleep = deps.sleep ?? realSleep;
+    this.sleep = deps.sleep ?? sleep;
     this.log = deps.log ?? (() => undefined);
     this.propagationDelayMs = deps.propagationDelayMs ?? DEFAULT_PROPAGATION_DELAY_MS;
     this.attempts = deps.attempts ?? 5;

@@ -1,5 +1,5 @@
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
-import { apiStatusOf, httpStatusOf } from '../kube/errors.js';
+import { apiStatusOf, httpStatusOf, isConflict, isNotFound } from '../kube/errors.js';
 import type { CertBundle } from './cert-bundle.js';
 import type { CertStore, StoredBundle } from './cert-store.js';
 import { CERT_FILES } from './file-cert-store.js';
@@ -100,7 +100,7 @@ export class SecretStore<T> implements CertStore<T> {
     try {
       return await core.readNamespacedSecret({ name, namespace });
     } catch (error) {
-      if (httpStatusOf(error) === 404) return undefined;
+      if (isNotFound(error)) return undefined;
       throw this.failure('read', error);
     }
   }
@@ -115,7 +115,7 @@ export class SecretStore<T> implements CertStore<T> {
     try {
       return this.stored(await core.createNamespacedSecret({ namespace, body }), bundle);
     } catch (error) {
-      if (httpStatusOf(error) === 409) {
+      if (isConflict(error)) {
         throw new CertStoreConflictError(`${this.description} was created by someone else first`, { cause: error });
       }
       throw this.failure('create', error);

@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { RealNodeError } from './real-node-error.js';
+import { sleep } from '../../base/abort.js';
 
 /**
  * Mount points of every cgroup hierarchy (v1 controllers, named ones such as name=systemd, and
@@ -89,7 +90,7 @@ export async function removeCgroupRoot(root: string, hierarchies: readonly strin
     const left = removeCgroupTreeOnce(root, hierarchies);
     if (left.length === 0) return;
     if (Date.now() >= deadline) throw new RealNodeError(`cgroups still busy after ${timeoutMs} ms: ${left.join(', ')}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
   }
 }
 

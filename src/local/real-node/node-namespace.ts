@@ -4,6 +4,7 @@ import { ManagedProcess } from '../managed-process.js';
 import { isRunning, readProcessStat, waitForDescendant, waitUntilGone, waitUntilGoneSync } from './process-table.js';
 import { RealNodeError } from './real-node-error.js';
 import { waitForExit } from './wait-for-exit.js';
+import { sleep } from '../../base/abort.js';
 
 /**
  * The kernel settings kubelet v1.34 checks at start and writes when they differ (a failed write is
@@ -100,7 +101,7 @@ export class NodeNamespace {
     const deadline = Date.now() + options.timeoutMs;
     while (!existsSync(options.readyFile)) {
       if (!isRunning(initPid) || Date.now() > deadline) return fail(`the namespace of ${options.name} did not finish its mounts`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await sleep(10);
     }
     return new NodeNamespace(holder, initPid, unsharePid, options.nsenter);
   }

@@ -1,14 +1,14 @@
 import { PatchStrategy, setHeaderOptions, type CoordinationV1Api, type CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { withSignal } from '../../kube/call-options.js';
-import { httpStatusOf } from '../../kube/errors.js';
+import { isConflict, isNotFound } from '../../kube/errors.js';
 import { RealNodeError } from './real-node-error.js';
+import { sleep } from '../../base/abort.js';
 
 /** The taint kubelet --cloud-provider=external registers with, until a cloud provider initializes the node. */
 export const UNINITIALIZED_TAINT = 'node.cloudprovider.kubernetes.io/uninitialized';
 
 const CALL_TIMEOUT_MS = 5000;
 const POLL_MS = 100;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface NodeWaitOptions {
   timeoutMs: number;
@@ -27,7 +27,7 @@ async function pollNode<T>(core: CoreV1Api, nodeName: string, what: string, opti
       node = await core.readNode({ name: nodeName }, withSignal(AbortSignal.timeout(CALL_TIMEOUT_MS)));
       last = describeReady(node);
     } catch (error) {
-      if (httpStatusOf(error) !== 404) last = (error as Error).message;
+      if (!isNotFound(error)) last = (error as Error).message;
       else last = 'not registered';
     }
     const result = check(node);
@@ -72,7 +72,7 @@ export async function initializeNode(core: CoreV1Api, nodeName: string, options:
       }, signal());
       return;
     } catch (error) {
-      if (httpStatusOf(error) !== 409 || attempt >= 5) throw new RealNodeError(`could not remove the ${UNINITIALIZED_TAINT} taint of node ${nodeName}`, { cause: error });
+      if (!isConflict(error) || attempt >= 5) throw new RealNodeError(`could not remove the ${UNINITIALIZED_TAINT} taint of node ${nodeName}`, { cause: error });
     }
   }
 }
@@ -91,7 +91,7 @@ export function waitForNodeReady(core: CoreV1Api, nodeName: string, options: Nod
 /** Deletes the Node and its Lease: nothing else would, and a Ready node left behind attracts pods. */
 export async function deleteNodeObjects(core: CoreV1Api, coordination: CoordinationV1Api, nodeName: string): Promise<void> {
   const ignoreMissing = (error: unknown) => {
-    if (httpStatusOf(error) !== 404) throw error;
+    if (!isNotFound(error)) throw error;
   };
   await core.deleteNode({ name: nodeName }, withSignal(AbortSignal.timeout(CALL_TIMEOUT_MS))).catch(ignoreMissing);
   await coordination.deleteNamespacedLease({ name: nodeName, namespace: 'kube-node-lease' }, withSignal(AbortSignal.timeout(CALL_TIMEOUT_MS))).catch(ignoreMissing);

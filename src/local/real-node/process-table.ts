@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { sleep } from '../../base/abort.js';
 
 // This kernel has no /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN is off), so the parent
 // of every process is read from its stat line instead.
@@ -48,7 +49,6 @@ export function isRunning(pid: number, procDir = '/proc'): boolean {
   return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Live descendants exactly `depth` generations below `pid` (1: its children). */
 export function descendantsAt(pid: number, depth: number, procDir = '/proc'): number[] {

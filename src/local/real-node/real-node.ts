@@ -17,6 +17,7 @@ import { isRunning, readProcessStat, waitForDescendant } from './process-table.j
 import { RealNodeError } from './real-node-error.js';
 import { runCommand } from './run-command.js';
 import { waitForExit } from './wait-for-exit.js';
+import { sleep } from '../../base/abort.js';
 
 /** What a node needs from the control plane; ControlPlane provides both. */
 export interface NodeClusterAccess {
@@ -389,4 +390,3 @@ function signal(pid: number, name: NodeJS.Signals): void {
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
