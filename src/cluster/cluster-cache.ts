@@ -1,11 +1,12 @@
 import type { CoreV1Api, KubeConfig, V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
+import { LockIndex } from './lock-index.js';
 import { QUOTA_RESOURCES, tightestLimits, type QuotaBudget, type QuotaUse } from '../devices/gpu-quota.js';
 import { INVENTORY_ANNOTATIONS, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
 import { addUsage, type GpuUse } from '../devices/usage.js';
 import { withSignal } from '../kube/call-options.js';
 import { kubeListWatchSource } from './kube-list-watch.js';
 import { isAtLeastVersion } from '../base/resource-version.js';
-import { parseLockValue, type PodRef } from '../lock/lock-value.js';
+import type { PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import type { VanishedOwner } from '../lock/kubelet-admission.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
@@ -56,7 +57,6 @@ interface NodeState {
   inventory: NodeInventory;
   /** Bumped on every change that can change a fit or a lock decision on this node. */
   generation: number;
-  lock: { raw: string; firstSeenMs: number } | undefined;
   liveness: LivenessState;
 }
 
@@ -91,9 +91,8 @@ export class ClusterCache {
   private readonly usageSums = new Map<string, { generation: number; usage: ReadonlyMap<string, GpuUse>; validUntil: number | undefined }>();
   private readonly nodeListeners = new Set<NodeListener>();
   private readonly podListeners = new Set<PodListener>();
-  private readonly lockListeners = new Map<string, Set<() => void>>();
-  /** `namespace/name` of each lock owner -> the nodes whose lock names it (usually one). */
-  private readonly lockHolders = new Map<string, Set<string>>();
+  /** Each node's lock with its first-seen time, the holder index and the parked lock waiters. */
+  private readonly locks: LockIndex;
   /** Pod UID -> the resourceVersion it was created at, for pods whose creation the watch delivered. */
   private readonly createdVersions = new Map<string, string>();
   /** Last states of deleted pods, from their DELETED events: what kubelet may still admit (lock/kubelet-admission.ts). */
@@ -108,6 +107,7 @@ export class ClusterCache {
 
   constructor(private readonly deps: ClusterCacheDeps) {
     this.clock = deps.clock ?? Date.now;
+    this.locks = new LockIndex(this.clock, (listeners) => { this.emit(listeners, (listener) => { listener(); }); });
     this.unacknowledged = new UnacknowledgedAllocations(this.clock);
     this.usage = new PodUsageIndex(this.clock, undefined, (node) => { this.bump(node); }, (node) => this.fullCapacity(node));
     const log = deps.log;
@@ -297,7 +297,7 @@ export class ClusterCache {
 
   /** The node's lock as the store has it, with the time this process first saw the value. */
   lockOf(nodeName: string): { raw: string; firstSeen: Date } | undefined {
-    const lock = this.nodeStates.get(nodeName)?.lock;
+    const lock = this.locks.of(nodeName);
     return lock === undefined ? undefined : { raw: lock.raw, firstSeen: new Date(lock.firstSeenMs) };
   }
 
@@ -318,14 +318,9 @@ export class ClusterCache {
    * (its holder's state decides whether a waiter may take over). Lock waiters park here.
    */
   onLockChange(nodeName: string, listener: () => void): () => void {
-    let listeners = this.lockListeners.get(nodeName);
-    if (!listeners) this.lockListeners.set(nodeName, (listeners = new Set()));
-    listeners.add(listener);
-    return () => {
-      listeners.delete(listener);
-      if (listeners.size === 0 && this.lockListeners.get(nodeName) === listeners) this.lockListeners.delete(nodeName);
-    };
+    return this.locks.onChange(nodeName, listener);
   }
+
 
   /**
    * Pods bound to `nodeName` whose allocation its kubelet has not acknowledged for at most
@@ -343,15 +338,12 @@ export class ClusterCache {
 
   /** Nodes whose lock names this pod (by namespace/name, as the lock does); O(1). */
   nodesLockedBy(namespace: string, name: string): string[] {
-    const nodes = this.lockHolders.get(`${namespace}/${name}`);
-    return nodes === undefined ? [] : [...nodes];
+    return this.locks.nodesLockedBy(namespace, name);
   }
 
   /** Nodes carrying hami.io/mutex.lock now (the sweeper's work list). */
   lockedNodes(): string[] {
-    const names: string[] = [];
-    for (const [name, state] of this.nodeStates) if (state.lock !== undefined) names.push(name);
-    return names;
+    return this.locks.lockedNodes();
   }
 
   nodeNames(): string[] {
@@ -403,8 +395,7 @@ export class ClusterCache {
   }
 
   lockSeenAt(nodeName: string, value: string): Date | undefined {
-    const lock = this.nodeStates.get(nodeName)?.lock;
-    return lock?.raw === value ? new Date(lock.firstSeenMs) : undefined;
+    return this.locks.seenAt(nodeName, value);
   }
 
   nodeSnapshot(nodeName: string): NodeSnapshot | undefined {
@@ -459,11 +450,11 @@ export class ClusterCache {
       const name = node.metadata?.name;
       if (name === undefined) continue;
       if (change.type === 'delete') {
-        this.indexLockHolder(name, this.nodeStates.get(name)?.lock?.raw, undefined);
+        this.locks.remove(name);
         this.nodeStates.delete(name);
         this.usageSums.delete(name);
         this.globalGeneration++;
-        this.notifyLock(name);
+        this.locks.notify(name);
       } else {
         this.updateNodeState(name, node, change.type === 'update' ? change.previous : undefined);
       }
@@ -476,7 +467,7 @@ export class ClusterCache {
     let state = this.nodeStates.get(name);
     if (state === undefined) {
       const inventory = parseNodeInventory(annotations);
-      state = { inventory, generation: 0, lock: undefined, liveness: this.judgeLiveness(node, inventory, undefined) };
+      state = { inventory, generation: 0, liveness: this.judgeLiveness(node, inventory, undefined) };
       this.nodeStates.set(name, state);
       this.bump(name);
     } else if (!sameInventoryAnnotations(previous?.metadata?.annotations, annotations)) {
@@ -488,12 +479,9 @@ export class ClusterCache {
       state.liveness = this.judgeLiveness(node, state.inventory, state.liveness);
       if (!sameVerdict(before, state.liveness.verdict)) this.bump(name);
     }
-    const raw = annotations[NODE_LOCK_ANNOTATION];
-    if (raw !== state.lock?.raw) {
-      this.indexLockHolder(name, state.lock?.raw, raw);
-      state.lock = raw === undefined ? undefined : { raw, firstSeenMs: this.clock() };
+    if (this.locks.observe(name, annotations[NODE_LOCK_ANNOTATION])) {
       this.bump(name);
-      this.notifyLock(name);
+      this.locks.notify(name);
     }
   }
 
@@ -513,44 +501,12 @@ export class ClusterCache {
         if (problem !== undefined) this.deps.log?.('warn', problem);
         acknowledgedOn = this.unacknowledged.upsert(pod);
       }
-      this.notifyHolder(pod);
+      const [namespace, name] = [pod.metadata?.namespace, pod.metadata?.name];
+      if (namespace !== undefined && name !== undefined) this.locks.notifyHolder(namespace, name);
       // A bind waiting for kubelet to acknowledge this pod parks with the lock waiters.
-      if (acknowledgedOn !== undefined) this.notifyLock(acknowledgedOn);
+      if (acknowledgedOn !== undefined) this.locks.notify(acknowledgedOn);
       this.emit(this.podListeners, (listener) => { listener(pod, change.type); });
     }
-  }
-
-  /** Wakes the waiters of every node whose lock names this pod. */
-  private notifyHolder(pod: V1Pod): void {
-    const namespace = pod.metadata?.namespace;
-    const name = pod.metadata?.name;
-    if (namespace === undefined || name === undefined) return;
-    for (const node of this.nodesLockedBy(namespace, name)) this.notifyLock(node);
-  }
-
-  private indexLockHolder(node: string, before: string | undefined, after: string | undefined): void {
-    const holderKey = (raw: string | undefined): string | undefined => {
-      if (raw === undefined) return undefined;
-      const value = parseLockValue(raw);
-      return value.kind === 'owned' ? `${value.owner.namespace}/${value.owner.name}` : undefined;
-    };
-    const [old, next] = [holderKey(before), holderKey(after)];
-    if (old === next) return;
-    if (old !== undefined) {
-      const nodes = this.lockHolders.get(old);
-      nodes?.delete(node);
-      if (nodes?.size === 0) this.lockHolders.delete(old);
-    }
-    if (next !== undefined) {
-      let nodes = this.lockHolders.get(next);
-      if (!nodes) this.lockHolders.set(next, (nodes = new Set()));
-      nodes.add(node);
-    }
-  }
-
-  private notifyLock(nodeName: string): void {
-    const listeners = this.lockListeners.get(nodeName);
-    if (listeners) this.emit(listeners, (listener) => { listener(); });
   }
 
   private emit<L>(listeners: Set<L>, call: (listener: L) => void): void {
