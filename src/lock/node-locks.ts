@@ -45,6 +45,14 @@ export interface NodeLocksDeps {
  * read again and the decision made anew. Calls on one node are serialised in this process; other
  * processes are kept honest by the resourceVersion.
  */
+/** What one pass of the read-classify-write loop decided. */
+type LockStep<R> =
+  | { kind: 'done'; result: R }
+  /** The view's answer is not enough to act on: read the node and its owner from the API. */
+  | { kind: 'reread-from-api' }
+  /** Write `value` (null: remove the lock) over `resourceVersion`; `written` makes the result, `refused` undoes bookkeeping. */
+  | { kind: 'write'; resourceVersion: string; value: string | null; written: (result: NodeSnapshot) => R; refused?: (error: unknown) => void };
+
 export class NodeLocks {
   private readonly mutex = new KeyedMutex();
   private readonly clock: () => Date;
@@ -74,23 +82,19 @@ export class NodeLocks {
     });
   }
 
-  private async acquireLocked(node: string, pod: PodRef, options: AcquireOptions, written: string[]): Promise<AcquireResult> {
+  private acquireLocked(node: string, pod: PodRef, options: AcquireOptions, written: string[]): Promise<AcquireResult> {
     const { signal } = options;
-    let replaced: AcquireResult['replaced'];
-    let previous: string | undefined;
-    const budget = this.budget();
-    let fromView = this.viewIsCurrent();
-    for (;;) {
-      signal?.throwIfAborted();
+    const what = `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`;
+    return this.readClassifyWrite<AcquireResult>(node, signal, this.viewIsCurrent(), what, async (fromView, budget) => {
       const snapshot = (fromView ? this.deps.view?.node(node) : undefined) ?? await this.deps.api.readNode(node, signal);
       const current = snapshot.lock;
-      replaced = undefined;
-      previous = undefined;
+      let replaced: AcquireResult['replaced'];
+      let previous: string | undefined;
       if (current !== undefined) {
         const value = parseLockValue(current);
         if (isOwnedBy(value, pod)) {
           // Our own earlier write whose answer was lost still counts as this call's acquisition.
-          if (written.includes(current)) return this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined);
+          if (written.includes(current)) return { kind: 'done', result: this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined) };
           if (options.mayReenter?.() === false) {
             const classification: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: this.ageOf(node, value) ?? 0 };
             this.emit({ type: 'contention', node, pod, holder: current, classification });
@@ -99,11 +103,8 @@ export class NodeLocks {
           previous = current;
         } else {
           const decided = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
-          if (decided.classification.state === 'releasable' && fromView) {
-            // Never free another pod's lock on the word of a possibly lagging view.
-            fromView = false;
-            continue;
-          }
+          // Never free another pod's lock on the word of a possibly lagging view.
+          if (decided.classification.state === 'releasable' && fromView) return { kind: 'reread-from-api' };
           if (decided.classification.state !== 'releasable') {
             this.emit({ type: 'contention', node, pod, holder: current, classification: decided.classification });
             if (decided.classification.state === 'stalled') this.emitStalled(node, current, decided.classification);
@@ -116,21 +117,21 @@ export class NodeLocks {
       const value = formatLockValue(this.clock(), pod);
       const fresh = !written.includes(value);
       if (fresh) written.push(value);
-      try {
-        const result = await this.deps.api.writeLock(node, snapshot.resourceVersion, value, signal);
-        this.deps.view?.observeWrite(result);
-        if (previous !== undefined) {
+      return {
+        kind: 'write',
+        resourceVersion: snapshot.resourceVersion,
+        value,
+        written: (result) => {
+          if (previous === undefined) return this.acquired(result, snapshot.resourceVersion, pod, value, budget.attempts, replaced);
           this.emit({ type: 'reentrant', node, pod, value, previous });
           return { outcome: 'reentrant', node, value, resourceVersion: result.resourceVersion, writtenOver: snapshot.resourceVersion, attempts: budget.attempts };
-        }
-        return this.acquired(result, snapshot.resourceVersion, pod, value, budget.attempts, replaced);
-      } catch (error) {
-        fromView = false;
+        },
         // A definite refusal wrote nothing: forget that value again.
-        if (fresh && (error instanceof WriteConflictError || error instanceof WriteRejectedError || error instanceof NodeNotFoundError)) written.splice(written.indexOf(value), 1);
-        await this.pause(budget.next(error, `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`), signal);
-      }
-    }
+        refused: (error) => {
+          if (fresh && (error instanceof WriteConflictError || error instanceof WriteRejectedError || error instanceof NodeNotFoundError)) written.splice(written.indexOf(value), 1);
+        },
+      };
+    });
   }
 
   /**
@@ -138,32 +139,29 @@ export class NodeLocks {
    * taken while we retried), RV-guarded and idempotent; `expectValues` and `fence` narrow it further.
    */
   release(node: string, pod: PodRef, path: ReleasePath = 'owner', options: ReleaseOptions = {}): Promise<ReleaseResult> {
-    return this.mutex.run(node, async () => {
-      const { signal } = options;
-      const budget = this.budget();
-      // A caller releasing its own write (a failed bind) reads the API: the view may not show that
-      // write yet, and a missed release would keep the node locked until the bind grace is over.
-      let fromView = this.viewIsCurrent() && options.expectValues === undefined;
-      for (;;) {
-        signal?.throwIfAborted();
-        const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
-        if (snapshot === undefined) return { outcome: 'not-locked', node };
-        const current = snapshot.lock;
-        const value = parseLockValue(current);
-        if (!isOwnedBy(value, pod)) return { outcome: 'not-owner', node, value: current };
-        if (options.expectValues !== undefined && !options.expectValues.includes(current)) return { outcome: 'not-owner', node, value: current };
-        if (options.fence?.(node, current) === false) return { outcome: 'fenced', node, value: current };
-        try {
-          const written = await this.deps.api.writeLock(node, snapshot.resourceVersion, null, signal);
-          this.deps.view?.observeWrite(written);
+    const { signal } = options;
+    // A caller releasing its own write (a failed bind) reads the API: the view may not show that
+    // write yet, and a missed release would keep the node locked until the bind grace is over.
+    const fromViewAtStart = this.viewIsCurrent() && options.expectValues === undefined;
+    const what = `release the lock on node ${node} for ${pod.namespace}/${pod.name}`;
+    return this.mutex.run(node, () => this.readClassifyWrite<ReleaseResult>(node, signal, fromViewAtStart, what, async (fromView) => {
+      const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
+      if (snapshot === undefined) return { kind: 'done', result: { outcome: 'not-locked', node } };
+      const current = snapshot.lock;
+      const value = parseLockValue(current);
+      if (!isOwnedBy(value, pod)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
+      if (options.expectValues !== undefined && !options.expectValues.includes(current)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
+      if (options.fence?.(node, current) === false) return { kind: 'done', result: { outcome: 'fenced', node, value: current } };
+      return {
+        kind: 'write',
+        resourceVersion: snapshot.resourceVersion,
+        value: null,
+        written: (result) => {
           this.emit({ type: 'released', node, value: current, reason: 'owner-request', path, ageMs: this.ageOf(node, value) });
-          return { outcome: 'released', node, value: current, resourceVersion: written.resourceVersion };
-        } catch (error) {
-          fromView = false;
-          await this.pause(budget.next(error, `release the lock on node ${node} for ${pod.namespace}/${pod.name}`), signal);
-        }
-      }
-    });
+          return { outcome: 'released', node, value: current, resourceVersion: result.resourceVersion };
+        },
+      };
+    }));
   }
 
   /**
@@ -172,38 +170,58 @@ export class NodeLocks {
    * releasable is confirmed by reading the node and its owner from the API before it is freed.
    */
   releaseIfReleasable(node: string, path: ReleasePath, options: { signal?: AbortSignal } = {}): Promise<ConditionalReleaseResult> {
-    return this.mutex.run(node, async () => {
-      const { signal } = options;
-      const budget = this.budget();
-      let fromView = this.viewIsCurrent();
-      for (;;) {
-        signal?.throwIfAborted();
-        const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
-        if (snapshot === undefined) {
-          if (fromView) { fromView = false; continue; }
-          return { outcome: 'not-locked', node };
-        }
-        const current = snapshot.lock;
-        const value = parseLockValue(current);
-        const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
-        if (classification.state !== 'releasable') {
-          if (classification.state === 'stalled') this.emitStalled(node, current, classification);
-          return { outcome: 'kept', node, value: current, classification, resourceVersion: snapshot.resourceVersion };
-        }
-        if (fromView) {
-          fromView = false;
-          continue;
-        }
-        try {
-          const written = await this.deps.api.writeLock(node, snapshot.resourceVersion, null, signal);
-          this.deps.view?.observeWrite(written);
-          this.emit({ type: 'released', node, value: current, reason: classification.reason, path, ageMs: classification.ageMs });
-          return { outcome: 'released', node, value: current, classification, resourceVersion: written.resourceVersion };
-        } catch (error) {
-          await this.pause(budget.next(error, `release the releasable lock on node ${node}`), signal);
-        }
+    const { signal } = options;
+    return this.mutex.run(node, () => this.readClassifyWrite<ConditionalReleaseResult>(node, signal, this.viewIsCurrent(), `release the releasable lock on node ${node}`, async (fromView) => {
+      const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
+      if (snapshot === undefined) return fromView ? { kind: 'reread-from-api' } : { kind: 'done', result: { outcome: 'not-locked', node } };
+      const current = snapshot.lock;
+      const value = parseLockValue(current);
+      const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
+      if (classification.state !== 'releasable') {
+        if (classification.state === 'stalled') this.emitStalled(node, current, classification);
+        return { kind: 'done', result: { outcome: 'kept', node, value: current, classification, resourceVersion: snapshot.resourceVersion } };
       }
-    });
+      // Confirmed by reading the node and its owner from the API before it is freed.
+      if (fromView) return { kind: 'reread-from-api' };
+      return {
+        kind: 'write',
+        resourceVersion: snapshot.resourceVersion,
+        value: null,
+        written: (result) => {
+          this.emit({ type: 'released', node, value: current, reason: classification.reason, path, ageMs: classification.ageMs });
+          return { outcome: 'released', node, value: current, classification, resourceVersion: result.resourceVersion };
+        },
+      };
+    }));
+  }
+
+  /**
+   * The one loop behind acquire, release and releaseIfReleasable: read the node (from the state
+   * store while `fromView`), let `step` classify it and decide, and make the write it asks for,
+   * RV-guarded on the node state it read. Any failed write, and any step that asks, reads again from
+   * the API (a view may lag); the retry budget paces errors and conflicts, and says when to give up.
+   */
+  private async readClassifyWrite<R>(node: string, signal: AbortSignal | undefined, fromViewAtStart: boolean, what: string, step: (fromView: boolean, budget: RetryBudget) => Promise<LockStep<R>>): Promise<R> {
+    const budget = this.budget();
+    let fromView = fromViewAtStart;
+    for (;;) {
+      signal?.throwIfAborted();
+      const next = await step(fromView, budget);
+      if (next.kind === 'done') return next.result;
+      if (next.kind === 'reread-from-api') {
+        fromView = false;
+        continue;
+      }
+      try {
+        const result = await this.deps.api.writeLock(node, next.resourceVersion, next.value, signal);
+        this.deps.view?.observeWrite(result);
+        return next.written(result);
+      } catch (error) {
+        fromView = false;
+        next.refused?.(error);
+        await this.pause(budget.next(error, what), signal);
+      }
+    }
   }
 
   /** The node's lock, its holder's state and the classification; writes nothing. */
