@@ -97,7 +97,7 @@ export class NodeLocks {
           if (written.includes(current)) return { kind: 'done', result: this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined) };
           if (options.mayReenter?.() === false) {
             const classification: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: this.ageOf(node, value) ?? 0 };
-            this.emit({ type: 'contention', node, pod, holder: current, classification });
+            this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification });
             throw new LockContentionError(node, pod, value, classification);
           }
           previous = current;
@@ -106,8 +106,8 @@ export class NodeLocks {
           // Never free another pod's lock on the word of a possibly lagging view.
           if (decided.classification.state === 'releasable' && fromView) return { kind: 'reread-from-api' };
           if (decided.classification.state !== 'releasable') {
-            this.emit({ type: 'contention', node, pod, holder: current, classification: decided.classification });
-            if (decided.classification.state === 'stalled') this.emitStalled(node, current, decided.classification);
+            this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification: decided.classification });
+            if (decided.classification.state === 'stalled') this.emitStalled(node, value, decided.classification);
             throw new LockContentionError(node, pod, value, decided.classification);
           }
           replaced = { value: current, reason: decided.classification.reason };
@@ -157,7 +157,7 @@ export class NodeLocks {
         resourceVersion: snapshot.resourceVersion,
         value: null,
         written: (result) => {
-          this.emit({ type: 'released', node, value: current, reason: 'owner-request', path, ageMs: this.ageOf(node, value) });
+          this.emit({ type: 'released', node, value: current, parsed: value, reason: 'owner-request', path, ageMs: this.ageOf(node, value) });
           return { outcome: 'released', node, value: current, resourceVersion: result.resourceVersion };
         },
       };
@@ -178,7 +178,7 @@ export class NodeLocks {
       const value = parseLockValue(current);
       const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
       if (classification.state !== 'releasable') {
-        if (classification.state === 'stalled') this.emitStalled(node, current, classification);
+        if (classification.state === 'stalled') this.emitStalled(node, value, classification);
         return { kind: 'done', result: { outcome: 'kept', node, value: current, classification, resourceVersion: snapshot.resourceVersion } };
       }
       // Confirmed by reading the node and its owner from the API before it is freed.
@@ -188,7 +188,7 @@ export class NodeLocks {
         resourceVersion: snapshot.resourceVersion,
         value: null,
         written: (result) => {
-          this.emit({ type: 'released', node, value: current, reason: classification.reason, path, ageMs: classification.ageMs });
+          this.emit({ type: 'released', node, value: current, parsed: value, reason: classification.reason, path, ageMs: classification.ageMs });
           return { outcome: 'released', node, value: current, classification, resourceVersion: result.resourceVersion };
         },
       };
@@ -281,8 +281,8 @@ export class NodeLocks {
     return { owner, classification };
   }
 
-  private emitStalled(node: string, holder: string, classification: Extract<LockClassification, { state: 'stalled' }>): void {
-    this.emit({ type: 'stalled', node, holder, ageMs: classification.ageMs, ...(classification.forceWithheld === undefined ? {} : { forceWithheld: classification.forceWithheld }) });
+  private emitStalled(node: string, holder: LockValue, classification: Extract<LockClassification, { state: 'stalled' }>): void {
+    this.emit({ type: 'stalled', node, holder: holder.raw, holderValue: holder, ageMs: classification.ageMs, ...(classification.forceWithheld === undefined ? {} : { forceWithheld: classification.forceWithheld }) });
   }
 
   /**
@@ -323,10 +323,11 @@ export class NodeLocks {
 
   private acquired(snapshot: NodeSnapshot, writtenOver: string, pod: PodRef, value: string, attempts: number, replaced: AcquireResult['replaced']): AcquireResult {
     const node = snapshot.name;
-    if (replaced) {
-      this.emit({ type: 'released', node, value: replaced.value, reason: replaced.reason, path: 'takeover', ageMs: this.ageOf(node, parseLockValue(replaced.value)) });
+    const replacedValue = replaced === undefined ? undefined : parseLockValue(replaced.value);
+    if (replaced && replacedValue) {
+      this.emit({ type: 'released', node, value: replaced.value, parsed: replacedValue, reason: replaced.reason, path: 'takeover', ageMs: this.ageOf(node, replacedValue) });
     }
-    this.emit({ type: 'acquired', node, pod, value, attempts, ...(replaced ? { replaced } : {}) });
+    this.emit({ type: 'acquired', node, pod, value, attempts, ...(replaced && replacedValue ? { replaced: { ...replaced, parsed: replacedValue } } : {}) });
     return {
       outcome: replaced ? 'taken-over' : 'acquired',
       node,

@@ -105,9 +105,9 @@ export class LockTelemetry implements LockObserver, SweepObserver {
       case 'contention':
         this.deps.metrics.recordContention();
         this.deps.log?.info({
-          component: 'lock', event: 'contention', node: event.node, pod: podKey(event.pod), holder: holderOf(parseLockValue(event.holder)),
+          component: 'lock', event: 'contention', node: event.node, pod: podKey(event.pod), holder: holderOf(event.holderValue),
           value: logValue(event.holder), state: event.classification.state, reason: event.classification.reason, ageSeconds: seconds(event.classification.ageMs),
-        }, `lock on node ${event.node} refused to ${podKey(event.pod)}: ${event.classification.state} by ${describeHolder(parseLockValue(event.holder))}`);
+        }, `lock on node ${event.node} refused to ${podKey(event.pod)}: ${event.classification.state} by ${describeHolder(event.holderValue)}`);
         return;
       case 'stalled':
         this.onStalled(event);
@@ -148,7 +148,7 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const outcome = event.replaced ? 'taken-over' : 'acquired';
     this.deps.metrics.recordAcquisition(outcome);
     const replaced = event.replaced
-      ? { previousHolder: holderOf(parseLockValue(event.replaced.value)), previousValue: logValue(event.replaced.value), reason: event.replaced.reason }
+      ? { previousHolder: holderOf(event.replaced.parsed), previousValue: logValue(event.replaced.value), reason: event.replaced.reason }
       : {};
     this.deps.log?.info({ component: 'lock', event: 'acquired', node: event.node, pod: podKey(event.pod), value: event.value, outcome, attempts: event.attempts, ...replaced },
       `lock on node ${event.node} ${outcome === 'taken-over' ? 'taken over' : 'acquired'} by ${podKey(event.pod)}`);
@@ -156,7 +156,7 @@ export class LockTelemetry implements LockObserver, SweepObserver {
 
   private onReleased(event: Extract<LockEvent, { type: 'released' }>): void {
     this.deps.metrics.recordRelease(event.reason, event.path);
-    const value = parseLockValue(event.value);
+    const value = event.parsed;
     const holder = holderOf(value);
     const now = this.now();
     const stall = this.stalls.released(event.node, event.value);
@@ -185,7 +185,7 @@ export class LockTelemetry implements LockObserver, SweepObserver {
   }
 
   private logStall(event: Extract<LockEvent, { type: 'stalled' }>, report: StallReport, now: number): void {
-    const holder = holderOf(parseLockValue(event.holder));
+    const holder = holderOf(event.holderValue);
     const who = holder ?? quoteForMessage(event.holder);
     const fields = {
       component: 'lock', event: 'stalled', node: event.node, holder, value: logValue(event.holder), reason: 'awaiting-allocation-past-expiry', ageSeconds: seconds(event.ageMs),
@@ -208,7 +208,7 @@ export class LockTelemetry implements LockObserver, SweepObserver {
 
   private recordStallEvents(event: Extract<LockEvent, { type: 'stalled' }>): void {
     if (this.deps.events === undefined) return;
-    const value = parseLockValue(event.holder);
+    const value = event.holderValue;
     const age = formatAge(event.ageMs / 1000);
     // Why we keep it, and what frees it, so whoever reads the Event knows what to do.
     const advice = 'It is kept: taking it over would let the device plugin serve this pod\'s Allocate with another pod\'s GPUs (HAMi #3096). '

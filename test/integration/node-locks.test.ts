@@ -4,7 +4,7 @@ import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
 import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { LockContentionError, NodeNotFoundError } from '../../src/lock/lock-errors.js';
 import type { LockRulesConfig } from '../../src/lock/lock-rules.js';
-import { formatLockValue, formatRfc3339, type PodRef } from '../../src/lock/lock-value.js';
+import { formatLockValue, formatRfc3339, parseLockValue, type PodRef } from '../../src/lock/lock-value.js';
 import { NodeLocks, type NodeLocksDeps } from '../../src/lock/node-locks.js';
 import { createGpuNode, createPod, InstrumentedLockApi, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, testCluster } from '../support/test-cluster.js';
@@ -238,7 +238,7 @@ describe('NodeLocks on a real apiserver', () => {
       expect(result.outcome).to.equal('released');
       expect(result.classification).to.deep.include({ state: 'releasable', reason: 'owner-not-found' });
       expect(await readLock(core, node)).to.equal(undefined);
-      expect(events).to.deep.include.members([{ type: 'released', node, value: result.value, reason: 'owner-not-found', path: 'webhook', ageMs: result.classification?.ageMs }]);
+      expect(events).to.deep.include.members([{ type: 'released', node, value: result.value, parsed: parseLockValue(result.value ?? ''), reason: 'owner-not-found', path: 'webhook', ageMs: result.classification?.ageMs }]);
     });
 
     // Found by the chaos suite (seed 1, 30 minutes): a bind that died with its outcome unknown kept

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { KubeletAdmissionCheck } from '../../../src/lock/kubelet-admission.js';
 import { LockContentionError } from '../../../src/lock/lock-errors.js';
-import type { PodRef } from '../../../src/lock/lock-value.js';
+import { parseLockValue, type PodRef } from '../../../src/lock/lock-value.js';
 import { NodeLocks } from '../../../src/lock/node-locks.js';
 import { OneNodeLockApi } from '../../support/one-node-lock-api.js';
 import type { LockEvent } from '../../../src/lock/lock-events.js';
@@ -44,7 +44,7 @@ describe('NODELOCK_FORCE_AFTER and a kubelet that may still serve a queued pod t
     expect(result.classification).to.deep.equal({ state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 600_000, forceWithheld: 'kubelet-queue' });
     expect(api.lock).to.equal(LOCK);
     expect(kubelet.asked, 'asked about the lock\'s own stamp (no managedFields record here)').to.deep.equal([new Date('2026-12-02T10:00:00Z')]);
-    expect(events).to.deep.include({ type: 'stalled', node: NODE, holder: LOCK, ageMs: 600_000, forceWithheld: 'kubelet-queue' });
+    expect(events).to.deep.include({ type: 'stalled', node: NODE, holder: LOCK, holderValue: parseLockValue(LOCK), ageMs: 600_000, forceWithheld: 'kubelet-queue' });
   });
 
   it('frees it (forced-after-stall) once the kubelet has run since', async () => {

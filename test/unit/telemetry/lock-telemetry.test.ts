@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { pino } from 'pino';
 import type { LockClassification } from '../../../src/lock/lock-rules.js';
 import type { LockEvent } from '../../../src/lock/lock-events.js';
+import { parseLockValue } from '../../../src/lock/lock-value.js';
 import type { EventTarget } from '../../../src/telemetry/events.js';
 import { LockTelemetry, type EventSink } from '../../../src/telemetry/lock-telemetry.js';
 import { WardenMetrics } from '../../../src/telemetry/metrics.js';
@@ -43,7 +44,7 @@ async function sample(metrics: WardenMetrics, line: string): Promise<boolean> {
 }
 
 const held: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: 4_200 };
-const stalled = (ageMs = 7 * MINUTE): LockEvent => ({ type: 'stalled', node: 'gpu-1', holder: HOLDER, ageMs });
+const stalled = (ageMs = 7 * MINUTE): LockEvent => ({ type: 'stalled', node: 'gpu-1', holder: HOLDER, holderValue: parseLockValue(HOLDER), ageMs });
 
 describe('LockTelemetry', () => {
   it('counts an acquisition and a takeover, one log line each naming node, pod and the replaced holder', async () => {
@@ -51,7 +52,7 @@ describe('LockTelemetry', () => {
     telemetry.onLockEvent({ type: 'acquired', node: 'gpu-1', pod: POD, value: HOLDER, attempts: 1 });
     telemetry.onLockEvent({
       type: 'acquired', node: 'gpu-2', pod: POD, value: HOLDER, attempts: 2,
-      replaced: { value: '2026-11-30T11:00:00Z,team-b,gone', reason: 'owner-not-found' },
+      replaced: { value: '2026-11-30T11:00:00Z,team-b,gone', reason: 'owner-not-found', parsed: parseLockValue('2026-11-30T11:00:00Z,team-b,gone') },
     });
     telemetry.onLockEvent({ type: 'reentrant', node: 'gpu-1', pod: POD, value: HOLDER, previous: HOLDER });
 
@@ -66,7 +67,7 @@ describe('LockTelemetry', () => {
 
   it('counts a release by reason and path, logs it once and records NodeLockReleased on the node', async () => {
     const { metrics, events, lines, telemetry } = setup();
-    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, reason: 'owner-not-found', path: 'sweeper', ageMs: 6 * MINUTE + 2_000 });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, parsed: parseLockValue(HOLDER), reason: 'owner-not-found', path: 'sweeper', ageMs: 6 * MINUTE + 2_000 });
 
     expect(await sample(metrics, 'vgpu_warden_lock_releases_total{reason="owner-not-found",path="sweeper"} 1')).to.equal(true);
     expect(lines).to.have.length(1);
@@ -83,9 +84,9 @@ describe('LockTelemetry', () => {
 
   it('names legacy and malformed holders in release events and logs them with holder null', () => {
     const { events, lines, telemetry } = setup();
-    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: '2026-11-30T12:00:00Z', reason: 'legacy-expired', path: 'takeover', ageMs: 10 * MINUTE });
-    telemetry.onLockEvent({ type: 'released', node: 'gpu-2', value: 'garbage', reason: 'malformed', path: 'watch', ageMs: undefined });
-    telemetry.onLockEvent({ type: 'released', node: 'gpu-3', value: HOLDER, reason: 'owner-request', path: 'bind-failure', ageMs: 1000 });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: '2026-11-30T12:00:00Z', parsed: parseLockValue('2026-11-30T12:00:00Z'), reason: 'legacy-expired', path: 'takeover', ageMs: 10 * MINUTE });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-2', value: 'garbage', parsed: parseLockValue('garbage'), reason: 'malformed', path: 'watch', ageMs: undefined });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-3', value: HOLDER, parsed: parseLockValue(HOLDER), reason: 'owner-request', path: 'bind-failure', ageMs: 1000 });
     expect(lines.map((line) => line.holder)).to.deep.equal([null, null, 'team-a/trainer-0']);
     expect(events.recorded[0]?.message).to.include('a legacy lock without owner').and.include('the next bind');
     expect(events.recorded[1]?.message).to.include('an unreadable lock value ("garbage")').and.not.include(' after ');
@@ -94,7 +95,7 @@ describe('LockTelemetry', () => {
 
   it('counts a contention and logs the holder and its state, without an Event', async () => {
     const { metrics, events, lines, telemetry } = setup();
-    telemetry.onLockEvent({ type: 'contention', node: 'gpu-1', pod: { namespace: 'team-b', name: 'late' }, holder: HOLDER, classification: held });
+    telemetry.onLockEvent({ type: 'contention', node: 'gpu-1', pod: { namespace: 'team-b', name: 'late' }, holder: HOLDER, holderValue: parseLockValue(HOLDER), classification: held });
     expect(await sample(metrics, 'vgpu_warden_lock_contentions_total 1')).to.equal(true);
     expect(lines).to.have.length(1);
     expect(lines[0]).to.deep.include({ event: 'contention', node: 'gpu-1', pod: 'team-b/late', holder: 'team-a/trainer-0', state: 'held', reason: 'bind-in-progress', ageSeconds: 4.2 });
@@ -117,7 +118,7 @@ describe('LockTelemetry', () => {
 
   it('a stall past NODELOCK_FORCE_AFTER with the force withheld (kubelet may still admit it later) says so in its line and its Events', () => {
     const { events, lines, telemetry } = setup();
-    telemetry.onLockEvent({ type: 'stalled', node: 'gpu-1', holder: HOLDER, ageMs: 7 * MINUTE, forceWithheld: 'kubelet-queue' });
+    telemetry.onLockEvent({ type: 'stalled', node: 'gpu-1', holder: HOLDER, holderValue: parseLockValue(HOLDER), ageMs: 7 * MINUTE, forceWithheld: 'kubelet-queue' });
     expect(lines[0]).to.deep.include({ event: 'stalled', forceWithheld: 'kubelet-queue' });
     expect(events.recorded[0]?.message).to.include('NODELOCK_FORCE_AFTER has passed but is withheld').and.include('has not renewed its Lease');
     expect(events.recorded[1]?.message).to.include('withheld');
@@ -168,7 +169,7 @@ describe('LockTelemetry', () => {
     const { events, lines, telemetry } = setup({ repeatMs: 60_000 });
     telemetry.onLockEvent(stalled());
     telemetry.onLockEvent({ ...stalled(), node: 'gpu-2' });
-    telemetry.onLockEvent({ type: 'stalled', node: 'gpu-1', holder: '2026-11-30T12:05:00Z,team-a,trainer-1', ageMs: 6 * MINUTE });
+    telemetry.onLockEvent({ type: 'stalled', node: 'gpu-1', holder: '2026-11-30T12:05:00Z,team-a,trainer-1', holderValue: parseLockValue('2026-11-30T12:05:00Z,team-a,trainer-1'), ageMs: 6 * MINUTE });
     telemetry.onLockEvent(stalled());
     expect(events.recorded.filter((event) => event.target.kind === 'Node').map((event) => event.target.name)).to.deep.equal(['gpu-1', 'gpu-2', 'gpu-1', 'gpu-1']);
     expect(lines.map((line) => [line.event, line.node, line.holder])).to.deep.equal([
@@ -185,7 +186,7 @@ describe('LockTelemetry', () => {
     const { lines, telemetry, advance } = setup();
     telemetry.onLockEvent(stalled());
     advance(12 * MINUTE);
-    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, reason: 'forced-after-stall', path: 'sweeper', ageMs: 19 * MINUTE });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, parsed: parseLockValue(HOLDER), reason: 'forced-after-stall', path: 'sweeper', ageMs: 19 * MINUTE });
     expect(lines[1]).to.deep.include({ event: 'released', node: 'gpu-1', wasStalled: true, stalledSeconds: 720 });
     expect(lines[1]?.msg).to.equal('lock on node gpu-1 released by sweeper: forced-after-stall (stalled for 12m)');
     telemetry.onLockEvent(stalled());
@@ -232,14 +233,14 @@ describe('LockTelemetry', () => {
     const metrics = new WardenMetrics({ processMetrics: false });
     const telemetry = new LockTelemetry({ metrics });
     telemetry.onLockEvent(stalled());
-    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, reason: 'owner-terminal', path: 'watch', ageMs: 1 });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: HOLDER, parsed: parseLockValue(HOLDER), reason: 'owner-terminal', path: 'watch', ageMs: 1 });
     expect(await sample(metrics, 'vgpu_warden_lock_releases_total{reason="owner-terminal",path="watch"} 1')).to.equal(true);
   });
 
   it('quotes a huge lock value in Events and logs by a short prefix, never whole', () => {
     const { events, lines, telemetry } = setup();
     const huge = `2026-11-30T12:00:00Z,ns,${'a'.repeat(250_000)}`;
-    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: huge, reason: 'malformed', path: 'sweeper', ageMs: undefined });
+    telemetry.onLockEvent({ type: 'released', node: 'gpu-1', value: huge, parsed: parseLockValue(huge), reason: 'malformed', path: 'sweeper', ageMs: undefined });
     expect(events.recorded).to.have.length(1);
     expect(events.recorded[0]?.message).to.match(/^Released the node lock of an unreadable lock value \("2026-11-30T12:00:00Z,ns,a+…"\): malformed/);
     expect(events.recorded[0]?.message.length).to.be.below(400);
