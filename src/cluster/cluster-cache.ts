@@ -1,10 +1,8 @@
-import type { CoreV1Api, KubeConfig, V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { LockIndex } from './lock-index.js';
 import { QUOTA_RESOURCES, tightestLimits, type QuotaBudget, type QuotaUse } from '../devices/gpu-quota.js';
 import { INVENTORY_ANNOTATIONS, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
 import { addUsage, type GpuUse } from '../devices/usage.js';
-import { withSignal } from '../kube/call-options.js';
-import { kubeListWatchSource } from './kube-list-watch.js';
 import { isAtLeastVersion } from '../base/resource-version.js';
 import type { PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
@@ -36,15 +34,6 @@ export interface ClusterCacheDeps {
   reflector?: ReflectorOptions;
   /** Where the reflectors report list and watch failures (one warning per condition, with backoff); by default each its own, to `log`. */
   conditions?: ConditionLog;
-}
-
-/** The real list-watch sources for nodes and pods. */
-export function kubeSources(kubeConfig: KubeConfig, core: CoreV1Api): ClusterCacheDeps['sources'] {
-  return {
-    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', (signal) => core.listNode({}, withSignal(signal))),
-    pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', (signal) => core.listPodForAllNamespaces({}, withSignal(signal))),
-    quotas: kubeListWatchSource<V1ResourceQuota>(kubeConfig, '/api/v1/resourcequotas', (signal) => core.listResourceQuotaForAllNamespaces({}, withSignal(signal))),
-  };
 }
 
 export type PodChange = 'add' | 'update' | 'delete';

@@ -1,6 +1,9 @@
 import { Watch, type KubeConfig } from '@kubernetes/client-node';
 import { ResourceExpiredError, type ListWatchSource, type WatchHandlers } from './reflector.js';
 import { WardenError } from '../base/errors.js';
+import type { CoreV1Api, V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
+import { withSignal } from '../kube/call-options.js';
+import type { ClusterCacheDeps } from './cluster-cache.js';
 
 /** A watch ended with an ERROR event or an HTTP error other than 410, or never connected. */
 export class WatchFailedError extends WardenError {}
@@ -149,5 +152,14 @@ export function kubeListWatchSource<T>(
         );
       });
     },
+  };
+}
+
+/** The real list-watch sources for nodes and pods. */
+export function kubeSources(kubeConfig: KubeConfig, core: CoreV1Api): ClusterCacheDeps['sources'] {
+  return {
+    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', (signal) => core.listNode({}, withSignal(signal))),
+    pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', (signal) => core.listPodForAllNamespaces({}, withSignal(signal))),
+    quotas: kubeListWatchSource<V1ResourceQuota>(kubeConfig, '/api/v1/resourcequotas', (signal) => core.listResourceQuotaForAllNamespaces({}, withSignal(signal))),
   };
 }

@@ -5,7 +5,7 @@ import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, type KubeConfig, type 
 import type { Command } from './cli.js';
 import { UsageError } from './cli.js';
 import { loadConfig } from '../config/load.js';
-import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
+import { ClusterCache } from '../cluster/cluster-cache.js';
 import { kubeSchedulerConfiguration } from '../extender/scheduler-config.js';
 import { loadKubeConfig } from '../kube/client.js';
 import { KubeNodeLockApi } from '../lock/kube-node-lock-api.js';
@@ -33,6 +33,7 @@ import { createLogger } from '../telemetry/logger.js';
 import { startServer } from '../serve/start-server.js';
 import { GPU_COUNT, GPU_MEMORY } from '../hami/wire.js';
 import { sleep } from '../base/abort.js';
+import { kubeSources } from '../cluster/kube-list-watch.js';
 
 function positiveInteger(flag: string, value: string | boolean | string[] | undefined, fallback: number, max = 1000): number {
   if (value === undefined) return fallback;

@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { type Config } from '../config/setting-spec.js';
 import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
-import { ClusterCache, kubeSources } from '../cluster/cluster-cache.js';
+import { ClusterCache } from '../cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { Binder } from '../extender/binder.js';
 import { ExtenderService } from '../extender/extender-service.js';
@@ -47,6 +47,7 @@ import { Readiness } from '../lifecycle/readiness.js';
 import { apiCondition, APISERVER_UNREACHABLE, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog } from '../telemetry/condition-log.js';
 import { clip, NAME_CHARS } from '../base/user-text.js';
+import { kubeSources } from '../cluster/kube-list-watch.js';
 
 const DAY_MS = 86_400_000;
 /**
