@@ -24,7 +24,7 @@ import { EventRecorder } from '../telemetry/events.js';
 import { startMetricsListener } from '../server/metrics-app.js';
 import { cachedLockSource } from '../telemetry/lock-samples.js';
 import { LockTelemetry } from '../telemetry/lock-telemetry.js';
-import { WardenMetrics, gpuSamples } from '../telemetry/metrics.js';
+import { WardenMetrics } from '../telemetry/metrics.js';
 import { containerAllocationSamples } from '../telemetry/hami-pod-metrics.js';
 import { timedAdmissionHandler, timedExtenderHandlers } from '../server/timed-handlers.js';
 import { type Logger } from '../telemetry/logger.js';
@@ -48,6 +48,7 @@ import { apiCondition, APISERVER_UNREACHABLE, failureText } from '../telemetry/a
 import { ConditionLog } from '../telemetry/condition-log.js';
 import { clip, NAME_CHARS } from '../base/user-text.js';
 import { kubeSources } from '../cluster/kube-list-watch.js';
+import { gpuSamples } from '../telemetry/gpu-samples.js';
 
 const DAY_MS = 86_400_000;
 /**

@@ -1,7 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import {
-  coreRatio, HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, MIB, perScrape, type ContainerAllocationSource, type HamiFamily, type QuotaSource,
-} from './hami-pod-metrics.js';
+import { HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, perScrape, type ContainerAllocationSource, type HamiFamily, type QuotaSource } from './hami-pod-metrics.js';
+import { HAMI_GPU_FAMILIES, type GpuSource } from './gpu-samples.js';
 
 export type { ContainerAllocationSample, ContainerAllocationSource, QuotaSample, QuotaSource } from './hami-pod-metrics.js';
 
@@ -27,49 +26,6 @@ export type LockSource = () => readonly LockSample[] | undefined | Promise<reado
  */
 export type UnreadableAllocationSource = () => readonly { counted: string }[] | undefined;
 
-/** One GPU as HAMi's scheduler collector sees it: the inventory entry and what is allocated on it now. */
-export interface GpuSample {
-  node: string;
-  uuid: string;
-  index: number;
-  type: string;
-  memoryMiB: number;
-  /** Core capacity in HAMi's units (100 × core scaling). */
-  cores: number;
-  usedMemoryMiB: number;
-  usedCores: number;
-  /** Containers sharing the GPU (HAMi's DeviceUsage.Used). */
-  shared: number;
-}
-
-/** Called on every scrape; undefined means "not known here" (the HAMi GPU families are left out). */
-export type GpuSource = () => readonly GpuSample[] | undefined;
-
-/** What gpuSamples() reads: the state store's inventory and usage, nothing else. */
-export interface GpuView {
-  nodeNames(): readonly string[];
-  inventory(node: string): { devices: readonly { uuid: string; index: number; memoryMiB: number; cores: number; type: string }[] } | undefined;
-  usageOn(node: string): ReadonlyMap<string, { slots: number; memoryMiB: number; cores: number }>;
-}
-
-/** Every GPU of every node with an inventory, with its usage; bounded by the node and GPU count. */
-export function gpuSamples(view: GpuView): GpuSample[] {
-  const samples: GpuSample[] = [];
-  for (const node of view.nodeNames()) {
-    const inventory = view.inventory(node);
-    if (inventory === undefined) continue;
-    const usage = view.usageOn(node);
-    for (const device of inventory.devices) {
-      const use = usage.get(device.uuid);
-      samples.push({
-        node, uuid: device.uuid, index: device.index, type: device.type, memoryMiB: device.memoryMiB, cores: device.cores,
-        usedMemoryMiB: use?.memoryMiB ?? 0, usedCores: use?.cores ?? 0, shared: use?.slots ?? 0,
-      });
-    }
-  }
-  return samples;
-}
-
 /**
  * HAMi's per-GPU scheduler metric families (cmd/scheduler/metrics.go), with its names, label names
  * and values: the current `hami_*` names and the legacy ones its older dashboards use. The
@@ -77,42 +33,6 @@ export function gpuSamples(view: GpuView): GpuSample[] {
  * constant label zone="vGPU"; so do we, so queries written for HAMi match.
  */
 const HAMI_ZONE = 'vGPU';
-
-const gpuLabels = (gpu: GpuSample): string[] => [gpu.node, gpu.uuid, String(gpu.index), gpu.type];
-const always = (values: string[], value: number) => ({ values, value });
-
-// A GPU with no memory has no memory fraction: HAMi leaves it out.
-export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
-  { name: 'hami_gpu_memory_limit_bytes', help: 'Device memory limit for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB) },
-  { name: 'hami_gpu_core_limit_ratio', help: 'Device core limit for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu.cores, gpu.usedCores).limit) },
-  { name: 'hami_gpu_memory_allocated_bytes', help: 'Device memory allocated for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_type'],
-    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB) },
-  { name: 'hami_gpu_shared_count', help: 'Number of containers sharing this GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.shared) },
-  { name: 'hami_gpu_core_allocated_ratio', help: 'Device core allocated for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu.cores, gpu.usedCores).allocated) },
-  { name: 'hami_node_gpu_overview', help: 'GPU overview on a certain node', labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type'],
-    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type], gpu.usedMemoryMiB * MIB) },
-  { name: 'hami_node_gpu_memory_allocated_ratio', help: 'GPU Memory Allocated Percentage on a certain GPU', labels: ['node', 'device_uuid', 'device_index'],
-    sample: (gpu) => (gpu.memoryMiB > 0 ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB) : undefined) },
-  // Legacy names: raw core units rather than ratios, as HAMi's legacy collector reports them.
-  { name: 'GPUDeviceMemoryLimit', help: 'Device memory limit for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB) },
-  { name: 'GPUDeviceCoreLimit', help: 'Device memory core limit for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.cores) },
-  { name: 'GPUDeviceMemoryAllocated', help: 'Device memory allocated for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicetype'],
-    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB) },
-  { name: 'GPUDeviceSharedNum', help: 'Number of containers sharing this GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.shared) },
-  { name: 'GPUDeviceCoreAllocated', help: 'Device core allocated for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.usedCores) },
-  { name: 'nodeGPUOverview', help: 'GPU overview on a certain node', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicememorylimit', 'devicetype'],
-    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type], gpu.usedMemoryMiB * MIB) },
-  { name: 'nodeGPUMemoryPercentage', help: 'GPU Memory Allocated Percentage on a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx'],
-    sample: (gpu) => (gpu.memoryMiB > 0 ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB) : undefined) },
-];
 
 export type BindOutcome = 'success' | 'error';
 export type SweepResult = 'ok' | 'error';
