@@ -1,7 +1,8 @@
 import type { V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { LockIndex } from './lock-index.js';
+import { NodeStates } from './node-states.js';
 import { QUOTA_RESOURCES, tightestLimits, type QuotaBudget, type QuotaUse } from '../devices/gpu-quota.js';
-import { INVENTORY_ANNOTATIONS, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
+import { type NodeInventory } from '../devices/inventory.js';
 import { addUsage, type GpuUse } from '../devices/usage.js';
 import { isAtLeastVersion } from '../base/resource-version.js';
 import type { PodRef } from '../lock/lock-value.js';
@@ -10,14 +11,13 @@ import type { VanishedOwner } from '../lock/kubelet-admission.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
 import { VanishedPods } from './vanished-pods.js';
 import { kubeletRegistered, UnacknowledgedAllocations, type UnacknowledgedPod } from './unacknowledged-allocations.js';
-import { allocatableGpus, gpuLiveness, type GpuLiveness } from './node-liveness.js';
+import type { GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
 import { PodUsageIndex } from './pod-usage-index.js';
 import { QuotaIndex } from './quota-index.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
 import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
-import { NODE_HANDSHAKE_ANNOTATION } from '../hami/wire.js';
 
 export interface ClusterCacheDeps {
   /**
@@ -42,22 +42,6 @@ type PodListener = (pod: V1Pod, change: PodChange) => void;
 
 
 
-interface NodeState {
-  inventory: NodeInventory;
-  /** Bumped on every change that can change a fit or a lock decision on this node. */
-  generation: number;
-  liveness: LivenessState;
-}
-
-/** What the store remembers of a node's device plugin, and its verdict (node-liveness.ts). */
-interface LivenessState {
-  /** The node's allocatable nvidia.com/gpu has been above zero while this process watched. */
-  reportedBefore: boolean;
-  /** When this process first saw the plugin not reporting (cleared when it reports). */
-  notReportingSince: number | undefined;
-  verdict: GpuLiveness;
-}
-
 /**
  * The one cluster state store (ARCHITECTURE §3 `cluster/`): nodes with their parsed GPU inventory,
  * pods, GPU usage per node (bound plus assumed pods), and each node's lock with the time this
@@ -76,7 +60,7 @@ export class ClusterCache {
   private readonly pods = new ObjectStore<V1Pod>();
   private readonly quotaObjects = new ObjectStore<V1ResourceQuota>();
   private readonly quotas: QuotaIndex;
-  private readonly nodeStates = new Map<string, NodeState>();
+  private readonly nodeStates: NodeStates;
   private readonly usageSums = new Map<string, { generation: number; usage: ReadonlyMap<string, GpuUse>; validUntil: number | undefined }>();
   private readonly nodeListeners = new Set<NodeListener>();
   private readonly podListeners = new Set<PodListener>();
@@ -96,6 +80,7 @@ export class ClusterCache {
 
   constructor(private readonly deps: ClusterCacheDeps) {
     this.clock = deps.clock ?? Date.now;
+    this.nodeStates = new NodeStates(this.clock);
     this.locks = new LockIndex(this.clock, (listeners) => { this.emit(listeners, (listener) => { listener(); }); });
     this.unacknowledged = new UnacknowledgedAllocations(this.clock);
     this.usage = new PodUsageIndex(this.clock, undefined, (node) => { this.bump(node); }, (node) => this.fullCapacity(node));
@@ -196,7 +181,7 @@ export class ClusterCache {
   }
 
   inventory(nodeName: string): NodeInventory | undefined {
-    return this.nodeStates.get(nodeName)?.inventory;
+    return this.nodeStates.inventory(nodeName);
   }
 
   node(nodeName: string): V1Node | undefined {
@@ -214,10 +199,9 @@ export class ClusterCache {
 
   /** This node's generation: filter and prioritize results for a node are valid while it holds. */
   nodeGeneration(nodeName: string): number | undefined {
-    const state = this.nodeStates.get(nodeName);
     // A verdict that expires with time (a handshake grace ending) changes the node without an event.
-    if (state !== undefined) this.refreshLivenessIfExpired(nodeName, state);
-    return state?.generation;
+    if (this.nodeStates.refreshIfExpired(nodeName, this.nodes.get(nodeName))) this.bump(nodeName);
+    return this.nodeStates.generation(nodeName);
   }
 
   /**
@@ -227,10 +211,8 @@ export class ClusterCache {
    * filter verdicts follow it, and the node comes back as soon as its plugin reports again.
    */
   gpuLiveness(nodeName: string): GpuLiveness {
-    const state = this.nodeStates.get(nodeName);
-    if (state === undefined) return { ready: false, reason: 'node unregistered', since: undefined };
-    this.refreshLivenessIfExpired(nodeName, state);
-    return state.liveness.verdict;
+    if (this.nodeStates.refreshIfExpired(nodeName, this.nodes.get(nodeName))) this.bump(nodeName);
+    return this.nodeStates.liveness(nodeName) ?? { ready: false, reason: 'node unregistered', since: undefined };
   }
 
   /**
@@ -240,12 +222,12 @@ export class ClusterCache {
    */
   usageOn(nodeName: string, excludeUid?: string): ReadonlyMap<string, GpuUse> {
     if (excludeUid !== undefined && this.usage.isOn(nodeName, excludeUid)) return this.usage.usageOn(nodeName, excludeUid);
-    const generation = this.nodeStates.get(nodeName)?.generation;
+    const generation = this.nodeStates.generation(nodeName);
     const cached = this.usageSums.get(nodeName);
     const now = this.clock();
     if (cached !== undefined && generation !== undefined && cached.generation === generation && (cached.validUntil === undefined || now < cached.validUntil)) return cached.usage;
     const usage = this.usage.usageOn(nodeName);
-    if (generation !== undefined) this.usageSums.set(nodeName, { generation: this.nodeStates.get(nodeName)?.generation ?? generation, usage, validUntil: this.usage.nextExpiryOn(nodeName) });
+    if (generation !== undefined) this.usageSums.set(nodeName, { generation: this.nodeStates.generation(nodeName) ?? generation, usage, validUntil: this.usage.nextExpiryOn(nodeName) });
     return usage;
   }
 
@@ -336,7 +318,7 @@ export class ClusterCache {
   }
 
   nodeNames(): string[] {
-    return [...this.nodeStates.keys()];
+    return this.nodeStates.names();
   }
 
   /**
@@ -400,37 +382,9 @@ export class ClusterCache {
     this.applyNodes(this.nodes.observeWrite(object));
   }
 
-  /** The node's plugin liveness after this version of the node, given what the store remembered. */
-  private judgeLiveness(node: V1Node, inventory: NodeInventory, before: LivenessState | undefined): LivenessState {
-    const now = this.clock();
-    const allocatable = allocatableGpus(node.status?.allocatable);
-    const reporting = allocatable !== undefined && allocatable > 0;
-    const reportedBefore = (before?.reportedBefore ?? false) || reporting;
-    const notReportingSince = reporting ? undefined : before?.notReportingSince ?? now;
-    const registeredShares = inventory.devices.length === 0 ? undefined
-      : inventory.devices.reduce((sum, device) => sum + (device.healthy ? device.count : 0), 0);
-    const verdict = gpuLiveness({
-      allocatable, handshake: node.metadata?.annotations?.[NODE_HANDSHAKE_ANNOTATION], registeredShares,
-      // The verdict for this version of the node: "before" it, not counting what it reports now.
-      reportedBefore: before?.reportedBefore ?? false, notReportingSince, now,
-    });
-    return { reportedBefore, notReportingSince, verdict };
-  }
-
-  private refreshLivenessIfExpired(nodeName: string, state: NodeState): void {
-    const validUntil = state.liveness.verdict.ready ? state.liveness.verdict.validUntil : undefined;
-    if (validUntil === undefined || this.clock() < validUntil) return;
-    const node = this.nodes.get(nodeName);
-    if (node === undefined) return;
-    const before = state.liveness.verdict;
-    state.liveness = this.judgeLiveness(node, state.inventory, state.liveness);
-    if (!sameVerdict(before, state.liveness.verdict)) this.bump(nodeName);
-  }
-
   private bump(nodeName: string): void {
     this.globalGeneration++;
-    const state = this.nodeStates.get(nodeName);
-    if (state) state.generation = this.globalGeneration;
+    this.nodeStates.stamp(nodeName, this.globalGeneration);
   }
 
   private applyNodes(changes: ObjectChange<V1Node>[]): void {
@@ -440,7 +394,7 @@ export class ClusterCache {
       if (name === undefined) continue;
       if (change.type === 'delete') {
         this.locks.remove(name);
-        this.nodeStates.delete(name);
+        this.nodeStates.remove(name);
         this.usageSums.delete(name);
         this.globalGeneration++;
         this.locks.notify(name);
@@ -452,22 +406,8 @@ export class ClusterCache {
   }
 
   private updateNodeState(name: string, node: V1Node, previous: V1Node | undefined): void {
+    if (this.nodeStates.update(name, node, previous)) this.bump(name);
     const annotations = node.metadata?.annotations ?? {};
-    let state = this.nodeStates.get(name);
-    if (state === undefined) {
-      const inventory = parseNodeInventory(annotations);
-      state = { inventory, generation: 0, liveness: this.judgeLiveness(node, inventory, undefined) };
-      this.nodeStates.set(name, state);
-      this.bump(name);
-    } else if (!sameInventoryAnnotations(previous?.metadata?.annotations, annotations)) {
-      state.inventory = parseNodeInventory(annotations);
-      state.liveness = this.judgeLiveness(node, state.inventory, state.liveness);
-      this.bump(name);
-    } else {
-      const before = state.liveness.verdict;
-      state.liveness = this.judgeLiveness(node, state.inventory, state.liveness);
-      if (!sameVerdict(before, state.liveness.verdict)) this.bump(name);
-    }
     if (this.locks.observe(name, annotations[NODE_LOCK_ANNOTATION])) {
       this.bump(name);
       this.locks.notify(name);
@@ -507,15 +447,4 @@ export class ClusterCache {
       }
     }
   }
-}
-
-
-/** Same answer for filter: readiness, reason and the moment it lapses (a note changes no verdict). */
-function sameVerdict(a: GpuLiveness, b: GpuLiveness): boolean {
-  if (a.ready !== b.ready) return false;
-  return a.ready && b.ready ? a.validUntil === b.validUntil : !a.ready && !b.ready && a.reason === b.reason;
-}
-
-function sameInventoryAnnotations(before: Record<string, string> | undefined, after: Record<string, string>): boolean {
-  return before !== undefined && INVENTORY_ANNOTATIONS.every((key) => before[key] === after[key]);
 }
