@@ -11,7 +11,6 @@ import { ExtenderService } from '../extender/extender-service.js';
 import { podRequeueWriter } from '../extender/pod-requeue-writer.js';
 import { RefusalRequeue } from '../extender/refusal-requeue.js';
 import { loadKubeConfig, type PooledKubeConfig } from '../kube/client.js';
-import { untilNotTransient } from '../kube/retry-transient.js';
 import { KubeNodeLockApi } from '../lock/kube-node-lock-api.js';
 import { KubeKubeletEvidenceApi } from '../lock/kube-kubelet-evidence-api.js';
 import { NodeLocks } from '../lock/node-locks.js';
@@ -28,34 +27,22 @@ import { WardenMetrics } from '../telemetry/metrics.js';
 import { containerAllocationSamples } from '../telemetry/hami-pod-metrics.js';
 import { timedAdmissionHandler, timedExtenderHandlers } from '../server/timed-handlers.js';
 import { type Logger } from '../telemetry/logger.js';
-import { CaBundlePatcher } from '../tls/ca-bundle-patcher.js';
 import { CaBundleWatch } from '../tls/ca-bundle-watch.js';
-import { CertKeeper } from '../tls/cert-keeper.js';
-import type { CertStore } from '../tls/cert-store.js';
-import { CLIENT_CERT_LAYOUT, ClientCertPublisher } from '../tls/client-cert-publisher.js';
+import type { CertKeeper } from '../tls/cert-keeper.js';
 import { SCHEDULER_CLIENT_COMMON_NAME } from '../tls/client-cert-policy.js';
-import { FileCertStore } from '../tls/file-cert-store.js';
-import { SecretCertStore, SecretStore } from '../tls/secret-cert-store.js';
-import { servingNames } from '../tls/serving-names.js';
 import { webhookConfigurationSource } from '../tls/webhook-configuration-source.js';
 import { LeaderElector } from '../sweeper/leader-election.js';
 import { startPodWatchRelease } from '../sweeper/pod-watch-release.js';
 import { SweepSchedule } from '../sweeper/sweep-schedule.js';
-import { GRACEFUL_SHUTDOWN_MS, Lifecycle, StartAborted, StartupError, type StopReport } from '../lifecycle/lifecycle.js';
+import { GRACEFUL_SHUTDOWN_MS, Lifecycle, StartAborted, type StopReport } from '../lifecycle/lifecycle.js';
 import { listenFailure, type ListenerSettings } from '../lifecycle/listen-failure.js';
 import { Readiness } from '../lifecycle/readiness.js';
-import { apiCondition, APISERVER_UNREACHABLE, failureText } from '../telemetry/api-failure.js';
+import { APISERVER_UNREACHABLE, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog } from '../telemetry/condition-log.js';
 import { clip, NAME_CHARS } from '../base/user-text.js';
 import { kubeSources } from '../cluster/kube-list-watch.js';
 import { gpuSamples } from '../telemetry/gpu-samples.js';
-
-const DAY_MS = 86_400_000;
-/**
- * How long start-up keeps retrying a transient failure (the apiserver restarting, a reset
- * connection) before giving up: within the Deployment's startup probe window (2 s x 30).
- */
-const STARTUP_RETRY_MS = 45_000;
+import { startCertificates, type ServingListeners } from './certificates.js';
 
 /** How often the keeper re-checks the certificates (renewal, a rotation by another replica). */
 const CERT_CHECK_INTERVAL_MS = 10 * 60_000;
@@ -143,57 +130,10 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
     context: (condition) => (condition === APISERVER_UNREACHABLE ? apiserverContext(kubeConfig) : undefined),
   });
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const labels = { 'app.kubernetes.io/name': 'vgpu-warden' };
-  const store: CertStore = config.certSecretName === undefined
-    ? new FileCertStore({ dir: config.certDir })
-    : new SecretCertStore({ core, namespace: config.namespace, name: config.certSecretName, labels });
   const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
-  const caBundleTarget = config.webhookConfigName === undefined
-    ? undefined
-    : new CaBundlePatcher({ api: admissionApi, configurationName: config.webhookConfigName });
-  const certLog = (line: string) => { log.info({ component: 'certs' }, line); };
-  // loadConfig guarantees CERT_SECRET_NAME with client authentication: the client certificate is
-  // issued from the CA shared in that Secret and published for kube-scheduler in another one.
-  const clientCerts = config.extenderClientAuth
-    ? new ClientCertPublisher({
-      store: new SecretStore({ core, namespace: config.namespace, name: config.extenderClientSecretName, labels, layout: CLIENT_CERT_LAYOUT }),
-      commonName: SCHEDULER_CLIENT_COMMON_NAME,
-      validityDays: config.certValidityMs / DAY_MS,
-      renewBeforeMs: config.certRenewBeforeMs,
-      log: certLog,
-    })
-    : undefined;
   // Filled in once listening; the keeper may hand out material before (the first ensure) and after.
-  const listening: { webhook?: HttpsListener; extender?: HttpsListener; metrics?: { listening: boolean } } = {};
-  const keeper = new CertKeeper({
-    store,
-    names: servingNames({ serviceName: config.serviceName, namespace: config.namespace, extraHosts: config.certHosts }),
-    validityDays: config.certValidityMs / DAY_MS,
-    caValidityDays: (config.certValidityMs * 10) / DAY_MS,
-    renewBeforeMs: config.certRenewBeforeMs,
-    ...(caBundleTarget ? { caBundleTarget } : {}),
-    onChange: (material) => {
-      listening.webhook?.updateCertificate(material.certPem, material.keyPem);
-      listening.extender?.updateCertificate(material.certPem, material.keyPem, clientCerts ? material.caBundlePem : undefined);
-      log.info({ component: 'certs' }, 'serving certificate reloaded');
-    },
-    ...(clientCerts ? { onSettled: (bundle) => clientCerts.publish(bundle) } : {}),
-    log: certLog,
-  });
-  const certCondition = conditions.reporter('certificates');
-  const certSetting = config.certSecretName === undefined ? 'CERT_DIR' : 'CERT_SECRET_NAME';
-  const material = await lifecycle.step('certificates', (signal) => untilNotTransient(() => keeper.ensure(), {
-    deadlineMs: STARTUP_RETRY_MS,
-    signal,
-    onRetry: (error) => {
-      const { condition, message } = apiCondition(`certificates (${store.description})`, error);
-      certCondition.fail(condition, message);
-    },
-  }).catch((error: unknown) => {
-    if (signal.aborted) throw error;
-    throw new StartupError(`cannot get the serving certificate from ${store.description} (${certSetting}): ${failureText(error)}`, { cause: error });
-  }));
-  certCondition.ok();
+  const listening: ServingListeners = {};
+  const { keeper, clientCerts, material } = await startCertificates({ config, log, lifecycle, core, admissionApi, conditions, listening });
 
   const cache = new ClusterCache({
     sources: kubeSources(kubeConfig, core), staleAfterMs: config.stateStaleAfterMs, conditions,
