@@ -4,8 +4,8 @@ import type { KubeconfigSetting } from './kubeconfig-setting.js';
 
 /**
  * Typed runtime configuration, read once at start from environment variables and command-line
- * flags (a flag wins over its variable). Every setting is declared once in SETTINGS below; that
- * table drives parsing, validation messages, `--help` and the README's configuration table.
+ * flags (a flag wins over its variable). Every setting is declared once in SETTINGS (settings.ts); that
+ * table drives parsing, validation messages, `--help` and docs/configuration.md (generated from it).
  */
 export interface Config {
   /** Unset (or empty) means the defaults: ~/.kube/config, then the in-cluster service account. */

@@ -52,7 +52,7 @@ export interface SeedDemoDeps {
   timeoutMs?: number;
 }
 
-/** What HAMi v2.10's scheduler does with the same lock (measured; README "Seed scenario"). */
+/** What HAMi v2.10's scheduler does with the same lock (measured; docs/operate.md, "The seed demo"). */
 export const HAMI_V2_10: Readonly<Record<SeedVariant, string>> = {
   force: 'HAMi v2.10 frees it at its next bind to the node, when that bind finds the owner gone (1.2-3.2 s measured)',
   graceful: 'HAMi v2.10 keeps it for the whole NODELOCK_EXPIRE (5m): the owner still exists while its graceful delete runs',

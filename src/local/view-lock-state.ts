@@ -5,7 +5,7 @@ import type { LockView } from '../lock/node-lock-api.js';
 
 /**
  * A node's lock as `vgpu-warden locks` would report it, read from a state store instead of the API:
- * the same classification (lock-rules.ts) and row (lock-table.ts), with the age judged from when the
+ * the same classification (lock-rules.ts) and row (lock-report.ts), with the age judged from when the
  * store first saw the value, as the sweeper judges it. Undefined when the node carries no lock.
  * Pure given the view: no API call, so a redraw every second costs nothing.
  */
