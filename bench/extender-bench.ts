@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
+import { ClusterCache } from '../src/cluster/cluster-cache.js';
 import { startServer } from '../src/serve/start-server.js';
 import { loadConfig } from '../src/config/load.js';
 import { encodeAllocation } from '../src/devices/allocation-codec.js';
@@ -27,6 +27,7 @@ import { simulatedGpuNode, simulatedGpus } from '../src/local/simulated-gpu-node
 import { NodeLocks } from '../src/lock/node-locks.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import { ALLOCATED_ANNOTATION } from '../src/hami/wire.js';
+import { kubeSources } from '../src/cluster/kube-list-watch.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
+import { ClusterCache } from '../src/cluster/cluster-cache.js';
 import { startServer } from '../src/serve/start-server.js';
 import { loadConfig } from '../src/config/load.js';
 import { kubeSchedulerConfiguration } from '../src/extender/scheduler-config.js';
@@ -24,6 +24,7 @@ import { simulatedGpuNode } from '../src/local/simulated-gpu-node.js';
 import { NODE_LOCK_ANNOTATION } from '../src/hami/wire.js';
 import { NodeLocks } from '../src/lock/node-locks.js';
 import { createLogger } from '../src/telemetry/logger.js';
+import { kubeSources } from '../src/cluster/kube-list-watch.js';
 
 const PODS = 20;
 const ALLOCATE_MS = 100;

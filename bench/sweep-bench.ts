@@ -5,7 +5,7 @@
 //   npm run bench:sweep
 import { resolve } from 'node:path';
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { ClusterCache, kubeSources } from '../src/cluster/cluster-cache.js';
+import { ClusterCache } from '../src/cluster/cluster-cache.js';
 import { loadKubeConfig } from '../src/kube/client.js';
 import { KubeNodeLockApi } from '../src/lock/kube-node-lock-api.js';
 import { ControlPlane } from '../src/local/control-plane.js';
@@ -17,6 +17,7 @@ import type { NodeLockApi } from '../src/lock/node-lock-api.js';
 import { NodeLocks } from '../src/lock/node-locks.js';
 import { sweepOnce } from '../src/sweeper/sweep-pass.js';
 import { NODE_LOCK_ANNOTATION } from '../src/hami/wire.js';
+import { kubeSources } from '../src/cluster/kube-list-watch.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -7,6 +6,7 @@ import { expect } from 'chai';
 import type { JsonPatchOp } from '../../src/admission/json-patch.js';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { applyJsonPatch } from '../support/apply-json-patch.js';
+import { finished, spawnCaptured } from '../support/captured-process.js';
 import { BuildahContainer, buildahAvailable, groupProcesses, imageConfig, signalGroup, type ImageConfig } from '../support/buildah-container.js';
 import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
 import { outputTail } from '../support/observations.js';
@@ -19,18 +19,10 @@ const DEFAULT_CERT_DIR = '/tmp/vgpu-warden/webhook-certs';
 const NON_ROOT = '10001:10001';
 
 /** `npm run image` with the test's tag; the last lines of its output on failure. */
-function buildImage(): Promise<string> {
-  return new Promise((done, fail) => {
-    const child = spawn('bash', [join(repoRoot, 'tools', 'image', 'build.sh'), '--tag', IMAGE], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    child.once('error', fail);
-    child.once('close', (code) => {
-      if (code === 0) done(output);
-      else fail(new Error(`tools/image/build.sh exited ${code}:\n${output.split('\n').slice(-30).join('\n')}`));
-    });
-  });
+async function buildImage(): Promise<string> {
+  const { code, output } = await finished(spawnCaptured('bash', [join(repoRoot, 'tools', 'image', 'build.sh'), '--tag', IMAGE], { cwd: repoRoot }));
+  if (code !== 0) throw new Error(`tools/image/build.sh exited ${code}:\n${output.split('\n').slice(-30).join('\n')}`);
+  return output;
 }
 
 function postReview(port: number, caPem: string, review: unknown): Promise<{ status: number; body: string }> {

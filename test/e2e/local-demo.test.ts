@@ -1,52 +1,50 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, loadYaml, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../../src/kube/client.js';
+import { spawnCaptured } from '../support/captured-process.js';
 import { eventually, notYet } from '../support/test-cluster.js';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 const main = resolve(repoRoot, 'src', 'main.ts');
+/** `vgpu-warden local` from the sources; test/unit/docs/commands-run-by.ts finds the README command by this line. */
+const spawnLocal = (args: string[]) => spawnCaptured(process.execPath, ['--import', 'tsx', main, 'local', ...args]);
 
 describe('vgpu-warden local on real and simulated nodes (the README main job, headless)', function () {
   this.timeout(180_000);
 
   /** Runs `local` headless with `args` until it exits; its whole output. */
   async function runLocal(args: string[]): Promise<{ code: number | null; output: string }> {
-    const child = spawn(process.execPath, ['--import', 'tsx', main, 'local', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    const code = await new Promise<number | null>((done) => { child.once('exit', (exitCode) => { done(exitCode); }); });
+    const local = spawnLocal(args);
+    const { code } = await local.exited;
+    const output = local.output();
     console.log(output.split('\n').filter((line) => line.includes('seed demo') || line.includes(' nodes')).map((line) => `        ${line}`).join('\n'));
     return { code, output };
   }
 
   /** Starts `local` with `args`; `ready` resolves once it is up (or it exited); `interrupt` is Ctrl-C. */
   function startLocal(args: string[]) {
-    const child = spawn(process.execPath, ['--import', 'tsx', main, 'local', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
+    const local = spawnLocal(args);
+    const { child, output, exited } = local;
     const up = new Promise<void>((done) => {
-      const onData = (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('press Ctrl-C to stop')) done();
-      };
+      // After the capture's own listeners, so output() already holds the chunk.
+      const onData = () => { if (output().includes('press Ctrl-C to stop')) done(); };
       child.stdout.on('data', onData);
       child.stderr.on('data', onData);
     });
-    const exited = new Promise<number | null>((done) => { child.once('exit', (exitCode) => { done(exitCode); }); });
     return {
       ready: Promise.race([up, exited]).then(() => undefined),
-      output: () => output,
+      output,
       /** SIGINT, then the exit code and what it printed while stopping. */
       interrupt: async () => {
-        const before = output.length;
+        const before = output().length;
         child.kill('SIGINT');
-        const code = await exited;
-        return { code, stopping: output.slice(before), output };
+        const { code } = await exited;
+        return { code, stopping: output().slice(before), output: output() };
       },
     };
   }

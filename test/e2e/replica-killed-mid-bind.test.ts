@@ -1,10 +1,7 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { Readable } from 'node:stream';
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
@@ -16,7 +13,9 @@ import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { parseLockValue } from '../../src/lock/lock-value.js';
 import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
+import { spawnTsx, type CapturedProcess } from '../support/captured-process.js';
 import { FaultProxy } from '../support/fault-proxy.js';
+import { httpGet } from '../support/http-get.js';
 import { HamiDevicePlugin, pluginApiFromCore } from '../../src/local/hami-plugin/index.js';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
 import type { Wake } from '../support/eventually.js';
@@ -30,17 +29,7 @@ const main = resolve(repoRoot, 'src', 'main.ts');
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /** The /readyz status and body (what is not ready yet); status 0 and the error when it did not answer. */
-function readyz(port: number, caPem: string): Promise<{ status: number; body: string }> {
-  return new Promise((done) => {
-    request({ host: '127.0.0.1', port, path: '/readyz', ca: caPem }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
-      res.on('end', () => { done({ status: res.statusCode ?? 0, body }); });
-    })
-      .on('error', (error) => { done({ status: 0, body: error.message }); })
-      .end();
-  });
-}
+const readyz = (port: number, caPem: string) => httpGet(port, '/readyz', { caPem, noAnswerAsStatus0: true });
 
 /**
  * The real process, SIGKILLed between its lock write and its Binding (the apiserver never answers
@@ -120,27 +109,28 @@ for (const kind of ['simulated', 'real'] as const) {
       const proxy = await FaultProxy.start({ upstream: plane });
       const certDir = mkdtempSync(join(tmpdir(), 'killed-mid-bind-'));
       const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
-      let child: ChildProcessByStdio<null, Readable, Readable> | undefined;
+      let child: CapturedProcess['child'] | undefined;
       let scheduler: SchedulerHandle | undefined;
-      let output = '';
+      // Every replica started so far; the output is theirs in turn (the killed one's, then the restarted one's).
+      const replicas: CapturedProcess[] = [];
+      const output = () => replicas.map((replica) => replica.output()).join('');
       const serve = async () => {
         // Through the proxy, so the Binding can be held; same ports and CERT_DIR across restarts.
-        const started = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
+        const replica = spawnTsx(main, ['serve'], {
           env: {
             ...process.env, KUBECONFIG: proxy.kubeconfigPath, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1',
             WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort), METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort),
             SWEEP_ENABLED: 'false', POD_WATCH_ENABLED: 'true', POD_NAMESPACE: 'default', LOG_LEVEL: 'info',
           },
-          stdio: ['ignore', 'pipe', 'pipe'],
         });
-        started.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-        started.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+        replicas.push(replica);
+        const started = replica.child;
         child = started;
         // serve logs as it starts up: each line is a moment to look again; the polls stay as the fallback.
         const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
           try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) {
             const exited = started.exitCode === null ? '' : `serve exited ${started.exitCode}; `;
-            return notYet(`${exited}no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${outputTail(output)}`);
+            return notYet(`${exited}no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${outputTail(output())}`);
           }
         })()), 30_000, 100, wakeOn(started.stdout, 'data'));
         await eventually('serve to be ready', async () => {
@@ -193,8 +183,8 @@ for (const kind of ['simulated', 'real'] as const) {
         process.stdout.write(`        ${kind}: bound on the second node -> first node's lock freed ${freed - bound} ms\n`);
         // The child's log line may reach us a moment after the write it reports.
         await eventually('the restarted replica to log the release', () => {
-          const [released, node] = [output.includes('released'), output.includes(first)];
-          return Promise.resolve(released && node ? true : notYet(`"released" in the output: ${released ? 'yes' : 'no'}, ${first}: ${node ? 'yes' : 'no'}; ${outputTail(output)}`));
+          const [released, node] = [output().includes('released'), output().includes(first)];
+          return Promise.resolve(released && node ? true : notYet(`"released" in the output: ${released ? 'yes' : 'no'}, ${first}: ${node ? 'yes' : 'no'}; ${outputTail(output())}`));
         }, 10_000, 50, wakeOn(child!.stdout, 'data'));
       } finally {
         child?.kill('SIGKILL');

@@ -1,6 +1,6 @@
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
+import { ClusterCache } from '../../src/cluster/cluster-cache.js';
 import { VGPU_NODE_ANNOTATION } from '../../src/hami/wire.js';
 import { decodeAllocation, encodeAllocation, isDecodeError } from '../../src/devices/allocation-codec.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../src/devices/requests.js';
@@ -17,6 +17,7 @@ import type { Wake } from '../support/eventually.js';
 import { describePod } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../src/hami/wire.js';
+import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 
 const FULL_CARD_MIB = 24576;
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
@@ -92,7 +93,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     return proxy;
   }
 
-  /** Proxy, cache, locks and binder wired as in serve-command.ts, every client going through the proxy. */
+  /** Proxy, cache, locks and binder wired as in serve/start-server.ts, every client going through the proxy. */
   async function harness(): Promise<Harness> {
     const proxy = await startProxy();
     const kubeConfig = proxy.kubeConfig();

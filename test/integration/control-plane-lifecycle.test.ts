@@ -1,9 +1,8 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import type { Readable } from 'node:stream';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
 import { processGroupExists } from '../../src/local/managed-process.js';
+import { spawnTsx, type CapturedProcess } from '../support/captured-process.js';
 import { eventually, notYet } from '../support/test-cluster.js';
 
 interface Started {
@@ -13,21 +12,17 @@ interface Started {
 
 const fixture = resolve(import.meta.dirname, '..', 'support', 'fixtures', 'hold-control-plane.ts');
 
-function startFixture(): { child: ChildProcessByStdio<null, Readable, Readable>; started: Promise<Started>; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', fixture], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => {
-    child.once('exit', (code, signal) => { done({ code, signal }); });
-  });
+/** The fixture process; `started` is the first JSON line it prints (what it started, and where). */
+function startFixture(): { child: CapturedProcess['child']; started: Promise<Started>; exited: CapturedProcess['exited'] } {
+  const fixtureProcess = spawnTsx(fixture);
+  const { child, exited } = fixtureProcess;
   const started = new Promise<Started>((done, fail) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const line = stdout.split('\n').find((candidate) => candidate.startsWith('{'));
+    // Registered after the capture's own listener, so stdout() already holds this chunk.
+    child.stdout.on('data', () => {
+      const line = fixtureProcess.stdout().split('\n').find((candidate) => candidate.startsWith('{'));
       if (line !== undefined) done(JSON.parse(line) as Started);
     });
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-    void exited.then(({ code }) => { fail(new Error(`fixture exited (${String(code)}) before starting: ${stderr}`)); });
+    void exited.then(({ code }) => { fail(new Error(`fixture exited (${String(code)}) before starting: ${fixtureProcess.stderr()}`)); });
   });
   return { child, started, exited };
 }

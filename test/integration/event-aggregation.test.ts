@@ -1,6 +1,6 @@
 import { AuthorizationV1Api, CoreV1Api, RbacAuthorizationV1Api, type CoreV1Event } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
+import { ClusterCache } from '../../src/cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../src/devices/requests.js';
 import { Binder } from '../../src/extender/binder.js';
 import { ExtenderService } from '../../src/extender/extender-service.js';
@@ -10,6 +10,7 @@ import { EventRecorder } from '../../src/telemetry/events.js';
 import { impersonating } from '../support/impersonation.js';
 import { accessReview, applyShippedIdentities, serviceAccountSubject } from '../support/shipped-identities.js';
 import { eventually, notYet, testCluster } from '../support/test-cluster.js';
+import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 
 const INTERVAL_MS = 2_000;
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };

@@ -1,7 +1,7 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { EXIT_FAILURE, EXIT_OK, runCli } from '../../src/commands/cli.js';
-import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
+import { ClusterCache } from '../../src/cluster/cluster-cache.js';
 import { explainCommand } from '../../src/commands/explain-command.js';
 import { TO_ALLOCATE_ANNOTATION } from '../../src/hami/wire.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../src/devices/requests.js';
@@ -16,6 +16,7 @@ import { EventRecorder } from '../../src/telemetry/events.js';
 import { setLock } from '../support/lock-helpers.js';
 import { describeEvents } from '../support/observations.js';
 import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
+import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
@@ -85,7 +86,7 @@ describe('vgpu-warden explain on a real apiserver', function () {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  /** The store, locks and binder wired as serve-command.ts wires them (the real bind). */
+  /** The store, locks and binder wired as serve/start-server.ts wires them (the real bind). */
   async function extender(core: CoreV1Api): Promise<{ cache: ClusterCache; binder: Binder; service: ExtenderService }> {
     const kubeConfig = testCluster().kubeConfig;
     const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });

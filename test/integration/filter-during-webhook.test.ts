@@ -1,11 +1,11 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { Readable } from 'node:stream';
 import { expect } from 'chai';
 import { findFreePorts } from '../../src/local/free-port.js';
+import { spawnTsx, type CapturedProcess } from '../support/captured-process.js';
+import { httpGet } from '../support/http-get.js';
 import { describeEvents } from '../support/observations.js';
 import { eventually, notYet, testCluster } from '../support/test-cluster.js';
 
@@ -41,44 +41,45 @@ function post(agent: Agent, port: number, path: string, body: string | Buffer, c
  */
 describe('a /filter over 100,000 node names next to the admission webhook (serve, one process)', function () {
   this.timeout(120_000);
-  let child: ChildProcessByStdio<null, Readable, Readable> | undefined;
+  let serve: CapturedProcess | undefined;
   let certDir = '';
-  let output = '';
+  /** What the serve processes of the tests before this one wrote: `output()` has always covered them too. */
+  let earlier = '';
+  const output = (): string => earlier + (serve?.output() ?? '');
 
   /** The last line serve wrote (it logs warnings and errors only), for a wait that timed out. */
-  const lastOutput = (): string => output.trimEnd().split('\n').at(-1)?.slice(0, 300) || 'none';
+  const lastOutput = (): string => output().trimEnd().split('\n').at(-1)?.slice(0, 300) || 'none';
 
   afterEach(() => {
-    child?.kill('SIGKILL');
-    child = undefined;
+    serve?.child.kill('SIGKILL');
+    earlier = output();
+    serve = undefined;
     rmSync(certDir, { recursive: true, force: true });
   });
 
-  it('keeps answering admission reviews while it filters 100,000 node names, and the filter answers', async () => {
-    const { controlPlane, core, namespace } = testCluster();
+  /** serve with its webhook and extender on the given ports (no leader election, no sweeper); answers its CA once written. */
+  async function startServe(kubeconfigPath: string, ports: { webhookPort: number; extenderPort: number; metricsPort: number }): Promise<string> {
     certDir = mkdtempSync(join(tmpdir(), 'stall-certs-'));
-    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
-    child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
+    serve = spawnTsx(main, ['serve'], {
       env: {
-        ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'warn',
-        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(metricsPort),
+        ...process.env, KUBECONFIG: kubeconfigPath, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'warn',
+        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(ports.webhookPort), EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(ports.extenderPort), METRICS_PORT: String(ports.metricsPort),
         LEADER_ELECTION: 'false', SWEEP_ENABLED: 'false',
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-
-    const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
+    return eventually('serve to write its CA', () => Promise.resolve((() => {
       try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) { return notYet(`no ca.crt (${(error as NodeJS.ErrnoException).code ?? 'unreadable'}); serve's last line: ${lastOutput()}`); }
     })()), 30_000, 200);
+  }
+
+  it('keeps answering admission reviews while it filters 100,000 node names, and the filter answers', async () => {
+    const { controlPlane, core, namespace } = testCluster();
+    const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
+    const caPem = await startServe(controlPlane.kubeconfigPath, { webhookPort, extenderPort, metricsPort });
     const webhookAgent = new Agent({ keepAlive: true, maxSockets: 1 });
     const extenderAgent = new Agent({ keepAlive: true, maxSockets: 1 });
-    const get = (port: number, path: string) => new Promise<number>((done) => {
-      request({ host: '127.0.0.1', port, path, ca: caPem }, (res) => { res.resume(); done(res.statusCode ?? 0); }).on('error', () => { done(0); }).end();
-    });
     await eventually('the extender to be ready (store synced)', async () => {
-      const status = await get(extenderPort, '/readyz');
+      const { status } = await httpGet(extenderPort, '/readyz', { caPem, noAnswerAsStatus0: true });
       return status === 200 ? true : notYet(`/readyz ${status === 0 ? 'did not answer' : `answered ${status}`}; serve's last line: ${lastOutput()}`);
     }, 60_000, 200);
 
@@ -138,21 +139,8 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
   it('answers a filter for a GPU pod whose share cannot be read with an Error, never a pass-through', async () => {
     // The serve wiring of the one validation: HAMi would place these as if they asked for no GPU.
     const { controlPlane, namespace } = testCluster();
-    certDir = mkdtempSync(join(tmpdir(), 'stall-certs-'));
     const [extenderPort = 0, webhookPort = 0, metricsPort = 0] = await findFreePorts(3);
-    child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
-      env: {
-        ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'warn',
-        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(metricsPort),
-        LEADER_ELECTION: 'false', SWEEP_ENABLED: 'false',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
-      try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) { return notYet(`no ca.crt (${(error as NodeJS.ErrnoException).code ?? 'unreadable'}); serve's last line: ${lastOutput()}`); }
-    })()), 30_000, 200);
+    const caPem = await startServe(controlPlane.kubeconfigPath, { webhookPort, extenderPort, metricsPort });
     const agent = new Agent({ keepAlive: true });
     const filterOf = (limits: Record<string, unknown>) => post(agent, extenderPort, '/filter', JSON.stringify({
       Pod: { metadata: { name: 'unreadable', namespace, uid: 'u' }, spec: { containers: [{ name: 'main', resources: { limits } }] } }, NodeNames: ['n1', 'n2'],
@@ -169,6 +157,6 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
       expect(answer.Error, JSON.stringify(limits)).to.match(/^unreadable GPU request: invalid nvidia\.com\/gpumem value .* in container main: /);
     }
     agent.destroy();
-    expect(output).to.not.include('"level":50');
+    expect(output()).to.not.include('"level":50');
   });
 });

@@ -4,16 +4,15 @@ import { join } from 'node:path';
 import { KubeConfig, RbacAuthorizationV1Api, type CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { EXIT_OK, runCli } from '../../src/commands/cli.js';
-import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
+import { ClusterCache } from '../../src/cluster/cluster-cache.js';
 import type { LockRow } from '../../src/lock/lock-report.js';
 import { locksCommand } from '../../src/commands/locks-command.js';
-import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { formatLockValue, formatRfc3339, type PodRef } from '../../src/lock/lock-value.js';
-import type { NodeLockApi } from '../../src/lock/node-lock-api.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { sweepOnce, type SweepReport } from '../../src/sweeper/sweep-pass.js';
-import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
+import { createGpuNode, createPod, InstrumentedLockApi, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
+import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 
 /**
  * Lock values planted on real nodes as anyone who can patch a node, a buggy plugin or a skewed
@@ -29,18 +28,6 @@ const ANCIENT = '0001-01-01T00:00:00Z';
 const hugeOwner = (namespace: string) => `${formatRfc3339(new Date())},${namespace},${'a'.repeat(250_000)}`;
 /** Go refuses a lower-case `t`: HAMi could never have written it. */
 const lowerCaseT = (owner: PodRef) => formatLockValue(new Date(), owner).replace('T', 't');
-
-/** The real API, recording every owner lookup. */
-function recordingApi(core: CoreV1Api): NodeLockApi & { podReads: PodRef[] } {
-  const real = new KubeNodeLockApi(core);
-  const podReads: PodRef[] = [];
-  return {
-    podReads,
-    readNode: (name, signal) => real.readNode(name, signal),
-    writeLock: (name, resourceVersion, value, signal) => real.writeLock(name, resourceVersion, value, signal),
-    readPod: (pod, signal) => { podReads.push(pod); return real.readPod(pod, signal); },
-  };
-}
 
 async function plant(core: CoreV1Api, values: Record<string, string>): Promise<Record<string, string>> {
   const nodes: Record<string, string> = {};
@@ -77,7 +64,7 @@ describe('hostile node-lock values on a real apiserver', function () {
         const unseen = ours.filter((node) => cache.lockOf(node) === undefined);
         return Promise.resolve(unseen.length === 0 ? true : notYet(`${unseen.length} of ${ours.length} planted locks not in the store: ${unseen.map((node) => byNode[node] ?? node).join(', ')}`));
       }, undefined, undefined, (recheck) => cache.onNodeChange(recheck));
-      const api = recordingApi(core);
+      const api = new InstrumentedLockApi(core);
       const locks = new NodeLocks({ api, view: cache.lockView, config: CONFIG });
       const sweep = async (): Promise<Record<string, string | undefined>> => {
         const report = await sweepOnce({ targets: { lockedNodes: () => ours.filter((node) => cache.lockOf(node) !== undefined) }, locks, concurrency: 4, stillLeading: () => true });
@@ -111,7 +98,7 @@ describe('hostile node-lock values on a real apiserver', function () {
     const { core, namespace } = testCluster();
     const next = await createPod(core, namespace, 'next');
     const nodes = await plant(core, { hugeOwner: hugeOwner(namespace), lowerCaseT: lowerCaseT(next) });
-    const api = recordingApi(core);
+    const api = new InstrumentedLockApi(core);
     const locks = new NodeLocks({ api, config: CONFIG });
     for (const node of Object.values(nodes)) {
       const result = await locks.acquire(node, next);

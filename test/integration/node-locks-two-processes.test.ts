@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
+import { finished, spawnTsx } from '../support/captured-process.js';
 import { createGpuNode, createPod, readLock } from '../support/lock-helpers.js';
 import { findOverlaps, type CriticalSection } from '../support/lock-overlap.js';
 import { testCluster } from '../support/test-cluster.js';
@@ -13,21 +13,10 @@ interface WorkerReport {
   contentions: number;
 }
 
-function runWorker(input: Record<string, unknown>): Promise<WorkerReport> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', worker], {
-      env: { ...process.env, LOCK_WORKER: JSON.stringify(input) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-    child.once('exit', (code) => {
-      if (code === 0) done(JSON.parse(stdout.trim()) as WorkerReport);
-      else fail(new Error(`lock worker ${String(input.pod)} exited ${String(code)}: ${stderr}`));
-    });
-  });
+async function runWorker(input: Record<string, unknown>): Promise<WorkerReport> {
+  const { code, stdout, stderr } = await finished(spawnTsx(worker, [], { env: { ...process.env, LOCK_WORKER: JSON.stringify(input) } }));
+  if (code !== 0) throw new Error(`lock worker ${String(input.pod)} exited ${String(code)}: ${stderr}`);
+  return JSON.parse(stdout.trim()) as WorkerReport;
 }
 
 describe('NodeLocks across two OS processes', function () {

@@ -1,6 +1,6 @@
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { ClusterCache, kubeSources } from '../../src/cluster/cluster-cache.js';
+import { ClusterCache } from '../../src/cluster/cluster-cache.js';
 import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { LockContentionError, NodeNotFoundError } from '../../src/lock/lock-errors.js';
 import type { LockRulesConfig } from '../../src/lock/lock-rules.js';
@@ -9,6 +9,7 @@ import { NodeLocks, type NodeLocksDeps } from '../../src/lock/node-locks.js';
 import { createGpuNode, createPod, InstrumentedLockApi, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, testCluster } from '../support/test-cluster.js';
 import type { LockEvent } from '../../src/lock/lock-events.js';
+import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 
 const CONFIG: LockRulesConfig = { bindGraceMs: 60_000, expireMs: 300_000 };
 const MINUTE = 60_000;

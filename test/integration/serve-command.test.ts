@@ -1,12 +1,11 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { Readable } from 'node:stream';
 import { AdmissionregistrationV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { findFreePorts } from '../../src/local/free-port.js';
+import { finished, spawnTsx, type CapturedProcess } from '../support/captured-process.js';
+import { httpGet } from '../support/http-get.js';
 import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
@@ -16,16 +15,6 @@ const manifest = resolve(import.meta.dirname, '..', '..', 'manifests', 'webhook.
 function describeOutput(output: string): string {
   const lines = output.split('\n').filter((line) => line !== '');
   return `${lines.length} output lines, last: ${lines.at(-1)?.slice(0, 300) ?? 'none'}`;
-}
-
-function get(port: number, path: string, caPem: string): Promise<{ status: number; body: string }> {
-  return new Promise((done, fail) => {
-    request({ host: '127.0.0.1', port, path, ca: caPem }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
-      res.on('end', () => { done({ status: res.statusCode ?? 0, body }); });
-    }).on('error', fail).end();
-  });
 }
 
 describe('vgpu-warden serve (the real process)', function () {
@@ -50,27 +39,23 @@ describe('vgpu-warden serve (the real process)', function () {
         })),
       },
     });
-    let child: ChildProcessByStdio<null, Readable, Readable> | undefined;
+    let serve: CapturedProcess | undefined;
     try {
-      child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
+      serve = spawnTsx(main, ['serve'], {
         env: {
           // The test's namespace for the Lease: /readyz is 503 while leader election cannot work.
           ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, POD_NAMESPACE: namespace, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port),
           WEBHOOK_CONFIG_NAME: configName, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info', EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(metricsPort),
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
       });
-      let output = '';
-      child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-      child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-      const exited = new Promise<number | null>((done) => { child?.once('exit', (code) => { done(code); }); });
+      const { child, output } = serve;
 
       // serve logs as it makes its certificates: each line wakes the check, polling stays the fallback.
       const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
-        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) { return notYet(`no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${describeOutput(output)}`); }
+        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) { return notYet(`no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${describeOutput(output())}`); }
       })()), 30_000, 200, wakeOn(child.stdout, 'data'));
       await eventually('serve to be ready', async () => {
-        const answer = await get(port, '/readyz', caPem).catch(() => ({ status: 0, body: 'no answer' }));
+        const answer = await httpGet(port, '/readyz', { caPem }).catch(() => ({ status: 0, body: 'no answer' }));
         return answer.status === 200 ? true : notYet(`/readyz ${answer.status}: ${answer.body.slice(0, 300)}`);
       }, 30_000, 200);
       const patched = await admission.readMutatingWebhookConfiguration({ name: configName });
@@ -80,15 +65,16 @@ describe('vgpu-warden serve (the real process)', function () {
       const body = { metadata: { name: 'gpu' }, spec: { containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
       const mutated = await eventually('the apiserver to call serve', async () => {
         const created = await core.createNamespacedPod({ namespace, body, dryRun: 'All' });
-        return created.spec?.schedulerName === 'hami-scheduler' ? created : notYet(`dry-run pod got schedulerName ${created.spec?.schedulerName ?? 'none'}; serve: ${describeOutput(output)}`);
+        return created.spec?.schedulerName === 'hami-scheduler' ? created : notYet(`dry-run pod got schedulerName ${created.spec?.schedulerName ?? 'none'}; serve: ${describeOutput(output())}`);
       }, 20_000, 200);
       expect(mutated.spec?.containers[0]?.resources?.limits?.['nvidia.com/gpucores']).to.equal('100');
 
       child.kill('SIGTERM');
-      expect(await exited, output).to.equal(0);
-      expect(output).to.include('admission webhook listening').and.include('"signal":"SIGTERM"');
+      const { code } = await serve.exited;
+      expect(code, output()).to.equal(0);
+      expect(output()).to.include('admission webhook listening').and.include('"signal":"SIGTERM"');
     } finally {
-      child?.kill('SIGKILL');
+      serve?.child.kill('SIGKILL');
       await admission.deleteMutatingWebhookConfiguration({ name: configName }).catch(() => undefined);
       rmSync(certDir, { recursive: true, force: true });
     }
@@ -96,17 +82,11 @@ describe('vgpu-warden serve (the real process)', function () {
 
   it('refuses to start with the extender off loopback and no client authentication: exit 2, one line, no stack', async () => {
     const { controlPlane } = testCluster();
-    const run = (args: string[], env: Record<string, string>) => new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
+    const run = async (args: string[], env: Record<string, string>) => {
       const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('EXTENDER_')));
-      const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve', ...args], {
-        env: { ...inherited, KUBECONFIG: controlPlane.kubeconfigPath, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-      child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-      child.once('exit', (code) => { done({ code, stdout, stderr }); });
-    });
+      const { code, stdout, stderr } = await finished(spawnTsx(main, ['serve', ...args], { env: { ...inherited, KUBECONFIG: controlPlane.kubeconfigPath, ...env } }));
+      return { code, stdout, stderr };
+    };
     // The messages are config.ts's (ConfigError): the setting, where its value came from, the value, the rule.
     const why = 'is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods';
     expect(await run([], { EXTENDER_HOST: '0.0.0.0' })).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: EXTENDER_HOST (env) = 0.0.0.0 ${why}\n` });

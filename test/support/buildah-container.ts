@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
+import { finished, spawnCaptured } from './captured-process.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -68,16 +69,9 @@ export class BuildahContainer {
   }
 
   /** Runs `command` to completion. */
-  run(command: readonly string[], options: RunOptions = {}): Promise<RunResult> {
-    return new Promise((resolve, reject) => {
-      const child = spawn('buildah', this.runArgs(command, options), { stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-      child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
-      child.once('error', reject);
-      child.once('close', (code) => { resolve({ code, stdout, stderr }); });
-    });
+  async run(command: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+    const { code, stdout, stderr } = await finished(spawnCaptured('buildah', this.runArgs(command, options)));
+    return { code, stdout, stderr };
   }
 
   /**

@@ -99,3 +99,12 @@ export function wakeOn(emitter: NodeJS.EventEmitter, event: string): Wake {
     return () => { emitter.off(event, recheck); };
   };
 }
+
+/**
+ * `eventually` for a condition on in-memory state (a fake's counter, a flag a component sets):
+ * checked every `intervalMs`, so the fakes' timers and promises run in between. The condition
+ * cannot say what it saw, so a timeout names only what it waited for.
+ */
+export async function until(what: string, condition: () => boolean, timeoutMs = 3_000, intervalMs = 5): Promise<void> {
+  await eventually(what, () => Promise.resolve(condition() ? true : notYet('the condition was false')), timeoutMs, intervalMs);
+}

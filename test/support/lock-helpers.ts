@@ -68,29 +68,33 @@ export interface WriteHooks {
 }
 
 /**
- * The real KubeNodeLockApi with fault injection around writes. Every write still goes to the real
- * apiserver; only the timing of other writers and the loss of an answer are staged.
+ * The real KubeNodeLockApi, recording every owner lookup and with fault injection around writes.
+ * Every call still goes to the real apiserver (with the caller's signal); only the timing of other
+ * writers and the loss of an answer are staged. Without hooks it is the real API plus the record.
  */
 export class InstrumentedLockApi implements NodeLockApi {
   writes = 0;
+  /** Each pod a lock named that was looked up, in order. */
+  readonly podReads: PodRef[] = [];
   private readonly real: KubeNodeLockApi;
 
   constructor(core: CoreV1Api, private readonly hooks: WriteHooks = {}) {
     this.real = new KubeNodeLockApi(core);
   }
 
-  readNode(name: string): Promise<NodeSnapshot> {
-    return this.real.readNode(name);
+  readNode(name: string, signal?: AbortSignal): Promise<NodeSnapshot> {
+    return this.real.readNode(name, signal);
   }
 
-  readPod(pod: PodRef): Promise<OwnerPod | undefined> {
-    return this.real.readPod(pod);
+  readPod(pod: PodRef, signal?: AbortSignal): Promise<OwnerPod | undefined> {
+    this.podReads.push(pod);
+    return this.real.readPod(pod, signal);
   }
 
-  async writeLock(name: string, resourceVersion: string, value: string | null): Promise<NodeSnapshot> {
+  async writeLock(name: string, resourceVersion: string, value: string | null, signal?: AbortSignal): Promise<NodeSnapshot> {
     const call = ++this.writes;
     await this.hooks.beforeWrite?.(call);
-    const written = await this.real.writeLock(name, resourceVersion, value);
+    const written = await this.real.writeLock(name, resourceVersion, value, signal);
     if (this.hooks.loseResponse?.(call) === true) throw new Error('socket hang up (answer lost after the write was applied)');
     return written;
   }

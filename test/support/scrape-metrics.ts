@@ -1,14 +1,8 @@
-import { request } from 'node:http';
+import { httpGet } from './http-get.js';
 
-/** GET /metrics from a local metrics listener, as Prometheus text. */
-export function scrapeMetrics(port: number): Promise<string> {
-  return new Promise((done, fail) => {
-    request({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
-      let text = '';
-      res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-      res.on('end', () => { done(text); });
-    }).on('error', fail).end();
-  });
+/** GET /metrics from a local metrics listener, as Prometheus text (whatever the status). */
+export async function scrapeMetrics(port: number): Promise<string> {
+  return (await httpGet(port, '/metrics')).body;
 }
 
 /** One series of a Prometheus text exposition. */

@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,21 +11,15 @@ import { findFreePort, findFreePorts } from '../../../src/local/free-port.js';
 import { renderKubeconfig } from '../../../src/local/kubeconfig.js';
 import { createLogger } from '../../../src/telemetry/logger.js';
 import { ConditionLog } from '../../../src/telemetry/condition-log.js';
+import { httpGet } from '../../support/http-get.js';
 
 /**
  * startServer's own start and stop logic, against an apiserver address where nothing listens (no
  * control plane needed: certificates come from a directory). The same paths against the real
  * control plane, as a process with signals, are in test/integration/serve-lifecycle.test.ts.
  */
-function readyz(port: number): Promise<{ status: number; body: string }> {
-  return new Promise((done, fail) => {
-    request({ host: '127.0.0.1', port, path: '/readyz', agent: false }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
-      res.on('end', () => { done({ status: res.statusCode ?? 0, body }); });
-    }).on('error', fail).end();
-  });
-}
+/** A fresh connection each: the server is stopped right after and must not wait on an idle socket. */
+const readyz = (port: number) => httpGet(port, '/readyz', { agent: false });
 
 function accepting(port: number): Promise<boolean> {
   return new Promise((done) => {

@@ -1,19 +1,8 @@
-import { request } from 'node:http';
 import { expect } from 'chai';
 import { startMetricsListener, type MetricsListener } from '../../../src/server/metrics-app.js';
 import { WardenMetrics } from '../../../src/telemetry/metrics.js';
+import { httpGet as get } from '../../support/http-get.js';
 
-function get(port: number, path: string, method = 'GET'): Promise<{ status: number; type: string | undefined; body: string }> {
-  return new Promise((done, fail) => {
-    const req = request({ host: '127.0.0.1', port, path, method }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
-      res.on('end', () => { done({ status: res.statusCode ?? 0, type: res.headers['content-type'], body }); });
-    });
-    req.on('error', fail);
-    req.end();
-  });
-}
 
 describe('metrics listener', () => {
   let listener: MetricsListener | undefined;
@@ -25,7 +14,7 @@ describe('metrics listener', () => {
     listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics });
     const answer = await get(listener.port, '/metrics');
     expect(answer.status).to.equal(200);
-    expect(answer.type).to.equal(metrics.contentType);
+    expect(answer.headers['content-type']).to.equal(metrics.contentType);
     expect(answer.body).to.include('vgpu_warden_sweep_passes_total{result="ok"} 1');
   });
 
@@ -33,7 +22,7 @@ describe('metrics listener', () => {
     listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
     expect(await get(listener.port, '/healthz')).to.deep.include({ status: 200, body: 'ok' });
     expect((await get(listener.port, '/nope')).status).to.equal(404);
-    expect((await get(listener.port, '/metrics', 'POST')).status).to.equal(404);
+    expect((await get(listener.port, '/metrics', { method: 'POST' })).status).to.equal(404);
   });
 
   it('answers 500 and reports when collecting fails', async () => {

@@ -2,6 +2,7 @@ import { ApiException, type CoordinationV1Api, type V1Lease } from '@kubernetes/
 import { expect } from 'chai';
 import { LeaderElector } from '../../../src/sweeper/leader-election.js';
 import { ConditionLog } from '../../../src/telemetry/condition-log.js';
+import { until } from '../../support/eventually.js';
 
 function status(code: number, reason: string, message: string): ApiException<string> {
   const body = JSON.stringify({ kind: 'Status', code, reason, message });
@@ -44,14 +45,6 @@ class ScriptedLeases {
   }
 }
 
-async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let waited = 0; waited < 3_000; waited += 5) {
-    if (condition()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 describe('LeaderElector: a Lease loop that cannot work says so once, and readiness says why', () => {
   let elector: LeaderElector | undefined;
   afterEach(async () => { await elector?.stop({ release: false }); elector = undefined; });
@@ -70,14 +63,14 @@ describe('LeaderElector: a Lease loop that cannot work says so once, and readine
     const leases = new ScriptedLeases();
     const { elector, lines } = build(leases);
     elector.start();
-    await until(() => leases.calls >= 10, 'ten Lease calls');
+    await until('ten Lease calls', () => leases.calls >= 10);
     const expected = 'namespace "nope" (POD_NAMESPACE) does not exist, so Lease warden cannot be created; the lock sweeper does not run until it does';
     expect(lines).to.deep.equal([`warn: leader election cannot work: ${expected}`]);
     expect(elector.problem()).to.equal(`leader election cannot work: ${expected}`);
     expect(elector.isLeader()).to.equal(false);
 
     leases.namespaceExists = true;
-    await until(() => elector.isLeader(), 'leadership');
+    await until('leadership', () => elector.isLeader());
     expect(elector.problem()).to.equal(undefined);
     expect(lines).to.have.length(2);
     expect(lines[1]).to.match(/^info: recovered after \d+s: lease namespace missing$/);
@@ -97,7 +90,7 @@ describe('LeaderElector: a Lease loop that cannot work says so once, and readine
     leases.unreachable = true;
     const { elector, lines } = build(leases, () => now);
     elector.start();
-    await until(() => leases.calls >= 3, 'three attempts');
+    await until('three attempts', () => leases.calls >= 3);
     expect(lines).to.have.length(1);
     expect(lines[0]).to.equal('warn: apiserver unreachable (leader election (Lease nope/warden)): fetch failed: connect ECONNREFUSED 127.0.0.1:6443');
     expect(elector.problem(), 'a blip is not a readiness problem').to.equal(undefined);
@@ -117,7 +110,7 @@ describe('LeaderElector: a Lease loop that cannot work says so once, and readine
     });
     const started = Date.now();
     elector.start();
-    await until(() => elector?.isLeader() === true, 'leadership after two hung rounds');
+    await until('leadership after two hung rounds', () => elector?.isLeader() === true);
     // Two rounds of 30 ms each (plus backoff) before the third answers; without the deadline, never.
     expect(Date.now() - started).to.be.at.least(55);
     expect(lines[0]).to.equal('warn: leader election (Lease ns/warden) failing: acquiring or renewing Lease ns/warden got no answer within 30 ms');

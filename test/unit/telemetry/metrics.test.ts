@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
-import { gpuSamples, HAMI_GPU_FAMILIES, WardenMetrics, type GpuSample, type LockSample } from '../../../src/telemetry/metrics.js';
+import { WardenMetrics, type LockSample } from '../../../src/telemetry/metrics.js';
+import { gpuSamples, HAMI_GPU_FAMILIES, type GpuSample } from '../../../src/telemetry/gpu-samples.js';
 
 /** The sample lines of one metric family (no HELP/TYPE), e.g. `name{labels} value`. */
 function samplesOf(text: string, name: string): string[] {

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { ListResult, ListWatchSource, WatchEventType, WatchHandlers } from '../../../src/cluster/reflector.js';
 import { caBundleFieldOf, type WebhookConfigurationView } from '../../../src/tls/ca-bundle-drift.js';
 import { CaBundleWatch, CaBundleWatchError, type CaBundleWatchDeps } from '../../../src/tls/ca-bundle-watch.js';
+import { until } from '../../support/eventually.js';
 
 const NAME = 'vgpu-warden';
 const OURS = '-----BEGIN CERTIFICATE-----\nours\n-----END CERTIFICATE-----\n';
@@ -14,14 +15,6 @@ function configuration(resourceVersion: string, bundles: (string | undefined)[],
 }
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (condition()) return;
-    await tick();
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 /** One LIST with the given items, then one WATCH the test feeds events into; later calls hang. */
 class PushSource implements ListWatchSource<WebhookConfigurationView> {
@@ -89,7 +82,7 @@ describe('CaBundleWatch', () => {
   it('heals at once when the listed configuration lacks our caBundle, and leaves a healthy one alone', async () => {
     const { watch, source, heals } = harness([configuration('5', [undefined, OURS])]);
     watch.start();
-    await until(() => source.watching, 'the watch');
+    await until('the watch', () => source.watching);
     await watch.settled();
     expect(heals).to.have.length(1);
     source.push('MODIFIED', configuration('6', [OURS, OURS]));
@@ -101,7 +94,7 @@ describe('CaBundleWatch', () => {
   it('heals a reset seen on the watch, once per configuration version', async () => {
     const { watch, source, heals, logs } = harness([configuration('5', [OURS, OURS])]);
     watch.start();
-    await until(() => source.watching, 'the watch');
+    await until('the watch', () => source.watching);
     await watch.settled();
     expect(heals).to.deep.equal([]);
     source.push('MODIFIED', configuration('7', [OURS, '']));
@@ -118,7 +111,7 @@ describe('CaBundleWatch', () => {
   it('heals a configuration re-created after a delete, and ignores other names', async () => {
     const { watch, source, heals } = harness([]);
     watch.start();
-    await until(() => source.watching, 'the watch');
+    await until('the watch', () => source.watching);
     source.push('ADDED', configuration('3', [OURS], 'someone-else'));
     await watch.settled();
     expect(heals).to.deep.equal([]);
@@ -135,7 +128,7 @@ describe('CaBundleWatch', () => {
     const served: { pem?: string } = {};
     const { watch, source, heals } = harness([configuration('5', [undefined])], { wanted: () => served.pem });
     watch.start();
-    await until(() => source.watching, 'the watch');
+    await until('the watch', () => source.watching);
     await watch.settled();
     expect(heals).to.deep.equal([]);
     served.pem = OURS;
@@ -154,7 +147,7 @@ describe('CaBundleWatch', () => {
       heal: () => { calls++; return Promise.reject(new Error('HTTP 503')); },
     });
     failing.watch.start();
-    await until(() => failing.source.watching, 'the watch');
+    await until('the watch', () => failing.source.watching);
     await failing.watch.settled();
     expect(calls).to.equal(4);
     // 100, 200, 400 capped at 350 (random() = 0: no jitter).
@@ -174,7 +167,7 @@ describe('CaBundleWatch', () => {
       heal: () => { calls++; return calls < 3 ? Promise.reject(new Error('conflict')) : Promise.resolve(); },
     });
     watch.start();
-    await until(() => source.watching, 'the watch');
+    await until('the watch', () => source.watching);
     await watch.settled();
     expect(calls).to.equal(3);
     expect(pauses).to.deep.equal([250, 500]);
@@ -186,7 +179,7 @@ describe('CaBundleWatch', () => {
   it('backs off when another writer keeps resetting the field, and stops backing off once it is quiet', async () => {
     const { watch, source, heals, pauses, logs, now } = harness([configuration('1', [OURS])], { initialBackoffMs: 1000, maxBackoffMs: 4000, fightWindowMs: 10_000 });
     watch.start();
-    await until(() => source.watching, 'the watch');
+    await until('the watch', () => source.watching);
     const reset = async (version: number) => {
       source.push('MODIFIED', configuration(String(version), ['']));
       await watch.settled();
@@ -225,7 +218,7 @@ describe('CaBundleWatch', () => {
       }),
     });
     watch.start();
-    await until(() => source.watching, 'the watch');
+    await until('the watch', () => source.watching);
     await tick();
     const stopped = watch.stop();
     await stopped;

@@ -1,8 +1,9 @@
 import { X509Certificate } from 'node:crypto';
-import { createServer, request } from 'node:https';
+import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { createCertificateAuthority, issueCertificate } from '../../../src/tls/certificates.js';
+import { httpGet } from '../../support/http-get.js';
 
 describe('tls certificates', () => {
   const ca = createCertificateAuthority({ commonName: 'unit-ca', validityDays: 30 });
@@ -48,13 +49,7 @@ describe('tls certificates', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const { port } = server.address() as AddressInfo;
-      const body = await new Promise<string>((resolve, reject) => {
-        request({ host: '127.0.0.1', port, ca: ca.certPem, path: '/' }, (res) => {
-          let text = '';
-          res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-          res.on('end', () => { resolve(text); });
-        }).on('error', reject).end();
-      });
+      const { body } = await httpGet(port, '/', { caPem: ca.certPem });
       expect(body).to.equal('ok');
     } finally {
       server.close();
