@@ -5,14 +5,8 @@ import { requestingStamp } from '../../../src/cluster/node-liveness.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import { ScriptedSource } from '../../support/scripted-source.js';
 import { NODE_HANDSHAKE_ANNOTATION } from '../../../src/hami/wire.js';
+import { until } from '../../support/eventually.js';
 
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 /** The node as kubelet publishes it with `allocatable` nvidia.com/gpu (undefined: none) and a handshake. */
 function node(version: string, allocatable: string | undefined, handshake?: string): V1Node {
@@ -48,7 +42,7 @@ describe('ClusterCache: device-plugin liveness per node', () => {
 
     now += 1_000;
     nodes.emit('MODIFIED', node('2', '0'));
-    await until(() => !cache.gpuLiveness('gpu-1').ready, 'the drop to zero');
+    await until('the drop to zero', () => !cache.gpuLiveness('gpu-1').ready);
     const dead = cache.gpuLiveness('gpu-1');
     expect(!dead.ready && dead.reason).to.equal('device plugin stopped reporting since 2026-12-01T09:00:01Z (status.allocatable["nvidia.com/gpu"] is 0, no handshake)');
     const deadGeneration = cache.nodeGeneration('gpu-1');
@@ -57,17 +51,17 @@ describe('ClusterCache: device-plugin liveness per node', () => {
     // Unrelated updates (a heartbeat) keep the verdict, its "since", and the generation.
     now += 30_000;
     nodes.emit('MODIFIED', node('3', '0'));
-    await until(() => cache.node('gpu-1')?.metadata?.resourceVersion === '3', 'the heartbeat');
+    await until('the heartbeat', () => cache.node('gpu-1')?.metadata?.resourceVersion === '3');
     expect(cache.gpuLiveness('gpu-1')).to.deep.equal(dead);
     expect(cache.nodeGeneration('gpu-1')).to.equal(deadGeneration);
 
     // A fresh handshake request gives no grace to a plugin that has stopped (HAMi: unhealthy at once).
     nodes.emit('MODIFIED', node('4', '0', requestingStamp(new Date(now))));
-    await until(() => cache.node('gpu-1')?.metadata?.resourceVersion === '4', 'the handshake');
+    await until('the handshake', () => cache.node('gpu-1')?.metadata?.resourceVersion === '4');
     expect(cache.gpuLiveness('gpu-1').ready).to.equal(false);
 
     nodes.emit('MODIFIED', node('5', '10'));
-    await until(() => cache.gpuLiveness('gpu-1').ready, 'the plugin reporting again');
+    await until('the plugin reporting again', () => cache.gpuLiveness('gpu-1').ready);
     expect(cache.nodeGeneration('gpu-1')).to.not.equal(deadGeneration);
   });
 

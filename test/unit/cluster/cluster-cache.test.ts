@@ -5,6 +5,7 @@ import { ResourceExpiredError } from '../../../src/cluster/reflector.js';
 import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import { ScriptedSource } from '../../support/scripted-source.js';
+import { until } from '../../support/eventually.js';
 
 const usedPod = (name: string, uid: string, node: string): V1Pod => ({
   metadata: { name, namespace: 'ns', uid, resourceVersion: '1', annotations: { [ALLOCATED_ANNOTATION]: `GPU-${node}-0,NVIDIA,8000,0:;`, 'hami.io/vgpu-node': node } },
@@ -12,13 +13,6 @@ const usedPod = (name: string, uid: string, node: string): V1Pod => ({
   status: { phase: 'Running' },
 });
 
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 describe('ClusterCache (the state store)', () => {
   let cache: ClusterCache | undefined;
@@ -54,7 +48,7 @@ describe('ClusterCache (the state store)', () => {
     // While the watch is gone, sts-0 is deleted and recreated, not yet placed.
     pods.items = [{ metadata: { name: 'sts-0', namespace: 'ns', uid: 'new', resourceVersion: '7' }, spec: { containers: [{ name: 'c' }] } }];
     pods.fail(new ResourceExpiredError('too old resource version'));
-    await until(() => cache.pod('ns', 'sts-0')?.metadata?.uid === 'new', 'the relist');
+    await until('the relist', () => cache.pod('ns', 'sts-0')?.metadata?.uid === 'new');
     expect(deleted).to.deep.equal(['old']);
     expect(cache.usageOn('gpu-1').size).to.equal(0);
   });
@@ -64,12 +58,12 @@ describe('ClusterCache (the state store)', () => {
     pods.items = [usedPod('watched', 'w1', 'gpu-1'), usedPod('relisted', 'r1', 'gpu-1')];
     await cache.start();
     pods.emit('DELETED', { ...usedPod('watched', 'w1', 'gpu-1'), metadata: { ...usedPod('watched', 'w1', 'gpu-1').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } } });
-    await until(() => cache.pod('ns', 'watched') === undefined, 'the delete');
+    await until('the delete', () => cache.pod('ns', 'watched') === undefined);
     expect(cache.deletedPod('ns', 'watched')).to.deep.include({ uid: 'w1', boundTo: 'gpu-1', bindPhase: 'allocating' });
     // Gone while the watch was down: its last state is not known (it may have been bound since).
     pods.items = [];
     pods.fail(new ResourceExpiredError('too old resource version'));
-    await until(() => cache.pod('ns', 'relisted') === undefined, 'the relist');
+    await until('the relist', () => cache.pod('ns', 'relisted') === undefined);
     expect(cache.deletedPod('ns', 'relisted')).to.equal(undefined);
   });
 
@@ -80,11 +74,11 @@ describe('ClusterCache (the state store)', () => {
     expect(cache.problems()).to.deep.equal([]);
     nodes.listFailures = 1_000_000;
     nodes.fail(new Error('connection reset'));
-    await until(() => nodes.lists > 2, 'relist attempts');
+    await until('relist attempts', () => nodes.lists > 2);
     now += 31_000;
     expect(cache.problems().join()).to.match(/nodes watch down for 31s/);
     nodes.listFailures = 0;
-    await until(() => cache.problems().length === 0, 'recovery');
+    await until('recovery', () => cache.problems().length === 0);
   });
 
   it('records when it first saw each lock value and wakes lock waiters on a change', async () => {
