@@ -15,6 +15,29 @@ const within = (dir, target) => {
 };
 
 /**
+ * The visitors of every form a module specifier takes (static and dynamic imports, re-exports,
+ * `import type`, `import x = require()`, `typeof import()`): each relative or absolute specifier,
+ * resolved against the importing file, is handed to `check` with its literal node for the report.
+ */
+const relativeSpecifiers = (context, check) => {
+  const visit = (node) => {
+    const literal = node?.type === 'TSLiteralType' ? node.literal : node;
+    if (literal?.type !== 'Literal' || typeof literal.value !== 'string') return;
+    const specifier = literal.value;
+    if (!specifier.startsWith('.') && !isAbsolute(specifier)) return;
+    check(literal, specifier, resolve(dirname(context.filename), specifier));
+  };
+  return {
+    ImportDeclaration: (node) => { visit(node.source); },
+    ExportNamedDeclaration: (node) => { visit(node.source); },
+    ExportAllDeclaration: (node) => { visit(node.source); },
+    ImportExpression: (node) => { visit(node.source); },
+    TSExternalModuleReference: (node) => { visit(node.expression); },
+    TSImportType: (node) => { visit(node.argument); },
+  };
+};
+
+/**
  * The HAMi device-plugin stand-in and the kubelet simulator check src/ from the outside: a constant
  * or codec shared with src/ would make a bug symmetric and invisible. This rule resolves every
  * relative or absolute module specifier (static and dynamic imports, re-exports, `import type`,
@@ -30,24 +53,11 @@ const noSrcImports = {
     messages: { intoSrc: '"{{specifier}}" resolves into src/; this code must share nothing with src/ but the HAMi stand-in (write it from the wire contract).' },
   },
   create(context) {
-    const check = (node) => {
-      const literal = node?.type === 'TSLiteralType' ? node.literal : node;
-      if (literal?.type !== 'Literal' || typeof literal.value !== 'string') return;
-      const specifier = literal.value;
-      if (!specifier.startsWith('.') && !isAbsolute(specifier)) return;
-      const target = resolve(dirname(context.filename), specifier);
+    return relativeSpecifiers(context, (literal, specifier, target) => {
       if (within(srcDir, target) && !within(standInDir, target)) {
         context.report({ node: literal, messageId: 'intoSrc', data: { specifier } });
       }
-    };
-    return {
-      ImportDeclaration: (node) => { check(node.source); },
-      ExportNamedDeclaration: (node) => { check(node.source); },
-      ExportAllDeclaration: (node) => { check(node.source); },
-      ImportExpression: (node) => { check(node.source); },
-      TSExternalModuleReference: (node) => { check(node.expression); },
-      TSImportType: (node) => { check(node.argument); },
-    };
+    });
   },
 };
 
@@ -87,7 +97,7 @@ const srcFolderOf = (target) => {
   return parts.length === 1 ? ENTRY : parts[0];
 };
 
-/** Resolves every module specifier like no-src-imports, and checks it against LAYERS. */
+/** Checks every module specifier (relativeSpecifiers) against LAYERS. */
 const layeredImports = {
   meta: {
     type: 'problem',
@@ -102,12 +112,7 @@ const layeredImports = {
   create(context) {
     if (!within(srcDir, context.filename)) return {};
     const folder = srcFolderOf(context.filename);
-    const check = (node) => {
-      const literal = node?.type === 'TSLiteralType' ? node.literal : node;
-      if (literal?.type !== 'Literal' || typeof literal.value !== 'string') return;
-      const specifier = literal.value;
-      if (!specifier.startsWith('.') && !isAbsolute(specifier)) return;
-      const resolved = resolve(dirname(context.filename), specifier);
+    return relativeSpecifiers(context, (literal, specifier, resolved) => {
       if (!within(srcDir, resolved)) return;
       const target = srcFolderOf(resolved);
       if (target === folder) return;
@@ -116,15 +121,7 @@ const layeredImports = {
       if (to === undefined) { context.report({ node: literal, messageId: 'unlisted', data: { folder: target } }); return; }
       if (to > from) context.report({ node: literal, messageId: 'upward', data: { specifier, target, folder } });
       else if (to === from) context.report({ node: literal, messageId: 'sibling', data: { specifier, target, folder } });
-    };
-    return {
-      ImportDeclaration: (node) => { check(node.source); },
-      ExportNamedDeclaration: (node) => { check(node.source); },
-      ExportAllDeclaration: (node) => { check(node.source); },
-      ImportExpression: (node) => { check(node.source); },
-      TSExternalModuleReference: (node) => { check(node.expression); },
-      TSImportType: (node) => { check(node.argument); },
-    };
+    });
   },
 };
 
