@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import { LockContentionError } from '../../../src/lock/lock-errors.js';
 import { type PodRef } from '../../../src/lock/lock-value.js';
-import type { LockView, NodeLockApi, NodeSnapshot } from '../../../src/lock/node-lock-api.js';
+import type { LockView, NodeLockApi } from '../../../src/lock/node-lock-api.js';
 import { NodeLocks } from '../../../src/lock/node-locks.js';
 import type { OwnerPod } from '../../../src/lock/owner-pod.js';
 import { sweepOnce } from '../../../src/sweeper/sweep-pass.js';
 import { NODE_LOCK_ANNOTATION } from '../../../src/hami/wire.js';
+import { OneNodeLockApi } from '../../support/one-node-lock-api.js';
 
 const NOW = new Date('2026-11-30T12:00:00Z');
 const CONFIG = { bindGraceMs: 60_000, expireMs: 300_000 };
@@ -13,35 +14,8 @@ const NODE = 'gpu-1';
 const REQUESTER: PodRef = { namespace: 'ns', name: 'next' };
 
 /** One node in memory; counts pod reads, which must not happen for an owner no pod can have. */
-class MemoryApi implements NodeLockApi {
-  podReads: PodRef[] = [];
-  resourceVersion = 1;
-  managedFields: unknown[] = [];
-
-  constructor(public lock: string | undefined, private readonly pods: Map<string, OwnerPod> = new Map()) {}
-
-  snapshot(): NodeSnapshot {
-    const annotations = this.lock === undefined ? {} : { [NODE_LOCK_ANNOTATION]: this.lock };
-    return { name: NODE, resourceVersion: String(this.resourceVersion), lock: this.lock, object: { metadata: { name: NODE, annotations, managedFields: this.managedFields } } };
-  }
-
-  readNode(): Promise<NodeSnapshot> {
-    return Promise.resolve(this.snapshot());
-  }
-
-  writeLock(_name: string, resourceVersion: string, value: string | null): Promise<NodeSnapshot> {
-    if (resourceVersion !== String(this.resourceVersion)) return Promise.reject(new Error('unexpected conflict'));
-    this.lock = value ?? undefined;
-    this.resourceVersion++;
-    return Promise.resolve(this.snapshot());
-  }
-
-  readPod(pod: PodRef): Promise<OwnerPod | undefined> {
-    this.podReads.push(pod);
-    if (pod.name.length > 253) return Promise.reject(new Error('HTTP/2 frameError: the request line is too long'));
-    return Promise.resolve(this.pods.get(`${pod.namespace}/${pod.name}`));
-  }
-}
+/** One node's apiserver with these pods (test/support/one-node-lock-api.ts). */
+const memoryApi = (lock: string, pods?: ReadonlyMap<string, OwnerPod>) => new OneNodeLockApi(NODE, lock, undefined, pods ?? new Map());
 
 const unbound: OwnerPod = { uid: 'u', phase: 'Pending', deleting: false, nodeName: undefined, bindPhase: undefined };
 const locksOn = (api: NodeLockApi, view?: LockView) => new NodeLocks({ api, config: CONFIG, clock: () => NOW, ...(view ? { view } : {}) });
@@ -58,18 +32,18 @@ describe('NodeLocks with hostile lock values', () => {
     const label = value.length > 80 ? `${value.slice(0, 40)}… (${value.length} characters)` : value;
 
     it(`inspect, releaseIfReleasable, acquire and the sweeper free ${JSON.stringify(label)} without reading any pod`, async () => {
-      const inspected = await locksOn(new MemoryApi(value)).inspect(NODE);
+      const inspected = await locksOn(memoryApi(value)).inspect(NODE);
       expect(inspected.classification).to.deep.include({ state: 'releasable', reason: 'malformed' });
 
-      const releaseApi = new MemoryApi(value);
+      const releaseApi = memoryApi(value);
       expect((await locksOn(releaseApi).releaseIfReleasable(NODE, 'sweeper')).outcome).to.equal('released');
       expect(releaseApi.lock).to.equal(undefined);
 
-      const acquireApi = new MemoryApi(value);
+      const acquireApi = memoryApi(value);
       const acquired = await locksOn(acquireApi).acquire(NODE, REQUESTER);
       expect(acquired).to.deep.include({ outcome: 'taken-over', replaced: { value, reason: 'malformed' } });
 
-      const sweepApi = new MemoryApi(value);
+      const sweepApi = memoryApi(value);
       const report = await sweepOnce({ targets: { lockedNodes: () => [NODE] }, locks: locksOn(sweepApi), concurrency: 1, stillLeading: () => true });
       expect(report.errors).to.deep.equal([]);
       expect(report.released.map((released) => released.node)).to.deep.equal([NODE]);
@@ -82,7 +56,7 @@ describe('NodeLocks with hostile lock values', () => {
     const future = '2099-01-01T00:00:00Z,ns,waiting';
 
     it('one-off reads age it from the apiserver\'s record of the write (managedFields), and say how far ahead the stamp is', async () => {
-      const api = new MemoryApi(future, new Map([['ns/waiting', unbound]]));
+      const api = memoryApi(future, new Map([['ns/waiting', unbound]]));
       api.managedFields = [
         { manager: 'kubelet', time: '2026-11-30T11:00:00Z', fieldsV1: { 'f:status': {} } },
         { manager: 'kubectl-annotate', time: '2026-11-30T11:58:00Z', fieldsV1: { 'f:metadata': { 'f:annotations': { [`f:${NODE_LOCK_ANNOTATION}`]: {} } } } },
@@ -93,7 +67,7 @@ describe('NodeLocks with hostile lock values', () => {
     });
 
     it('without that record it counts as written now (held, never "expired" early), with the skew reported', async () => {
-      const api = new MemoryApi(future, new Map([['ns/waiting', unbound]]));
+      const api = memoryApi(future, new Map([['ns/waiting', unbound]]));
       const { classification } = await locksOn(api).inspect(NODE);
       expect(classification).to.deep.include({ state: 'held', reason: 'bind-in-progress', ageMs: 0 });
       const contention = await locksOn(api).acquire(NODE, REQUESTER).then(() => undefined, (error: unknown) => error);
@@ -102,7 +76,7 @@ describe('NodeLocks with hostile lock values', () => {
     });
 
     it('the state store\'s first sight wins over the apiserver\'s record', async () => {
-      const api = new MemoryApi(future, new Map([['ns/waiting', unbound]]));
+      const api = memoryApi(future, new Map([['ns/waiting', unbound]]));
       const view: LockView = {
         node: () => api.snapshot(),
         ownerPod: () => unbound,
