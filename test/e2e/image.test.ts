@@ -69,7 +69,7 @@ describe('the container image, built with buildah and run from inside (tools/ima
       process.stderr.write('    image tests skipped: buildah is not installed (Debian: apt-get install buildah debootstrap; .ci/run installs them)\n');
       this.skip();
     }
-    // Cold: a Debian root by debootstrap, npm ci of a staging copy, the commit (see the README).
+    // Cold: a Debian root by debootstrap, npm ci of a staging copy, the commit (see docs/install.md).
     this.timeout(20 * 60_000);
     const started = Date.now();
     const output = await buildImage();

@@ -115,13 +115,13 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
 
     const result = JSON.parse(answered.body) as { NodeNames: string[] | null; Error: string };
     // Names the store has never seen and nowhere else to go: after its short wait for them, an
-    // Error, which kube-scheduler retries on its backoff (docs/testing.md, the extender's README section).
+    // Error, which kube-scheduler retries on its backoff (docs/testing.md, docs/extender.md).
     expect(result.Error).to.match(/^vgpu-warden has not seen 100000 nodes \(unknown-node-0, unknown-node-1, unknown-node-2, …\) yet .*; retry: 100000 nodes do not meet: 100000 nodes node unregistered/);
     expect(result.NodeNames).to.equal(null);
     process.stdout.write(`      filter: ${Math.round(answered.ms)} ms; ${latencies.length} reviews during it, slowest ${Math.round(Math.max(...latencies))} ms\n`);
     // Behaviour, not a stopwatch: reviews are answered while the filter is still running, so the
     // event loop is never held for the whole filter. The bounds only catch gross regressions on a
-    // loaded 2-core CI machine; on a quiet one the figures are about 0.4 s and 15-33 ms (README).
+    // loaded 2-core CI machine; on a quiet one the figures are about 0.4 s and 15-33 ms (docs/extender.md).
     expect(latencies.length, 'reviews answered during the filter').to.be.at.least(3);
     expect(answered.ms).to.be.below(5_000);
     expect(Math.max(...latencies)).to.be.below(500);

@@ -10,7 +10,7 @@ const HAMI_CHART = resolve(import.meta.dirname, '..', 'support', 'fixtures', 'ha
 const MIGRATION_VALUES = resolve(CHART_DIR, 'values-hami-migration.yaml');
 
 /**
- * The documented migration (README "Migrating from HAMi"), on the real apiserver with the real helm:
+ * The documented migration (docs/migrate-from-hami.md), on the real apiserver with the real helm:
  * HAMi's chart scales its own scheduler to 0 and drops its webhook through HAMi's values, vgpu-warden's
  * chart takes over the scheduler name next to HAMi's device plugin, and the rollback restores HAMi.
  */
