@@ -2,22 +2,14 @@ import { readdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { expect } from 'chai';
-import { ESLint } from 'eslint';
-import tseslint from 'typescript-eslint';
 import { cycles, folderEdges, importGraph } from '../../support/import-graph.js';
+import { plantedProblems, REPO_ROOT as root } from '../../support/planted-lint.js';
 
-const root = resolve(import.meta.dirname, '..', '..', '..');
 const RULE = 'layers/imports-follow-layers';
 // The table itself, from eslint.config.js (plain JS, so read by URL and typed here).
 const { LAYERS } = (await import(pathToFileURL(resolve(root, 'eslint.config.js')).href)) as { LAYERS: string[][] };
 
-// The project's own eslint.config.js, with type-aware parsing off so planted files can be linted.
-const eslint = new ESLint({ cwd: root, overrideConfig: [{ files: ['**/*.ts'], ...tseslint.configs.disableTypeChecked }] });
-
-async function layerProblems(filePath: string, code: string): Promise<string[]> {
-  const [result] = await eslint.lintText(code, { filePath: resolve(root, filePath) });
-  return (result?.messages ?? []).filter((message) => message.ruleId === RULE).map((message) => message.message);
-}
+const layerProblems = (filePath: string, code: string): Promise<string[]> => plantedProblems(RULE, filePath, code);
 
 describe('eslint: imports in src/ follow the layer table', function () {
   this.timeout(30_000);

@@ -1,18 +1,10 @@
 import { resolve } from 'node:path';
 import { expect } from 'chai';
-import { ESLint } from 'eslint';
-import tseslint from 'typescript-eslint';
+import { plantedProblems, REPO_ROOT as root } from '../../support/planted-lint.js';
 
-const root = resolve(import.meta.dirname, '..', '..', '..');
 const RULE = 'boundary/no-src-imports';
 
-// The project's own eslint.config.js, with type-aware parsing off so virtual files can be linted.
-const eslint = new ESLint({ cwd: root, overrideConfig: [{ files: ['**/*.ts'], ...tseslint.configs.disableTypeChecked }] });
-
-async function boundaryProblems(filePath: string, code: string): Promise<string[]> {
-  const [result] = await eslint.lintText(code, { filePath: resolve(root, filePath) });
-  return (result?.messages ?? []).filter((message) => message.ruleId === RULE).map((message) => message.message);
-}
+const boundaryProblems = (filePath: string, code: string): Promise<string[]> => plantedProblems(RULE, filePath, code);
 
 describe('eslint: the HAMi stand-in and the kubelet simulator import nothing from src/ but the stand-in', function () {
   this.timeout(30_000);
