@@ -1,7 +1,6 @@
-import { Watch, type KubeConfig } from '@kubernetes/client-node';
+import { type CoreV1Api, type KubeConfig, type V1Node, type V1Pod, type V1ResourceQuota, Watch } from '@kubernetes/client-node';
 import { ResourceExpiredError, type ListWatchSource, type WatchHandlers } from './reflector.js';
 import { WardenError } from '../base/errors.js';
-import type { CoreV1Api, V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { withSignal } from '../kube/call-options.js';
 import type { ClusterCacheDeps } from './cluster-cache.js';
 

@@ -1,8 +1,7 @@
 import { describeError, WardenError } from '../base/errors.js';
 import { apiCondition, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog, type ConditionReporter } from '../telemetry/condition-log.js';
-import { abortableSleep } from '../base/abort.js';
-import { until } from '../base/abort.js';
+import { abortableSleep, until } from '../base/abort.js';
 
 export interface ListResult<T> {
   items: T[];

@@ -10,8 +10,7 @@ import { parseScoringWeights, type ScoringWeights } from './scoring-weights.js';
 import { bestLinkedSet, leastLinked } from './topology.js';
 import { addUsage, NO_USE, podDeviceUsage, UsageOverlay, type GpuUse } from './usage.js';
 import { quoted } from '../base/user-text.js';
-import { NODE_SCORE_ANNOTATION } from '../hami/wire.js';
-import { VGPU_MODE_ANNOTATION } from '../hami/wire.js';
+import { NODE_SCORE_ANNOTATION, VGPU_MODE_ANNOTATION } from '../hami/wire.js';
 
 /**
  * Fitting a pod's GPU requests onto one node (hami-wire-contract.md §3.3 step 6 and §4.4,

@@ -1,11 +1,8 @@
-import { VGPU_NODE_ANNOTATION } from '../hami/wire.js';
+import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION } from '../hami/wire.js';
 import { decodeAllocation } from '../devices/allocation-codec.js';
 import { containerName } from '../devices/requests.js';
-import { BIND_TIME_ANNOTATION } from '../hami/wire.js';
-import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { VALUE_CHARS, type BindReport, type DecodedAnnotation } from './explanation.js';
-import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../hami/wire.js';
 
 interface PodLike {
   metadata?: { annotations?: Record<string, string> };

@@ -1,6 +1,6 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { VGPU_NODE_ANNOTATION } from '../hami/wire.js';
+import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION, VGPU_TIME_ANNOTATION } from '../hami/wire.js';
 import { kubeletRegistered, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
 import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
 import { encodeAllocation } from '../devices/allocation-codec.js';
@@ -16,12 +16,9 @@ import { timeoutSignal } from '../base/abort.js';
 import { podKey, type PodRef } from '../lock/lock-value.js';
 import type { NodeSnapshot } from '../lock/node-lock-api.js';
 import type { NodeLocks } from '../lock/node-locks.js';
-import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { evaluateNode, viewPod, type PlacementDefaults } from './gpu-placement.js';
 import type { BindingArgs } from './protocol.js';
-import { VGPU_TIME_ANNOTATION, BIND_TIME_ANNOTATION } from '../hami/wire.js';
-import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../hami/wire.js';
 import type { AcquireResult } from '../lock/lock-events.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

@@ -4,9 +4,7 @@ import { decodeAllocation, encodeAllocation } from '../devices/allocation-codec.
 import { describeError } from '../base/errors.js';
 import { parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { NodeLocks } from '../lock/node-locks.js';
-import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
-import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
-import { TO_ALLOCATE_ANNOTATION } from '../hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../hami/wire.js';
 import { sleep } from '../base/abort.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

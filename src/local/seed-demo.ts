@@ -1,7 +1,6 @@
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { parseLockValue } from '../lock/lock-value.js';
-import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
-import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 import { sleep } from '../base/abort.js';
 
 /** Prefix of the victims' names: the simulated device plugin never allocates such a pod. */

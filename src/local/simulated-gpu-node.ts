@@ -1,7 +1,6 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { encodeLinkScores, encodeNodeInventory, type GpuDevice } from '../devices/inventory.js';
-import { NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION } from '../hami/wire.js';
-import { GPU_ALLOCATABLE_RESOURCE } from '../hami/wire.js';
+import { GPU_ALLOCATABLE_RESOURCE, NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION } from '../hami/wire.js';
 
 export interface SimulatedGpuNodeSpec {
   name: string;

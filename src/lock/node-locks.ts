@@ -16,8 +16,7 @@ import type { LockView, NodeLockApi, NodeSnapshot } from './node-lock-api.js';
 import { lockWrittenAt } from './lock-written-at.js';
 import type { OwnerPod } from './owner-pod.js';
 import type { ReleasePath, LockEvent, LockObserver, AcquireOptions, ReleaseOptions, AcquireResult, ReleaseResult, ConditionalReleaseResult, LockInspection } from './lock-events.js';
-import type { RetryPolicy} from './retry-budget.js';
-import { DEFAULT_RETRY, RetryBudget } from './retry-budget.js';
+import { DEFAULT_RETRY, RetryBudget, type RetryPolicy } from './retry-budget.js';
 import { sleep } from '../base/abort.js';
 
 /** Who released a lock: metrics and events report releases by path. */

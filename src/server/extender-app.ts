@@ -2,8 +2,7 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { describeError } from '../base/errors.js';
 import { jsonPieces } from '../base/time-slices.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
-import { parseBindingArgs, parseFilterArgs, filterResult, type Parsed } from '../extender/protocol.js';
-import type { ExtenderHandlers } from '../extender/protocol.js';
+import { type ExtenderHandlers, filterResult, parseBindingArgs, type Parsed, parseFilterArgs } from '../extender/protocol.js';
 
 export interface ExtenderAppDeps {
   handlers: ExtenderHandlers;

@@ -1,10 +1,8 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { AdmissionResponse, AdmissionReviewReply, AdmissionVersion } from '../admission/admission-types.js';
-import { respond } from '../admission/admission-types.js';
+import { type AdmissionHandler, type AdmissionResponse, type AdmissionReviewReply, type AdmissionVersion, respond } from '../admission/admission-types.js';
 import { parseAdmissionReview } from '../admission/parse-review.js';
 import { describeError } from '../base/errors.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
-import type { AdmissionHandler } from '../admission/admission-types.js';
 
 export interface WebhookAppDeps {
   handler: AdmissionHandler;

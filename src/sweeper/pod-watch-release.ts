@@ -5,8 +5,7 @@ import { failureText } from '../telemetry/api-failure.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import { deletionFence, deletionTimestampOf } from '../lock/deletion-fence.js';
 import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/lock-events.js';
-import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
-import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 import { sleep as realSleep } from '../base/abort.js';
 
 export interface WatchReleaser {

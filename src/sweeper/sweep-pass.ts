@@ -1,7 +1,6 @@
 import { describeError } from '../base/errors.js';
 import type { LockClassification } from '../lock/lock-rules.js';
-import type { ConditionalReleaseResult, ReleasePath } from '../lock/lock-events.js';
-import type { SweepObserver } from '../lock/lock-events.js';
+import type { ConditionalReleaseResult, ReleasePath, SweepObserver } from '../lock/lock-events.js';
 
 export interface SweepTargets {
   /** Nodes that carry a lock right now (from the informer cache: no API call). */

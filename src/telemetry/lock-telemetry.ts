@@ -1,7 +1,6 @@
 import { RELEASE_REASON_TEXT, type ReleaseReason } from '../lock/lock-rules.js';
 import { parseLockValue, podKey, quoteForMessage, type LockValue, type PodRef } from '../lock/lock-value.js';
-import type { LockEvent, LockObserver, ReleasePath } from '../lock/lock-events.js';
-import type { SweepObserver, SweepOutcome } from '../lock/lock-events.js';
+import type { LockEvent, LockObserver, ReleasePath, SweepObserver, SweepOutcome } from '../lock/lock-events.js';
 import { clip } from '../base/user-text.js';
 import type { EventRecorder, EventTarget } from './events.js';
 import { formatAge } from '../base/human-age.js';

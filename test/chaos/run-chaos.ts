@@ -7,12 +7,11 @@
 // real:N says otherwise; root and the packages .ci/run installs), kubelet and plugin faults join the
 // plan, and every Running GPU container's environment is checked against its pod's allocation.
 // real:N+M adds M simulated nodes beside the N real ones, for a workload larger than N kubelets.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, loadYaml, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
-import { readFileSync } from 'node:fs';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { ControlPlane } from '../../src/local/control-plane.js';

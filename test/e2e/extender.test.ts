@@ -1,13 +1,11 @@
 import { AdmissionregistrationV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { decodeAllocation } from '../../src/devices/allocation-codec.js';
-import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
+import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids, loadPerGpu } from '../support/extender-fixture.js';
 import { describeNodeLock, describePod, podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
-import { ALLOCATED_ANNOTATION } from '../../src/hami/wire.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 

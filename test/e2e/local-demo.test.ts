@@ -1,12 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { CoreV1Api, loadYaml, type V1Pod } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { spawnCaptured } from '../support/captured-process.js';
 import { eventually, notYet } from '../support/test-cluster.js';
-import { resolve } from 'node:path';
 import { expect } from 'chai';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');

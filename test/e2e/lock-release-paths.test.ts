@@ -1,12 +1,11 @@
 import { expect } from 'chai';
 import { parseLockValue } from '../../src/lock/lock-value.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
 import { podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { PATH_ONLY, RELEASE_PATHS } from '../support/release-paths.js';
-import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 
 
 /**

@@ -2,13 +2,12 @@ import { EventEmitter } from 'node:events';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { decodeAllocation } from '../../src/devices/allocation-codec.js';
-import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
+import { ALLOCATED_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids } from '../support/extender-fixture.js';
 import type { AllocateRecord } from '../../src/local/hami-plugin/index.js';
 import { describeNodeLock, describePod, podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster, wakeOn } from '../support/test-cluster.js';
-import { ALLOCATED_ANNOTATION } from '../../src/hami/wire.js';
 
 /**
  * Two GPU pods bound to one node through the real kube-scheduler and vgpu-warden, and a kubelet

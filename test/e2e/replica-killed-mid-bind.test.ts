@@ -12,7 +12,7 @@ import { RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { parseLockValue } from '../../src/lock/lock-value.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import { spawnTsx, type CapturedProcess } from '../support/captured-process.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { httpGet } from '../support/http-get.js';
@@ -22,7 +22,6 @@ import type { Wake } from '../support/eventually.js';
 import { expectOwnGpus, REAL_GROUP_LABEL, realGpuPod } from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';
 import { outputTail, podStory } from '../support/observations.js';
-import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 const main = resolve(repoRoot, 'src', 'main.ts');

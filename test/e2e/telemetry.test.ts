@@ -1,6 +1,5 @@
 import { expect } from 'chai';
-import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, gpuPodSpec } from '../support/extender-fixture.js';
 import { podStory } from '../support/observations.js';

@@ -1,14 +1,13 @@
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache } from '../../src/cluster/cluster-cache.js';
-import { VGPU_NODE_ANNOTATION } from '../../src/hami/wire.js';
+import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION } from '../../src/hami/wire.js';
 import { decodeAllocation, encodeAllocation, isDecodeError } from '../../src/devices/allocation-codec.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../src/devices/requests.js';
 import { Binder } from '../../src/extender/binder.js';
 import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { formatLockValue, parseLockValue } from '../../src/lock/lock-value.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { EventRecorder } from '../../src/telemetry/events.js';
 import { FaultProxy } from '../support/fault-proxy.js';
@@ -16,7 +15,6 @@ import { readLock, setLock } from '../support/lock-helpers.js';
 import type { Wake } from '../support/eventually.js';
 import { describePod } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
-import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../src/hami/wire.js';
 import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 
 const FULL_CARD_MIB = 24576;

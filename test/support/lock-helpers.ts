@@ -3,10 +3,9 @@ import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import { type PodRef } from '../../src/lock/lock-value.js';
 import type { NodeLockApi, NodeSnapshot } from '../../src/lock/node-lock-api.js';
 import type { OwnerPod } from '../../src/lock/owner-pod.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { uniqueName } from './test-cluster.js';
-import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 

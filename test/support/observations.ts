@@ -1,6 +1,5 @@
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
-import { BIND_PHASE_ANNOTATION } from '../../src/hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 
 /**
  * One-line descriptions of cluster objects for `notYet(...)`: what a wait saw last, so that a

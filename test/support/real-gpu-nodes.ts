@@ -9,11 +9,8 @@ import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plan
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { REAL_NODE_CONTAINER, RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
 import type { RealNode } from '../../src/local/real-node/real-node.js';
-import {
-  HamiDevicePlugin, pluginApiFromCore, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServer, type GrpcDevicePluginServerOptions, type MockGpu,
-} from '../../src/local/hami-plugin/index.js';
+import { type Admission, type AllocateAction, type AllocateRequest, decodePodDevices, type GrpcDevicePluginServer, type GrpcDevicePluginServerOptions, HamiDevicePlugin, type MockGpu, pluginApiFromCore, wire } from '../../src/local/hami-plugin/index.js';
 import { expect } from 'chai';
-import { decodePodDevices, wire } from '../../src/local/hami-plugin/index.js';
 import { expectedGpuEnvironment, gpuEnvironment } from './gpu-environment.js';
 import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
 import { startTestServer } from './test-server.js';

@@ -1,5 +1,4 @@
-import type { RunningServer } from '../../src/serve/start-server.js';
-import { startServer } from '../../src/serve/start-server.js';
+import { type RunningServer, startServer } from '../../src/serve/start-server.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/setting-spec.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';

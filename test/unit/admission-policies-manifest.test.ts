@@ -1,8 +1,7 @@
 import { resolve } from 'node:path';
 import { loadYaml } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { isSchedulerOwnedAnnotation } from '../../src/hami/wire.js';
-import { GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE } from '../../src/hami/wire.js';
+import { GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, isSchedulerOwnedAnnotation } from '../../src/hami/wire.js';
 import { CONFIG_VARIABLES, policyConfig, shippedPolicies } from '../support/admission-policies.js';
 import { applyComponent } from '../support/kustomize-component.js';
 import { findObject, loadManifestObjects, MANIFESTS_DIR } from '../support/manifests.js';

@@ -15,8 +15,7 @@
  * Randomness comes only from a seeded generator (per node for ordering, per pod for delays), so a
  * run with the same seed, pod names and timings makes the same choices.
  */
-import type { CoreV1Api, KubeConfig, V1Container, V1Pod } from '@kubernetes/client-node';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { type CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions, type V1Container, type V1Pod } from '@kubernetes/client-node';
 import type { AllocateRequest, AllocateResponse, PodIdentity } from '../../../src/local/hami-plugin/index.js';
 import { DeviceManager, DevicesUnavailableError } from './device-manager.js';
 import { PodFeed } from './pod-feed.js';

@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { initContainersAllSucceeded, PodUsageIndex } from '../../../src/cluster/pod-usage-index.js';
-import { VGPU_NODE_ANNOTATION } from '../../../src/hami/wire.js';
-import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
+import { ALLOCATED_ANNOTATION, VGPU_NODE_ANNOTATION } from '../../../src/hami/wire.js';
 import type { GpuUse } from '../../../src/devices/usage.js';
 
 /**

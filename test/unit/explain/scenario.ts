@@ -1,9 +1,7 @@
 import type { CoreV1Event, V1Node, V1Pod } from '@kubernetes/client-node';
 import { lockRowOf, type LockRow } from '../../../src/lock/lock-report.js';
-import { VGPU_NODE_ANNOTATION } from '../../../src/hami/wire.js';
-import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../../src/hami/wire.js';
+import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION, NODE_LOCK_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION } from '../../../src/hami/wire.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
-import { BIND_TIME_ANNOTATION } from '../../../src/hami/wire.js';
 import { explainPod, lockNodesToInspect, placementFor, type ExplainSettings } from '../../../src/explain/explain-pod.js';
 import type { Explanation } from '../../../src/explain/explanation.js';
 import { snapshotCache } from '../../../src/explain/snapshot-cache.js';
@@ -11,8 +9,6 @@ import { classifyLock } from '../../../src/lock/lock-rules.js';
 import { formatLockValue, parseLockValue, type PodRef } from '../../../src/lock/lock-value.js';
 import { ownerPodFrom } from '../../../src/lock/owner-pod.js';
 import { simulatedGpuNode, type SimulatedGpuNodeSpec } from '../../../src/local/simulated-gpu-node.js';
-import { NODE_LOCK_ANNOTATION } from '../../../src/hami/wire.js';
-import { BIND_PHASE_ANNOTATION } from '../../../src/hami/wire.js';
 
 /** Shared fixtures for the explain unit tests: a fixed clock, settings, pods, nodes and events. */
 export const NOW = new Date('2026-12-01T08:00:00Z');

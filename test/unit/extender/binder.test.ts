@@ -2,7 +2,7 @@ import { ApiException, type CoreV1Api, type V1Node, type V1NodeSystemInfo, type 
 import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
 import type { ListWatchSource, WatchEventType } from '../../../src/cluster/reflector.js';
-import { ALLOCATED_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../../src/hami/wire.js';
+import { ALLOCATED_ANNOTATION, NODE_LOCK_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../../src/hami/wire.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
 import { Binder } from '../../../src/extender/binder.js';
 import { WriteConflictError } from '../../../src/lock/lock-errors.js';
@@ -12,7 +12,6 @@ import { NodeLocks } from '../../../src/lock/node-locks.js';
 import { ownerPodFrom, type OwnerPod } from '../../../src/lock/owner-pod.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import type { EventRecorder } from '../../../src/telemetry/events.js';
-import { NODE_LOCK_ANNOTATION } from '../../../src/hami/wire.js';
 
 /** A list-watch source over a fixed list whose watch stays open; `emit` pushes events. */
 class StaticSource<T> implements ListWatchSource<T> {

@@ -1,8 +1,7 @@
 import { connect as tcpConnect } from 'node:net';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { expect } from 'chai';
-import type { AdmissionRequest } from '../../../src/admission/admission-types.js';
-import { respond } from '../../../src/admission/admission-types.js';
+import { type AdmissionRequest, respond } from '../../../src/admission/admission-types.js';
 import { createExtenderApp } from '../../../src/server/extender-app.js';
 import { HttpsListener, LISTENER_DEFAULTS, type ListenerLimits } from '../../../src/server/https-listener.js';
 import { startMetricsListener, type MetricsListener } from '../../../src/server/metrics-app.js';

@@ -1,7 +1,6 @@
 import { expect } from 'chai';
-import type { ConditionalReleaseResult } from '../../../src/lock/lock-events.js';
+import type { ConditionalReleaseResult, SweepOutcome } from '../../../src/lock/lock-events.js';
 import { sweepOnce } from '../../../src/sweeper/sweep-pass.js';
-import type { SweepOutcome } from '../../../src/lock/lock-events.js';
 
 const stalled = (node: string, value: string): ConditionalReleaseResult => ({
   outcome: 'kept', node, value, classification: { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 600_000 }, resourceVersion: '1',

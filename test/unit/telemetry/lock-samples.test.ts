@@ -1,6 +1,5 @@
 import { expect } from 'chai';
-import { NODE_LOCK_ANNOTATION } from '../../../src/hami/wire.js';
-import { BIND_PHASE_ANNOTATION } from '../../../src/hami/wire.js';
+import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../../src/hami/wire.js';
 import { cachedLockSource, lockSampleOf, type LockedNodeView } from '../../../src/telemetry/lock-samples.js';
 
 const NOW = new Date('2026-11-30T12:00:00Z');
