@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WardenError } from '../base/errors.js';
 import { createCertificateAuthority, issueCertificate, type CertificateAuthority } from '../tls/certificates.js';
-import { findFreePort, findFreePorts } from './free-port.js';
+import { findFreePorts } from './free-port.js';
 import type { ControlPlaneBinaries } from './k8s-binaries.js';
 import { buildKubeconfig, renderKubeconfig } from './kubeconfig.js';
 import { ManagedProcess } from './managed-process.js';
 import type { ShutdownHooks } from './shutdown-hooks.js';
-import { waitUntilReady } from './wait-until-ready.js';
+import { PortTakenError, waitUntilReady } from './wait-until-ready.js';
 import { sleep } from '../base/abort.js';
 
 /** A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) as plain data. */
@@ -27,6 +27,34 @@ export interface ControlPlaneOptions {
   scheduler?: SchedulerConfiguration;
   /** Progress lines ("etcd ready on …"); silent by default. */
   progress?: (line: string) => void;
+  /** Where free loopback ports come from (a test hands out a taken one to see the retry). */
+  freePorts?: (count: number) => Promise<number[]>;
+}
+
+/**
+ * How often a component is started on fresh ports after another process took its port between
+ * our asking the kernel for a free one and the component binding it. Each try asks anew, so two
+ * losses in a row already need two unrelated races.
+ */
+const PORT_ATTEMPTS = 3;
+
+function portWasTaken(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    if (current instanceof PortTakenError) return true;
+  }
+  return false;
+}
+
+/** Runs `start` again, on ports it picks anew, while it fails only because a port was taken. */
+async function retryWhilePortTaken<T>(start: () => Promise<T>, progress: (line: string) => void): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (error) {
+      if (attempt >= PORT_ATTEMPTS || !portWasTaken(error)) throw error;
+      progress(`a port was taken before the component bound it; starting again on fresh ports (try ${attempt + 1} of ${PORT_ATTEMPTS})`);
+    }
+  }
 }
 
 export class ControlPlaneStartError extends WardenError {}
@@ -86,26 +114,33 @@ export class ControlPlane {
     private readonly progress: (line: string) => void,
     // Kept in memory only: it signs client certificates (kubelets' node identities) on demand.
     private readonly ca: CertificateAuthority,
+    private readonly freePorts: (count: number) => Promise<number[]>,
   ) {}
 
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
+    return retryWhilePortTaken(() => ControlPlane.startOnce(options), options.progress ?? (() => undefined));
+  }
+
+  private static async startOnce(options: ControlPlaneOptions): Promise<ControlPlane> {
     const progress = options.progress ?? (() => undefined);
     const timeoutMs = options.startTimeoutMs ?? 90_000;
+    const freePorts = options.freePorts ?? findFreePorts;
     const runDir = mkdtempSync(join(options.baseDir ?? tmpdir(), 'vgpu-warden-cp-'));
     const pki = writeControlPlanePki(runDir);
-    const apiPort = await findFreePort();
+    // All three at once: asked one after another, the kernel may hand the API port to etcd.
+    const [apiPort = 0, etcdClientPort = 0, etcdPeerPort = 0] = await freePorts(3);
     const server = `https://127.0.0.1:${apiPort}`;
     const kubeconfigPath = join(runDir, 'kubeconfig');
     writeFileSync(kubeconfigPath, renderKubeconfig({ clusterName: CLUSTER_NAME, server, caPem: pki.caPem, userName: ADMIN_USER, token: pki.token }), { mode: 0o600 });
 
-    const plane = new ControlPlane(runDir, server, pki.caPem, pki.token, kubeconfigPath, options.binaries, timeoutMs, progress, pki.ca);
+    const plane = new ControlPlane(runDir, server, pki.caPem, pki.token, kubeconfigPath, options.binaries, timeoutMs, progress, pki.ca, freePorts);
     plane.unregisterHooks = options.shutdownHooks?.register({
       name: 'control plane',
       stop: () => plane.stop(),
       killSync: () => { plane.killSync(); },
     });
     try {
-      await plane.startEtcdAndApiserver(apiPort, pki.files);
+      await plane.startEtcdAndApiserver({ api: apiPort, etcdClient: etcdClientPort, etcdPeer: etcdPeerPort }, pki.files);
       if (options.scheduler) await plane.startScheduler(options.scheduler);
     } catch (error) {
       await plane.stop();
@@ -114,10 +149,9 @@ export class ControlPlane {
     return plane;
   }
 
-  private async startEtcdAndApiserver(apiPort: number, files: PkiFiles): Promise<void> {
-    const [clientPort = 0, peerPort = 0] = await findFreePorts(2);
-    const etcdUrl = `http://127.0.0.1:${clientPort}`;
-    const peerUrl = `http://127.0.0.1:${peerPort}`;
+  private async startEtcdAndApiserver(ports: { api: number; etcdClient: number; etcdPeer: number }, files: PkiFiles): Promise<void> {
+    const etcdUrl = `http://127.0.0.1:${ports.etcdClient}`;
+    const peerUrl = `http://127.0.0.1:${ports.etcdPeer}`;
     await this.startComponent('etcd', {
       command: this.binaries.etcd,
       args: [
@@ -134,7 +168,7 @@ export class ControlPlane {
 
     await this.startComponent('kube-apiserver', { command: this.binaries.kubeApiserver, args: [
       `--etcd-servers=${etcdUrl}`,
-      '--bind-address=127.0.0.1', `--secure-port=${apiPort}`,
+      '--bind-address=127.0.0.1', `--secure-port=${ports.api}`,
       // Loopback advertise address plus no endpoint reconciler: the built-in "kubernetes" Endpoints
       // would otherwise be rejected for pointing into 127.0.0.0/8.
       '--advertise-address=127.0.0.1', '--endpoint-reconciler-type=none',
@@ -199,7 +233,11 @@ export class ControlPlane {
   async startControllerManager(options: { controllers?: string[] } = {}): Promise<ControllerManagerHandle> {
     const binary = this.binaries.kubeControllerManager;
     if (binary === undefined) throw new ControlPlaneStartError('kube-controller-manager is not built; run "bash tools/k8s/build.sh"');
-    const port = await findFreePort();
+    return retryWhilePortTaken(() => this.startControllerManagerOnce(binary, options), this.progress);
+  }
+
+  private async startControllerManagerOnce(binary: string, options: { controllers?: string[] }): Promise<ControllerManagerHandle> {
+    const [port = 0] = await this.freePorts(1);
     const child = this.spawn(`kube-controller-manager:${port}`, binary, [
       `--kubeconfig=${this.kubeconfigPath}`, `--authentication-kubeconfig=${this.kubeconfigPath}`, `--authorization-kubeconfig=${this.kubeconfigPath}`,
       `--controllers=${(options.controllers ?? ['deployment-controller', 'replicaset-controller', 'garbage-collector-controller']).join(',')}`,
@@ -222,7 +260,11 @@ export class ControlPlane {
 
   /** Starts a kube-scheduler with `config` (kubeconfig and leader election are filled in). */
   async startScheduler(config: SchedulerConfiguration): Promise<SchedulerHandle> {
-    const port = await findFreePort();
+    return retryWhilePortTaken(() => this.startSchedulerOnce(config), this.progress);
+  }
+
+  private async startSchedulerOnce(config: SchedulerConfiguration): Promise<SchedulerHandle> {
+    const [port = 0] = await this.freePorts(1);
     const configPath = join(this.runDir, `scheduler-${port}.json`);
     const full = {
       apiVersion: 'kubescheduler.config.k8s.io/v1',

@@ -6,6 +6,16 @@ import { sleep } from '../base/abort.js';
 
 export class ReadinessError extends WardenError {}
 
+/**
+ * The process exited because its port was taken between the moment we asked the kernel for a free
+ * one and the moment it bound it (another process got it first). The caller can pick fresh ports
+ * and start again; any other exit is a real failure.
+ */
+export class PortTakenError extends ReadinessError {}
+
+// What Go's net package (every Kubernetes component, etcd) logs for EADDRINUSE.
+const PORT_TAKEN_LOG = 'bind: address already in use';
+
 export interface ReadinessProbe {
   url: string;
   /** CA PEM to verify the server with; without it, TLS verification is skipped (self-signed health ports). */
@@ -46,9 +56,11 @@ export async function waitUntilReady(process: ManagedProcess, probe: ReadinessPr
   while (Date.now() < deadline) {
     if (process.hasExited) {
       const exit = process.exitInfo;
-      throw new ReadinessError(
+      const lastLines = process.lastLogLines();
+      const Failure = lastLines.includes(PORT_TAKEN_LOG) ? PortTakenError : ReadinessError;
+      throw new Failure(
         `${process.name} exited (code ${String(exit?.code)}, signal ${String(exit?.signal)}) before ${probe.url} was ready; ` +
-          `last log lines (${process.logFile}):\n${process.lastLogLines()}`,
+          `last log lines (${process.logFile}):\n${lastLines}`,
       );
     }
     try {
