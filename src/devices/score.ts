@@ -41,6 +41,11 @@ export function nodeUtilization(devices: readonly GpuDevice[], usage: ReadonlyMa
  * the fuller node, spread the emptier one.
  */
 export function nodeScore(devices: readonly GpuDevice[], usageAfter: ReadonlyMap<string, GpuUse>, policy: NodePolicy): number {
-  const binpack = Math.round(10 * nodeUtilization(devices, usageAfter));
+  return scoreOfUtilization(nodeUtilization(devices, usageAfter), policy);
+}
+
+/** nodeScore from a utilization already computed (0..1). */
+export function scoreOfUtilization(utilization: number, policy: NodePolicy): number {
+  const binpack = Math.round(10 * utilization);
   return policy === 'binpack' ? binpack : 10 - binpack;
 }

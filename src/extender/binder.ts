@@ -71,7 +71,8 @@ function apiMessage(error: unknown): string {
  * The extender's bind (ARCHITECTURE §6) under one deadline passed to every API call:
  * 1. the pod from the state store (the API only when the store lags); already bound here → success,
  *    bound elsewhere → error with nothing written;
- * 2. the node lock, taken or re-stamped (an RV-guarded write either way), waiting in the node's FIFO
+ * 2. the pod's share reserved on the node in the store (the GPUs the store's usage gives it now), then
+ *    the node lock, taken or re-stamped (an RV-guarded write either way), waiting in the node's FIFO
  *    while another pod holds it or while a pod placed there earlier has not been acknowledged by the
  *    node's kubelet (cluster/unacknowledged-allocations.ts);
  * 3. GPUs chosen from the store (bound plus assumed usage) and assumed; when the store's pod watch
@@ -145,6 +146,14 @@ export class Binder {
     const token = Symbol(args.podUid);
     let lock: AcquireResult | undefined;
     const readForWrite: { pods?: PodsReadForWrite } = {};
+    // The pod's share is reserved on the node while the bind waits for the lock, so that filter and
+    // prioritize of the pods kube-scheduler places meanwhile count it: a burst would otherwise send
+    // a node more pods than it has room for, and their binds would fail one by one once each got
+    // the lock. The fit under the lock replaces the reservation (it leaves the pod's own usage out).
+    const reservation = evaluateNode(this.deps.cache, args.node, view);
+    if (!reservation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${reservation.reason}`);
+    this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(reservation.allocation, view.requests.initContainers.length), args.podNamespace);
+    let reservedOnly = true;
     try {
       try {
         lock = await this.acquireInTurn(args, ref, token, target, signal, pod.metadata?.resourceVersion, readForWrite);
@@ -160,6 +169,7 @@ export class Binder {
       if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
       // Synchronously after the fit: the namespace's next quota check already counts this pod.
       this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, view.requests.initContainers.length), args.podNamespace);
+      reservedOnly = false;
       const encoded = encodeAllocation(evaluation.allocation);
       const seconds = String(Math.floor(this.clock().getTime() / 1000));
       const annotations = {
@@ -189,6 +199,7 @@ export class Binder {
       // Before its Binding was sent this bind cannot have bound the pod here (a second bind of it
       // waits for this one's lock), so nothing needs re-reading.
       if (lock !== undefined) await this.undo(args, ref, [lock.value], false);
+      else if (reservedOnly) this.deps.cache.usage.forget(args.podUid);
       throw error;
     } finally {
       if (this.lockOwners.get(args.node) === token) this.lockOwners.delete(args.node);

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { podOverQuota } from '../devices/fit.js';
 import { budgetKey } from '../devices/gpu-quota.js';
+import type { GpuUse } from '../devices/usage.js';
 import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
@@ -10,7 +10,10 @@ import type { Binder } from './binder.js';
 import { evaluateNode, FailureSummary, NODE_UNREGISTERED, scoreNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
 import type { RefusalRequeue, RefusedPod } from './refusal-requeue.js';
 import { filterResult, type BindingArgs, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type HostPriority } from './protocol.js';
-import { HAMI_PREFIX, NVIDIA_PREFIX } from '../hami/wire.js';
+import { NodeShapeCache } from './node-shape-cache.js';
+import { packingTargets } from './packing-plan.js';
+import type { PendingBursts } from './pending-bursts.js';
+import { burstKeyOf, shapeOf } from './pod-shape.js';
 
 export interface ExtenderServiceDeps {
   cache: ClusterCache;
@@ -26,6 +29,13 @@ export interface ExtenderServiceDeps {
   unseenNodeWaitMs?: number;
   /** Requeues pods refused on every node once a refusing node changes (see refusal-requeue.ts). */
   refusals?: RefusalRequeue;
+  /**
+   * GPU pods still waiting for a node, by burst: binpack's packing plan is sized by them. Without
+   * it every pod is taken for a burst of one (the fullest node that fits wins).
+   */
+  pending?: PendingBursts;
+  /** How old a lock is (binpack's plan leaves out nodes whose lock is stuck); Date.now by default. */
+  clock?: () => number;
 }
 
 /**
@@ -51,11 +61,11 @@ interface PodIdentity {
 }
 
 /**
- * What filter and prioritize need of a fit: whether it fits, and the node-policy score (0..10) or
- * why not. Kept instead of the whole evaluation (allocation, usage after) so that the caches hold
+ * What filter and prioritize need of a fit: whether it fits, and the node-policy score (0..10) and
+ * how full the node would be with the pod on it (0..1), or why not. Kept instead of the whole evaluation (allocation, usage after) so that the caches hold
  * a few numbers per node, not objects that live just long enough to be promoted and then die.
  */
-type NodeVerdict = { fits: true; score: number } | { fits: false; reason: string };
+type NodeVerdict = { fits: true; score: number; utilization: number } | { fits: false; reason: string };
 
 /** One verdict shared by every node name the store does not know (a filter may name 100,000). */
 const UNREGISTERED: NodeVerdict = Object.freeze({ fits: false, reason: NODE_UNREGISTERED });
@@ -81,14 +91,25 @@ const RECENT_SHAPES = 256;
 const SHAPES_PER_NODE = 8;
 
 /**
- * Everything about a pod that a fit depends on, as one short key; pods with equal shapes fit alike.
- * Hashed: the annotations in it are the pod author's (up to 256 KiB), and the caches below keep
- * hundreds of shapes.
+ * Pods like this one counted at most when a packing plan is sized: past it the plan opens no more
+ * nodes at once (binds on that many node locks already run in parallel), and counting stays cheap
+ * whatever the backlog.
  */
-function shapeOf(pod: PodView): string {
-  const relevant = Object.entries(pod.annotations).filter(([key]) => key.startsWith(NVIDIA_PREFIX) || key.startsWith(HAMI_PREFIX)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return createHash('sha256').update(JSON.stringify([pod.requests, pod.policies, relevant])).digest('base64');
-}
+const PENDING_COUNT_LIMIT = 1024;
+/**
+ * How many pods like this one a node's room is counted up to (each a fit on the node's usage after
+ * the previous one). A node with more room is in the plan anyway; the limit bounds the work.
+ */
+const ROOM_COUNT_LIMIT = 128;
+/**
+ * How long another pod may hold a node's lock before binpack's plan gives up on the node for now.
+ * A bind and its Allocate take well under a second; a lock held for seconds belongs to a pod whose
+ * kubelet or plugin is stuck, and a plan that kept the node would queue the burst behind it until
+ * each bind's lock wait ran out.
+ */
+const PLAN_LOCK_PATIENCE_MS = 5_000;
+
+type LockState = 'free' | 'busy' | 'stalled';
 
 /**
  * filter, prioritize and bind over validated arguments. Filter and prioritize have no side effects
@@ -98,9 +119,11 @@ function shapeOf(pod: PodView): string {
  */
 export class ExtenderService {
   private readonly remembered = new Map<string, RememberedFilter>();
-  /** node → its generation and the evaluations of recent pod shapes at that generation. */
-  private readonly byShape = new Map<string, { generation: number; verdicts: Map<string, NodeVerdict> }>();
+  /** The evaluations of recent pod shapes per node, at the node's generation. */
+  private readonly byShape = new NodeShapeCache<NodeVerdict>(SHAPES_PER_NODE);
   private readonly recentShapes = new Set<string>();
+  /** How many pods of recent shapes fit on each node, at the node's generation (binpack's plan). */
+  private readonly rooms = new NodeShapeCache<number>(SHAPES_PER_NODE);
 
   constructor(private readonly deps: ExtenderServiceDeps) {}
 
@@ -213,9 +236,15 @@ export class ExtenderService {
   }
 
   /**
-   * 1..10 by the node policy where the pod fits and the node's lock is free; 0 where another pod
-   * holds the lock (a bind there would queue behind it) or the pod does not fit. Reuses filter's
-   * evaluation of a node when the node has not changed since.
+   * Scores where the pod fits (0 elsewhere), reusing filter's evaluation of a node when the node
+   * has not changed since. Spread: 1..10 by the node policy, 0 where another pod holds the lock (a
+   * bind there would queue behind it). Binpack: 10 on the nodes of the burst's packing plan
+   * (packing-plan.ts) whose lock is free, 9 on those whose lock another pod holds (the plan's nodes
+   * fill first even if a bind has to queue), 1..8 by the node policy elsewhere, and 0 where another
+   * pod holds the lock off the plan. The plan's nodes tie on purpose: kube-scheduler picks among
+   * them at random, so the pods of a burst bind on several node locks at once. A node whose lock
+   * another pod has held past PLAN_LOCK_PATIENCE_MS is left out of the plan: its holder is stuck
+   * (a slow kubelet, a dead plugin), and the next node takes its place.
    */
   async prioritize(args: FilterArgs): Promise<HostPriority[]> {
     const { cache } = this.deps;
@@ -225,15 +254,70 @@ export class ExtenderService {
     const known = pod.uid === undefined ? undefined : this.remembered.get(pod.uid);
     const remembered = known?.quota === budgetKey(pod.quota) ? known : undefined;
     const identity = (args.pod as PodIdentity).metadata ?? {};
-    return mapInSlices(args.nodeNames, (node) => {
+    const owner = { namespace: identity.namespace ?? '', name: identity.name ?? '' };
+    const now = (this.deps.clock ?? Date.now)();
+    const lockStates = new Map<string, LockState>();
+    const lockState = (node: string): LockState => {
+      let state = lockStates.get(node);
+      if (state === undefined) {
+        const lock = cache.lockOf(node);
+        state = lock === undefined || isOwnedBy(parseLockValue(lock.raw), owner) ? 'free' : now - lock.firstSeen.getTime() > PLAN_LOCK_PATIENCE_MS ? 'stalled' : 'busy';
+        lockStates.set(node, state);
+      }
+      return state;
+    };
+    const verdicts = await mapInSlices(args.nodeNames, (node) => {
       const known = remembered?.verdicts.get(node);
-      const verdict = known !== undefined && known.generation === cache.nodeGeneration(node) ? known.verdict : this.verdict(node, pod);
-      if (!verdict.fits) return { Host: node, Score: 0 };
-      const lock = cache.lockOf(node);
-      const lockedByOther = lock !== undefined && !isOwnedBy(parseLockValue(lock.raw), { namespace: identity.namespace ?? '', name: identity.name ?? '' });
-      if (lockedByOther) return { Host: node, Score: 0 };
-      return { Host: node, Score: 1 + Math.round(verdict.score * 0.9) };
+      return known !== undefined && known.generation === cache.nodeGeneration(node) ? known.verdict : this.verdict(node, pod);
     });
+    const binpack = pod.policies.node === 'binpack';
+    const plan = binpack ? this.packingPlan(args, pod, verdicts, (node) => lockState(node) !== 'stalled') : new Set<string>();
+    return args.nodeNames.map((node, index) => {
+      const verdict = verdicts[index];
+      if (verdict?.fits !== true) return { Host: node, Score: 0 };
+      const lockedByOther = lockState(node) !== 'free';
+      if (plan.has(node)) return { Host: node, Score: lockedByOther ? 9 : 10 };
+      if (lockedByOther) return { Host: node, Score: 0 };
+      return { Host: node, Score: 1 + Math.round(verdict.score * (binpack ? 0.7 : 0.9)) };
+    });
+  }
+
+  /** The nodes binpack fills now with pods like this one (packing-plan.ts). */
+  private packingPlan(args: FilterArgs, pod: PodView, verdicts: readonly NodeVerdict[], usable: (node: string) => boolean): Set<string> {
+    const shape = shapeOf(pod);
+    const candidates = args.nodeNames.flatMap((node, index) => {
+      const verdict = verdicts[index];
+      return verdict?.fits === true && usable(node) ? [{ node, utilization: verdict.utilization }] : [];
+    });
+    const usage = this.deps.cache.usage;
+    const pending = this.deps.pending?.count(burstKeyOf(shape, args.pod), (uid) => usage.isAssumed(uid), PENDING_COUNT_LIMIT) ?? 1;
+    // Room is counted against the namespace's quota as it is now: kept per budget, like filter's verdicts.
+    const roomKey = shape + budgetKey(pod.quota);
+    return packingTargets(candidates, pending, (node) => this.roomOn(node, pod, roomKey));
+  }
+
+  /**
+   * How many pods like this one fit on the node as it is now (at most ROOM_COUNT_LIMIT), kept per
+   * node generation and shape: a burst's binds change a few nodes, and the others are not fitted
+   * again for every pod.
+   */
+  private roomOn(node: string, pod: PodView, shape: string): number {
+    const { cache } = this.deps;
+    const generation = cache.nodeGeneration(node);
+    if (generation === undefined) return 0;
+    const known = this.rooms.get(node, generation, shape);
+    if (known !== undefined) return known;
+    let room = 0;
+    let usage: ReadonlyMap<string, GpuUse> | undefined;
+    while (room < ROOM_COUNT_LIMIT) {
+      const evaluation = evaluateNode(cache, node, pod, usage);
+      if (!evaluation.fits) break;
+      usage = evaluation.usageAfter;
+      room += 1;
+    }
+    // evaluateNode may drop an expired assumption and so move the generation: keep it only if it held.
+    if (cache.nodeGeneration(node) === generation) this.rooms.set(node, generation, shape, room);
+    return room;
   }
 
   async bind(args: BindingArgs): Promise<ExtenderBindingResult> {
@@ -245,7 +329,7 @@ export class ExtenderService {
   private verdict(node: string, pod: PodView): NodeVerdict {
     if (this.deps.cache.inventory(node) === undefined) return UNREGISTERED;
     const evaluation = evaluateNode(this.deps.cache, node, pod);
-    return evaluation.fits ? { fits: true, score: scoreNode(this.deps.cache, evaluation, pod) } : { fits: false, reason: evaluation.reason };
+    return evaluation.fits ? { fits: true, ...scoreNode(this.deps.cache, evaluation, pod) } : { fits: false, reason: evaluation.reason };
   }
 
   /** The pod's verdict on the node, from the shape cache when the node has not changed since. */
@@ -254,18 +338,11 @@ export class ExtenderService {
     const generation = cache.nodeGeneration(node);
     // A pod already accounted on the node (a retried placement) is fitted without its own usage.
     if (generation === undefined || (pod.uid !== undefined && cache.usage.isOn(node, pod.uid))) return this.verdict(node, pod);
-    let entry = this.byShape.get(node);
-    if (entry?.generation !== generation) {
-      entry = { generation, verdicts: new Map() };
-      this.byShape.set(node, entry);
-    }
-    const known = entry.verdicts.get(shape);
+    const known = this.byShape.get(node, generation, shape);
     if (known !== undefined) return known;
     const verdict = this.verdict(node, pod);
     // evaluateNode may drop an expired assumption and so move the generation: cache only if it held.
-    if (cache.nodeGeneration(node) !== generation) return verdict;
-    if (entry.verdicts.size >= SHAPES_PER_NODE) entry.verdicts.delete(entry.verdicts.keys().next().value ?? '');
-    entry.verdicts.set(shape, verdict);
+    if (cache.nodeGeneration(node) === generation) this.byShape.set(node, generation, shape, verdict);
     return verdict;
   }
 

@@ -2,7 +2,7 @@ import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { fitPod, prepareFit, type FitResult, type PreparedFit } from '../devices/fit.js';
 import { asChain, policiesFor, type GpuPolicy, type NodePolicy, type PodPolicies } from '../devices/gpu-policy.js';
 import { hasGpuRequest, podGpuRequests, type PodGpuRequests, type RequestDefaults } from '../devices/requests.js';
-import { nodeScore } from '../devices/score.js';
+import { nodeUtilization, scoreOfUtilization } from '../devices/score.js';
 import type { QuotaBudget } from '../devices/gpu-quota.js';
 import { clip, LABEL_CHARS } from '../base/user-text.js';
 import type { GpuUse } from '../devices/usage.js';
@@ -109,11 +109,15 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
   return { ...result, node };
 }
 
-/** 0..10 by the node policy for nodes where the pod fits, 0 elsewhere. */
-export function scoreNode(cache: ClusterCache, evaluation: NodeEvaluation, pod: PodView): number {
-  if (!evaluation.fits) return 0;
-  const inventory = cache.inventory(evaluation.node);
-  return inventory === undefined ? 0 : nodeScore(inventory.devices, evaluation.usageAfter, pod.policies.node);
+/**
+ * Where the pod fits: how full the node is with the pod on it (0..1) and the node-policy score
+ * (0..10) from it; zeros elsewhere.
+ */
+export function scoreNode(cache: ClusterCache, evaluation: NodeEvaluation, pod: PodView): { score: number; utilization: number } {
+  const inventory = evaluation.fits ? cache.inventory(evaluation.node) : undefined;
+  if (!evaluation.fits || inventory === undefined) return { score: 0, utilization: 0 };
+  const utilization = nodeUtilization(inventory.devices, evaluation.usageAfter);
+  return { score: scoreOfUtilization(utilization, pod.policies.node), utilization };
 }
 
 /** How much of a failure summary is spelled out; the rest is counted. */

@@ -7,6 +7,7 @@ import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
 import { ClusterCache } from '../cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { Binder } from '../extender/binder.js';
+import { trackPendingBursts } from '../extender/pending-bursts.js';
 import { ExtenderService } from '../extender/extender-service.js';
 import { podRequeueWriter } from '../extender/pod-requeue-writer.js';
 import { RefusalRequeue } from '../extender/refusal-requeue.js';
@@ -219,8 +220,10 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   });
   refusals.start();
   lifecycle.defer('refusal requeue', () => { refusals.stop(); });
+  const pending = trackPendingBursts(cache, defaults);
+  lifecycle.defer('pending bursts', () => { pending.stop(); });
   const extenderApp = createExtenderApp({
-    handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000, refusals }), metrics),
+    handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000, refusals, pending: pending.bursts }), metrics),
     readiness: ready,
     onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },
     ...(clientCerts

@@ -15,9 +15,11 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
  * With the extender at weight 1 and the stock plugins, both policies end alike: spread over the
  * nodes, the cpu-busy node shunned.
  *
- * The pods come one at a time, each placed once the previous one is allocated and its node lock
- * released: the extender's prioritize scores a node whose lock another pod holds 0, so pods arriving
- * together while a bind or an Allocate is in flight avoid that node whatever the policy.
+ * In the first suite the pods come one at a time, each placed once the previous one is allocated
+ * and its node lock released, so that the test is about the scores alone. The second creates a
+ * burst at once without cpu or memory requests, as a Deployment scaled up does: the pods tie on
+ * every score plugin, kube-scheduler places each while the binds before it are still in flight,
+ * and only the extender's packing plan (binpack) and its reservations keep them together.
  *
  * Simulated nodes: 5 nodes and 40 pods are more kubelets and containers than two cores carry, and
  * placement is decided before kubelet is involved.
@@ -87,6 +89,24 @@ async function place(fixture: ExtenderFixture, nodePolicy: NodePolicy): Promise<
   return { perNode: placementsOf(await gpuPods(), nodes), hogNode };
 }
 
+/** Creates `count` pods at once (no cpu or memory requests) and waits until all are bound. */
+async function placeBurst(fixture: ExtenderFixture, nodePolicy: NodePolicy, count: number): Promise<Map<string, number>> {
+  const { core, namespace } = testCluster();
+  const { group, nodes } = await fixture.createNodes(NODES, 4, 24576);
+  const app = `burst-${nodePolicy}`;
+  await Promise.all(Array.from({ length: count }, (_, index) => {
+    const body = gpuPodSpec(`${app}-${index}`, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '10' });
+    body.metadata = { ...body.metadata, labels: { [APP_LABEL]: app } };
+    return core.createNamespacedPod({ namespace, body });
+  }));
+  const pods = await eventually(`all ${count} ${nodePolicy} pods bound`, async () => {
+    const listed = (await core.listNamespacedPod({ namespace, labelSelector: `${APP_LABEL}=${app}` })).items;
+    const bound = listed.filter((pod) => pod.spec?.nodeName !== undefined);
+    return bound.length === count ? listed : notYet(`${bound.length} of ${count} bound`);
+  }, 50_000, 200);
+  return placementsOf(pods, nodes);
+}
+
 describe('the node policy decides placement through the real kube-scheduler', function () {
   this.timeout(60_000);
 
@@ -118,6 +138,35 @@ describe('the node policy decides placement through the real kube-scheduler', fu
           expect(perNode.get(hogNode), detail).to.be.at.least(1);
           expect(Math.max(...others) - Math.min(...others), detail).to.be.at.most(1);
           expect(Math.max(...counts) - Math.min(...counts), detail).to.be.at.most(7);
+        });
+      }
+    });
+  }
+});
+
+describe('a burst created at once, as a Deployment scaled up (real kube-scheduler, simulated device plugin)', function () {
+  this.timeout(90_000);
+  // 5 nodes x 4 GPUs x 10 slots, 1 GPU + 2000 MiB + 10 cores each: 40 pods fill a node.
+  const BURST = 100;
+  const FEWEST_NODES = Math.ceil(BURST / 40);
+
+  for (const nodePolicy of ['binpack', 'spread'] as const) {
+    describe(`NODE_SCHEDULER_POLICY=${nodePolicy}`, () => {
+      let fixture: ExtenderFixture;
+      fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }), (started) => { fixture = started; });
+
+      if (nodePolicy === 'binpack') {
+        it(`packs ${BURST} pods onto the fewest nodes that hold them (${FEWEST_NODES}), at most one more`, async () => {
+          const perNode = await placeBurst(fixture, nodePolicy, BURST);
+          const used = [...perNode.values()].filter((count) => count > 0).length;
+          expect(used, `pods per node: ${JSON.stringify([...perNode])}`).to.be.within(FEWEST_NODES, FEWEST_NODES + 1);
+        });
+      } else {
+        it(`spreads ${BURST} pods evenly over all ${NODES} nodes`, async () => {
+          const perNode = await placeBurst(fixture, nodePolicy, BURST);
+          const counts = [...perNode.values()];
+          // One point of the rounded score is about 6 of these pods: within it the pods tie.
+          expect(Math.max(...counts) - Math.min(...counts), `pods per node: ${JSON.stringify([...perNode])}`).to.be.at.most(7);
         });
       }
     });

@@ -393,6 +393,55 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(api.lock).to.equal(undefined);
   });
 
+  describe('reserves the pod\'s share while it waits for the lock', () => {
+    it('counts a waiting bind\'s share on the node at once, so the pods placed meanwhile see it, and replaces it by the fit under the lock', async () => {
+      const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('waiter', 'uid-w', '20000'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+      stop = () => cache.stop();
+      await holdLockByAllocatingPod({ api, podSource, nodeSource });
+      const waiting = binder.bind(args('waiter', 'uid-w'));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(cache.usage.isAssumed('uid-w'), 'reserved while waiting').to.equal(true);
+      const reserved = [...cache.usageOn('gpu-1').values()].reduce((sum, use) => sum + use.memoryMiB, 0);
+      expect(reserved).to.equal(20_000);
+      await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
+      nodeSource.emit('MODIFIED', api.node);
+      const result = await waiting;
+      expect(result.error).to.equal(undefined);
+      expect(cache.usage.isAssumed('uid-w'), 'assumed as bound').to.equal(true);
+      expect([...cache.usageOn('gpu-1').values()].reduce((sum, use) => sum + use.memoryMiB, 0), 'counted once').to.equal(20_000);
+    });
+
+    it('forgets the reservation when the wait for the lock runs out', async () => {
+      const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('waiter', 'uid-w'), gpuPod('holder', 'uid-h')], { lockWaitMs: 200 });
+      stop = () => cache.stop();
+      await holdLockByAllocatingPod({ api, podSource, nodeSource });
+      const result = await binder.bind(args('waiter', 'uid-w'));
+      expect(result.error).to.match(/is locked by pod ns\/holder.*must wait/);
+      expect(cache.usage.isAssumed('uid-w')).to.equal(false);
+      expect(cache.usageOn('gpu-1').size).to.equal(0);
+    });
+
+    it('fails at once, writing nothing, when the node has no room left for the pod beside the binds already waiting', async () => {
+      const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('first', 'uid-1', '24576'), gpuPod('second', 'uid-2', '24576'), gpuPod('third', 'uid-3', '24576'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+      stop = () => cache.stop();
+      await holdLockByAllocatingPod({ api, podSource, nodeSource });
+      // Two GPUs of 24 GiB: the first two waiting binds take them.
+      const first = binder.bind(args('first', 'uid-1'));
+      const second = binder.bind(args('second', 'uid-2'));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      api.calls = [];
+      const third = await binder.bind(args('third', 'uid-3'));
+      expect(third.error).to.match(/no longer fits on node gpu-1/);
+      expect(api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST')), 'no write').to.deep.equal([]);
+      expect(cache.usage.isAssumed('uid-3')).to.equal(false);
+      await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
+      nodeSource.emit('MODIFIED', api.node);
+      // The first takes the lock; the second waits behind it until the test's end.
+      expect((await first).error).to.equal(undefined);
+      void second;
+    });
+  });
+
   describe('waits for kubelet to acknowledge the allocation before it on the node', () => {
     it('while a pod past the lock has no startTime, the lock stays free; kubelet\'s status for it lets the bind through', async () => {
       const recorded: string[] = [];

@@ -4,6 +4,8 @@ import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
 import type { Binder } from '../../../src/extender/binder.js';
 import { ExtenderService, filteringSucceedMessage } from '../../../src/extender/extender-service.js';
+import { trackPendingBursts } from '../../../src/extender/pending-bursts.js';
+import type { NodePolicy } from '../../../src/devices/score.js';
 import type { RefusalRequeue } from '../../../src/extender/refusal-requeue.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import type { EventRecorder } from '../../../src/telemetry/events.js';
@@ -23,9 +25,14 @@ const locked = (name: string, lock: string): V1Node => {
 
 describe('ExtenderService (filter and prioritize from the state store)', () => {
   let cache: ClusterCache | undefined;
-  afterEach(async () => { await cache?.stop(); cache = undefined; });
+  const stops: (() => void)[] = [];
+  afterEach(async () => {
+    for (const stop of stops.splice(0)) stop();
+    await cache?.stop();
+    cache = undefined;
+  });
 
-  async function build(options: { start?: boolean; memoryFactor?: number; nodes?: V1Node[]; unseenNodeWaitMs?: number; refusals?: RefusalRequeue } = {}) {
+  async function build(options: { start?: boolean; memoryFactor?: number; nodes?: V1Node[]; unseenNodeWaitMs?: number; refusals?: RefusalRequeue; nodePolicy?: NodePolicy; clock?: () => number } = {}) {
     const nodes = new ScriptedSource<V1Node>();
     const pods = new ScriptedSource<V1Pod>();
     nodes.items = options.nodes ?? ['n1', 'n2', 'n3'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
@@ -33,16 +40,21 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     if (options.start !== false) await cache.start();
     const events: string[] = [];
     const messages: string[] = [];
+    const defaults = { nodePolicy: options.nodePolicy ?? 'binpack', gpuPolicy: 'spread', requestDefaults: { ...DEFAULT_REQUEST_DEFAULTS, memoryFactor: options.memoryFactor ?? 1 } } as const;
+    const pending = trackPendingBursts(cache, defaults);
+    stops.push(pending.stop);
     const service = new ExtenderService({
       cache,
       binder: {} as Binder,
       events: { record: (_ref: unknown, _type: string, reason: string, message: string) => { events.push(reason); messages.push(message); } } as unknown as EventRecorder,
-      defaults: { nodePolicy: 'binpack', gpuPolicy: 'spread', requestDefaults: { ...DEFAULT_REQUEST_DEFAULTS, memoryFactor: options.memoryFactor ?? 1 } },
+      defaults,
       syncWaitMs: 20,
       unseenNodeWaitMs: options.unseenNodeWaitMs ?? 20,
       ...(options.refusals === undefined ? {} : { refusals: options.refusals }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+      pending: pending.bursts,
     });
-    return { nodes, pods, cache, service, events, messages };
+    return { nodes, pods, cache, service, events, messages, bursts: pending.bursts };
   }
 
   it('passes nodes where the share fits and names why the others fail', async () => {
@@ -93,8 +105,8 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(result.FailedNodes?.get('n2')).to.match(/CardInsufficientMemory/);
   });
 
-  it('scores a node whose lock another pod holds below every free node, and the holder\'s own node normally', async () => {
-    const { nodes, service } = await build();
+  it('spread: scores a node whose lock another pod holds below every free node, and the holder\'s own node normally', async () => {
+    const { nodes, service } = await build({ nodePolicy: 'spread' });
     nodes.emit('MODIFIED', locked('n1', '2026-01-01T00:00:00Z,ns,someone-else'));
     nodes.emit('MODIFIED', locked('n2', '2026-01-01T00:00:00Z,ns,p'));
     const pod = gpuPod('p', 1000);
@@ -103,6 +115,74 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(scores[0]).to.deep.equal({ Host: 'n1', Score: 0 });
     expect(scores[1]?.Score).to.be.at.least(1);
     expect(scores[2]?.Score).to.be.at.least(1);
+  });
+
+  describe('binpack packs a burst', () => {
+    const pendingPod = (name: string, memoryMiB: number) => ({ ...gpuPod(name, memoryMiB), status: { phase: 'Pending' } });
+    const fourNodes = () => ['n1', 'n2', 'n3', 'n4'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
+    const scoresOf = (priorities: { Host: string; Score: number }[]) => Object.fromEntries(priorities.map(({ Host, Score }) => [Host, Score]));
+
+    it('scores 10 on the fewest nodes, fullest first, whose room holds the pods still pending, and less elsewhere', async () => {
+      const { pods, service, bursts } = await build({ nodes: fourNodes() });
+      // 10 slots per GPU and 2000 MiB each: 10 pods per node, so 15 pending pods need 2 nodes.
+      for (let index = 0; index < 15; index++) pods.emit('ADDED', pendingPod(`r${index}`, 2000));
+      expect(bursts.size).to.equal(15);
+      cache!.usage.assume('older', 'n3', new Map([['GPU-n3-0', { slots: 1, memoryMiB: 2000, cores: 0 }]]));
+      const pod = pendingPod('r0', 2000);
+      const names = ['n1', 'n2', 'n3', 'n4'];
+      await service.filter({ pod, nodeNames: names });
+      const scores = scoresOf(await service.prioritize({ pod, nodeNames: names }));
+      // n3 is fullest; n3 holds 9 more, so one more node (n1 by name among the empty ones).
+      expect(scores).to.deep.equal({ n1: 10, n2: scores.n2, n3: 10, n4: scores.n4 });
+      expect(scores.n2).to.be.within(1, 8);
+      expect(scores.n4).to.equal(scores.n2);
+    });
+
+    it('a lone pod goes to the fullest node that fits; the plan shrinks as the burst binds', async () => {
+      const { pods, service } = await build({ nodes: fourNodes() });
+      for (let index = 0; index < 15; index++) pods.emit('ADDED', pendingPod(`r${index}`, 2000));
+      // 14 of them bound on n1 and n2 (their usage counted, no longer pending): one left.
+      for (let index = 1; index < 15; index++) {
+        const node = index < 10 ? 'n1' : 'n2';
+        pods.emit('MODIFIED', { ...pendingPod(`r${index}`, 2000), spec: { ...gpuPod(`r${index}`, 2000).spec, nodeName: node } });
+        cache!.usage.assume(`uid-r${index}`, node, new Map([[`GPU-${node}-0`, { slots: 1, memoryMiB: 2000, cores: 0 }]]));
+      }
+      const pod = pendingPod('r0', 2000);
+      const scores = scoresOf(await service.prioritize({ pod, nodeNames: ['n1', 'n2', 'n3', 'n4'] }));
+      expect(scores.n1).to.equal(10);
+      for (const node of ['n2', 'n3', 'n4'] as const) expect(scores[node]).to.be.within(1, 8);
+    });
+
+    it('a plan node whose lock another pod holds scores 9: above every node off the plan, below the free plan nodes', async () => {
+      const { nodes, pods, service } = await build({ nodes: fourNodes() });
+      for (let index = 0; index < 15; index++) pods.emit('ADDED', pendingPod(`r${index}`, 2000));
+      nodes.emit('MODIFIED', locked('n1', '2026-01-01T00:00:00Z,ns,someone-else'));
+      nodes.emit('MODIFIED', locked('n3', '2026-01-01T00:00:00Z,ns,another'));
+      const pod = pendingPod('r0', 2000);
+      const scores = scoresOf(await service.prioritize({ pod, nodeNames: ['n1', 'n2', 'n3', 'n4'] }));
+      // Plan: n1 and n2 (name order among empty nodes); n3 is locked off the plan.
+      expect(scores).to.deep.equal({ n1: 9, n2: 10, n3: 0, n4: scores.n4 });
+      expect(scores.n4).to.be.within(1, 8);
+    });
+
+    it('leaves out of the plan a node whose lock another pod has held for more than 5 s, and takes the next one', async () => {
+      // The store dates a lock by the real clock when it first sees it; the service reads it 5 s later.
+      const { nodes, pods, service } = await build({ nodes: fourNodes(), clock: () => Date.now() + 5_001 });
+      for (let index = 0; index < 5; index++) pods.emit('ADDED', pendingPod(`r${index}`, 2000));
+      nodes.emit('MODIFIED', locked('n1', '2026-01-01T00:00:00Z,ns,stuck'));
+      const pod = pendingPod('r0', 2000);
+      const scores = scoresOf(await service.prioritize({ pod, nodeNames: ['n1', 'n2', 'n3', 'n4'] }));
+      expect(scores).to.deep.equal({ n1: 0, n2: 10, n3: scores.n3, n4: scores.n3 });
+      expect(scores.n3).to.be.within(1, 8);
+    });
+
+    it('the holder\'s own node stays a free plan node', async () => {
+      const { nodes, service } = await build({ nodes: fourNodes() });
+      nodes.emit('MODIFIED', locked('n1', '2026-01-01T00:00:00Z,ns,p'));
+      const pod = gpuPod('p', 2000);
+      const scores = scoresOf(await service.prioritize({ pod, nodeNames: ['n1', 'n2'] }));
+      expect(scores.n1).to.equal(10);
+    });
   });
 
   it('records HAMi\'s FilteringSucceed (and no FilteringFailed) when some node fits, counting fit and not-fit nodes', async () => {

@@ -1,0 +1,52 @@
+// Runs `vgpu-warden serve` as its own process, as it runs in a cluster, so that a benchmark's load
+// generator and device-plugin simulator do not share its event loop (they did, and inflated every
+// gap between kube-scheduler's calls). Resolves once /readyz on the metrics port answers 200.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { sleep } from '../../src/base/abort.js';
+
+const MAIN = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
+
+export interface ServeProcess {
+  readonly metricsUrl: string;
+  /** The Prometheus exposition, for the rows a benchmark reports. */
+  metrics(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startServeProcess(env: Record<string, string>, options: { readyTimeoutMs?: number } = {}): Promise<ServeProcess> {
+  const metricsPort = env.METRICS_PORT;
+  if (metricsPort === undefined) throw new TypeError('startServeProcess needs METRICS_PORT');
+  // BENCH_SERVE_PROFILE=<dir>: a CPU profile of serve, written there when it stops.
+  const profile = process.env.BENCH_SERVE_PROFILE;
+  const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), '--import', 'tsx', MAIN, 'serve'], {
+    env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-4000); });
+  const metricsUrl = `http://127.0.0.1:${metricsPort}`;
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 120_000);
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`serve exited before it was ready: ${stderr}`);
+    const status = await fetch(`${metricsUrl}/readyz`).then((answer) => answer.status, () => 0);
+    if (status === 200) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`serve not ready after ${options.readyTimeoutMs ?? 120_000} ms: ${stderr}`);
+    }
+    await sleep(100);
+  }
+  return {
+    metricsUrl,
+    metrics: async () => (await fetch(`${metricsUrl}/metrics`)).text(),
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((done) => child.once('exit', done));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
