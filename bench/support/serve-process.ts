@@ -21,19 +21,24 @@ export async function startServeProcess(env: Record<string, string>, options: { 
   const profile = process.env.BENCH_SERVE_PROFILE;
   const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), '--import', 'tsx', MAIN, 'serve'], {
     env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-4000); });
+  // The last lines of its log (stdout) and stderr, for the error when it does not come up.
+  let output = '';
+  const keep = (chunk: Buffer) => { output = (output + chunk.toString()).slice(-4000); };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
   const metricsUrl = `http://127.0.0.1:${metricsPort}`;
+  let lastReadiness: string;
   const deadline = Date.now() + (options.readyTimeoutMs ?? 120_000);
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`serve exited before it was ready: ${stderr}`);
-    const status = await fetch(`${metricsUrl}/readyz`).then((answer) => answer.status, () => 0);
-    if (status === 200) break;
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`serve exited before it was ready: ${output}`);
+    const answer = await fetch(`${metricsUrl}/readyz`).then(async (response) => ({ status: response.status, text: await response.text() }), (error: unknown) => ({ status: 0, text: String(error) }));
+    if (answer.status === 200) break;
+    lastReadiness = `${answer.status}: ${answer.text.slice(0, 500)}`;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`serve not ready after ${options.readyTimeoutMs ?? 120_000} ms: ${stderr}`);
+      throw new Error(`serve not ready after ${options.readyTimeoutMs ?? 120_000} ms (readyz ${lastReadiness}): ${output}`);
     }
     await sleep(100);
   }
