@@ -44,6 +44,9 @@ describe('migrating from HAMi: HAMi scaled to 0 through its chart values, vgpu-w
       expect((await scheduler()).spec?.replicas).to.equal(1);
       expect(await hamiWebhook()).to.equal(true);
       const devicePlugin = await apps.readNamespacedDaemonSet({ name: `${hami}-device-plugin`, namespace: hamiNamespace });
+      // The guide's first step finds the release: `helm list -A | grep hami`.
+      const releases = (await helmOk(['list', '-A'], kubeconfig)).split('\n').filter((line) => line.includes('hami'));
+      expect(releases.some((line) => line.startsWith(`${hami} `) || line.startsWith(`${hami}\t`)), releases.join('\n')).to.equal(true);
 
       // vgpu-warden's chart refuses to serve HAMi's scheduler name while HAMi's scheduler runs; nothing is installed.
       const refused = await helm(['install', 'vgpu-warden', CHART_DIR, '--namespace', wardenNamespace, ...wardenValues], kubeconfig);
@@ -84,12 +87,19 @@ describe('migrating from HAMi: HAMi scaled to 0 through its chart values, vgpu-w
       expect(binding.spec.validationActions).to.deep.equal(['Warn', 'Audit']);
       // Upgrading vgpu-warden passes the same check (HAMi still at 0).
       await helmOk(['upgrade', 'vgpu-warden', CHART_DIR, '--namespace', wardenNamespace, ...wardenValues, '--set', 'locks.expire=6m'], kubeconfig);
+      // Once HAMi's plugin is known to write only what the policies allow, the guide turns them to deny.
+      await helmOk(['upgrade', 'vgpu-warden', CHART_DIR, '--namespace', wardenNamespace, '--reuse-values', '--set', 'admissionPolicies.mode=deny'], kubeconfig);
+      const denying = await admission.readValidatingAdmissionPolicyBinding({ name: 'vgpu-warden-scheduler-owned-pod-metadata' });
+      expect(denying.spec.validationActions).to.deep.equal(['Deny']);
 
       // Rollback: vgpu-warden out first (never two schedulers for one name), then HAMi's own rollback
       // to the revision before the migration restores its scheduler and webhook.
       await helmOk(['uninstall', 'vgpu-warden', '--namespace', wardenNamespace, '--wait'], kubeconfig);
       wardenInstalled = false;
       expect(await admission.readMutatingWebhookConfiguration({ name: 'vgpu-warden' }).then(() => 200, (error: unknown) => httpStatusOf(error))).to.equal(404);
+      // `helm history hami -n kube-system` names the revision before the migration: revision 1, the install.
+      const history = await helmOk(['history', hami, '--namespace', hamiNamespace], kubeconfig);
+      expect(history.split('\n').find((line) => /^1\s/.test(line)), history).to.match(/Install complete/);
       await helmOk(['rollback', hami, '1', '--namespace', hamiNamespace], kubeconfig);
       expect((await scheduler()).spec?.replicas).to.equal(1);
       expect(await hamiWebhook()).to.equal(true);

@@ -1,11 +1,11 @@
 import { resolve } from 'node:path';
-import { KubernetesObjectApi, PatchStrategy, type V1ConfigMap, type V1Deployment, type V1ValidatingAdmissionPolicy, type V1ValidatingAdmissionPolicyBinding } from '@kubernetes/client-node';
+import { KubernetesObjectApi, PatchStrategy, setHeaderOptions, type V1ConfigMap, type V1Deployment, type V1PodSpec, type V1ValidatingAdmissionPolicy, type V1ValidatingAdmissionPolicyBinding } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { apiStatusOf } from '../../src/kube/errors.js';
 import { applyComponent } from '../support/kustomize-component.js';
 import { loadManifestObjects, MANIFESTS_DIR } from '../support/manifests.js';
-import { CHART_DIR, comparable, helmBinary, objectKey, renderChart, renderChartError, type AnyObject } from '../support/helm.js';
-import { testCluster } from '../support/test-cluster.js';
+import { CHART_DIR, comparable, helm, helmBinary, objectKey, renderChart, renderChartError, type AnyObject } from '../support/helm.js';
+import { testCluster, uniqueName } from '../support/test-cluster.js';
 
 const BASE_NAMESPACE = 'vgpu-warden';
 const MIGRATION_VALUES = resolve(CHART_DIR, 'values-hami-migration.yaml');
@@ -153,6 +153,37 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
     expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { 'admissionPolicies.mode': 'block' } })).to.match(/admissionPolicies\.mode must be deny or warn, not "block"/);
     expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { schedulerName: 'GPU Scheduler' } })).to.match(/schedulerName "GPU Scheduler" must be a DNS subdomain/);
     expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { 'priorityClass.create': 'false', 'priorityClass.name': '' } })).to.match(/priorityClass\.name is required/);
+  });
+
+  it('refuses to render for a Kubernetes older than the oldest it claims (kubeVersion in Chart.yaml)', async () => {
+    const refused = await helm(['template', 'vgpu-warden', CHART_DIR, '--kube-version', '1.29.4']);
+    expect(refused.code).to.not.equal(0);
+    expect(refused.stderr).to.include('chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.29.4');
+    expect((await helm(['template', 'vgpu-warden', CHART_DIR, '--kube-version', '1.30.0'])).code).to.equal(0);
+  });
+
+  it('runs its pods in a namespace labelled as docs/install.md says (Pod Security restricted enforced), where a privileged pod is refused', async () => {
+    const { core } = testCluster();
+    const releaseNamespace = uniqueName('psa');
+    await core.createNamespace({ body: { metadata: { name: releaseNamespace, labels: { 'vgpu-warden.test/run': 'true' } } } });
+    try {
+      // `kubectl label namespace vgpu-warden hami.io/webhook=ignore pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest`
+      await core.patchNamespace({ name: releaseNamespace, body: { metadata: { labels: {
+        'hami.io/webhook': 'ignore', 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest',
+      } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      const deployments = (await renderChart({ namespace: releaseNamespace })).filter((object): object is V1Deployment & AnyObject => object.kind === 'Deployment');
+      expect(deployments.map((deployment) => deployment.metadata?.name).sort()).to.deep.equal(['vgpu-warden', 'vgpu-warden-scheduler']);
+      const refusals: string[] = [];
+      const admit = async (name: string, spec: V1PodSpec | undefined) => core.createNamespacedPod({ namespace: releaseNamespace, body: { metadata: { name }, spec: spec ?? { containers: [] } }, dryRun: 'All' })
+        .then(() => undefined, (error: unknown) => { refusals.push(`${name}: ${apiStatusOf(error)?.message ?? String(error)}`); });
+      // The PriorityClass is the chart's own (cluster-scoped, not created here): Pod Security does not read it.
+      for (const deployment of deployments) await admit(deployment.metadata?.name ?? '', { ...deployment.spec?.template.spec, containers: deployment.spec?.template.spec?.containers ?? [], priorityClassName: undefined });
+      expect(refusals, refusals.join('\n')).to.deep.equal([]);
+      await admit('privileged', { containers: [{ name: 'c', image: 'x', securityContext: { privileged: true } }] });
+      expect(refusals.join('\n')).to.match(/violates PodSecurity "restricted:latest"/);
+    } finally {
+      await core.deleteNamespace({ name: releaseNamespace }).catch(() => undefined);
+    }
   });
 
   it('passes a server-side dry run on the real apiserver, with the default and with the migration values', async () => {

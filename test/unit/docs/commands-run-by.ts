@@ -40,7 +40,8 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   },
   {
     command: 'kubectl label namespace vgpu-warden hami.io/webhook=ignore pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest',
-    runByNoTest: "no test labels a namespace this way; helm-chart.test.ts only checks that the chart's own Namespace (namespace.create=true) carries these labels",
+    runBy: [{ file: 'test/integration/helm-chart.test.ts', contains: ["'pod-security.kubernetes.io/enforce': 'restricted'", "'pod-security.kubernetes.io/enforce-version': 'latest'", "'hami.io/webhook': 'ignore'", 'violates PodSecurity'] }],
+    how: `labels a namespace with these labels through the API (${NO_KUBECTL}), then the chart's pods are admitted there and a privileged one is refused`,
   },
   {
     command: 'helm install vgpu-warden charts/vgpu-warden -n vgpu-warden --set image.repository=registry.example.com/gpu/vgpu-warden --set image.tag=0.1.0 --set kubeScheduler.image.tag=v1.31.6',
@@ -157,11 +158,15 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   },
   {
     command: 'helm template vgpu-warden charts/vgpu-warden --kube-version 1.29.4',
-    runByNoTest: "no test renders the chart for a Kubernetes older than 1.30; the constraint is kubeVersion in charts/vgpu-warden/Chart.yaml",
+    runBy: [{ file: 'test/integration/helm-chart.test.ts', contains: ["'--kube-version', '1.29.4'", 'chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.29.4'] }],
   },
 
   // docs/migrate-from-hami.md
-  { command: 'helm list -A | grep hami', runByNoTest: "finds the reader's HAMi release; hami-migration.test.ts installs its stand-in under a name it knows" },
+  {
+    command: 'helm list -A | grep hami',
+    runBy: [{ file: 'test/integration/hami-migration.test.ts', contains: ["helmOk(['list', '-A']", "line.includes('hami')"] }],
+    how: "lists the releases and keeps the lines naming hami in the test, where grep would (the stand-in's release name contains hami, as HAMi's does)",
+  },
   {
     command: 'kubectl -n kube-system get daemonset hami-device-plugin -o jsonpath=\'{.spec.template.spec.containers[*].image}{"\\n"}\'',
     illustrative: "reads the HAMi device-plugin version of the reader's cluster; the test cluster runs a stand-in chart, not HAMi's images",
@@ -182,7 +187,7 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   },
   {
     command: 'helm upgrade vgpu-warden charts/vgpu-warden -n vgpu-warden --reuse-values --set admissionPolicies.mode=deny',
-    runByNoTest: 'hami-migration.test.ts upgrades our release with another value (locks.expire), never to admissionPolicies.mode=deny',
+    runBy: [{ file: 'test/integration/hami-migration.test.ts', contains: ["'--reuse-values', '--set', 'admissionPolicies.mode=deny'", "to.deep.equal(['Deny'])"] }],
   },
   { command: 'helm uninstall vgpu-warden -n vgpu-warden', runBy: [{ file: 'test/integration/hami-migration.test.ts', contains: ["'uninstall', 'vgpu-warden'"] }] },
   {
@@ -190,7 +195,7 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
     runBy: [{ file: 'test/integration/hami-migration.test.ts', contains: ['core.deleteNamespace({ name: wardenNamespace })'] }],
     how: `deletes the release namespace through the API after the uninstall (${NO_KUBECTL})`,
   },
-  { command: 'helm history hami -n kube-system', runByNoTest: 'hami-migration.test.ts rolls back to revision 1 without listing the history' },
+  { command: 'helm history hami -n kube-system', runBy: [{ file: 'test/integration/hami-migration.test.ts', contains: ["helmOk(['history', hami", 'Install complete'] }] },
   { command: 'helm rollback hami 1 -n kube-system', runBy: [{ file: 'test/integration/hami-migration.test.ts', contains: ["'rollback', hami, '1'"] }] },
 
   // docs/operate.md
