@@ -222,7 +222,9 @@ describe('NodeLocks on a real apiserver', () => {
       const { core, namespace } = testCluster();
       const node = await createGpuNode(core);
       const pod = await createPod(core, namespace, 'leaving', { nodeName: node, bindPhase: 'allocating' });
-      await setLock(core, node, lockValue(pod));
+      // One value: a second call may fall in the next second and stamp another time.
+      const held = lockValue(pod);
+      await setLock(core, node, held);
       await core.deleteNamespacedPod({ name: 'leaving', namespace }); // only sets deletionTimestamp here
       const { locks, events } = newLocks();
 
@@ -230,7 +232,7 @@ describe('NodeLocks on a real apiserver', () => {
       const kept = await locks.releaseIfReleasable(node, 'webhook');
       expect(kept.outcome).to.equal('kept');
       expect(kept.classification).to.deep.include({ state: 'held' });
-      expect(await readLock(core, node)).to.equal(lockValue(pod));
+      expect(await readLock(core, node)).to.equal(held);
 
       const other = await createPod(core, namespace, 'unbound');
       await setLock(core, node, lockValue(other));
