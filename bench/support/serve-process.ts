@@ -9,6 +9,8 @@ const MAIN = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
 
 export interface ServeProcess {
   readonly metricsUrl: string;
+  /** The child's pid (its /proc/<pid>/status has the resident set sizes a benchmark reports). */
+  readonly pid: number;
   /** The Prometheus exposition, for the rows a benchmark reports. */
   metrics(): Promise<string>;
   stop(): Promise<void>;
@@ -44,6 +46,7 @@ export async function startServeProcess(env: Record<string, string>, options: { 
   }
   return {
     metricsUrl,
+    pid: child.pid ?? 0,
     metrics: async () => (await fetch(`${metricsUrl}/metrics`)).text(),
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;

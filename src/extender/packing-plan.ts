@@ -19,16 +19,43 @@ export interface PlanCandidate {
   utilization: number;
 }
 
+/** Fuller first, then name order: the order every pod of a burst agrees on. */
+function before(a: PlanCandidate, b: PlanCandidate): boolean {
+  return a.utilization > b.utilization || (a.utilization === b.utilization && a.node < b.node);
+}
+
+/**
+ * Picks in plan order one at a time while few are needed (a plan is usually a handful of nodes, and
+ * a linear pass each beats sorting thousands of names for every pod), and sorts what is left only
+ * when a big burst needs more than PICKS_BEFORE_SORT nodes.
+ */
+const PICKS_BEFORE_SORT = 8;
+
 export function packingTargets(candidates: readonly PlanCandidate[], pending: number, roomOn: (node: string) => number): Set<string> {
-  const ordered = [...candidates].sort((a, b) => b.utilization - a.utilization || (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
   const targets = new Set<string>();
   let remaining = pending;
-  for (const { node } of ordered) {
-    if (remaining <= 0) break;
+  const take = (node: string): void => {
     const room = roomOn(node);
-    if (room <= 0) continue;
+    if (room <= 0) return;
     targets.add(node);
     remaining -= room;
+  };
+  const taken = new Set<number>();
+  for (let pick = 0; pick < PICKS_BEFORE_SORT && remaining > 0 && taken.size < candidates.length; pick++) {
+    let best = -1;
+    for (let index = 0; index < candidates.length; index++) {
+      const candidate = candidates[index];
+      const current = candidates[best];
+      if (candidate !== undefined && !taken.has(index) && (current === undefined || before(candidate, current))) best = index;
+    }
+    taken.add(best);
+    take(candidates[best]?.node ?? '');
+  }
+  if (remaining <= 0) return targets;
+  const rest = candidates.filter((_, index) => !taken.has(index)).sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+  for (const { node } of rest) {
+    if (remaining <= 0) break;
+    take(node);
   }
   return targets;
 }

@@ -24,4 +24,23 @@ describe('packingTargets (binpack: the nodes a burst fills now)', () => {
     expect([...packingTargets([{ node: 'x', utilization: 0.9 }, { node: 'a', utilization: 0 }], 3, roomOn)]).to.deep.equal(['a']);
     expect(packingTargets([], 3, roomOn).size).to.equal(0);
   });
+
+  it('past its first picks gives the plan a full sort would, in the same order', () => {
+    let seed = 7;
+    const random = () => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed / 2 ** 31; };
+    for (let round = 0; round < 50; round++) {
+      const candidates = Array.from({ length: 40 }, (_, index) => ({ node: `n${String(Math.floor(random() * 1000)).padStart(3, '0')}-${index}`, utilization: Math.floor(random() * 4) / 4 }));
+      const roomOf = new Map(candidates.map(({ node }) => [node, Math.floor(random() * 3)]));
+      const pending = 1 + Math.floor(random() * 40);
+      const sorted = [...candidates].sort((a, b) => b.utilization - a.utilization || (a.node < b.node ? -1 : 1));
+      const expected: string[] = [];
+      let remaining = pending;
+      for (const { node } of sorted) {
+        if (remaining <= 0) break;
+        const room = roomOf.get(node) ?? 0;
+        if (room > 0) { expected.push(node); remaining -= room; }
+      }
+      expect([...packingTargets(candidates, pending, (node) => roomOf.get(node) ?? 0)]).to.deep.equal(expected);
+    }
+  });
 });
