@@ -13,6 +13,7 @@ import { VanishedPods } from './vanished-pods.js';
 import { kubeletRegistered, UnacknowledgedAllocations, type UnacknowledgedPod } from './unacknowledged-allocations.js';
 import type { GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
+import { slimNode, slimPod } from './slim-objects.js';
 import { PodUsageIndex } from './pod-usage-index.js';
 import { QuotaIndex } from './quota-index.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
@@ -89,12 +90,13 @@ export class ClusterCache {
       new Reflector<V1Node>({
         what: 'nodes', source: deps.sources.nodes, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
         ...(deps.conditions ? { conditions: deps.conditions.reporter('nodes reflector') } : {}),
-        sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items)); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, node)); } },
+        sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items.map(slimNode))); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, slimNode(node))); } },
       }),
       new Reflector<V1Pod>({
         what: 'pods', source: deps.sources.pods, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
         ...(deps.conditions ? { conditions: deps.conditions.reporter('pods reflector') } : {}),
-        sink: { replace: (items) => { this.applyPods(this.pods.replace(items)); }, apply: (type, pod) => {
+        sink: { replace: (items) => { this.applyPods(this.pods.replace(items.map(slimPod))); }, apply: (type, watched) => {
+          const pod = slimPod(watched);
           // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
           const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
           if (type === 'ADDED' && uid !== undefined && version !== undefined) this.createdVersions.set(uid, version);
@@ -379,7 +381,7 @@ export class ClusterCache {
   observeNodeWrite(snapshot: NodeSnapshot): void {
     const object = snapshot.object as V1Node | undefined;
     if (object?.metadata?.name === undefined) return;
-    this.applyNodes(this.nodes.observeWrite(object));
+    this.applyNodes(this.nodes.observeWrite(slimNode(object)));
   }
 
   private bump(nodeName: string): void {

@@ -28,13 +28,18 @@ export function lockWrittenAt(node: unknown): Date | undefined {
   const entries = isRecord(metadata) && Array.isArray(metadata.managedFields) ? (metadata.managedFields as unknown[]) : [];
   let newest: Date | undefined;
   for (const entry of entries) {
-    if (!isRecord(entry)) continue;
-    const { time, fieldsV1 } = entry as ManagedFieldsEntry;
-    const fields = isRecord(fieldsV1) ? fieldsV1['f:metadata'] : undefined;
-    const annotations = isRecord(fields) ? fields['f:annotations'] : undefined;
-    if (!isRecord(annotations) || !(FIELD in annotations)) continue;
-    const at = timeOf(time);
+    if (!managesLockAnnotation(entry)) continue;
+    const at = timeOf((entry as ManagedFieldsEntry).time);
     if (at !== undefined && (newest === undefined || at > newest)) newest = at;
   }
   return newest;
+}
+
+/** Whether a `metadata.managedFields` entry manages the lock annotation (the only entries lockWrittenAt reads). */
+export function managesLockAnnotation(entry: unknown): boolean {
+  if (!isRecord(entry)) return false;
+  const { fieldsV1 } = entry as ManagedFieldsEntry;
+  const fields = isRecord(fieldsV1) ? fieldsV1['f:metadata'] : undefined;
+  const annotations = isRecord(fields) ? fields['f:annotations'] : undefined;
+  return isRecord(annotations) && FIELD in annotations;
 }
