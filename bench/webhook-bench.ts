@@ -1,7 +1,9 @@
 // Webhook benchmark over TLS with keep-alive: requests/s and p50/p99 latency for a GPU pod CREATE,
-// a non-GPU pod CREATE and a DELETE (which reads the node's lock from a real kube-apiserver), with
-// 1 and 64 concurrent clients. The baseline is GET /healthz on the same listener and connections,
-// measured in this run: the ratio is what admission work costs on top of TLS + HTTP.
+// a non-GPU pod CREATE and a DELETE of a bound GPU pod that holds no lock, answered from the state
+// store as serve does and, for comparison, without the store (one node read on a real
+// kube-apiserver per DELETE), with 1 and 64 concurrent clients. The baseline is a bare node:https
+// server echoing the GPU pod's AdmissionReview, in the same process and run: the ratio is what the
+// webhook costs on top of TLS + HTTP. GET /healthz is the webhook's own listener without admission work.
 //   npm run bench:webhook -- [seconds per scenario, default 3]
 import { spawn } from 'node:child_process';
 import { Agent, request } from 'node:https';
@@ -50,6 +52,7 @@ function podObject(name: string, limits: Record<string, string> | undefined, nod
 interface Result { count: number; rate: number; p50: number; p99: number }
 
 async function load(port: number, caPem: string, concurrency: number, make: () => { method: string; path: string; body?: string }): Promise<Result> {
+  if (port <= 0) throw new Error('no port');
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency, ca: caPem });
   const latencies: number[] = [];
   const deadline = performance.now() + seconds * 1000;
@@ -88,25 +91,27 @@ try {
   const core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
   await core.createNode({ body: simulatedGpuNode({ name: 'bench-node', gpus: 8 }) });
   const first = await new Promise<string>((done) => { createInterface({ input: server.stdout }).once('line', done); });
-  const { port, caPem } = JSON.parse(first) as { port: number; caPem: string };
+  const { port, withoutStorePort, echoPort, caPem } = JSON.parse(first) as { port: number; withoutStorePort: number; echoPort: number; caPem: string };
 
   const gpuCreate = review('CREATE', podObject('trainer-0', { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '8000' }));
   const plainCreate = review('CREATE', podObject('web-0', undefined));
   const gpuDelete = review('DELETE', podObject('trainer-1', { 'nvidia.com/gpu': '1' }, 'bench-node'));
-  const scenarios: [string, () => { method: string; path: string; body?: string }][] = [
-    ['GET /healthz (baseline)', () => ({ method: 'GET', path: '/healthz' })],
-    ['CREATE GPU pod', () => ({ method: 'POST', path: '/mutate', body: gpuCreate })],
-    ['CREATE non-GPU pod', () => ({ method: 'POST', path: '/mutate', body: plainCreate })],
-    ['DELETE bound GPU pod (1 API read)', () => ({ method: 'POST', path: '/mutate', body: gpuDelete })],
+  const scenarios: [string, number, () => { method: string; path: string; body?: string }][] = [
+    ['bare node:https echo (baseline)', echoPort, () => ({ method: 'POST', path: '/echo', body: gpuCreate })],
+    ['GET /healthz', port, () => ({ method: 'GET', path: '/healthz' })],
+    ['CREATE GPU pod', port, () => ({ method: 'POST', path: '/mutate', body: gpuCreate })],
+    ['CREATE non-GPU pod', port, () => ({ method: 'POST', path: '/mutate', body: plainCreate })],
+    ['DELETE GPU pod, no lock (store)', port, () => ({ method: 'POST', path: '/mutate', body: gpuDelete })],
+    ['DELETE GPU pod, no lock (API read)', withoutStorePort, () => ({ method: 'POST', path: '/mutate', body: gpuDelete })],
   ];
   console.log(`webhook benchmark: TLS + keep-alive, ${seconds}s per scenario, server in its own process`);
-  console.log('scenario                             clients    req/s   p50 ms   p99 ms  req/s vs baseline');
+  console.log('scenario                             clients  samples    req/s   p50 ms   p99 ms  req/s vs baseline');
   for (const concurrency of [1, 64]) {
     let baseline: number | undefined;
-    for (const [name, make] of scenarios) {
-      const result = await load(port, caPem, concurrency, make);
+    for (const [name, target, make] of scenarios) {
+      const result = await load(target, caPem, concurrency, make);
       baseline ??= result.rate;
-      console.log(`${name.padEnd(36)} ${String(concurrency).padStart(7)} ${result.rate.toFixed(0).padStart(8)} ${result.p50.toFixed(2).padStart(8)} ${result.p99.toFixed(2).padStart(8)} ${(result.rate / baseline).toFixed(2).padStart(10)}x`);
+      console.log(`${name.padEnd(36)} ${String(concurrency).padStart(7)} ${String(result.count).padStart(8)} ${result.rate.toFixed(0).padStart(8)} ${result.p50.toFixed(2).padStart(8)} ${result.p99.toFixed(2).padStart(8)} ${(result.rate / baseline).toFixed(2).padStart(10)}x`);
     }
   }
 } finally {

@@ -1,5 +1,5 @@
 import { deletionFence, deletionTimestampOf, type FenceView } from '../lock/deletion-fence.js';
-import type { PodRef } from '../lock/lock-value.js';
+import { isOwnedBy, parseLockValue, type PodRef } from '../lock/lock-value.js';
 import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/lock-events.js';
 import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { nodeOfPod } from '../hami/pod-node.js';
@@ -9,8 +9,15 @@ export interface LockReleaser {
   release(node: string, pod: PodRef, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
 }
 
+/** The state store's node locks, for a DELETE answered without an API call. */
+export interface StoredLocks {
+  lockOf(node: string): { raw: string } | undefined;
+  /** Synced and every watch up: a lock the store does not show was not there a moment ago. */
+  watching(): boolean;
+}
+
 export type DeleteOutcome =
-  | { kind: 'skipped'; reason: 'dry-run' | 'no-pod' | 'no-node' | 'awaiting-allocation' }
+  | { kind: 'skipped'; reason: 'dry-run' | 'no-pod' | 'no-node' | 'awaiting-allocation' | 'not-holder' }
   | { kind: 'done'; node: string; result: ReleaseResult }
   | { kind: 'failed'; node: string; error: unknown }
   | { kind: 'timed-out'; node: string };
@@ -35,12 +42,16 @@ function mayStillBeAllocated(pod: Record<string, unknown>, node: string): boolea
  * delete can never free another pod's lock; idempotent for the repeated DELETE calls of a graceful
  * delete; bounded by `timeoutMs` so the delete is never held up (ARCHITECTURE invariant 5).
  * An unbound pod with no chosen node costs no API call, nor does a pod that kubelet may still
- * allocate (mayStillBeAllocated).
+ * allocate (mayStillBeAllocated), nor, with `storedLocks` watching, a pod the store shows holding no
+ * lock on its node: the usual DELETE (a scale-down of running pods) then reads nothing and is not
+ * serialised with the other releases of its node. A lock written for the pod that the store has not
+ * seen yet is freed by the other release paths (the failed Binding of a deleted pod, the pod watch's
+ * DELETED event, the sweeper), as after a webhook outage.
  */
 export async function releaseLockOfDeletedPod(
   oldObject: unknown,
   request: { name?: string; namespace?: string; dryRun?: boolean },
-  deps: { locks: LockReleaser; timeoutMs: number; fenceView?: FenceView; clock?: () => Date },
+  deps: { locks: LockReleaser; timeoutMs: number; fenceView?: FenceView; storedLocks?: StoredLocks; clock?: () => Date },
 ): Promise<DeleteOutcome> {
   if (request.dryRun === true) return { kind: 'skipped', reason: 'dry-run' };
   if (!isRecord(oldObject)) return { kind: 'skipped', reason: 'no-pod' };
@@ -51,6 +62,10 @@ export async function releaseLockOfDeletedPod(
   const node = nodeOfPod(oldObject);
   if (node === undefined) return { kind: 'skipped', reason: 'no-node' };
   if (mayStillBeAllocated(oldObject, node)) return { kind: 'skipped', reason: 'awaiting-allocation' };
+  if (deps.storedLocks?.watching() === true) {
+    const stored = deps.storedLocks.lockOf(node);
+    if (stored === undefined || !isOwnedBy(parseLockValue(stored.raw), { namespace, name })) return { kind: 'skipped', reason: 'not-holder' };
+  }
 
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => { resolve('timeout'); }, deps.timeoutMs); });

@@ -1,6 +1,6 @@
 import { respond, type AdmissionRequest, type AdmissionResponse } from './admission-types.js';
 import type { FenceView } from '../lock/deletion-fence.js';
-import { releaseLockOfDeletedPod, type DeleteOutcome, type LockReleaser } from './delete-release.js';
+import { releaseLockOfDeletedPod, type DeleteOutcome, type LockReleaser, type StoredLocks } from './delete-release.js';
 import { mutatePodOnCreate, type MutationDecision, type PodMutationConfig } from './pod-mutation.js';
 
 /** One line of what the handler decided, for logs and metrics (wired by the caller). */
@@ -16,6 +16,8 @@ export interface PodAdmissionDeps {
   deleteTimeoutMs: number;
   /** The state store: releases on DELETE never touch a lock stamped after the deletion. */
   fenceView?: FenceView;
+  /** The state store's locks: a DELETE of a pod that holds none is answered without an API call. */
+  storedLocks?: StoredLocks;
   onOutcome?: (request: AdmissionRequest, outcome: AdmissionOutcome) => void;
 }
 
@@ -44,6 +46,7 @@ export class PodAdmissionHandler {
     if (request.operation === 'DELETE' && isPod) {
       const outcome = await releaseLockOfDeletedPod(request.oldObject, request, {
         locks: this.deps.locks, timeoutMs: this.deps.deleteTimeoutMs, ...(this.deps.fenceView ? { fenceView: this.deps.fenceView } : {}),
+        ...(this.deps.storedLocks ? { storedLocks: this.deps.storedLocks } : {}),
       });
       this.report(request, { operation: 'DELETE', outcome });
       // A DELETE is never denied and never patched: the apiserver rejects patches on DELETE.

@@ -195,6 +195,7 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
     mutation: podMutationConfig(config),
     locks,
     fenceView: cache,
+    storedLocks: cache,
     deleteTimeoutMs: config.webhookDeleteTimeoutMs,
     onOutcome: (request, outcome) => {
       log.debug({ component: 'admission', uid: request.uid, namespace: request.namespace, name: request.name, outcome }, `admission ${outcome.operation}`);

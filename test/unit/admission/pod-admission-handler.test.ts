@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { AdmissionRequest } from '../../../src/admission/admission-types.js';
-import type { LockReleaser } from '../../../src/admission/delete-release.js';
+import type { LockReleaser, StoredLocks } from '../../../src/admission/delete-release.js';
 import { PodAdmissionHandler, type AdmissionOutcome } from '../../../src/admission/pod-admission-handler.js';
 import type { PodRef } from '../../../src/lock/lock-value.js';
 import type { ReleaseResult } from '../../../src/lock/lock-events.js';
@@ -15,12 +15,13 @@ class RecordingReleaser implements LockReleaser {
   }
 }
 
-function handlerWith(locks: LockReleaser, deleteTimeoutMs = 1000) {
+function handlerWith(locks: LockReleaser, deleteTimeoutMs = 1000, storedLocks?: StoredLocks) {
   const outcomes: AdmissionOutcome[] = [];
   const handler = new PodAdmissionHandler({
     mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
     locks,
     deleteTimeoutMs,
+    ...(storedLocks === undefined ? {} : { storedLocks }),
     onOutcome: (_request, outcome) => outcomes.push(outcome),
   });
   return { handler, outcomes };
@@ -53,6 +54,40 @@ describe('PodAdmissionHandler', () => {
     expect(response).to.deep.equal({ uid: 'del-1', allowed: true });
     expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
     expect(outcomes[0]).to.deep.include({ operation: 'DELETE' });
+  });
+
+  describe('with the state store\'s locks', () => {
+    const bound = { ...gpuPod, spec: { ...gpuPod.spec, nodeName: 'gpu-1' } };
+    const store = (locks: Record<string, string>, watching = true): StoredLocks => ({
+      lockOf: (node) => (locks[node] === undefined ? undefined : { raw: locks[node] }),
+      watching: () => watching,
+    });
+
+    it('answers the DELETE of a pod the store shows holding no lock without a release call', async () => {
+      const locks = new RecordingReleaser();
+      const { handler, outcomes } = handlerWith(locks, 1000, store({ 'gpu-1': '2026-12-03T09:00:00Z,ns,another-pod', 'gpu-2': '2026-12-03T09:00:00Z,ns,p' }));
+      expect(await handler.handle(deleteRequest(bound))).to.deep.equal({ uid: 'del-1', allowed: true });
+      await handler.handle(deleteRequest({ ...gpuPod, spec: { ...gpuPod.spec, nodeName: 'gpu-3' } }));
+      expect(locks.calls).to.deep.equal([]);
+      expect(outcomes.map((outcome) => outcome.operation === 'DELETE' ? outcome.outcome : undefined)).to.deep.equal([
+        { kind: 'skipped', reason: 'not-holder' },
+        { kind: 'skipped', reason: 'not-holder' },
+      ]);
+    });
+
+    it('releases through NodeLocks when the store shows the pod holding its node\'s lock', async () => {
+      const locks = new RecordingReleaser();
+      const { handler } = handlerWith(locks, 1000, store({ 'gpu-1': '2026-12-03T09:00:00Z,ns,p' }));
+      await handler.handle(deleteRequest(bound));
+      expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
+    });
+
+    it('asks the API as before while a watch of the store is down (a lock it does not show may be there)', async () => {
+      const locks = new RecordingReleaser();
+      const { handler } = handlerWith(locks, 1000, store({}, false));
+      await handler.handle(deleteRequest(bound));
+      expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
+    });
   });
 
   it('uses hami.io/vgpu-node when the pod is not bound yet', async () => {
