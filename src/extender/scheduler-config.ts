@@ -7,19 +7,20 @@ import { GPU_MANAGED_RESOURCES } from '../hami/wire.js';
  * over TLS (on loopback, or over the network with kube-scheduler's client certificate). Used by the
  * e2e tests, local mode and manifests/ (a unit test keeps the manifest equal to what this builds).
  *
- * How the node policy (NODE_SCHEDULER_POLICY) decides placement through kube-scheduler v1.34:
+ * How the node policy (NODE_SCHEDULER_POLICY) decides placement through kube-scheduler 1.30 to 1.37:
  *
  * - kube-scheduler adds the extender's score to its own score plugins' as
  *   `score * weight * (MaxNodeScore 100 / MaxExtenderPriority 10)` (pkg/scheduler/schedule_one.go,
  *   prioritizeNodes). Each score plugin gives 0..100 times its weight, and the default profile's
  *   score plugins weigh TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1, PodTopologySpread 2,
  *   InterPodAffinity 2, NodeResourcesBalancedAllocation 1, ImageLocality 1 and VolumeBinding 1
- *   (pkg/scheduler/apis/config/v1/default_plugins.go; no weight means 1): together they can tell two
- *   nodes apart by at most 13 * 100 = 1300. At weight 1 one extender point is worth 10, so
+ *   (pkg/scheduler/apis/config/v1/default_plugins.go; no weight means 1), and from 1.37 on
+ *   DynamicResources 2 (it scores nodes for pods with ResourceClaims): together they can tell two
+ *   nodes apart by at most 15 * 100 = 1500. At weight 1 one extender point is worth 10, so
  *   NodeResourcesFit's LeastAllocated and PodTopologySpread's system default constraints (hostname
  *   maxSkew 3 and zone maxSkew 5, ScheduleAnyway, for pods selected by a Service, ReplicaSet,
  *   StatefulSet or ReplicationController) spread GPU pods whatever the node policy says.
- *   EXTENDER_WEIGHT makes one point worth 1310: any difference in our 0..10 score beats every
+ *   EXTENDER_WEIGHT makes one point worth 1510: any difference in our 0..10 score beats every
  *   plugin together, and the plugins only break ties between nodes with the same score. That also
  *   keeps the pod annotation hami.io/node-scheduler-policy in charge when it names the other
  *   policy. Hard constraints (filters: taints, required affinity, DoNotSchedule spread, resources)
@@ -38,11 +39,15 @@ import { GPU_MANAGED_RESOURCES } from '../hami/wire.js';
  * the shipped manifests are built for binpack, the default.
  */
 
-/** kube-scheduler's MaxNodeScore and the extender protocol's MaxExtenderPriority (k8s v1.34). */
+/** kube-scheduler's MaxNodeScore and the extender protocol's MaxExtenderPriority (the same 1.30 to 1.37). */
 export const MAX_NODE_SCORE = 100;
 export const MAX_EXTENDER_PRIORITY = 10;
 
-/** Weights of kube-scheduler v1.34's default score plugins (default_plugins.go). */
+/**
+ * Weights of kube-scheduler's default score plugins (default_plugins.go), the most of each over the
+ * claimed versions 1.30 to 1.37: DynamicResources scores only from 1.37 (weight 2; in 1.34 to 1.36 it
+ * is enabled without a Score), the others are the same in all of them.
+ */
 export const DEFAULT_SCORE_PLUGIN_WEIGHTS: Readonly<Record<string, number>> = {
   TaintToleration: 3,
   NodeAffinity: 2,
@@ -52,12 +57,13 @@ export const DEFAULT_SCORE_PLUGIN_WEIGHTS: Readonly<Record<string, number>> = {
   NodeResourcesBalancedAllocation: 1,
   ImageLocality: 1,
   VolumeBinding: 1,
+  DynamicResources: 2,
 };
 
-/** The most the score plugins together can tell two nodes apart by: 1300. */
+/** The most the score plugins together can tell two nodes apart by: 1500. */
 const MAX_PLUGIN_DIFFERENCE = Object.values(DEFAULT_SCORE_PLUGIN_WEIGHTS).reduce((sum, weight) => sum + weight, 0) * MAX_NODE_SCORE;
 
-/** The smallest weight at which one point of our 0..10 score outweighs all score plugins: 131. */
+/** The smallest weight at which one point of our 0..10 score outweighs all score plugins: 151. */
 export const EXTENDER_WEIGHT = Math.floor(MAX_PLUGIN_DIFFERENCE / (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)) + 1;
 
 export interface SchedulerConfigOptions {

@@ -62,3 +62,19 @@ function isExecutable(path: string): boolean {
     return false;
   }
 }
+
+/**
+ * The Kubernetes version these binaries are (`v1.37.2`), as kube-apiserver reports it: the version
+ * under test is whatever was built and located, whether the main one or a compatibility one.
+ */
+export function kubernetesVersionOf(binaries: Pick<ControlPlaneBinaries, 'kubeApiserver'>): string {
+  let printed: string;
+  try {
+    printed = execFileSync(binaries.kubeApiserver, ['--version'], { encoding: 'utf8' });
+  } catch (error) {
+    throw new MissingBinariesError(`could not run ${binaries.kubeApiserver} --version`, { cause: error });
+  }
+  const version = /\bv1\.\d+\.\d+\b/.exec(printed)?.[0];
+  if (version === undefined) throw new MissingBinariesError(`${binaries.kubeApiserver} --version printed no Kubernetes version: ${printed.slice(0, 80)}`);
+  return version;
+}

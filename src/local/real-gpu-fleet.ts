@@ -13,7 +13,7 @@ import { GPU_ALLOCATABLE_RESOURCE } from '../hami/wire.js';
 import { sleep } from '../base/abort.js';
 
 /**
- * GPU nodes that are real kubelets (src/local/real-node/: kubelet v1.34 and containerd each, in
+ * GPU nodes that are real kubelets (src/local/real-node/: kubelet and containerd each, in
  * their own namespaces) with the HAMi device-plugin stand-in registered on each over kubelet's
  * device-plugin gRPC API, and mock GPUs registered as HAMi's plugin writes them. kubelet's own device
  * manager calls Allocate; the stand-in answers with HAMi's container environment. Local mode runs

@@ -38,7 +38,7 @@ const decode: AllocationDecoder = (encoded) => {
 };
 
 /**
- * Real nodes for the chaos runner: kubelet v1.34 + containerd each (src/local/real-node/), and the
+ * Real nodes for the chaos runner: kubelet + containerd each (src/local/real-node/), and the
  * HAMi stand-in served over gRPC on each kubelet, so kubelet's device manager decides when Allocate
  * is called and for which pod (the RPC does not say, so records carry no admitted pod). In its place
  * the invariant is read from the containers themselves: every Running GPU container printed exactly

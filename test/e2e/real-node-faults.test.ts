@@ -3,7 +3,7 @@ import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, podGone, podNamed, Rea
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
- * Faults between kubelet and the device plugin, on real nodes (kubelet v1.34 + containerd, the HAMi
+ * Faults between kubelet and the device plugin, on real nodes (kubelet + containerd, the HAMi
  * stand-in registered over gRPC): the plugin dies (allocatable drops to 0, kubelet's own doing) or
  * dies in the middle of an Allocate, kubelet restarts while a pod waits for Allocate or right after
  * the plugin served one, containerd is gone. Each must leave no lock behind and never give a container another pod's devices.

@@ -5,7 +5,7 @@ import { eventually, notYet, sharedControlPlane, testCluster } from '../support/
 
 /**
  * Workloads whose outcome depends on what kubelet's device manager does, on a real node (kubelet
- * v1.34 + containerd, the HAMi stand-in over gRPC): a pod whose init container and app container
+ * + containerd, the HAMi stand-in over gRPC): a pod whose init container and app container
  * both ask for a GPU (kubelet calls Allocate for each, init first, and HAMi's annotation has one
  * segment per container in that order), and a burst of 20 GPU pods onto one node, whose binds
  * the node lock serialises behind each Allocate.

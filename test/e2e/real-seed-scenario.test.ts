@@ -7,7 +7,7 @@ import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, podGone, podNamed, Rea
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
- * The seed scenario on real nodes: kubelet v1.34 with containerd, and the HAMi device-plugin
+ * The seed scenario on real nodes: kubelet with containerd, and the HAMi device-plugin
  * stand-in registered with kubelet over the device-plugin gRPC API, so kubelet's own device manager
  * decides when Allocate is called, and for which pod. The victim is bound while its node's kubelet
  * is frozen (SIGSTOP: slow to admit), then deleted; kubelet resumes right after the delete, with the

@@ -38,7 +38,7 @@ const readyz = (port: number, caPem: string) => httpGet(port, '/readyz', { caPem
  * at the next sweep (the sweeper is off here), so pods waiting for that node are not held up.
  *
  * Run on both kinds of node: simulated (the kubelet model calls the plugin as a function) and real
- * (kubelet v1.34 with containerd, the plugin over gRPC), where the first node's real kubelet must
+ * (kubelet with containerd, the plugin over gRPC), where the first node's real kubelet must
  * never see the pod and the second's runs it with exactly the GPUs of its allocation.
  */
 const LIMITS = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };

@@ -155,11 +155,16 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
     expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { 'priorityClass.create': 'false', 'priorityClass.name': '' } })).to.match(/priorityClass\.name is required/);
   });
 
-  it('refuses to render for a Kubernetes older than the oldest it claims (kubeVersion in Chart.yaml)', async () => {
+  it('renders only for the Kubernetes versions it claims, the tested range 1.30 to 1.37 (kubeVersion in Chart.yaml)', async () => {
     const refused = await helm(['template', 'vgpu-warden', CHART_DIR, '--kube-version', '1.29.4']);
     expect(refused.code).to.not.equal(0);
-    expect(refused.stderr).to.include('chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.29.4');
-    expect((await helm(['template', 'vgpu-warden', CHART_DIR, '--kube-version', '1.30.0'])).code).to.equal(0);
+    expect(refused.stderr).to.include('chart requires kubeVersion: >=1.30.0-0 <1.38.0-0 which is incompatible with Kubernetes v1.29.4');
+    const newer = await helm(['template', 'vgpu-warden', CHART_DIR, '--kube-version', '1.38.0']);
+    expect(newer.code).to.not.equal(0);
+    expect(newer.stderr).to.include('which is incompatible with Kubernetes v1.38.0');
+    for (const version of ['1.30.0', '1.37.2', '1.37.9']) {
+      expect((await helm(['template', 'vgpu-warden', CHART_DIR, '--kube-version', version])).code, version).to.equal(0);
+    }
   });
 
   it('runs its pods in a namespace labelled as docs/install.md says (Pod Security restricted enforced), where a privileged pod is refused', async () => {

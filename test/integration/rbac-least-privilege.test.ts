@@ -116,7 +116,7 @@ function wardenMustNot(ns: string): Right[] {
   ];
 }
 
-/** kube-scheduler v1.34 with the volume binder, delegated authentication and its own Lease. */
+/** kube-scheduler with the volume binder, delegated authentication and its own Lease. */
 function schedulerNeeds(ns: string): Right[] {
   return [
     ['its informers list pods', 'list', 'pods'],

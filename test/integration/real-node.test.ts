@@ -6,7 +6,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { httpStatusOf } from '../../src/kube/errors.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import { locateBinaries } from '../../src/local/k8s-binaries.js';
+import { kubernetesVersionOf, locateBinaries } from '../../src/local/k8s-binaries.js';
 import { TEST_IMAGE } from '../../src/local/real-node/node-image.js';
 import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
 import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
@@ -96,7 +96,7 @@ function readyCondition(node: V1Node) {
   return node.status?.conditions?.find((condition) => condition.type === 'Ready');
 }
 
-describe('real nodes (kubelet v1.34 + containerd in namespaces of their own)', function () {
+describe('real nodes (kubelet + containerd in namespaces of their own)', function () {
   this.timeout(120_000);
   const run = randomBytes(3).toString('hex');
   const names = [`rn-${run}-0`, `rn-${run}-1`];
@@ -108,6 +108,7 @@ describe('real nodes (kubelet v1.34 + containerd in namespaces of their own)', f
   let fleet: RealNodeFleet | undefined;
   const nodes = (): RealNode[] => fleet?.nodes ?? [];
 
+  let kubeletVersion = '';
   before(async function () {
     this.timeout(120_000);
     // Short (sockets live inside) and ours alone, so the leftover check can name everything in it.
@@ -115,6 +116,7 @@ describe('real nodes (kubelet v1.34 + containerd in namespaces of their own)', f
     hostBefore = hostSnapshot(baseDir, `${marker.name}=${marker.value}`, cgroupNames);
     const plane = sharedControlPlane();
     const binaries = locateBinaries({ repoRoot: join(import.meta.dirname, '..', '..'), env: process.env });
+    kubeletVersion = kubernetesVersionOf(binaries);
     const started = Date.now();
     fleet = await RealNodeFleet.start({
       nodes: names.map((name, index) => ({ name, labels: { 'vgpu-warden.test/real-node': String(index) } })),
@@ -143,7 +145,7 @@ describe('real nodes (kubelet v1.34 + containerd in namespaces of their own)', f
       expect(node.status?.addresses).to.deep.equal([{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: name }]);
       expect((node.spec?.taints ?? []).map((taint) => taint.key)).to.not.include('node.cloudprovider.kubernetes.io/uninitialized');
       expect(node.metadata?.labels?.['vgpu-warden.test/real-node']).to.equal(String(index));
-      expect(node.status?.nodeInfo?.kubeletVersion).to.equal('v1.34.4');
+      expect(node.status?.nodeInfo?.kubeletVersion).to.equal(kubeletVersion);
       expect(node.status?.nodeInfo?.containerRuntimeVersion).to.match(/^containerd:\/\/1\.6\./);
     }
     for (const node of nodes()) {

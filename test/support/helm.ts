@@ -4,13 +4,18 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
+import { kubernetesVersionOf, locateBinaries } from '../../src/local/k8s-binaries.js';
 
 const run = promisify(execFile);
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..', '..');
 export const CHART_DIR = resolve(REPO_ROOT, 'charts', 'vgpu-warden');
-/** The Kubernetes version `helm template` renders for: the test control plane's (tools/k8s/versions.env). */
-export const RENDER_KUBE_VERSION = 'v1.34.4';
+let renderVersion: string | undefined;
+/** The Kubernetes version `helm template` renders for: the test control plane's binaries' own. */
+export function renderKubeVersion(): string {
+  renderVersion ??= kubernetesVersionOf(locateBinaries({ repoRoot: REPO_ROOT, env: process.env }));
+  return renderVersion;
+}
 
 export type AnyObject = KubernetesObject & Record<string, unknown>;
 
@@ -85,7 +90,7 @@ export interface RenderOptions {
 function templateArgs(options: RenderOptions): string[] {
   return [
     'template', options.release ?? 'vgpu-warden', options.chart ?? CHART_DIR,
-    '--namespace', options.namespace, '--kube-version', RENDER_KUBE_VERSION,
+    '--namespace', options.namespace, '--kube-version', renderKubeVersion(),
     ...(options.valuesFiles ?? []).flatMap((file) => ['--values', file]),
     ...Object.entries(options.set ?? {}).flatMap(([key, value]) => ['--set', `${key}=${value}`]),
   ];

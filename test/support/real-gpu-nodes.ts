@@ -30,7 +30,7 @@ export interface RealGpuNodesOptions {
 
 /**
  * vgpu-warden (webhook + extender, in-process), the real kube-scheduler with the shipped extender
- * configuration, and real nodes (kubelet v1.34 + containerd each, src/local/real-node/) on which the
+ * configuration, and real nodes (kubelet + containerd each, src/local/real-node/) on which the
  * HAMi device-plugin stand-in is registered over kubelet's device-plugin gRPC API, so kubelet's own
  * device manager calls Allocate in its own order. The stand-in shares no code with src/.
  */

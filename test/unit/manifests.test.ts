@@ -163,7 +163,7 @@ describe('manifests/ (the kustomize base)', () => {
       expect(selects(deployment.spec?.selector.matchLabels, schedulerPodLabels)).to.equal(false);
       expect(selects(schedulerDeployment.spec?.selector.matchLabels, podLabels)).to.equal(false);
       expect(schedulerPodSpec.containers.map((entry) => entry.name)).to.deep.equal(['kube-scheduler']);
-      expect(scheduler.image).to.equal('registry.k8s.io/kube-scheduler:v1.34.4');
+      expect(scheduler.image).to.equal('registry.k8s.io/kube-scheduler:v1.37.2');
       expect(scheduler.command).to.include('--config=/config/config.yaml');
       expect(schedulerPodSpec.serviceAccountName).to.equal('vgpu-warden-scheduler');
       expect(findObject(objects, 'ServiceAccount', schedulerPodSpec.serviceAccountName ?? '', NAMESPACE)).to.not.equal(undefined);

@@ -2,8 +2,12 @@
 # Builds kube-apiserver, kube-scheduler, kube-controller-manager, kubelet (k8s.io/kubernetes) and etcd (go.etcd.io/etcd/server/v3)
 # from Go modules into a cache directory outside git, at the versions pinned in versions.env.
 #
-# Usage: tools/k8s/build.sh [--print-bin-dir]
-#   VGPU_WARDEN_K8S_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/vgpu-warden/k8s)
+# Usage: tools/k8s/build.sh [--print-bin-dir] [--compat]
+#   --compat                          build (or print the bin dirs of) every version of
+#                                     KUBERNETES_COMPAT_VERSIONS instead of the main one, one per line
+#   VGPU_WARDEN_K8S_CACHE             cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/vgpu-warden/k8s)
+#   VGPU_WARDEN_KUBERNETES_VERSION    build this Kubernetes version instead of KUBERNETES_VERSION
+#                                     (the compatibility suite runs each claimed version this way)
 #
 # One progress line per step; the full Go output goes to a log file that is named on failure.
 set -euo pipefail
@@ -12,7 +16,35 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
 : "${KUBERNETES_VERSION:?versions.env must set KUBERNETES_VERSION}"
+: "${KUBERNETES_COMPAT_VERSIONS:?versions.env must set KUBERNETES_COMPAT_VERSIONS}"
 : "${ETCD_VERSION:?versions.env must set ETCD_VERSION}"
+
+print_bin_dir=false compat=false
+for arg in "$@"; do
+  case "$arg" in
+    --print-bin-dir) print_bin_dir=true ;;
+    --compat) compat=true ;;
+    *) echo "build.sh: unknown argument '$arg' (allowed: --print-bin-dir, --compat)" >&2; exit 2 ;;
+  esac
+done
+if $compat; then
+  # One build per claimed version, each into its own cache entry; the first failure stops.
+  for version in $KUBERNETES_COMPAT_VERSIONS; do
+    if $print_bin_dir; then
+      VGPU_WARDEN_KUBERNETES_VERSION=$version bash "$here/build.sh" --print-bin-dir
+    else
+      VGPU_WARDEN_KUBERNETES_VERSION=$version bash "$here/build.sh"
+    fi
+  done
+  exit 0
+fi
+if [[ -n "${VGPU_WARDEN_KUBERNETES_VERSION:-}" ]]; then
+  if [[ ! "$VGPU_WARDEN_KUBERNETES_VERSION" =~ ^v1\.[0-9]+\.[0-9]+$ ]]; then
+    echo "build.sh: VGPU_WARDEN_KUBERNETES_VERSION must look like v1.37.2, got '${VGPU_WARDEN_KUBERNETES_VERSION:0:40}'" >&2
+    exit 2
+  fi
+  KUBERNETES_VERSION=$VGPU_WARDEN_KUBERNETES_VERSION
+fi
 
 cache_root=${VGPU_WARDEN_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vgpu-warden/k8s}
 build_key="kube-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}"
@@ -20,12 +52,9 @@ out_dir="$cache_root/$build_key"
 bin_dir="$out_dir/bin"
 stamp="$out_dir/.complete"
 
-if [[ "${1:-}" == "--print-bin-dir" ]]; then
+if $print_bin_dir; then
   echo "$bin_dir"
   exit 0
-elif [[ $# -gt 0 ]]; then
-  echo "build.sh: unknown argument '$1' (allowed: --print-bin-dir)" >&2
-  exit 2
 fi
 
 tool_name=k8s-build
@@ -111,6 +140,15 @@ build_kube() {
 }
 
 build_etcd() {
+  # etcd does not depend on the Kubernetes version: take it from a complete entry of another version.
+  local other
+  for other in "$cache_root"/kube-*_etcd-"$ETCD_VERSION"; do
+    if [[ -f "$other/.complete" && -x "$other/bin/etcd" ]]; then
+      cp "$other/bin/etcd" "$new_bin/etcd"
+      echo "copied etcd $ETCD_VERSION from $other"
+      return 0
+    fi
+  done
   cd "$work/etcd"
   go build -trimpath -ldflags="-s -w" -o "$new_bin/etcd" go.etcd.io/etcd/server/v3
 }
@@ -132,7 +170,9 @@ check_versions() {
 
 step "building into $out_dir (log: $log)"
 run "resolve k8s.io/kubernetes $KUBERNETES_VERSION modules" make_kube_module
-run "resolve go.etcd.io/etcd/server/v3 $ETCD_VERSION modules" make_etcd_module
+if ! compgen -G "$cache_root/kube-*_etcd-$ETCD_VERSION/.complete" >/dev/null; then
+  run "resolve go.etcd.io/etcd/server/v3 $ETCD_VERSION modules" make_etcd_module
+fi
 run "compile kube-apiserver, kube-scheduler, kube-controller-manager and kubelet" build_kube
 run "compile etcd" build_etcd
 run "check binary versions" check_versions

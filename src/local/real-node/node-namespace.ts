@@ -7,7 +7,7 @@ import { waitForExit } from './wait-for-exit.js';
 import { sleep } from '../../base/abort.js';
 
 /**
- * The kernel settings kubelet v1.34 checks at start and writes when they differ (a failed write is
+ * The kernel settings kubelet (1.30 to 1.37) checks at start and writes when they differ (a failed write is
  * fatal), with the values it wants: k8s.io/kubernetes/pkg/kubelet/cm/container_manager_linux.go
  * setupKernelTunables and k8s.io/component-helpers/node/util/sysctl. Keys are /proc/sys paths.
  */

@@ -61,7 +61,7 @@ const EXIT_TIMEOUT_MS = 10_000;
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /**
- * A real Kubernetes node on this machine: its own containerd and kubelet (v1.34) in a mount and pid
+ * A real Kubernetes node on this machine: its own containerd and kubelet (the version under test, 1.30 to 1.37) in a mount and pid
  * namespace of their own, registered with the control plane as `nodeName` with the InternalIP
  * 127.0.0.1. Only hostNetwork pods run on it (loopback CNI), with images TEST_IMAGE and
  * SANDBOX_IMAGE (imagePullPolicy: Never). stop() leaves nothing behind: no process, cgroup, mount,

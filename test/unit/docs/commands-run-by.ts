@@ -158,7 +158,7 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   },
   {
     command: 'helm template vgpu-warden charts/vgpu-warden --kube-version 1.29.4',
-    runBy: [{ file: 'test/integration/helm-chart.test.ts', contains: ["'--kube-version', '1.29.4'", 'chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.29.4'] }],
+    runBy: [{ file: 'test/integration/helm-chart.test.ts', contains: ["'--kube-version', '1.29.4'", 'chart requires kubeVersion: >=1.30.0-0 <1.38.0-0 which is incompatible with Kubernetes v1.29.4'] }],
   },
 
   // docs/migrate-from-hami.md

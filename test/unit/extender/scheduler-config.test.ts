@@ -50,13 +50,13 @@ describe('kube-scheduler configuration', () => {
   });
 
   it('weighs the extender so that one point of its 0..10 score beats every score plugin together', () => {
-    // kube-scheduler v1.34: extender score * weight * (MaxNodeScore / MaxExtenderPriority); plugins 0..100 * weight.
+    // kube-scheduler 1.30 to 1.37: extender score * weight * (MaxNodeScore / MaxExtenderPriority); plugins 0..100 * weight.
     const sumOfPluginWeights = Object.values(DEFAULT_SCORE_PLUGIN_WEIGHTS).reduce((sum, weight) => sum + weight, 0);
-    expect(sumOfPluginWeights).to.equal(13);
+    expect(sumOfPluginWeights).to.equal(15);
     const onePoint = EXTENDER_WEIGHT * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY);
     expect(onePoint).to.be.above(sumOfPluginWeights * MAX_NODE_SCORE);
     expect((EXTENDER_WEIGHT - 1) * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)).to.be.at.most(sumOfPluginWeights * MAX_NODE_SCORE);
-    for (const nodePolicy of ['binpack', 'spread'] as const) expect(built({ nodePolicy }).extenders[0]?.weight).to.equal(131);
+    for (const nodePolicy of ['binpack', 'spread'] as const) expect(built({ nodePolicy }).extenders[0]?.weight).to.equal(151);
   });
 
   it('binpack: breaks ties by packing (MostAllocated, no balanced allocation, no system default spreading)', () => {

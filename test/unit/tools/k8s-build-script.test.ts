@@ -9,7 +9,7 @@ const versions = Object.fromEntries(
   readFileSync(resolve(script, '..', 'versions.env'), 'utf8')
     .split('\n')
     .filter((line) => /^[A-Z_]+=/.test(line))
-    .map((line) => line.split('=') as [string, string]),
+    .map((line) => { const at = line.indexOf('='); return [line.slice(0, at), line.slice(at + 1).replace(/^"|"$/g, '')] as [string, string]; }),
 );
 const buildKey = `kube-${versions.KUBERNETES_VERSION ?? ''}_etcd-${versions.ETCD_VERSION ?? ''}`;
 
@@ -24,9 +24,29 @@ describe('tools/k8s/build.sh', () => {
   beforeEach(() => { cache = mkdtempSync(join(tmpdir(), 'k8s-cache-')); });
   afterEach(() => { rmSync(cache, { recursive: true, force: true }); });
 
-  it('pins both versions in versions.env', () => {
-    expect(versions.KUBERNETES_VERSION).to.match(/^v1\.34\.\d+$/);
+  it('pins the versions in versions.env: the main suite on the newest claimed, the compatibility suite on the oldest and newest', () => {
+    expect(versions.KUBERNETES_VERSION).to.match(/^v1\.37\.\d+$/);
     expect(versions.ETCD_VERSION).to.match(/^v3\.6\.\d+$/);
+    const compat = (versions.KUBERNETES_COMPAT_VERSIONS ?? '').split(' ');
+    expect(compat).to.have.length(2);
+    expect(compat[0]).to.match(/^v1\.30\.\d+$/);
+    expect(compat[1]).to.equal(versions.KUBERNETES_VERSION);
+  });
+
+  it('prints the bin directory of another version under VGPU_WARDEN_KUBERNETES_VERSION, and each compatibility version with --compat', () => {
+    const other = run(['--print-bin-dir'], { PATH: '/usr/bin:/bin', VGPU_WARDEN_K8S_CACHE: cache, VGPU_WARDEN_KUBERNETES_VERSION: 'v1.30.14' });
+    expect(other.code).to.equal(0);
+    expect(other.stdout.trim()).to.equal(join(cache, `kube-v1.30.14_etcd-${versions.ETCD_VERSION ?? ''}`, 'bin'));
+    const compat = run(['--compat', '--print-bin-dir'], { PATH: '/usr/bin:/bin', VGPU_WARDEN_K8S_CACHE: cache });
+    expect(compat.code).to.equal(0);
+    expect(compat.stdout.trim().split('\n')).to.deep.equal((versions.KUBERNETES_COMPAT_VERSIONS ?? '').split(' ').map((version) => join(cache, `kube-${version}_etcd-${versions.ETCD_VERSION ?? ''}`, 'bin')));
+  });
+
+  it('refuses a malformed VGPU_WARDEN_KUBERNETES_VERSION with exit code 2, echoing at most 40 characters', () => {
+    const { code, stderr } = run(['--print-bin-dir'], { PATH: '/usr/bin:/bin', VGPU_WARDEN_K8S_CACHE: cache, VGPU_WARDEN_KUBERNETES_VERSION: `1.30;${'x'.repeat(200)}` });
+    expect(code).to.equal(2);
+    expect(stderr).to.include('VGPU_WARDEN_KUBERNETES_VERSION must look like v1.37.2');
+    expect(stderr.length).to.be.below(160);
   });
 
   it('prints the versioned bin directory under VGPU_WARDEN_K8S_CACHE', () => {
@@ -59,5 +79,6 @@ describe('tools/k8s/build.sh', () => {
     const { code, stderr } = run(['--fast'], { PATH: '/usr/bin:/bin', VGPU_WARDEN_K8S_CACHE: cache });
     expect(code).to.equal(2);
     expect(stderr).to.include("unknown argument '--fast'");
+    expect(stderr).to.include('allowed: --print-bin-dir, --compat');
   });
 });
