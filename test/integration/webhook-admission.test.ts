@@ -1,6 +1,8 @@
 import { AdmissionregistrationV1Api, CoreV1Api, NodeV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { PodAdmissionHandler } from '../../src/admission/pod-admission-handler.js';
+import { PodAdmissionHandler, type AdmissionOutcome } from '../../src/admission/pod-admission-handler.js';
+import { ClusterCache } from '../../src/cluster/cluster-cache.js';
+import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 import type { PodMutationConfig } from '../../src/admission/pod-mutation.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
@@ -37,6 +39,46 @@ class ConfiguredWebhookFixture extends WebhookFixture {
     });
     this.listener = await HttpsListener.start(createWebhookApp({ handler, readiness: () => ({ ready: true, reasons: [] }) }), { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem });
     await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({ body: this.configuration() });
+  }
+}
+
+/**
+ * The webhook as serve wires it: with the state store (fence view and stored locks), so a DELETE of a
+ * pod the store shows holding no lock is answered without touching the API. Counts release calls.
+ */
+class StoreWebhookFixture extends WebhookFixture {
+  readonly outcomes: { name: string; outcome: AdmissionOutcome }[] = [];
+  releaseCalls = 0;
+  cache: ClusterCache | undefined;
+  constructor(private readonly controlPlane: ControlPlane) {
+    super(controlPlane);
+  }
+
+  override async start(): Promise<void> {
+    const kubeConfig = loadKubeConfig(this.controlPlane.kubeconfigPath);
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+    this.cache = cache;
+    await cache.start();
+    const ca = createCertificateAuthority({ commonName: 'webhook-store-ca', validityDays: 1 });
+    const leaf = issueCertificate(ca, { commonName: 'vgpu-warden', subjectAltNames: ['localhost', '127.0.0.1'], usage: 'server', validityDays: 1 });
+    this.caPem = ca.certPem;
+    const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
+    const handler = new PodAdmissionHandler({
+      mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
+      locks: { release: (...args) => { this.releaseCalls += 1; return locks.release(...args); } },
+      fenceView: cache,
+      storedLocks: cache,
+      deleteTimeoutMs: 5000,
+      onOutcome: (request, outcome) => { this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`); this.outcomes.push({ name: request.name ?? '', outcome }); },
+    });
+    this.listener = await HttpsListener.start(createWebhookApp({ handler, readiness: () => ({ ready: true, reasons: [] }) }), { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem });
+    await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({ body: this.configuration() });
+  }
+
+  override async stop(): Promise<void> {
+    await super.stop();
+    await this.cache?.stop();
   }
 }
 
@@ -253,6 +295,54 @@ describe('admission webhook over TLS, called by the real apiserver', function ()
       await createPod(core, namespace, 'bystander', { nodeName: node, gpus: 1 });
       await core.deleteNamespacedPod({ name: 'bystander', namespace, gracePeriodSeconds: 0 });
       expect(await readLock(core, node)).to.equal(lock);
+    });
+  });
+
+  describe('DELETE answered from the state store, as serve wires it', () => {
+    let stored: StoreWebhookFixture;
+    before(async () => {
+      stored = new StoreWebhookFixture(sharedControlPlane());
+      await stored.start();
+    });
+    after(async () => { await stored.stop(); });
+    beforeEach(async () => { await stored.enroll(testCluster().namespace); });
+
+    async function lockSeenByStore(name: string): Promise<{ node: string; lock: string }> {
+      const { core, namespace } = testCluster();
+      const node = await createGpuNode(core);
+      const pod = await createPod(core, namespace, name, { nodeName: node, bindPhase: 'success', gpus: 1 });
+      const lock = formatLockValue(new Date(), pod);
+      await setLock(core, node, lock);
+      await eventually('the store shows the lock', () => {
+        const raw = stored.cache?.lockOf(node)?.raw;
+        return Promise.resolve(raw === lock ? raw : notYet(`lock ${raw ?? '(none)'}`));
+      });
+      return { node, lock };
+    }
+    const deleteOutcomesOf = (name: string) => stored.outcomes.flatMap(({ name: of, outcome }) => (of === name && outcome.operation === 'DELETE' ? [outcome.outcome] : []));
+
+    it('answers the DELETE of a pod that holds no lock without a release call: the holder keeps its lock', async () => {
+      const { core, namespace } = testCluster();
+      const { node, lock } = await lockSeenByStore('holder');
+      await createPod(core, namespace, 'scaled-down', { nodeName: node, bindPhase: 'success', gpus: 1 });
+      const callsBefore = stored.releaseCalls;
+      await core.deleteNamespacedPod({ name: 'scaled-down', namespace, gracePeriodSeconds: 0 });
+      // kube-apiserver may call a DELETE webhook more than once for one delete; each answer is the same.
+      const outcomes = deleteOutcomesOf('scaled-down');
+      expect(outcomes).to.not.be.empty;
+      for (const outcome of outcomes) expect(outcome).to.deep.equal({ kind: 'skipped', reason: 'not-holder' });
+      expect(stored.releaseCalls).to.equal(callsBefore);
+      expect(await readLock(core, node)).to.equal(lock);
+    });
+
+    it('releases through the API when the store shows the deleted pod holding its node\'s lock', async () => {
+      const { core, namespace } = testCluster();
+      const { node } = await lockSeenByStore('leaving');
+      const callsBefore = stored.releaseCalls;
+      await core.deleteNamespacedPod({ name: 'leaving', namespace, gracePeriodSeconds: 0 });
+      expect(deleteOutcomesOf('leaving')[0]?.kind).to.equal('done');
+      expect(stored.releaseCalls).to.equal(callsBefore + 1);
+      expect(await readLock(core, node)).to.equal(undefined);
     });
   });
 
