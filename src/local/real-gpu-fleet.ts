@@ -108,7 +108,7 @@ export class RealGpuFleet {
   }
 
   /** Stops the node's plugin and serves a new one with `options` (e.g. neverRegister, registerTwice). */
-  async replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice'>>): Promise<GrpcDevicePluginServer> {
+  async replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice' | 'onEvent'>>): Promise<GrpcDevicePluginServer> {
     await this.servers.get(node)?.stop();
     const server = new GrpcDevicePluginServer({ plugin: this.plugin, node, pluginDir: this.node(node).devicePluginDir, ...options });
     this.servers.set(node, server);

@@ -98,7 +98,7 @@ export class RealGpuNodes {
   }
 
   /** Stops the node's plugin and starts a new one with `options` (e.g. neverRegister, registerTwice). */
-  replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice'>>): Promise<GrpcDevicePluginServer> {
+  replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice' | 'onEvent'>>): Promise<GrpcDevicePluginServer> {
     if (this.fleet === undefined) throw new Error('real nodes not started');
     return this.fleet.replacePlugin(node, options);
   }
