@@ -1,4 +1,5 @@
-import { decodeAllocation } from '../devices/allocation-codec.js';
+import { describeOddities, readAllocation } from '../devices/allocation-codec.js';
+import { segmentsByContainer } from '../devices/container-segments.js';
 import { namespaceUseOf, NO_NAMESPACE_USE, type NamespaceUse } from '../devices/gpu-quota.js';
 import { addUsage, podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { ALLOCATED_ANNOTATION } from '../hami/wire.js';
@@ -7,7 +8,7 @@ import { allocationNodeOf } from '../hami/pod-node.js';
 
 interface PodLike {
   metadata?: { uid?: string; namespace?: string; name?: string; annotations?: Record<string, string> };
-  spec?: { nodeName?: string; initContainers?: unknown[] };
+  spec?: { nodeName?: string; initContainers?: unknown[]; containers?: unknown[] };
   status?: { phase?: string; initContainerStatuses?: { state?: { terminated?: { exitCode?: number } } }[] };
 }
 
@@ -88,7 +89,9 @@ export class PodUsageIndex {
 
   /**
    * Applies an informer add/update. Returns a problem string (for the log) when the pod's annotation
-   * has just become unreadable: once per value, not on every update of the pod.
+   * has just become unreadable, or has just been read with one of HAMi's leniencies (see
+   * readAllocation) or realigned onto its containers (see segmentsByContainer): once per value, not
+   * on every update of the pod.
    */
   upsert(pod: PodLike): string | undefined {
     const uid = pod.metadata?.uid;
@@ -110,7 +113,7 @@ export class PodUsageIndex {
       this.dropAssumed(uid);
       return undefined;
     }
-    const allocation = decodeAllocation(encoded);
+    const allocation = readAllocation(encoded);
     if ('error' in allocation) {
       const podName = `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
       const assumed = this.assumed.get(uid);
@@ -127,13 +130,20 @@ export class PodUsageIndex {
     }
     this.dropPod(uid);
     const initCount = pod.spec?.initContainers?.length ?? 0;
-    // The annotation has one segment per container, init containers first: app-only drops theirs.
-    const usage = appOnly ? podDeviceUsage(allocation.slice(initCount), 0) : podDeviceUsage(allocation, initCount);
+    // Segments go to containers as the device plugin hands them out, init containers first: app-only drops theirs.
+    const { containers, realigned } = segmentsByContainer(allocation.containers, pod);
+    const usage = appOnly ? podDeviceUsage(containers.slice(initCount), 0) : podDeviceUsage(containers, initCount);
     this.setPod(uid, { node, ...namespaceOf(pod), usage, encoded, ...(appOnly ? { appOnly } : {}) });
     this.link(node, uid);
     // The informer now accounts for it: the assumption has done its job.
     this.dropAssumed(uid);
-    return undefined;
+    if (known?.encoded === encoded || (allocation.oddities.length === 0 && !realigned)) return undefined;
+    const podName = `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
+    const notes = [
+      ...(allocation.oddities.length > 0 ? [`read as HAMi v2.10 reads it (${describeOddities(allocation.oddities)})`] : []),
+      ...(realigned ? ['its GPU segments do not line up with the containers asking for nvidia.com/gpu; counted in the order the device plugin hands them out (a value written without the empty segments of GPU-less containers, HAMi #2899)'] : []),
+    ];
+    return `pod ${podName}: ${ALLOCATED_ANNOTATION} ${notes.join('; ')}`;
   }
 
   remove(uid: string): void {

@@ -5,19 +5,31 @@
  * Wire form: each device `<uuid>,NVIDIA,<mem MiB>,<cores>:`; each container its devices followed by
  * `;` (a GPU-less container is a bare `;`); init containers first, then app containers.
  *
- * Decoding is strict: exactly what HAMi's NVIDIA backend writes, so accounting never rests on a
- * guess. Where HAMi's decoder is laxer we refuse, and the caller falls back (see PodUsageIndex):
- * - a piece without `,` is refused, not skipped (`garbage:GPU-a,…:;` is not read as `GPU-a,…:;`);
- * - a device has exactly 4 fields (HAMi ignores extras), ends with `:`, and a container with `;`;
+ * Two readings. `hami` (the default) reads what HAMi v2.10's DecodePodDevices/DecodeContainerDevices
+ * (pkg/device/devices.go) read, because its device plugin allocates whatever they read, and what
+ * we count must be what the plugin hands out:
+ * - the value is split on `;` and every piece is a container, so a last container without its `;`
+ *   is still a container (`container-terminator`);
+ * - a container is split on `:` and every piece with a `,` is a device, so a last device without
+ *   its `:` is still a device (`device-terminator`), and pieces without a `,` (stray text, the
+ *   empty piece of `::`) are skipped (`skipped-piece`; HAMi after v2.10 refuses them, #2765);
+ * - a device needs at least 4 fields (fewer: HAMi's "missing fields" error); fields after the
+ *   fourth are ignored (`extra-fields`);
+ * - memory and cores must parse as strconv.ParseInt(s, 10, 32) does: optional sign, ASCII digits,
+ *   int32 range; anything else is HAMi's error too.
+ * Each leniency used is named in `oddities`, so callers can warn. `strict` refuses all four: it is
+ * exactly what our encoder writes.
+ * Both readings refuse, where HAMi v2.10 does not, values we could not count safely; the caller
+ * then falls back (see PodUsageIndex):
  * - the type is `NVIDIA`: this annotation is the NVIDIA backend's (other vendors have their own),
  *   and HAMi's plugin finds its work by searching for that word, so any other type is a foreign or
  *   corrupted value, never usage we could place against our GPUs;
- * - the UUID is non-empty printable ASCII (usage is keyed by it);
- * - memory is 1..2^31-1 MiB (HAMi: any int32; 0 would mean "no limit" to HAMi-core, a negative
- *   value would shrink the node's accounted usage), cores 0..100 (HAMi: any int32).
- * Kept from HAMi: numbers in Go's strconv.Atoi syntax (optional sign), and the extra `;` the
- * plugin's rewrite of to-allocate leaves (`;;` after consuming one container's devices), read as
- * one more GPU-less container.
+ * - the UUID is non-empty printable ASCII (usage is keyed by it; HAMi after v2.10 also refuses an
+ *   empty one);
+ * - memory is 1..2^31-1 MiB (0 would mean "no limit" to HAMi-core, a negative value would shrink
+ *   the node's accounted usage), cores 0..100.
+ * Kept from HAMi in both: the extra `;` the plugin's rewrite of to-allocate leaves (`;;` after
+ * consuming one container's devices), read as one more GPU-less container.
  */
 import { LABEL_CHARS, quoted } from '../base/user-text.js';
 
@@ -59,7 +71,7 @@ export function encodeAllocation(allocation: PodAllocation): string {
 // At most this much of the annotation is echoed in an error: an annotation can be 256 KiB.
 const quote = (text: string): string => quoted(text, LABEL_CHARS);
 
-// Go's strconv.Atoi syntax; the range is checked on the value.
+// The syntax of Go's strconv.ParseInt(s, 10, 32), what HAMi's decoder calls; the range is checked on the value.
 const ATOI = /^[+-]?\d+$/;
 // Printable ASCII without the separators `,` `:` `;`: what the wire form can carry.
 const DEVICE_UUID = /^[\x21-\x2b\x2d-\x39\x3c-\x7e]+$/;
@@ -79,13 +91,46 @@ function integerIn(text: string, min: number, max: number): number | undefined {
   return value >= min && value <= max ? value : undefined;
 }
 
-function decodeDevice(piece: string, container: number, device: number): AllocatedDevice | AllocationDecodeError {
+/** How a value is read: as HAMi v2.10 reads it (the default), or as our encoder writes it. */
+export type AllocationReading = 'hami' | 'strict';
+
+/** A leniency of HAMi's reading that a value needed (each refused by the strict reading). */
+export type AllocationOddityKind = 'container-terminator' | 'device-terminator' | 'extra-fields' | 'skipped-piece';
+
+export interface AllocationOddity {
+  kind: AllocationOddityKind;
+  container: number;
+  device?: number;
+  /** Where and what, for a log line: bounded, hostile text only through quoted(). */
+  note: string;
+}
+
+export interface DecodedAllocation {
+  containers: PodAllocation;
+  /** The first use of each leniency, in reading order: at most one per kind, so bounded. */
+  oddities: AllocationOddity[];
+}
+
+class OddityList {
+  readonly found: AllocationOddity[] = [];
+  private readonly kinds = new Set<AllocationOddityKind>();
+
+  add(oddity: AllocationOddity): void {
+    if (this.kinds.has(oddity.kind)) return;
+    this.kinds.add(oddity.kind);
+    this.found.push(oddity);
+  }
+}
+
+function decodeDevice(piece: string, container: number, device: number, reading: AllocationReading, oddities: OddityList): AllocatedDevice | AllocationDecodeError {
   const where = `container ${container}, device ${device}`;
   const fail = (field: AllocationField, problem: string): AllocationDecodeError => ({ error: `${where}: ${problem}`, container, device, field });
   const fields = piece.split(',');
-  if (!piece.includes(',')) return fail('fields', `${quote(piece)} is not a device "<uuid>,NVIDIA,<memory MiB>,<cores>"`);
   if (fields.length < 4) return fail('fields', `${MISSING_FIELDS_ERROR} (${quote(piece)})`);
-  if (fields.length > 4) return fail('fields', `${quote(piece)} has ${fields.length} fields, expected 4`);
+  if (fields.length > 4) {
+    if (reading === 'strict') return fail('fields', `${quote(piece)} has ${fields.length} fields, expected 4`);
+    oddities.add({ kind: 'extra-fields', container, device, note: `${where}: ${fields.length - 4} field(s) after the fourth ignored` });
+  }
   const [uuid = '', type = '', memoryText = '', coresText = ''] = fields;
   if (!isDeviceUuid(uuid)) return fail('uuid', `uuid ${quote(uuid)} is empty or not printable ASCII`);
   if (type !== NVIDIA_DEVICE_TYPE) return fail('type', `type ${quote(type)} of ${quote(uuid)} is not ${NVIDIA_DEVICE_TYPE}`);
@@ -96,17 +141,28 @@ function decodeDevice(piece: string, container: number, device: number): Allocat
   return { uuid, type, memoryMiB, cores };
 }
 
-/** One container's devices: `(<device>:)*`, the `;` already taken off. */
-function decodeContainer(segment: string, container: number): AllocatedDevice[] | AllocationDecodeError {
+/**
+ * One container's devices: `(<device>:)*`, the `;` already taken off. HAMi: split on `:`, keep the
+ * pieces with a `,`. `device` counts pieces, so an error names the piece it is about.
+ */
+function decodeContainer(segment: string, container: number, reading: AllocationReading, oddities: OddityList): AllocatedDevice[] | AllocationDecodeError {
   const pieces = segment.split(':');
-  // Every device ends with ':', so the text after the last ':' must be empty.
+  // The text after the last ':' is empty when every device ends with ':'.
   const tail = pieces.pop() ?? '';
   if (tail !== '') {
-    return { error: `container ${container}, device ${pieces.length}: ${quote(tail)} does not end with ":"`, container, device: pieces.length, field: 'terminator' };
+    if (reading === 'strict') return { error: `container ${container}, device ${pieces.length}: ${quote(tail)} does not end with ":"`, container, device: pieces.length, field: 'terminator' };
+    // HAMi reads the text after the last ':' like any other piece (without a ',' it is skipped below).
+    if (tail.includes(',')) oddities.add({ kind: 'device-terminator', container, device: pieces.length, note: `container ${container}, device ${pieces.length}: no ":" after the last device` });
+    pieces.push(tail);
   }
   const devices: AllocatedDevice[] = [];
   for (const [position, piece] of pieces.entries()) {
-    const device = decodeDevice(piece, container, position);
+    if (!piece.includes(',')) {
+      if (reading === 'strict') return { error: `container ${container}, device ${position}: ${quote(piece)} is not a device "<uuid>,NVIDIA,<memory MiB>,<cores>"`, container, device: position, field: 'fields' };
+      oddities.add({ kind: 'skipped-piece', container, device: position, note: `container ${container}, device ${position}: ${piece === '' ? 'an empty piece' : `${quote(piece)} (no ",")`} skipped` });
+      continue;
+    }
+    const device = decodeDevice(piece, container, position, reading, oddities);
     if ('error' in device) return device;
     devices.push(device);
   }
@@ -117,21 +173,36 @@ function decodeContainer(segment: string, container: number): AllocatedDevice[] 
  * Splitting on `;` leaves one empty entry after the terminating `;`. HAMi keeps it (so each plugin
  * rewrite grows by one `;`); we drop exactly that final empty entry so the result has one element
  * per container. Every other empty entry is kept: its index is a container position. A value whose
- * last container lacks its `;` is refused (a truncated write).
+ * last container lacks its `;` is read as HAMi reads it (that piece is a container too), or
+ * refused by the strict reading (a truncated write).
  */
-export function decodeAllocation(text: string): PodAllocation | AllocationDecodeError {
+export function readAllocation(text: string, reading: AllocationReading = 'hami'): DecodedAllocation | AllocationDecodeError {
+  const oddities = new OddityList();
   const segments = text.split(';');
   const last = segments.pop() ?? '';
   if (last !== '') {
-    return { error: `container ${segments.length}: ${quote(last)} does not end with ";"`, container: segments.length, field: 'terminator' };
+    if (reading === 'strict') return { error: `container ${segments.length}: ${quote(last)} does not end with ";"`, container: segments.length, field: 'terminator' };
+    oddities.add({ kind: 'container-terminator', container: segments.length, note: `container ${segments.length}: no ";" after the last container` });
+    segments.push(last);
   }
-  const allocation: PodAllocation = [];
+  const containers: PodAllocation = [];
   for (const [position, segment] of segments.entries()) {
-    const devices = decodeContainer(segment, position);
+    const devices = decodeContainer(segment, position, reading, oddities);
     if (!Array.isArray(devices)) return devices;
-    allocation.push(devices);
+    containers.push(devices);
   }
-  return allocation;
+  return { containers, oddities: oddities.found };
+}
+
+/** readAllocation without the oddities: one array entry per container, init containers first. */
+export function decodeAllocation(text: string, reading: AllocationReading = 'hami'): PodAllocation | AllocationDecodeError {
+  const decoded = readAllocation(text, reading);
+  return 'error' in decoded ? decoded : decoded.containers;
+}
+
+/** "container 0, device 1: no ":" after the last device; ...": bounded (at most one note per kind). */
+export function describeOddities(oddities: readonly AllocationOddity[]): string {
+  return oddities.map((oddity) => oddity.note).join('; ');
 }
 
 export function isDecodeError(value: PodAllocation | AllocationDecodeError): value is AllocationDecodeError {

@@ -125,7 +125,7 @@ describe('ClusterCache (the state store)', () => {
     const pods = new ScriptedSource<V1Pod>();
     nodes.items = [simulatedGpuNode({ name: 'gpu-1', gpus: 2 })];
     const broken = usedPod('broken', 'u1', 'gpu-1');
-    broken.metadata = { ...broken.metadata, annotations: { ...broken.metadata?.annotations, [ALLOCATED_ANNOTATION]: 'garbage:GPU-gpu-1-0,NVIDIA,8000,0:;' } };
+    broken.metadata = { ...broken.metadata, annotations: { ...broken.metadata?.annotations, [ALLOCATED_ANNOTATION]: 'garbage,x:GPU-gpu-1-0,NVIDIA,8000,0:;' } };
     pods.items = [broken];
     cache = new ClusterCache({ sources: { nodes, pods }, reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 }, log: (_level, message) => { logged.push(message); } });
     await cache.start();
@@ -135,7 +135,7 @@ describe('ClusterCache (the state store)', () => {
     ]));
     expect(cache.usage.unreadable().map((pod) => [pod.pod, pod.counted])).to.deep.equal([['ns/broken', 'whole-node']]);
     expect(logged.filter((line) => line.includes('unreadable'))).to.deep.equal([
-      'pod ns/broken: unreadable hami.io/vgpu-devices-allocated (container 0, device 0: "garbage" is not a device "<uuid>,NVIDIA,<memory MiB>,<cores>"); counted as using every GPU of node gpu-1 until it is readable or the pod is gone',
+      'pod ns/broken: unreadable hami.io/vgpu-devices-allocated (container 0, device 0: pod annotation format error, missing fields, do not use nodeName in task spec ("garbage,x")); counted as using every GPU of node gpu-1 until it is readable or the pod is gone',
     ]);
   });
 });

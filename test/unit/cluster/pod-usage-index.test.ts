@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { PodUsageIndex } from '../../../src/cluster/pod-usage-index.js';
-import { encodeAllocation } from '../../../src/devices/allocation-codec.js';
+import { encodeAllocation, MISSING_FIELDS_ERROR } from '../../../src/devices/allocation-codec.js';
 import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 
 function pod(uid: string, node: string, mem: number, extra: { phase?: string; gpu?: string } = {}) {
@@ -64,9 +64,9 @@ describe('PodUsageIndex', () => {
       // Another update of the pod (status, labels) with the same value: counted the same, not reported again.
       expect(index.upsert(withUnreadable(pod('a', 'n1', 1000, { phase: 'Running' })))).to.equal(undefined);
       // A second unreadable value still counts the last readable one.
-      expect(index.upsert(withUnreadable(pod('a', 'n1', 1000), 'junk;'))).to.include('counted as its last readable allocation');
+      expect(index.upsert(withUnreadable(pod('a', 'n1', 1000), 'junk,x;'))).to.include('counted as its last readable allocation');
       expect(index.usageOn('n1').get('GPU-a')?.memoryMiB).to.equal(1000);
-      expect(index.unreadable()).to.deep.equal([{ uid: 'a', node: 'n1', pod: 'ns/a', problem: 'container 0, device 0: "junk" does not end with ":"', counted: 'last-readable' }]);
+      expect(index.unreadable()).to.deep.equal([{ uid: 'a', node: 'n1', pod: 'ns/a', problem: `container 0, device 0: ${MISSING_FIELDS_ERROR} ("junk,x")`, counted: 'last-readable' }]);
       index.upsert(pod('a', 'n1', 3000));
       expect(index.usageOn('n1').get('GPU-a')?.memoryMiB).to.equal(3000);
       expect(index.unreadable()).to.deep.equal([]);

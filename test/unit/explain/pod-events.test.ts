@@ -35,7 +35,7 @@ describe('pod events and allocation progress', () => {
 
   it('allocation progress: unreadable to-allocate gives no progress, not a guess', () => {
     const report = bindReport({
-      metadata: { annotations: { [ALLOCATED_ANNOTATION]: 'GPU-a,NVIDIA,100,0:;', [TO_ALLOCATE_ANNOTATION]: 'garbage', 'hami.io/bind-phase': 'allocating' } },
+      metadata: { annotations: { [ALLOCATED_ANNOTATION]: 'GPU-a,NVIDIA,100,0:;', [TO_ALLOCATE_ANNOTATION]: 'garbage,x', 'hami.io/bind-phase': 'allocating' } },
       spec: { containers: [{ name: 'main' }] },
     });
     expect(report.progress).to.equal(null);

@@ -37,7 +37,7 @@ describe('explanation renderers', () => {
 
   it('stays one screen when the strings others wrote are huge', async () => {
     const huge = 'x'.repeat(200_000);
-    const annotations = { ...boundAnnotations('gpu-1', 'allocating'), [ALLOCATED_ANNOTATION]: huge };
+    const annotations = { ...boundAnnotations('gpu-1', 'allocating'), [ALLOCATED_ANNOTATION]: `${huge},x` };
     const pod = gpuPod('p', { node: 'gpu-1', annotations });
     const events = Array.from({ length: 50 }, (_, index) => event('BindingFailed', huge, secondsAgo(index)));
     const nodes = [gpuNode({ name: 'gpu-1', gpus: 1 }, { holder: { namespace: 'team-a', name: 'p' }, ageSeconds: 10 })];
