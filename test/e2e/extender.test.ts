@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import { decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
-import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids, loadPerGpu } from '../support/extender-fixture.js';
+import { decodePodDevices, wire as hamiWire, type HamiDevice } from '../../src/local/hami-plugin/index.js';
+import { ExtenderFixture, fixtureForSuite, GROUP_LABEL, gpuPodSpec, gpuUuids, loadPerGpu, type FixturePluginOptions } from '../support/extender-fixture.js';
 import { describeNodeLock, describePod, podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
@@ -186,5 +187,99 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
     }
     const [bound] = await waitAllocated(fixture, namespace, ['blocked'], 90_000);
     expect(bound?.spec?.nodeName).to.equal(node);
+  });
+});
+
+/**
+ * The same path with the stand-in behaving as HAMi's main branch after v2.10.0 does: #3075 (merged)
+ * refuses an allocation giving a container more memory or cores than its own limits request, and
+ * #3095 (open PR) serves only the pod the node lock names, with no pod-list fallback. vgpu-warden
+ * must need neither the trust #3075 removes nor the fallback #3095 removes: every pod is allocated
+ * through its own lock, with exactly the devices its annotation names, and no call is refused. An
+ * allocation above a container's request (a bug in what the extender writes) would fail its pod.
+ */
+describe('scheduler extender with the HAMi stand-in of HAMi main (#3075 refusal, #3095 lock-only lookup)', function () {
+  this.timeout(180_000);
+  let fixture: ExtenderFixture;
+  // FixturePluginOptions picks the options most suites set; the fixture hands the whole object to
+  // the stand-in, and the probes below prove both options are live.
+  const mainBranch: FixturePluginOptions = { refuseOversized: true, lockOnly: true };
+
+  fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), {}, { plugin: mainBranch }), (started) => { fixture = started; });
+
+  /** A container asking for GPUs (`limits`), for the pods built by hand below. */
+  const gpuContainer = (name: string, limits: Record<string, string>) => ({ name, image: 'cuda', resources: { limits } });
+
+  it('probes: the stand-in refuses a forged oversized allocation (#3075) and a node with no lock (#3095)', async () => {
+    const { core, namespace } = testCluster();
+    const { nodes: [probeNode = ''] } = await fixture.createNodes(1, 1);
+    const [uuid = ''] = gpuUuids(probeNode, 1);
+    // Nobody schedules this pod; it names its own GPU share, 20000 MiB for a 1000 MiB request.
+    const forged = await core.createNamespacedPod({ namespace, body: {
+      metadata: { name: 'forged', annotations: { [hamiWire.DEVICES_TO_ALLOCATE]: `${uuid},NVIDIA,20000,0:;`, [hamiWire.BIND_PHASE]: 'allocating' } },
+      spec: { schedulerName: 'nobody', containers: [gpuContainer('main', { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' })] },
+    } });
+    const admitted = { namespace, name: 'forged', uid: forged.metadata?.uid ?? '' };
+    const call = () => fixture.plugin!.allocate({ node: probeNode, admitted, container: 'main', deviceIds: [`${uuid}-0`] }).then(() => 'allocated', (error: unknown) => (error as Error).message);
+
+    expect(await call()).to.equal(`no binding pod found on node ${probeNode}: no node lock; the plugin serves only the pod the node lock names (HAMi #3095)`);
+    await core.patchNode({ name: probeNode, body: { metadata: { annotations: { [hamiWire.NODE_LOCK]: `${new Date().toISOString().slice(0, 19)}Z,${namespace},forged` } } } }, mergePatch);
+    expect(await call()).to.equal(`container main is allocated 20000 MB on device ${uuid} but requests 1000 MB`);
+    const after = await core.readNamespacedPod({ name: 'forged', namespace });
+    expect(after.metadata?.annotations?.[hamiWire.BIND_PHASE], 'PodAllocationFailed').to.equal('failed');
+    expect((await core.readNode({ name: probeNode })).metadata?.annotations?.[hamiWire.NODE_LOCK], 'lock released').to.equal(undefined);
+  });
+
+  it('GPU pods of every request shape, created at once, are all allocated through their own lock with exactly their annotated devices', async () => {
+    const { core, namespace } = testCluster();
+    const { group, nodes } = await fixture.createNodes(2, 2, 24576);
+    // A bare nvidia.com/gpu asks for the whole card's memory: its own one-GPU node, so the spread
+    // GPU policy placing the others cannot leave it without an empty card.
+    const { group: wholeGroup, nodes: wholeNodes } = await fixture.createNodes(1, 1, 16384);
+    const bodies: V1Pod[] = [
+      ...Array.from({ length: 4 }, (_, index) => gpuPodSpec(`mem-${index}`, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '6000', 'nvidia.com/gpucores': '20' })),
+      ...Array.from({ length: 2 }, (_, index) => gpuPodSpec(`pct-${index}`, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem-percentage': '25', 'nvidia.com/gpucores': '10' })),
+      gpuPodSpec('two-gpus', group, { 'nvidia.com/gpu': '2', 'nvidia.com/gpumem': '4000', 'nvidia.com/gpucores': '5' }),
+      gpuPodSpec('whole', wholeGroup, { 'nvidia.com/gpu': '1' }),
+      {
+        metadata: { name: 'init-and-two' },
+        spec: {
+          schedulerName: 'hami-scheduler', nodeSelector: { [GROUP_LABEL]: group },
+          initContainers: [gpuContainer('setup', { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '10' })],
+          containers: [
+            gpuContainer('main', { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3000', 'nvidia.com/gpucores': '15' }),
+            { name: 'sidecar', image: 'busybox' },
+            gpuContainer('worker', { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem-percentage': '10' }),
+          ],
+        },
+      },
+    ];
+    const names = bodies.map((body) => body.metadata?.name ?? '');
+    await Promise.all(bodies.map((body) => core.createNamespacedPod({ namespace, body })));
+    const pods = await waitAllocated(fixture, namespace, names, 120_000);
+
+    // The stand-in records a call once it has answered, a moment after its bind-phase=success.
+    const calls = bodies.flatMap((body) => [...(body.spec?.initContainers ?? []), ...(body.spec?.containers ?? [])]
+      .filter((container) => container.resources?.limits?.['nvidia.com/gpu'] !== undefined)).length;
+    const ours = () => fixture.plugin!.records.filter((record) => record.admitted.namespace === namespace && names.includes(record.admitted.name));
+    const records = await eventually(`${calls} Allocate calls recorded`, () => {
+      const made = ours();
+      return Promise.resolve(made.length >= calls ? made : notYet(`${made.length} recorded`));
+    }, 10_000, 50);
+    expect(records.filter((record) => record.outcome !== 'allocated').map((record) => `${record.admitted.name}/${record.container}: ${record.error ?? record.outcome}`)).to.deep.equal([]);
+    expect(fixture.plugin!.foreignAllocations().filter((record) => record.admitted.namespace === namespace)).to.deep.equal([]);
+    expect(records.every((record) => record.via === 'lock')).to.equal(true);
+    const key = (device: HamiDevice) => `${device.uuid},${device.usedMem},${device.usedCores}`;
+    for (const pod of pods) {
+      const name = pod.metadata?.name ?? '';
+      const node = pod.spec?.nodeName ?? '';
+      const annotated = decodePodDevices(pod.metadata?.annotations?.[hamiWire.DEVICES_ALLOCATED] ?? '').flat().filter((device) => device.type === 'NVIDIA');
+      const served = records.filter((record) => record.admitted.name === name).sort((a, b) => (a.segment ?? 0) - (b.segment ?? 0)).flatMap((record) => record.devices);
+      expect(served.map(key), `${name}: the devices Allocate handed out`).to.deep.equal(annotated.map(key));
+      expect(annotated.every((device) => gpuUuids(node, name === 'whole' ? 1 : 2).includes(device.uuid)), `${name}: GPUs of its node ${node}`).to.equal(true);
+      expect([...nodes, ...wholeNodes]).to.include(node);
+    }
+    const whole = pods.find((pod) => pod.metadata?.name === 'whole');
+    expect(decodePodDevices(whole?.metadata?.annotations?.[hamiWire.DEVICES_ALLOCATED] ?? '').flat()[0]?.usedMem, 'the whole card').to.equal(16384);
   });
 });

@@ -24,7 +24,7 @@ export const GROUP_LABEL = 'vgpu-warden.test/group';
 export type FixtureKubeletOptions = Partial<Pick<KubeletSimOptions, 'seed' | 'order' | 'admitTerminating' | 'admitDeleted' | 'finishGracefulDeletes' | 'teardownDelayMs' | 'onRecord'>>;
 
 /** HAMi stand-in settings a test may choose. */
-export type FixturePluginOptions = Partial<Pick<HamiDevicePluginOptions, 'fallback' | 'delayMs' | 'onRecord'>>;
+export type FixturePluginOptions = Partial<Pick<HamiDevicePluginOptions, 'fallback' | 'delayMs' | 'onRecord' | 'refuseOversized' | 'lockOnly'>>;
 
 export interface ExtenderFixtureOptions {
   /** NODE_SCHEDULER_POLICY for the server, and the matching kube-scheduler profile. */

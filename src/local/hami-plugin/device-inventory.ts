@@ -7,6 +7,11 @@ export interface RegisteredGpu {
   uuid: string;
   count: number;
   healthy: boolean;
+  /**
+   * `devmem`: MiB after the plugin's memory scaling, what HAMi's plugin reports of its own card
+   * (registeredMemoryMB) when #3075 sizes a percentage request; 0 when omitted.
+   */
+  memoryMiB: number;
 }
 
 export class InventoryFormatError extends Error {
@@ -25,10 +30,13 @@ function fromJson(text: string): RegisteredGpu[] {
   }
   if (!Array.isArray(parsed)) throw new InventoryFormatError('node inventory is not a JSON array');
   return parsed.map((item: unknown) => {
-    const device = (item ?? {}) as { id?: unknown; count?: unknown; health?: unknown };
+    const device = (item ?? {}) as { id?: unknown; count?: unknown; health?: unknown; devmem?: unknown };
     if (typeof device.id !== 'string') throw new InventoryFormatError('node inventory device without an id');
-    // omitempty on every field: a missing count is 0, a missing health is false.
-    return { uuid: device.id, count: typeof device.count === 'number' ? device.count : 0, healthy: device.health === true };
+    // omitempty on every field: a missing count or devmem is 0, a missing health is false.
+    return {
+      uuid: device.id, count: typeof device.count === 'number' ? device.count : 0, healthy: device.health === true,
+      memoryMiB: typeof device.devmem === 'number' ? device.devmem : 0,
+    };
   });
 }
 
@@ -37,7 +45,7 @@ function fromLegacy(text: string): RegisteredGpu[] {
   return text.split(':').filter((piece) => piece.includes(',')).map((piece) => {
     const fields = piece.split(',');
     if (fields.length !== 7 && fields.length !== 9) throw new InventoryFormatError(`legacy node inventory entry with ${fields.length} fields: ${piece}`);
-    return { uuid: fields[0] ?? '', count: Number(fields[1]), healthy: fields[6] === 'true' };
+    return { uuid: fields[0] ?? '', count: Number(fields[1]), healthy: fields[6] === 'true', memoryMiB: Number(fields[2]) };
   });
 }
 

@@ -18,9 +18,17 @@
  * 5. re-read the pod: nothing NVIDIA left → bind-phase=success, ReleaseNodeLock (owner-checked);
  * 6. any failure after step 1 → bind-phase=failed, ReleaseNodeLock (owner-checked), error.
  * Calls on one node are serialised, as HAMi's plugin-wide mutex does.
+ *
+ * Two changes on HAMi's main branch after v2.10.0, each an option (default off: v2.10):
+ * - `refuseOversized` (HAMi #3075, merged): after the count check of step 3, the piece is compared
+ *   with the resolved container's own limits and a larger allocation fails as in step 6
+ *   (container-request.ts);
+ * - `lockOnly` (HAMi #3095, open): GetPendingPod serves only the pod the lock names, no list
+ *   fallback (pending-pod.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { containerRequest, needsCardMemory, oversizedAllocation, type RequestDefaults } from './container-request.js';
 import { decodeRegisteredGpus, replicaIds } from './device-inventory.js';
 import { releaseNodeLock, type ReleaseOutcome } from './node-lock.js';
 import { getPendingPod } from './pending-pod.js';
@@ -149,6 +157,14 @@ export class AllocateError extends Error {
   }
 }
 
+/** Options that contradict each other (the stand-in refuses them rather than pick one). */
+export class PluginOptionsError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'PluginOptionsError';
+  }
+}
+
 /** The plugin was stopped while a call waited or stalled, or a call came after stop(). */
 export class PluginStoppedError extends AllocateError {
   constructor() {
@@ -161,6 +177,20 @@ export interface HamiDevicePluginOptions<A extends Admission = PodIdentity> {
   api: PluginApi;
   /** HAMi's list fallback when the lock names no pod (default false: no lock → the call fails). */
   fallback?: boolean;
+  /**
+   * HAMi #3095 (open PR on main): serve only the pod the node lock names. No lock, a lock naming no
+   * pod, or a named pod that cannot be read fails the call, and the pod list is never read.
+   * Excludes `fallback: true` (the constructor throws PluginOptionsError). Default false.
+   */
+  lockOnly?: boolean;
+  /**
+   * HAMi #3075 (merged on main after v2.10.0): refuse an allocation giving the container more
+   * memory or cores on a device than its own limits request, as PodAllocationFailed (bind-phase
+   * failed, lock released). Default false (v2.10 trusts the annotation).
+   */
+  refuseOversized?: boolean;
+  /** The device config's request defaults #3075 derives requests with (chart: 0, 0, 1). */
+  requestDefaults?: RequestDefaults;
   /** Time each call takes before it looks anything up (kubelet → plugin latency); default 0. */
   delayMs?: number | ((request: AllocateRequest<A>) => number);
   /** Per call; default: allocate. */
@@ -288,11 +318,18 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
   private stopped = false;
 
   constructor(private readonly options: HamiDevicePluginOptions<A>) {
+    if (options.lockOnly === true && options.fallback === true) {
+      throw new PluginOptionsError('lockOnly (HAMi #3095) removes the list fallback: fallback and lockOnly cannot both be on');
+    }
     this.api = options.api;
     this.clock = options.clock ?? (() => new Date());
     this.sleep = options.sleep ?? realSleep;
     this.random = options.random ?? (() => 0.5);
     this.vendorWords = options.vendorWords ?? DEFAULT_VENDOR_WORDS;
+  }
+
+  private lookup(): { fallback: boolean; lockOnly: boolean } {
+    return { fallback: this.options.fallback === true, lockOnly: this.options.lockOnly === true };
   }
 
   /** Every record so far, in order. */
@@ -378,7 +415,7 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
   async preferredAllocation(node: string, requests: readonly PreferredAllocationRequest[]): Promise<string[][]> {
     let pieces: HamiDevice[][] = [];
     try {
-      const pending = await getPendingPod(this.api, node, { fallback: this.options.fallback === true });
+      const pending = await getPendingPod(this.api, node, this.lookup());
       const annotation = pending.pod.metadata?.annotations?.[DEVICES_TO_ALLOCATE];
       if (annotation !== undefined) pieces = decodePodDevices(annotation).map((devices) => devices.filter((device) => device.type === NVIDIA)).filter((devices) => devices.length > 0);
     } catch (error) {
@@ -456,15 +493,15 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
 
     let pending;
     try {
-      pending = await getPendingPod(this.api, request.node, { fallback: this.options.fallback === true });
+      pending = await getPendingPod(this.api, request.node, this.lookup());
     } catch (error) {
       throw this.fail(request, new AllocateError(describe(error), 'Unknown', { cause: error }));
     }
     const pod = pending.pod;
     const resolved = { resolvedTo: identityOf(pod), via: pending.via, ...(pending.lock === undefined ? {} : { lock: pending.lock }) };
-    const failAllocation = async (message: string, cause?: unknown): Promise<Answered> => {
+    const failAllocation = async (message: string, cause?: unknown, detail: RecordDetail = {}): Promise<Answered> => {
       const after = await this.podAllocationFailed(request.node, pod);
-      return this.fail(request, new AllocateError(message, 'Unknown', { cause }), { ...resolved, ...after });
+      return this.fail(request, new AllocateError(message, 'Unknown', { cause }), { ...resolved, ...detail, ...after });
     };
     if (action.kind === 'fail') throw await failAllocation(action.message ?? 'simulated Allocate failure');
 
@@ -487,6 +524,10 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     }
     const position = { segment: next.index, resolvedContainer };
     if (next.devices.length !== request.deviceIds.length) throw await failAllocation('device number not matched');
+    if (this.options.refuseOversized === true) {
+      const refusal = await this.oversized(request.node, containers[next.index], resolvedContainer, next.devices);
+      if (refusal !== undefined) throw await failAllocation(refusal, undefined, position);
+    }
     if (action.afterLookupDelayMs !== undefined) await this.sleep(action.afterLookupDelayMs);
     // The process died between the lookup and the patch: nothing more is written, the lock stays.
     if (aborted(request)) throw this.fail(request, new PluginStoppedError(), { ...resolved, ...position });
@@ -499,6 +540,26 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     const envs = environmentOf(next.devices, { hookPath: this.options.hookPath ?? '/usr/local', libCudaLogLevel: this.options.libCudaLogLevel ?? 1, cacheId: this.options.cacheId ?? randomUUID });
     const record = this.record(request, 'allocated', { ...resolved, ...position, ...after, devices: next.devices, envs });
     return { envs, devices: next.devices, record };
+  }
+
+  /**
+   * HAMi #3075 for the container the piece belongs to (the resolved pod's, as HAMi checks it, not
+   * necessarily kubelet's). A percentage request is sized against the MiB this node's plugin
+   * published for the card; HAMi asks its own device list, the stand-in reads the same number from
+   * the inventory annotation. A node it cannot read leaves the memory unbounded, as an unknown card does.
+   */
+  private async oversized(node: string, container: V1Container | undefined, name: string, devices: readonly HamiDevice[]): Promise<string | undefined> {
+    const wanted = container === undefined ? undefined : containerRequest(container, this.options.requestDefaults);
+    let cards = new Map<string, number>();
+    if (needsCardMemory(wanted)) {
+      try {
+        const inventory = (await this.api.readNode(node)).metadata?.annotations?.[NODE_REGISTER];
+        if (inventory !== undefined) cards = new Map(decodeRegisteredGpus(inventory).map((gpu) => [gpu.uuid, gpu.memoryMiB]));
+      } catch (error) {
+        this.options.log?.(`#3075 check on ${node}: the node inventory could not be read (${describe(error)}); percentage memory left unbounded`);
+      }
+    }
+    return oversizedAllocation(name, wanted, devices, (uuid) => cards.get(uuid));
   }
 
   private stall(request: AllocateRequest<A>, forMs: number | undefined): Promise<never> {

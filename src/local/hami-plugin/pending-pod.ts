@@ -4,6 +4,14 @@
  * by name with no phase, node or UID check. Only when the lock names no pod does HAMi fall back to
  * listing the node's pods; the stand-in does that only when asked (`fallback: true`), so a test
  * sees every Allocate the lock alone cannot explain.
+ *
+ * `lockOnly: true` is HAMi #3095 (an open PR against main, for #3076): GetPendingPod serves only the
+ * pod the lock names and has no list fallback at all, because a pod can write its own `hami.io/`
+ * annotations but not the node's lock. With no lock, a lock naming no pod (the legacy bare
+ * timestamp) or a lock naming a pod that cannot be read, the lookup fails. That is what the
+ * stand-in's default already does; the mode makes it a stated HAMi behaviour, refuses to be combined
+ * with the fallback, and says in its errors which rule failed the call. Its texts are the stand-in's
+ * (HAMi's `no binding pod found on node <node>` first, so a search for HAMi's text still finds them).
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { parseNodeLock } from './node-lock.js';
@@ -39,7 +47,20 @@ function isBindingPod(pod: V1Pod, node: string): boolean {
     && annotations[VGPU_NODE] === node;
 }
 
-export async function getPendingPod(api: PluginApi, node: string, options: { fallback: boolean }): Promise<PendingPod> {
+export interface PendingPodOptions {
+  /** HAMi v2.10's list fallback when the lock names no pod. */
+  fallback: boolean;
+  /** HAMi #3095: only the pod the lock names, never the list (excludes `fallback`). */
+  lockOnly?: boolean;
+}
+
+/** Suffix of the lock-only mode's errors: which rule failed the call. */
+const LOCK_ONLY = 'the plugin serves only the pod the node lock names (HAMi #3095)';
+
+export async function getPendingPod(api: PluginApi, node: string, options: PendingPodOptions): Promise<PendingPod> {
+  if (options.lockOnly === true && options.fallback) {
+    throw new PendingPodError('the lock-only lookup (HAMi #3095) has no list fallback: fallback and lockOnly exclude each other');
+  }
   let lock: string | undefined;
   try {
     lock = (await api.readNode(node)).metadata?.annotations?.[NODE_LOCK];
@@ -57,10 +78,13 @@ export async function getPendingPod(api: PluginApi, node: string, options: { fal
       try {
         return { pod: await api.readPod(parsed.namespace, parsed.name), via: 'lock', lock };
       } catch (error) {
-        throw new PendingPodError(`failed to get pod ${parsed.namespace}/${parsed.name} named by the node lock: ${describe(error)}`, { cause: error });
+        const rule = options.lockOnly === true ? `; ${LOCK_ONLY}` : '';
+        throw new PendingPodError(`failed to get pod ${parsed.namespace}/${parsed.name} named by the node lock: ${describe(error)}${rule}`, { cause: error });
       }
     }
+    if (options.lockOnly === true) throw new PendingPodError(`no binding pod found on node ${node}: its lock "${lock}" names no pod; ${LOCK_ONLY}`);
   }
+  if (options.lockOnly === true) throw new PendingPodError(`no binding pod found on node ${node}: no node lock; ${LOCK_ONLY}`);
   if (options.fallback) {
     let pods: V1Pod[];
     try {

@@ -38,3 +38,12 @@ export const DEFAULT_VENDOR_WORDS: readonly string[] = [NVIDIA];
 /** Container separator and device terminator of the device strings (§4.6). */
 export const CONTAINER_SEPARATOR = ';';
 export const DEVICE_TERMINATOR = ':';
+
+/**
+ * The container resources HAMi's NVIDIA backend reads (wire contract §4.1, chart defaults). The
+ * stand-in reads them only for HAMi #3075's check of the allocation against the container's limits.
+ */
+export const RESOURCE_COUNT = 'nvidia.com/gpu';
+export const RESOURCE_MEMORY = 'nvidia.com/gpumem';
+export const RESOURCE_MEMORY_PERCENTAGE = 'nvidia.com/gpumem-percentage';
+export const RESOURCE_CORES = 'nvidia.com/gpucores';
