@@ -22,10 +22,14 @@ export interface HamiFamily<S> {
 
 export const MIB = 1024 * 1024;
 
-/** HAMi's normalizeCoreMetrics: a GPU's capacity as 100, an allocation as a rounded-up percentage of it. */
+/**
+ * A GPU's capacity as 100, an allocation as a rounded-up percentage of it. At HAMi's default
+ * deviceCoreScaling 1 (a GPU has 100 cores) this is the raw core count HAMi publishes for NVIDIA.
+ * Integer arithmetic: (7 / 100) * 100 is 7.000000000000001 in floating point, which ceil made 8.
+ */
 export function coreRatio(totalCores: number, usedCores: number): { limit: number; allocated: number } {
   if (totalCores <= 0) return { limit: 0, allocated: 0 };
-  return { limit: 100, allocated: Math.ceil((usedCores / totalCores) * 100) };
+  return { limit: 100, allocated: Math.ceil((usedCores * 100) / totalCores) };
 }
 
 /** One GPU share of one container of a pod holding GPUs. */

@@ -61,17 +61,19 @@ describe('hami-pod-metrics: containerAllocationSamples', () => {
       pod('nowhere', 'GPU-a,NVIDIA,1000,0:;'),
       pod('empty-node', 'GPU-a,NVIDIA,1000,0:;', { node: '' }),
       pod('garbled', 'GPU-a,NVIDIA,lots,0:;', { node: 'gpu-1' }),
-      pod('truncated', 'GPU-a,NVIDIA,1000,0:', { node: 'gpu-1' }),
+      pod('truncated', 'GPU-a,NVIDIA,1000', { node: 'gpu-1' }),
       pod('empty-uuid', ',NVIDIA,1000,0:;', { node: 'gpu-1' }),
     ], inventory));
     expect(samples.map((s) => s.pod)).to.deep.equal(['pending']);
   });
 
-  it('coreRatio is HAMi\'s normalizeCoreMetrics: 0 without capacity, else a rounded-up percentage', () => {
+  it('coreRatio: 0 without capacity, else a rounded-up percentage; on a 100-core GPU exactly the core count', () => {
     expect(coreRatio(0, 30)).to.deep.equal({ limit: 0, allocated: 0 });
     expect(coreRatio(-1, 30)).to.deep.equal({ limit: 0, allocated: 0 });
     expect(coreRatio(200, 33)).to.deep.equal({ limit: 100, allocated: 17 });
     expect(coreRatio(100, 30)).to.deep.equal({ limit: 100, allocated: 30 });
+    // Floating point made 7, 14, 28, 55 and 56 of 100 into 8, 15, 29, 56 and 57.
+    for (let cores = 0; cores <= 100; cores++) expect(coreRatio(100, cores).allocated, `${cores} of 100`).to.equal(cores);
   });
 
   it('perScrape reads once per tick and again on the next one', async () => {
