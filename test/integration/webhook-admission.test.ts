@@ -1,4 +1,4 @@
-import { AdmissionregistrationV1Api, CoreV1Api, NodeV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, NodeV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { PodAdmissionHandler, type AdmissionOutcome } from '../../src/admission/pod-admission-handler.js';
 import { ClusterCache } from '../../src/cluster/cluster-cache.js';
@@ -8,9 +8,6 @@ import { loadKubeConfig } from '../../src/kube/client.js';
 import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
-import { HttpsListener } from '../../src/server/https-listener.js';
-import { createWebhookApp } from '../../src/server/webhook-app.js';
-import { createCertificateAuthority, issueCertificate } from '../../src/tls/certificates.js';
 import { apiStatusOf, httpStatusOf } from '../../src/kube/errors.js';
 import { formatLockValue } from '../../src/lock/lock-value.js';
 import { createGpuNode, createPod, readLock, setLock } from '../support/lock-helpers.js';
@@ -28,17 +25,12 @@ class ConfiguredWebhookFixture extends WebhookFixture {
 
   override async start(): Promise<void> {
     const kubeConfig = loadKubeConfig(this.controlPlane.kubeconfigPath);
-    const ca = createCertificateAuthority({ commonName: 'webhook-settings-ca', validityDays: 1 });
-    const leaf = issueCertificate(ca, { commonName: 'vgpu-warden', subjectAltNames: ['localhost', '127.0.0.1'], usage: 'server', validityDays: 1 });
-    this.caPem = ca.certPem;
-    const handler = new PodAdmissionHandler({
+    await this.serve(new PodAdmissionHandler({
       mutation: this.mutation,
       locks: new NodeLocks({ api: new KubeNodeLockApi(kubeConfig.makeApiClient(CoreV1Api)), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
       deleteTimeoutMs: 5000,
       onOutcome: (request) => { this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`); },
-    });
-    this.listener = await HttpsListener.start(createWebhookApp({ handler, readiness: () => ({ ready: true, reasons: [] }) }), { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem });
-    await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({ body: this.configuration() });
+    }));
   }
 }
 
@@ -60,20 +52,15 @@ class StoreWebhookFixture extends WebhookFixture {
     const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
     this.cache = cache;
     await cache.start();
-    const ca = createCertificateAuthority({ commonName: 'webhook-store-ca', validityDays: 1 });
-    const leaf = issueCertificate(ca, { commonName: 'vgpu-warden', subjectAltNames: ['localhost', '127.0.0.1'], usage: 'server', validityDays: 1 });
-    this.caPem = ca.certPem;
     const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
-    const handler = new PodAdmissionHandler({
+    await this.serve(new PodAdmissionHandler({
       mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
       locks: { release: (...args) => { this.releaseCalls += 1; return locks.release(...args); } },
       fenceView: cache,
       storedLocks: cache,
       deleteTimeoutMs: 5000,
       onOutcome: (request, outcome) => { this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`); this.outcomes.push({ name: request.name ?? '', outcome }); },
-    });
-    this.listener = await HttpsListener.start(createWebhookApp({ handler, readiness: () => ({ ready: true, reasons: [] }) }), { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem });
-    await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({ body: this.configuration() });
+    }));
   }
 
   override async stop(): Promise<void> {

@@ -42,15 +42,19 @@ export class WebhookFixture {
   }
 
   async start(): Promise<void> {
-    const ca = createCertificateAuthority({ commonName: 'webhook-test-ca', validityDays: 1 });
-    const leaf = issueCertificate(ca, { commonName: 'vgpu-warden', subjectAltNames: ['localhost', '127.0.0.1'], usage: 'server', validityDays: 1 });
-    this.caPem = ca.certPem;
-    const handler = new PodAdmissionHandler({
+    await this.serve(new PodAdmissionHandler({
       mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
       locks: new NodeLocks({ api: new KubeNodeLockApi(this.core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
       deleteTimeoutMs: 5000,
       onOutcome: (request) => { this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`); },
-    });
+    }));
+  }
+
+  /** Serves `handler` over TLS on a loopback port (a CA and certificate of its own) and registers it. */
+  protected async serve(handler: PodAdmissionHandler): Promise<void> {
+    const ca = createCertificateAuthority({ commonName: 'webhook-test-ca', validityDays: 1 });
+    const leaf = issueCertificate(ca, { commonName: 'vgpu-warden', subjectAltNames: ['localhost', '127.0.0.1'], usage: 'server', validityDays: 1 });
+    this.caPem = ca.certPem;
     const app = createWebhookApp({ handler, readiness: () => ({ ready: true, reasons: [] }) });
     this.listener = await HttpsListener.start(app, { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem });
     await this.admission.createMutatingWebhookConfiguration({ body: this.configuration() });
