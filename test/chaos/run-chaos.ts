@@ -7,12 +7,13 @@
 // real:N says otherwise; root and the packages .ci/run installs), kubelet and plugin faults join the
 // plan, and every Running GPU container's environment is checked against its pod's allocation.
 // real:N+M adds M simulated nodes beside the N real ones, for a workload larger than N kubelets.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, loadYaml, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
+import { GPU_ALLOCATABLE_RESOURCE, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { ControlPlane } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
@@ -208,7 +209,11 @@ try {
     await check();
     if (latest !== undefined && checkAllBound(latest).length === 0) break;
     if (Date.now() > quiesceEnd) {
-      if (latest !== undefined) report(checkAllBound(latest));
+      if (latest !== undefined) {
+        const unbound = checkAllBound(latest);
+        report(unbound);
+        if (unbound.length > 0) await logWhyUnbound(core, unbound.flatMap((violation) => violation.subjects));
+      }
       break;
     }
     await new Promise((done) => setTimeout(done, 500));
@@ -241,6 +246,10 @@ try {
   if (violations.length > 0) {
     log(`${violations.length} violation(s); replay with: npm run chaos -- --seed ${seed} --minutes ${minutes}${realNodes ? ` --nodes ${args.nodes}` : ''}`);
     log(`fault plan:\n${plan.map(describeFault).join('\n')}`);
+    // The control plane's run folder goes with it; kube-scheduler's view of the run is kept here.
+    copyFileSync(scheduler.process.logFile, join(logDir, 'kube-scheduler.log'));
+    const complaints = scheduler.process.lastLogLines(4000).split('\n').filter((line) => /^[EW]\d{4} /.test(line)).slice(-40);
+    log(`kube-scheduler's last errors and warnings (whole log: ${join(logDir, 'kube-scheduler.log')}):\n${complaints.map((line) => line.slice(0, 400)).join('\n')}`);
     exitCode = 1;
   } else {
     log('0 violations');
@@ -259,3 +268,29 @@ try {
   else log(`logs kept in ${logDir}${exitCode === 0 && replicasCrashed > 0 ? ` (${replicasCrashed} replica exit(s) on their own: "exited on its own" in replicas.log)` : ''}`);
 }
 process.exit(exitCode);
+
+/**
+ * What kube-scheduler last said of each pod left unbound, and what the GPU nodes offered then: the
+ * scheduler's own log is not kept, and a not-bound violation without its reason cannot be replayed
+ * into a fix. Bounded: the newest event per pod and reason, each message cut at 300 characters.
+ */
+async function logWhyUnbound(core: CoreV1Api, pods: readonly string[]): Promise<void> {
+  try {
+    const wanted = new Set(pods);
+    const events = (await core.listNamespacedEvent({ namespace: NAMESPACE })).items
+      .filter((event) => wanted.has(`${NAMESPACE}/${event.involvedObject.name ?? ''}`) && event.type === 'Warning');
+    const newest = new Map<string, { at: number; line: string }>();
+    for (const event of events) {
+      const key = `${event.involvedObject.name ?? ''} ${event.reason ?? ''}`;
+      const at = new Date(event.lastTimestamp ?? event.eventTime ?? 0).getTime();
+      if ((newest.get(key)?.at ?? -1) < at) newest.set(key, { at, line: `${key} x${event.count ?? 1}: ${(event.message ?? '').slice(0, 300)}` });
+    }
+    for (const { line } of [...newest.values()].slice(0, 60)) process.stdout.write(`[chaos] why unbound: ${line}\n`);
+    for (const node of (await core.listNode({ labelSelector: 'chaos.vgpu-warden.io/node=true' })).items) {
+      const ready = node.status?.conditions?.find((condition) => condition.type === 'Ready')?.status;
+      process.stdout.write(`[chaos] node ${node.metadata?.name ?? ''}: Ready=${ready ?? '?'} allocatable nvidia.com/gpu=${node.status?.allocatable?.[GPU_ALLOCATABLE_RESOURCE] ?? '-'} lock=${node.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '-'} taints=${(node.spec?.taints ?? []).map((taint) => taint.key).join(',') || '-'}\n`);
+    }
+  } catch (error) {
+    process.stdout.write(`[chaos] could not read why pods are unbound: ${(error as Error).message}\n`);
+  }
+}
