@@ -30,6 +30,7 @@ import { mixedNodeAgents } from './mixed-node-agents.js';
 import { createNodeAgents } from './node-agents-impl.js';
 import { RealNodeAgents } from './real-node-agents.js';
 import { Prng } from './prng.js';
+import { SchedulerSupervisor } from './scheduler-supervisor.js';
 import { ReplicaSet } from './replica-set.js';
 import { TcpBalancer } from './tcp-balancer.js';
 import { Timeline } from './timeline.js';
@@ -130,7 +131,7 @@ try {
     throw new Error('replica 0 did not create its certificate Secret within 60 s');
   })();
   replicas.start(1);
-  const scheduler = await plane.startScheduler(kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extender.port}`, caPem }));
+  const scheduler = await SchedulerSupervisor.start(plane, kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extender.port}`, caPem }), { logDir, log });
   cleanups.push(() => scheduler.stop());
 
   const behaviourOf = (labels: Readonly<Record<string, string>>): PluginBehaviour => {
@@ -236,6 +237,7 @@ try {
     },
     faults: injector.applied,
     replicaCrashRestarts: replicas.crashRestarts,
+    schedulerRestarts: scheduler.exits.length,
     faultsPlanned: plan.length,
     ...(real === undefined ? {} : { realNodes: realCount, simulatedNodes: simulatedCount, nodeFaults: real.faultCounts, containersChecked: real.containersChecked }),
     violations: violations.length,
@@ -247,9 +249,12 @@ try {
     log(`${violations.length} violation(s); replay with: npm run chaos -- --seed ${seed} --minutes ${minutes}${realNodes ? ` --nodes ${args.nodes}` : ''}`);
     log(`fault plan:\n${plan.map(describeFault).join('\n')}`);
     // The control plane's run folder goes with it; kube-scheduler's view of the run is kept here.
-    copyFileSync(scheduler.process.logFile, join(logDir, 'kube-scheduler.log'));
-    const complaints = scheduler.process.lastLogLines(4000).split('\n').filter((line) => /^[EW]\d{4} /.test(line)).slice(-40);
-    log(`kube-scheduler's last errors and warnings (whole log: ${join(logDir, 'kube-scheduler.log')}):\n${complaints.map((line) => line.slice(0, 400)).join('\n')}`);
+    const current = scheduler.handle?.process;
+    if (current !== undefined) {
+      copyFileSync(current.logFile, join(logDir, 'kube-scheduler.log'));
+      const complaints = current.lastLogLines(4000).split('\n').filter((line) => /^[EW]\d{4} /.test(line)).slice(-40);
+      log(`kube-scheduler's last errors and warnings (whole log: ${join(logDir, 'kube-scheduler.log')}):\n${complaints.map((line) => line.slice(0, 400)).join('\n')}`);
+    }
     exitCode = 1;
   } else {
     log('0 violations');
