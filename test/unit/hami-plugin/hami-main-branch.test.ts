@@ -15,12 +15,10 @@ import {
   type HamiDevicePluginOptions,
   type PodIdentity,
 } from '../../../src/local/hami-plugin/index.js';
+import { LOCK, REGISTER, UUID } from './appendix-a.js';
 
 // The two HAMi main-branch changes the stand-in models as options: #3075 (refuse an allocation
 // larger than the container requests) and #3095 (serve only the pod the lock names).
-const UUID = 'GPU-aaaa1111-2222-3333-4444-555566667777';
-const REGISTER = `[{"id":"${UUID}","count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-A100-PCIE-40GB","mode":"hami-core","health":true}]`;
-const LOCK = '2026-08-21T06:20:40Z,ml,train-0';
 
 function container(name: string, limits: Record<string, string>): V1Container {
   return { name, image: 'x', resources: { limits } };
