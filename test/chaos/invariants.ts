@@ -89,6 +89,14 @@ export function checkAllBound(snapshot: Snapshot): Violation[] {
 export interface LockTrackerOptions {
   /** How long a lock whose owner is gone, terminal, replaced or deleting may survive. */
   staleAfterMs: number;
+  /**
+   * How long after a release seen while its owner awaited Allocate a record of the plugin's Allocate
+   * that resolved the owner through that lock may still arrive (10 s by default). The plugin records
+   * a call when it ends, after its last write, the lock release: a snapshot taken between the two
+   * sees the lock gone and no record yet (chaos on real nodes, seed 1, right after kube-apiserver
+   * came back).
+   */
+  releaseGraceMs?: number;
   /** Lock releases that NODELOCK_FORCE_AFTER allows (then an awaiting owner's lock may go). */
   forceAfterMs?: number;
   /**
@@ -99,6 +107,15 @@ export interface LockTrackerOptions {
    * around the delete).
    */
   goneOwnerExtraMs?: number;
+}
+
+/** A release that looked premature: judged once the plugin's in-flight Allocate, if any, has recorded. */
+interface SuspectRelease {
+  violation: Violation;
+  node: string;
+  owner: string;
+  uid: string;
+  seenAt: number;
 }
 
 interface TrackedLock {
@@ -122,16 +139,18 @@ function lockOwner(raw: string): { namespace: string; name: string } | undefined
  * elsewhere or being deleted (unless still awaiting Allocate on this node) must be gone within
  * `staleAfterMs` of that becoming true (time the system could not act, e.g. the apiserver down, is
  * excused by the caller); and a lock must never disappear while its owner is bound to that node and
- * awaiting Allocate (no record of an Allocate for it yet), being deleted or not.
+ * awaiting Allocate (no record of an Allocate for it yet, nor within `releaseGraceMs` a record of
+ * one that resolved it through that lock), being deleted or not.
  */
 export class LockTracker {
   private readonly locks = new Map<string, TrackedLock>();
+  private suspects: SuspectRelease[] = [];
 
   constructor(private readonly options: LockTrackerOptions) {}
 
   /** `excused(from, to)`: how much of that span the system could not act (apiserver down, no replica up). */
   observe(snapshot: Snapshot, records: readonly AllocationRecord[], excused: (from: number, to: number) => number = () => 0): Violation[] {
-    const violations: Violation[] = [];
+    const violations: Violation[] = this.judgeSuspects(records, snapshot.at);
     const byName = new Map(snapshot.pods.map((pod) => [podKey(pod), pod]));
     const allocated = new Set(records.map((record) => record.resolvedTo?.uid).filter((uid): uid is string => uid !== undefined));
     for (const node of snapshot.nodes) {
@@ -142,7 +161,7 @@ export class LockTracker {
         tracked.raw = node.lock ?? tracked.raw;
       } else if (tracked !== undefined && tracked.raw !== node.lock) {
         const released = this.checkRelease(node.name, tracked, byName, allocated, snapshot.at);
-        if (released) violations.push(released);
+        if (released) this.suspects.push({ ...released, seenAt: snapshot.at });
         this.locks.delete(node.name);
       }
       if (node.lock === undefined) continue;
@@ -171,6 +190,35 @@ export class LockTracker {
     return violations;
   }
 
+  /**
+   * Releases still suspected at the end of a run are violations: nothing can explain them any more.
+   * Call after the last observe.
+   */
+  finish(): Violation[] {
+    const left = this.suspects.map((suspect) => suspect.violation);
+    this.suspects = [];
+    return left;
+  }
+
+  /**
+   * A suspect is cleared by a record of an Allocate that resolved the owner (this incarnation)
+   * through a lock it held: that call read the lock before it went, and released it itself.
+   * Once the grace has passed without one, it is a violation.
+   */
+  private judgeSuspects(records: readonly AllocationRecord[], now: number): Violation[] {
+    const graceMs = this.options.releaseGraceMs ?? 10_000;
+    const violations: Violation[] = [];
+    this.suspects = this.suspects.filter((suspect) => {
+      const explained = records.some((record) => record.resolvedTo?.uid === suspect.uid && record.node === suspect.node
+        && record.lock !== undefined && podKey(lockOwner(record.lock) ?? { namespace: '', name: '' }) === suspect.owner);
+      if (explained) return false;
+      if (now - suspect.seenAt < graceMs) return true;
+      violations.push(suspect.violation);
+      return false;
+    });
+    return violations;
+  }
+
   private whyStale(node: string, lock: TrackedLock, byName: Map<string, ObservedPod>): string | undefined {
     if (lock.owner === undefined) return undefined;
     const pod = byName.get(podKey(lock.owner));
@@ -184,16 +232,17 @@ export class LockTracker {
     return undefined;
   }
 
-  private checkRelease(node: string, lock: TrackedLock, byName: Map<string, ObservedPod>, allocated: Set<string>, now: number): Violation | undefined {
+  private checkRelease(node: string, lock: TrackedLock, byName: Map<string, ObservedPod>, allocated: Set<string>, now: number): Omit<SuspectRelease, 'seenAt'> | undefined {
     if (lock.owner === undefined) return undefined;
     const pod = byName.get(podKey(lock.owner));
     if (pod === undefined || pod.uid !== (lock.ownerUid ?? pod.uid) || pod.nodeName !== node || isTerminal(pod)) return undefined;
     if (pod.annotations[BIND_PHASE_ANNOTATION] !== 'allocating' || allocated.has(pod.uid)) return undefined;
     if (this.options.forceAfterMs !== undefined && now - lock.firstSeen >= this.options.forceAfterMs) return undefined;
-    return {
+    const violation: Violation = {
       invariant: 'released-while-awaiting',
       message: `the lock ${lock.raw} on ${node} went away while ${podKey(pod)} was bound there awaiting Allocate (no Allocate recorded for it)`,
       subjects: [`node/${node}`, podKey(pod)],
     };
+    return { violation, node, owner: podKey(pod), uid: pod.uid };
   }
 }

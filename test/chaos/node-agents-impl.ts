@@ -42,7 +42,7 @@ export function createNodeAgents(options: NodeAgentsOptions & { kubeConfig: Kube
       const resolved = record.resolvedTo === undefined ? 'no pod' : `${record.resolvedTo.namespace}/${record.resolvedTo.name}`;
       options.note?.([`${record.admitted.namespace}/${record.admitted.name}`, `node/${record.node}`], `plugin: Allocate for ${record.admitted.name} ${record.outcome}, resolved to ${resolved}${record.error === undefined ? '' : `: ${record.error.slice(0, 200)}`}`);
       if (record.outcome === 'stalled') return;
-      records.push({ node: record.node, admitted: record.admitted, resolvedTo: record.resolvedTo, ok: record.outcome === 'allocated', at: record.at.getTime() });
+      records.push({ node: record.node, admitted: record.admitted, resolvedTo: record.resolvedTo, ...(record.lock === undefined ? {} : { lock: record.lock }), ok: record.outcome === 'allocated', at: record.at.getTime() });
     },
   });
   const core: CoreV1Api = options.core;

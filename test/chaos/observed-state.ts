@@ -31,6 +31,8 @@ export interface AllocationRecord {
   admitted: { namespace: string; name: string; uid: string } | undefined;
   /** The pod whose devices the plugin handed over (resolved from the node lock), if any. */
   resolvedTo: { namespace: string; name: string; uid: string } | undefined;
+  /** The node lock value the plugin read when it resolved the pod, if there was one. */
+  lock?: string;
   ok: boolean;
   at: number;
 }

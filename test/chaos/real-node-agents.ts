@@ -8,6 +8,7 @@ import type { AllocationDecoder, Violation } from './invariants.js';
 import type { NodeAgents } from './node-agents.js';
 import { podKey, type AllocationRecord, type Snapshot } from './observed-state.js';
 import type { Prng } from './prng.js';
+import { subjectsMentioned } from './timeline.js';
 
 /** Mean time between two node faults (one node at a time): kubelet frozen, kubelet restarted, plugin restarted. */
 const NODE_FAULT_INTERVAL_MS = 12_000;
@@ -62,11 +63,13 @@ export class RealNodeAgents implements NodeAgents {
     this.plugin = new HamiDevicePlugin<Admission>({
       api: pluginApiFromCore(options.core),
       fallback: true,
+      // What HAMi only logs (a bind-phase patch or a lock release that failed) explains a violation.
+      log: (line) => options.note?.(subjectsMentioned(line, options.nodes), `plugin: ${line.slice(0, 300)}`),
       onRecord: (record) => {
         const resolved = record.resolvedTo === undefined ? 'no pod' : podKey(record.resolvedTo);
         options.note?.([...(record.resolvedTo === undefined ? [] : [resolved]), `node/${record.node}`], `plugin: Allocate ${record.outcome}, resolved to ${resolved}${record.error === undefined ? '' : `: ${record.error.slice(0, 200)}`}`);
         if (record.outcome === 'stalled') return;
-        this.history.push({ node: record.node, admitted: undefined, resolvedTo: record.resolvedTo, ok: record.outcome === 'allocated', at: record.at.getTime() });
+        this.history.push({ node: record.node, admitted: undefined, resolvedTo: record.resolvedTo, ...(record.lock === undefined ? {} : { lock: record.lock }), ok: record.outcome === 'allocated', at: record.at.getTime() });
       },
     });
   }

@@ -225,6 +225,7 @@ try {
     await check();
     await new Promise((done) => setTimeout(done, 500));
   }
+  report(locks.finish());
 
   const records = agents.records();
   const summary = {

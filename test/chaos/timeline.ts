@@ -30,3 +30,13 @@ export class Timeline {
     return [...lines].sort().join('\n');
   }
 }
+
+/**
+ * The subjects a free-text log line names: `ns/name` pod keys, and `node/<name>` for each of
+ * `nodes` it mentions as a word. Keys with a dot before the slash (hami.io/bind-phase) are annotations.
+ */
+export function subjectsMentioned(text: string, nodes: readonly string[]): string[] {
+  const pods = [...text.matchAll(/(?<![\w./-])([a-z0-9][a-z0-9-]*)\/([a-z0-9][a-z0-9.-]*[a-z0-9])(?![\w/-])/g)].map((match) => `${match[1]}/${match[2]}`);
+  const named = nodes.filter((node) => new RegExp(`(?<![\\w.-])${node.replace(/[.]/g, '\\.')}(?![\\w-])`).test(text)).map((node) => `node/${node}`);
+  return [...new Set([...pods, ...named])];
+}

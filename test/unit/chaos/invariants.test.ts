@@ -72,7 +72,11 @@ describe('chaos invariants', () => {
     const bound = pod('p', { nodeName: 'n1', annotations: { 'hami.io/bind-phase': 'allocating' } });
     const tracker = new LockTracker({ staleAfterMs: 10_000 });
     tracker.observe(at(0, [bound], [node('n1', lock)]), []);
-    expect(tracker.observe(at(1_000, [bound], [node('n1')]), []).map((v) => v.invariant)).to.deep.equal(['released-while-awaiting']);
+    expect(tracker.observe(at(1_000, [bound], [node('n1')]), []), 'the plugin may still be recording its call').to.deep.equal([]);
+    expect(tracker.observe(at(10_999, [bound], [node('n1')]), []), 'within the grace').to.deep.equal([]);
+    expect(tracker.observe(at(11_000, [bound], [node('n1')]), []).map((v) => v.invariant)).to.deep.equal(['released-while-awaiting']);
+    expect(tracker.observe(at(12_000, [bound], [node('n1')]), []), 'reported once').to.deep.equal([]);
+    expect(tracker.finish(), 'nothing left').to.deep.equal([]);
 
     const fine = new LockTracker({ staleAfterMs: 10_000 });
     fine.observe(at(0, [bound], [node('n1', lock)]), []);
@@ -87,7 +91,30 @@ describe('chaos invariants', () => {
     const boundDeleting = { ...bound, deleting: true };
     deleting.observe(at(0, [boundDeleting], [node('n1', lock)]), []);
     expect(deleting.observe(at(60_000, [boundDeleting], [node('n1', lock)]), []), 'kept while kubelet may still admit it: not stale').to.deep.equal([]);
-    expect(deleting.observe(at(61_000, [boundDeleting], [node('n1')]), []).map((v) => v.invariant), 'and not released early').to.deep.equal(['released-while-awaiting']);
+    deleting.observe(at(61_000, [boundDeleting], [node('n1')]), []);
+    expect(deleting.finish().map((v) => v.invariant), 'and not released early (reported at the end of the run)').to.deep.equal(['released-while-awaiting']);
+
+    const inFlight = new LockTracker({ staleAfterMs: 10_000, releaseGraceMs: 5_000 });
+    inFlight.observe(at(0, [bound], [node('n1', lock)]), []);
+    expect(inFlight.observe(at(1_000, [bound], [node('n1')]), [])).to.deep.equal([]);
+    const throughLock = { ...record, lock: '2025-12-31T23:59:58Z,ns,p', at: 1_200 };
+    expect(inFlight.observe(at(2_000, [bound], [node('n1')]), [throughLock]), 'its Allocate, which read the lock, recorded after the release').to.deep.equal([]);
+    expect(inFlight.finish(), 'cleared').to.deep.equal([]);
+
+    const unexplained = new LockTracker({ staleAfterMs: 10_000, releaseGraceMs: 5_000 });
+    unexplained.observe(at(0, [bound], [node('n1', lock)]), []);
+    unexplained.observe(at(1_000, [bound], [node('n1')]), []);
+    const fallback = { ...record, at: 1_500 };
+    const otherNode = { ...record, node: 'n2', lock, at: 1_500 };
+    const otherOwner = { ...record, lock: '2026-01-01T00:00:00Z,ns,q', at: 1_500 };
+    const otherIncarnation = { ...record, resolvedTo: { namespace: 'ns', name: 'p', uid: 'uid-other' }, lock, at: 1_500 };
+    expect(unexplained.observe(at(6_000, [bound], [node('n1')]), [fallback, otherNode, otherOwner, otherIncarnation]).map((v) => v.invariant),
+      'only a call that resolved this incarnation on this node through its lock explains it').to.deep.equal(['released-while-awaiting']);
+
+    const endOfRun = new LockTracker({ staleAfterMs: 10_000 });
+    endOfRun.observe(at(0, [bound], [node('n1', lock)]), []);
+    endOfRun.observe(at(1_000, [bound], [node('n1')]), []);
+    expect(endOfRun.finish().map((v) => v.invariant), 'a suspect still open when the run ends').to.deep.equal(['released-while-awaiting']);
 
     const forced = new LockTracker({ staleAfterMs: 10_000, forceAfterMs: 5_000 });
     forced.observe(at(0, [bound], [node('n1', lock)]), []);
