@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { findFreePorts } from '../../src/local/free-port.js';
 
 const main = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
@@ -40,7 +41,8 @@ export class ReplicaSet {
   private readonly replicas: Replica[] = [];
   private readonly log: WriteStream;
 
-  constructor(private readonly options: { env: Record<string, string>; logFile: string }) {
+  /** `onLine`: each whole line a replica prints (stdout or stderr), with its index. */
+  constructor(private readonly options: { env: Record<string, string>; logFile: string; onLine?: (index: number, line: string) => void }) {
     this.log = createWriteStream(options.logFile, { flags: 'a' });
   }
 
@@ -76,9 +78,18 @@ export class ReplicaSet {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const tag = `[replica-${index}#${replica.starts}] `;
-    const write = (chunk: Buffer) => { this.log.write(chunk.toString().split('\n').filter(Boolean).map((line) => `${tag}${line}\n`).join('')); };
-    child.stdout.on('data', write);
-    child.stderr.on('data', write);
+    // Whole lines: a chunk may end mid-line, and the tag must not land inside one.
+    for (const stream of [child.stdout, child.stderr]) {
+      createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {
+        if (line === '') return;
+        this.log.write(`${tag}${line}\n`);
+        try {
+          this.options.onLine?.(index, line);
+        } catch {
+          // A reader of the log must not stop the replica's output.
+        }
+      });
+    }
     replica.child = child;
     replica.expectingExit = false;
     const startedAt = Date.now();

@@ -33,6 +33,7 @@ import { Prng } from './prng.js';
 import { SchedulerSupervisor } from './scheduler-supervisor.js';
 import { ReplicaSet } from './replica-set.js';
 import { TcpBalancer } from './tcp-balancer.js';
+import { lockReleaseNote } from './replica-log.js';
 import { Timeline } from './timeline.js';
 import { PLUGIN_BEHAVIOUR_LABEL, Workload, type PluginBehaviour } from './workload.js';
 
@@ -97,8 +98,11 @@ try {
   // Two replicas, each with its own proxy to the apiserver (faults hit one replica at a time).
   const proxies = [await FaultProxy.start({ upstream: plane, baseDir: logDir }), await FaultProxy.start({ upstream: plane, baseDir: logDir })];
   cleanups.push(() => Promise.all(proxies.map((proxy) => proxy.stop())));
+  // Set once the time line exists: the replicas' lock releases before the chaos phase explain nothing.
+  let onReplicaLine: (index: number, line: string) => void = () => undefined;
   const replicas = new ReplicaSet({
     logFile: join(logDir, 'replicas.log'),
+    onLine: (index, line) => { onReplicaLine(index, line); },
     env: {
       POD_NAMESPACE: 'vgpu-warden', CERT_SECRET_NAME: 'vgpu-warden-tls', CERT_HOSTS: '127.0.0.1', WEBHOOK_CONFIG_NAME: 'chaos-webhook',
       SWEEP_SCHEDULE: `*/${SWEEP_EVERY_S} * * * * *`, LOG_LEVEL: 'info',
@@ -141,6 +145,10 @@ try {
   const started = Date.now();
   const timeline = new Timeline({ started });
   const note = (subjects: string[], text: string) => { timeline.add(subjects, text); };
+  onReplicaLine = (index, line) => {
+    const release = lockReleaseNote(index, line);
+    if (release !== undefined) note(release.subjects, release.text);
+  };
   const real = realNodes
     ? new RealNodeAgents({ plane, kubeConfig, core, repoRoot, nodes: realNames, labels: NODE_LABEL, gpusPerNode: GPUS_PER_NODE, random: random.fork('nodes'), faultsFromMs: SETTLE_MS, faultsUntilMs: CHAOS_MS, note })
     : undefined;
