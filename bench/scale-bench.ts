@@ -52,6 +52,15 @@ function memoryMiB(pid: number): { rss: number; peak: number } {
   return { rss: field('VmRSS'), peak: field('VmHWM') };
 }
 
+/** prom-client's default process metrics: the V8 heap in use and allocated, in MiB. */
+function heapMiB(exposition: string): { used: string; total: string } {
+  const gauge = (name: string) => {
+    const value = new RegExp(`^${name} (\\S+)$`, 'm').exec(exposition)?.[1];
+    return value === undefined ? '?' : (Number(value) / 2 ** 20).toFixed(0);
+  };
+  return { used: gauge('nodejs_heap_size_used_bytes'), total: gauge('nodejs_heap_size_total_bytes') };
+}
+
 const quantile = (sorted: readonly number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 const summary = (samples: number[]) => {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -86,6 +95,7 @@ for (const size of sizes) {
     }, { readyTimeoutMs: 600_000 });
     const readyMs = performance.now() - started;
     const afterSync = memoryMiB(server.pid);
+    const heapAfterSync = heapMiB(await server.metrics());
 
     const agent = new Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false });
     const pod = (index: number, gpu: boolean): V1Pod => ({
@@ -114,7 +124,8 @@ for (const size of sizes) {
     }
     agent.destroy();
     const afterLoad = memoryMiB(server.pid);
-    console.log(`  serve start -> ready ${(readyMs / 1000).toFixed(1)} s; RSS after sync ${afterSync.rss.toFixed(0)} MiB, after ${2 * (10 + 3 * SAMPLES)} requests ${afterLoad.rss.toFixed(0)} MiB (peak ${afterLoad.peak.toFixed(0)} MiB); ${SAMPLES} samples each:`);
+    const heapAfterLoad = heapMiB(await server.metrics());
+    console.log(`  serve (${process.env.BENCH_SERVE === 'dist' ? 'dist/bin.js, as the image runs it' : 'from the sources through tsx'}) start -> ready ${(readyMs / 1000).toFixed(1)} s; RSS after sync ${afterSync.rss.toFixed(0)} MiB (V8 heap used ${heapAfterSync.used} of ${heapAfterSync.total} MiB), after ${2 * (10 + 3 * SAMPLES)} requests ${afterLoad.rss.toFixed(0)} MiB (peak ${afterLoad.peak.toFixed(0)} MiB; heap used ${heapAfterLoad.used} of ${heapAfterLoad.total} MiB); ${SAMPLES} samples each:`);
     for (const row of rows) console.log(row);
   } finally {
     await server?.stop();

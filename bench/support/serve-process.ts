@@ -5,7 +5,17 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { sleep } from '../../src/base/abort.js';
 
-const MAIN = resolve(import.meta.dirname, '..', '..', 'src', 'main.ts');
+const REPO = resolve(import.meta.dirname, '..', '..');
+
+/**
+ * How serve is started: from the TypeScript sources through tsx (default), or, with
+ * BENCH_SERVE=dist, from the compiled `dist/bin.js` the image runs (`npm run build` first): tsx's
+ * loader and source maps are part of the first one's memory.
+ */
+function serveCommand(): string[] {
+  if (process.env.BENCH_SERVE === 'dist') return [resolve(REPO, 'dist', 'bin.js'), 'serve'];
+  return ['--import', 'tsx', resolve(REPO, 'src', 'main.ts'), 'serve'];
+}
 
 export interface ServeProcess {
   readonly metricsUrl: string;
@@ -21,7 +31,7 @@ export async function startServeProcess(env: Record<string, string>, options: { 
   if (metricsPort === undefined) throw new TypeError('startServeProcess needs METRICS_PORT');
   // BENCH_SERVE_PROFILE=<dir>: a CPU profile of serve, written there when it stops.
   const profile = process.env.BENCH_SERVE_PROFILE;
-  const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), '--import', 'tsx', MAIN, 'serve'], {
+  const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), ...serveCommand()], {
     env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

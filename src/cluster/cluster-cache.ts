@@ -13,7 +13,7 @@ import { VanishedPods } from './vanished-pods.js';
 import { kubeletRegistered, UnacknowledgedAllocations, type UnacknowledgedPod } from './unacknowledged-allocations.js';
 import type { GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
-import { slimNode, slimPod } from './slim-objects.js';
+import { slimNode } from './slim-objects.js';
 import { PodUsageIndex } from './pod-usage-index.js';
 import { QuotaIndex } from './quota-index.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
@@ -22,8 +22,9 @@ import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 export interface ClusterCacheDeps {
   /**
-   * Where nodes, pods and ResourceQuotas come from; `kubeSources` builds the real ones. Without a
-   * quota source no namespace GPU quota is enforced (tests, `explain` snapshots).
+   * Where nodes, pods and ResourceQuotas come from; `kubeSources` builds the real ones, which hand
+   * over slim copies (slim-objects.ts) page by page: the store keeps what its sources deliver.
+   * Without a quota source no namespace GPU quota is enforced (tests, `explain` snapshots).
    */
   sources: { nodes: ListWatchSource<V1Node>; pods: ListWatchSource<V1Pod>; quotas?: ListWatchSource<V1ResourceQuota> };
   /** MEMORY_FACTOR: GPU memory quota limits are scaled by it, as requests are (HAMi). */
@@ -90,13 +91,12 @@ export class ClusterCache {
       new Reflector<V1Node>({
         what: 'nodes', source: deps.sources.nodes, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
         ...(deps.conditions ? { conditions: deps.conditions.reporter('nodes reflector') } : {}),
-        sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items.map(slimNode))); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, slimNode(node))); } },
+        sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items)); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, node)); } },
       }),
       new Reflector<V1Pod>({
         what: 'pods', source: deps.sources.pods, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
         ...(deps.conditions ? { conditions: deps.conditions.reporter('pods reflector') } : {}),
-        sink: { replace: (items) => { this.applyPods(this.pods.replace(items.map(slimPod))); }, apply: (type, watched) => {
-          const pod = slimPod(watched);
+        sink: { replace: (items) => { this.applyPods(this.pods.replace(items)); }, apply: (type, pod) => {
           // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
           const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
           if (type === 'ADDED' && uid !== undefined && version !== undefined) this.createdVersions.set(uid, version);

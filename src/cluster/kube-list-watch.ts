@@ -3,6 +3,8 @@ import { ResourceExpiredError, type ListWatchSource, type WatchHandlers } from '
 import { WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
 import type { ClusterCacheDeps } from './cluster-cache.js';
+import { pageQuery, readPages, type PageReader } from './paged-list.js';
+import { slimNode, slimPod } from './slim-objects.js';
 
 /** A watch ended with an ERROR event or an HTTP error other than 410, or never connected. */
 export class WatchFailedError extends WardenError {}
@@ -13,9 +15,17 @@ export class ListWithoutVersionError extends WardenError {}
 /** What the adapter needs of client-node's `Watch` (injectable for tests). */
 export type Watcher = Pick<Watch, 'watch'>;
 
-export interface KubeListWatchOptions {
+export interface KubeListWatchOptions<T> {
   /** Fixed server-side watch timeout; by default a fresh random value in [300, 600) s per watch, like client-go. */
   timeoutSeconds?: number;
+  /** Items per LIST page (default 500, as client-go). */
+  pageSize?: number;
+  /**
+   * Applied to every listed item as its page arrives and to every watched object, before the
+   * caller sees it: the state store's slim copies (slim-objects.ts), so the full objects of a
+   * large LIST are never all alive at once.
+   */
+  transform?: (item: T) => T;
   random?: () => number;
   watcher?: Watcher;
 }
@@ -56,7 +66,8 @@ function requestError(path: string, error: unknown): Error {
 const isTimeout = (error: unknown): boolean => (error as { name?: unknown } | null)?.name === 'TimeoutError';
 
 /**
- * A ListWatchSource on @kubernetes/client-node 2.x: `list` is the caller's typed LIST call, watches go
+ * A ListWatchSource on @kubernetes/client-node 2.x: `readPage` is the caller's typed LIST call for
+ * one page (paged-list.ts), watches go
  * through client-node's `Watch` with bookmarks on. `Watch` asks the KubeConfig for its dispatcher
  * through `applySecurityAuthentication`, so with a PooledKubeConfig watches use the pooled keep-alive
  * agent like every other call (each open watch holds one of its connections for its lifetime).
@@ -64,19 +75,20 @@ const isTimeout = (error: unknown): boolean => (error as { name?: unknown } | nu
 export function kubeListWatchSource<T>(
   kubeConfig: KubeConfig,
   path: string,
-  list: (signal: AbortSignal) => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>,
-  options: KubeListWatchOptions = {},
+  readPage: PageReader<T>,
+  options: KubeListWatchOptions<T> = {},
 ): ListWatchSource<T> {
   const watcher = options.watcher ?? new Watch(kubeConfig);
   const random = options.random ?? Math.random;
   const timeoutSeconds = () => options.timeoutSeconds ?? Math.floor(MIN_WATCH_TIMEOUT_SECONDS * (1 + random()));
+  const transform = options.transform ?? ((item: T) => item);
 
   return {
     async list(signal) {
-      const result = await list(signal);
-      const resourceVersion = result.metadata?.resourceVersion;
+      const items: T[] = [];
+      const resourceVersion = await readPages(readPage, (item) => { items.push(transform(item)); }, signal, options.pageSize);
       if (resourceVersion === undefined || resourceVersion === '') throw new ListWithoutVersionError(`list ${path} returned no resourceVersion`);
-      return { items: result.items, resourceVersion };
+      return { items, resourceVersion };
     },
 
     watch(resourceVersion: string, handlers: WatchHandlers<T>, signal: AbortSignal): Promise<void> {
@@ -106,7 +118,7 @@ export function kubeListWatchSource<T>(
             case 'ADDED':
             case 'MODIFIED':
             case 'DELETED':
-              handlers.onEvent(type, object as T);
+              handlers.onEvent(type, transform(object as T));
               return;
             case 'BOOKMARK': {
               const bookmarkVersion = (object as { metadata?: { resourceVersion?: unknown } } | null)?.metadata?.resourceVersion;
@@ -154,11 +166,11 @@ export function kubeListWatchSource<T>(
   };
 }
 
-/** The real list-watch sources for nodes and pods. */
+/** The real list-watch sources for nodes, pods and ResourceQuotas, slimmed as they arrive. */
 export function kubeSources(kubeConfig: KubeConfig, core: CoreV1Api): ClusterCacheDeps['sources'] {
   return {
-    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', (signal) => core.listNode({}, withSignal(signal))),
-    pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', (signal) => core.listPodForAllNamespaces({}, withSignal(signal))),
-    quotas: kubeListWatchSource<V1ResourceQuota>(kubeConfig, '/api/v1/resourcequotas', (signal) => core.listResourceQuotaForAllNamespaces({}, withSignal(signal))),
+    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', (page, signal) => core.listNode(pageQuery(page), withSignal(signal)), { transform: slimNode }),
+    pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', (page, signal) => core.listPodForAllNamespaces(pageQuery(page), withSignal(signal)), { transform: slimPod }),
+    quotas: kubeListWatchSource<V1ResourceQuota>(kubeConfig, '/api/v1/resourcequotas', (page, signal) => core.listResourceQuotaForAllNamespaces(pageQuery(page), withSignal(signal))),
   };
 }

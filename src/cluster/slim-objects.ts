@@ -1,19 +1,50 @@
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Container, V1Node, V1Pod } from '@kubernetes/client-node';
 import { managesLockAnnotation } from '../lock/lock-written-at.js';
 
 /**
- * What the state store keeps of the objects its watches deliver: everything but the large parts no
- * code reads, as controller-runtime's cache transforms do. A pod's `metadata.managedFields` (the
- * apiserver's record of every writer's fields, often larger than the rest of the pod) is dropped; a
- * node keeps only the managedFields entries that manage the lock annotation (lockWrittenAt reads
- * them) and loses `status.images` (kubelet lists up to 50 images with all their names). Shallow
- * copies: the objects of a LIST or watch event are not changed, so a caller holding one sees it whole.
+ * What the state store keeps of the objects its watches deliver: only what its readers use, as
+ * controller-runtime's cache transforms do.
+ * - A pod keeps its metadata without `managedFields` (the apiserver's record of every writer's
+ *   fields, often larger than the rest of the pod); of its spec the node, scheduler, priority,
+ *   restart policy, node selector, overhead and runtime class, and its containers and init
+ *   containers as name, resources and restartPolicy (a sidecar's); of its status the phase, start
+ *   time, reason and init container statuses (HAMi frees init containers' GPUs once all succeeded).
+ *   What only kubelet and kube-scheduler read (volumes, tolerations, affinity, env, probes,
+ *   conditions, IPs) goes: a real pod's projected service-account volume, env and probes are most
+ *   of its size.
+ * - A node keeps only the managedFields entries that manage the lock annotation (lockWrittenAt
+ *   reads them) and loses `status.images` (kubelet lists up to 50 images with all their names).
+ * New objects: the objects of a LIST or watch event are not changed, so a caller holding one sees it whole.
  */
 export function slimPod(pod: V1Pod): V1Pod {
-  if (pod.metadata?.managedFields === undefined) return pod;
-  const metadata = { ...pod.metadata };
-  delete metadata.managedFields;
-  return { ...pod, metadata };
+  const slim: V1Pod = { ...pod };
+  if (pod.metadata !== undefined) {
+    const metadata = { ...pod.metadata };
+    delete metadata.managedFields;
+    slim.metadata = metadata;
+  }
+  if (pod.spec !== undefined) {
+    const { nodeName, schedulerName, restartPolicy, priority, priorityClassName, nodeSelector, overhead, runtimeClassName } = pod.spec;
+    slim.spec = {
+      containers: pod.spec.containers.map(slimContainer),
+      ...(pod.spec.initContainers === undefined ? {} : { initContainers: pod.spec.initContainers.map(slimContainer) }),
+      ...defined({ nodeName, schedulerName, restartPolicy, priority, priorityClassName, nodeSelector, overhead, runtimeClassName }),
+    };
+  }
+  if (pod.status !== undefined) {
+    const { phase, startTime, initContainerStatuses, reason } = pod.status;
+    slim.status = defined({ phase, startTime, initContainerStatuses, reason });
+  }
+  return slim;
+}
+
+function slimContainer(container: V1Container): V1Container {
+  return { name: container.name, ...defined({ resources: container.resources, restartPolicy: container.restartPolicy }) };
+}
+
+/** The fields that have a value: an absent field stays absent, as in the object it came from. */
+function defined<T extends object>(fields: T): Partial<T> {
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
 export function slimNode(node: V1Node): V1Node {

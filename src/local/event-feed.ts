@@ -1,18 +1,16 @@
-import type { CoreV1Api, CoreV1EventList, KubeConfig } from '@kubernetes/client-node';
+import type { CoreV1Api, CoreV1Event, KubeConfig } from '@kubernetes/client-node';
 import { Reflector, type ListWatchSource } from '../cluster/reflector.js';
 import { WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
 import { kubeListWatchSource } from '../cluster/kube-list-watch.js';
+import { DEFAULT_PAGE_SIZE, pageQuery, readPages, type PageReader } from '../cluster/paged-list.js';
 import { EventDigest, liveEventOf, type EventDigestLimits, type LiveEvent } from './live-events.js';
 
-/** Events per LIST page: a cluster with many Events is read in pages, never in one huge answer. */
-const PAGE_SIZE = 500;
-
 /** What the feed needs of the API: one page of Events across all namespaces. */
-export type EventPageReader = (page: { limit: number; continueToken: string | undefined }, signal: AbortSignal) => Promise<CoreV1EventList>;
+export type EventPageReader = PageReader<CoreV1Event>;
 
 export function kubeEventPages(core: CoreV1Api): EventPageReader {
-  return (page, signal) => core.listEventForAllNamespaces({ limit: page.limit, ...(page.continueToken === undefined ? {} : { _continue: page.continueToken }) }, withSignal(signal));
+  return (page, signal) => core.listEventForAllNamespaces(pageQuery(page), withSignal(signal));
 }
 
 /**
@@ -21,16 +19,9 @@ export function kubeEventPages(core: CoreV1Api): EventPageReader {
  * the digest however many Events the cluster holds. A LIST with `limit` alone would return the
  * first Events by key (namespace/name), not the newest.
  */
-export async function listEventDigest(read: EventPageReader, limits: EventDigestLimits, signal: AbortSignal, pageSize = PAGE_SIZE): Promise<{ items: LiveEvent[]; resourceVersion: string }> {
+export async function listEventDigest(read: EventPageReader, limits: EventDigestLimits, signal: AbortSignal, pageSize = DEFAULT_PAGE_SIZE): Promise<{ items: LiveEvent[]; resourceVersion: string }> {
   const digest = new EventDigest(limits);
-  let resourceVersion: string | undefined;
-  let continueToken: string | undefined;
-  do {
-    const page = await read({ limit: pageSize, continueToken }, signal);
-    resourceVersion ??= page.metadata?.resourceVersion;
-    for (const event of page.items) digest.upsert(liveEventOf(event));
-    continueToken = page.metadata?._continue === '' ? undefined : page.metadata?._continue;
-  } while (continueToken !== undefined);
+  const resourceVersion = await readPages(read, (event) => { digest.upsert(liveEventOf(event)); }, signal, pageSize);
   if (resourceVersion === undefined || resourceVersion === '') throw new WardenError('the Event list answered without a resourceVersion');
   return { items: digest.members(), resourceVersion };
 }

@@ -2,6 +2,7 @@ import { Watch, type AdmissionregistrationV1Api, type KubeConfig } from '@kubern
 import type { ListWatchSource } from '../cluster/reflector.js';
 import { withSignal } from '../kube/call-options.js';
 import { kubeListWatchSource, type Watcher } from '../cluster/kube-list-watch.js';
+import { pageQuery } from '../cluster/paged-list.js';
 import type { WebhookConfigurationView } from './ca-bundle-drift.js';
 
 const PATH = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
@@ -24,7 +25,7 @@ export function webhookConfigurationSource(
   return kubeListWatchSource<WebhookConfigurationView>(
     kubeConfig,
     PATH,
-    (signal) => api.listMutatingWebhookConfiguration({ fieldSelector }, withSignal(signal)),
+    (page, signal) => api.listMutatingWebhookConfiguration({ fieldSelector, ...pageQuery(page) }, withSignal(signal)),
     { watcher: selecting },
   );
 }

@@ -491,6 +491,33 @@ describe('kubeListWatchSource', () => {
     expect(error).to.be.instanceOf(ListWithoutVersionError);
   });
 
+  it('lists page by page and applies the transform to every listed item as its page arrives and to every watched object', async () => {
+    const watcher = new FakeWatcher();
+    const pages: (string | undefined)[] = [];
+    const transformed: string[] = [];
+    const paged = kubeListWatchSource<Item>(new KubeConfig(), '/api/v1/pods', (page) => {
+      pages.push(page.continueToken);
+      return Promise.resolve(page.continueToken === undefined
+        ? { items: [item('a', '1'), item('b', '2')], metadata: { resourceVersion: '9', _continue: 'second' } }
+        : { items: [item('c', '3')], metadata: { resourceVersion: '9' } });
+    }, {
+      watcher, random: () => 0.5, pageSize: 2,
+      transform: (object) => { transformed.push(object.metadata.name); return { ...object, metadata: { ...object.metadata, name: object.metadata.name.toUpperCase() } }; },
+    });
+    const listed = await paged.list(new AbortController().signal);
+    expect(pages).to.deep.equal([undefined, 'second']);
+    expect(listed.resourceVersion).to.equal('9');
+    expect(listed.items.map((object) => object.metadata.name)).to.deep.equal(['A', 'B', 'C']);
+    const { seen, handlers } = recorder();
+    const watching = paged.watch('9', handlers, new AbortController().signal);
+    await eventually(() => watcher.calls.length === 1, 'the watch request');
+    watcher.calls[0]!.send('ADDED', item('d', '10'));
+    watcher.calls[0]!.done(null);
+    await watching;
+    expect(seen).to.deep.equal(['ADDED D']);
+    expect(transformed).to.deep.equal(['a', 'b', 'c', 'd']);
+  });
+
   it('watches with bookmarks from the given resourceVersion, maps events and bookmarks, and ends on a normal close', async () => {
     const watcher = new FakeWatcher();
     const { seen, handlers } = recorder();

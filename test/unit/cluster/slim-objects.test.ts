@@ -7,13 +7,31 @@ const lockEntry = { manager: 'vgpu-warden', operation: 'Update', time: new Date(
 const kubeletEntry = { manager: 'kubelet', operation: 'Update', time: new Date('2026-12-03T09:30:00Z'), fieldsV1: { 'f:status': { 'f:conditions': {} } } };
 
 describe('slimPod and slimNode (what the state store keeps)', () => {
-  it('drops a pod\'s managedFields and keeps everything else, leaving the watched object as it was', () => {
-    const pod: V1Pod = { metadata: { name: 'p', namespace: 'ns', uid: 'u', annotations: { a: 'b' }, managedFields: [kubeletEntry] }, spec: { nodeName: 'n1', containers: [{ name: 'c' }] }, status: { phase: 'Running' } };
+  it('keeps of a pod what the store\'s readers use and leaves the watched object as it was', () => {
+    const resources = { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000' } };
+    const startTime = new Date('2026-12-03T09:00:00Z');
+    const initContainerStatuses = [{ name: 'init', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0 } } }];
+    const pod: V1Pod = {
+      metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '7', labels: { app: 'a' }, annotations: { a: 'b' }, deletionTimestamp: startTime, managedFields: [kubeletEntry] },
+      spec: {
+        nodeName: 'n1', schedulerName: 'hami-scheduler', priority: 5,
+        initContainers: [{ name: 'init', image: 'i', resources, restartPolicy: 'Always', env: [{ name: 'E', value: 'v' }] }],
+        containers: [{ name: 'c', image: 'x', resources, command: ['sleep'], env: [{ name: 'E', value: 'v' }], volumeMounts: [{ name: 'v', mountPath: '/v' }], livenessProbe: { exec: { command: ['true'] } } }],
+        volumes: [{ name: 'v', projected: { sources: [] } }], tolerations: [{ key: 'k', operator: 'Exists' }], affinity: {}, securityContext: {},
+        topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone', whenUnsatisfiable: 'DoNotSchedule' }],
+      },
+      status: { phase: 'Running', startTime, reason: 'Evicted', initContainerStatuses, conditions: [{ type: 'Ready', status: 'True' }], podIPs: [{ ip: '10.0.0.1' }], containerStatuses: [] },
+    };
+    const before = JSON.stringify(pod);
     const slim = slimPod(pod);
-    expect(slim).to.deep.equal({ metadata: { name: 'p', namespace: 'ns', uid: 'u', annotations: { a: 'b' } }, spec: pod.spec, status: pod.status });
-    expect(pod.metadata?.managedFields).to.have.length(1);
-    const bare: V1Pod = { metadata: { name: 'q' } };
-    expect(slimPod(bare)).to.equal(bare);
+    expect(slim).to.deep.equal({
+      metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '7', labels: { app: 'a' }, annotations: { a: 'b' }, deletionTimestamp: startTime },
+      spec: { nodeName: 'n1', schedulerName: 'hami-scheduler', priority: 5, initContainers: [{ name: 'init', resources, restartPolicy: 'Always' }], containers: [{ name: 'c', resources }] },
+      status: { phase: 'Running', startTime, reason: 'Evicted', initContainerStatuses },
+    });
+    expect(JSON.stringify(pod), 'the watched object is not changed').to.equal(before);
+    expect(slimPod({ metadata: { name: 'q' } })).to.deep.equal({ metadata: { name: 'q' } });
+    expect(slimPod(slim), 'slimming twice changes nothing').to.deep.equal(slim);
   });
 
   it('keeps only the node managedFields entries of the lock annotation (lockWrittenAt still reads them) and drops status.images', () => {
