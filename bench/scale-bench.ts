@@ -52,6 +52,8 @@ function memoryMiB(pid: number): { rss: number; peak: number } {
   return { rss: field('VmRSS'), peak: field('VmHWM') };
 }
 
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
+
 /** prom-client's default process metrics: the V8 heap in use and allocated, in MiB. */
 function heapMiB(exposition: string): { used: string; total: string } {
   const gauge = (name: string) => {
@@ -92,10 +94,13 @@ for (const size of sizes) {
     started = performance.now();
     server = await startServeProcess({
       KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', METRICS_PORT: String(metricsPort),
-    }, { readyTimeoutMs: 600_000 });
+    }, { readyTimeoutMs: 600_000, inspect: true });
     const readyMs = performance.now() - started;
     const afterSync = memoryMiB(server.pid);
     const heapAfterSync = heapMiB(await server.metrics());
+    const liveAfterSync = await server.liveHeapBytes();
+    // The full GC just run returns garbage to V8, not necessarily to the system: RSS after it, too.
+    const rssAfterGc = memoryMiB(server.pid).rss;
 
     const agent = new Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false });
     const pod = (index: number, gpu: boolean): V1Pod => ({
@@ -125,7 +130,8 @@ for (const size of sizes) {
     agent.destroy();
     const afterLoad = memoryMiB(server.pid);
     const heapAfterLoad = heapMiB(await server.metrics());
-    console.log(`  serve (${process.env.BENCH_SERVE === 'dist' ? 'dist/bin.js, as the image runs it' : 'from the sources through tsx'}) start -> ready ${(readyMs / 1000).toFixed(1)} s; RSS after sync ${afterSync.rss.toFixed(0)} MiB (V8 heap used ${heapAfterSync.used} of ${heapAfterSync.total} MiB), after ${2 * (10 + 3 * SAMPLES)} requests ${afterLoad.rss.toFixed(0)} MiB (peak ${afterLoad.peak.toFixed(0)} MiB; heap used ${heapAfterLoad.used} of ${heapAfterLoad.total} MiB); ${SAMPLES} samples each:`);
+    const liveAfterLoad = await server.liveHeapBytes();
+    console.log(`  serve (${process.env.BENCH_SERVE === 'dist' ? 'dist/bin.js, as the image runs it' : 'from the sources through tsx'}) start -> ready ${(readyMs / 1000).toFixed(1)} s; RSS after sync ${afterSync.rss.toFixed(0)} MiB (V8 heap used ${heapAfterSync.used} of ${heapAfterSync.total} MiB; live after a full GC ${mib(liveAfterSync)} MiB, RSS then ${rssAfterGc.toFixed(0)} MiB), after ${2 * (10 + 3 * SAMPLES)} requests ${afterLoad.rss.toFixed(0)} MiB (peak ${afterLoad.peak.toFixed(0)} MiB; heap used ${heapAfterLoad.used} of ${heapAfterLoad.total} MiB, live ${mib(liveAfterLoad)} MiB); ${SAMPLES} samples each:`);
     for (const row of rows) console.log(row);
   } finally {
     await server?.stop();

@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { sleep } from '../../src/base/abort.js';
+import { InspectorSession, inspectorUrlIn } from './inspector-session.js';
 
 const REPO = resolve(import.meta.dirname, '..', '..');
 
@@ -19,6 +20,8 @@ function serveCommand(): string[] {
 
 export interface ServeProcess {
   readonly metricsUrl: string;
+  /** With `inspect`: the V8 heap that survives a full GC, in bytes. */
+  liveHeapBytes(): Promise<number>;
   /** The child's pid (its /proc/<pid>/status has the resident set sizes a benchmark reports). */
   readonly pid: number;
   /** The Prometheus exposition, for the rows a benchmark reports. */
@@ -26,20 +29,22 @@ export interface ServeProcess {
   stop(): Promise<void>;
 }
 
-export async function startServeProcess(env: Record<string, string>, options: { readyTimeoutMs?: number } = {}): Promise<ServeProcess> {
+/** `inspect`: start serve with the V8 inspector on a free loopback port, for liveHeapBytes. */
+export async function startServeProcess(env: Record<string, string>, options: { readyTimeoutMs?: number; inspect?: boolean } = {}): Promise<ServeProcess> {
   const metricsPort = env.METRICS_PORT;
   if (metricsPort === undefined) throw new TypeError('startServeProcess needs METRICS_PORT');
   // BENCH_SERVE_PROFILE=<dir>: a CPU profile of serve, written there when it stops.
   const profile = process.env.BENCH_SERVE_PROFILE;
-  const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), ...serveCommand()], {
+  const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), ...(options.inspect === true ? ['--inspect=127.0.0.1:0'] : []), ...serveCommand()], {
     env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   // The last lines of its log (stdout) and stderr, for the error when it does not come up.
   let output = '';
+  let inspectorUrl: string | undefined;
   const keep = (chunk: Buffer) => { output = (output + chunk.toString()).slice(-4000); };
   child.stdout?.on('data', keep);
-  child.stderr?.on('data', keep);
+  child.stderr?.on('data', (chunk: Buffer) => { keep(chunk); inspectorUrl ??= inspectorUrlIn(output); });
   const metricsUrl = `http://127.0.0.1:${metricsPort}`;
   let lastReadiness: string;
   const deadline = Date.now() + (options.readyTimeoutMs ?? 120_000);
@@ -58,6 +63,15 @@ export async function startServeProcess(env: Record<string, string>, options: { 
     metricsUrl,
     pid: child.pid ?? 0,
     metrics: async () => (await fetch(`${metricsUrl}/metrics`)).text(),
+    liveHeapBytes: async () => {
+      if (inspectorUrl === undefined) throw new Error('serve was not started with inspect, or has not printed its inspector address');
+      const session = await InspectorSession.connect(inspectorUrl);
+      try {
+        return await session.liveHeapBytes();
+      } finally {
+        session.close();
+      }
+    },
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((done) => child.once('exit', done));

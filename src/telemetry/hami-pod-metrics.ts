@@ -122,19 +122,3 @@ export const HAMI_QUOTA_FAMILIES: readonly HamiFamily<QuotaSample>[] = [
   { name: 'QuotaUsed', help: 'resourcequota usage for a certain device', labels: ['quotanamespace', 'quotaName', 'limit'],
     sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }) },
 ];
-
-/**
- * One read of `read` per scrape, shared by every family reading it. prom-client starts every
- * family's collect in the same tick of a scrape: the first reads the source and the rest reuse it
- * until the next microtask, so every family shows the same view and the store is walked once.
- */
-export function perScrape<T>(read: () => T): () => T {
-  let snapshot: { value: T } | undefined;
-  return () => {
-    if (snapshot === undefined) {
-      snapshot = { value: read() };
-      queueMicrotask(() => { snapshot = undefined; });
-    }
-    return snapshot.value;
-  };
-}

@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, perScrape, type ContainerAllocationSource, type HamiFamily, type QuotaSource } from './hami-pod-metrics.js';
+import { HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, type ContainerAllocationSource, type QuotaSource } from './hami-pod-metrics.js';
+import { writeGaugeFamily } from './gauge-exposition.js';
 import { HAMI_GPU_FAMILIES, type GpuSource } from './gpu-samples.js';
 
 export type { ContainerAllocationSample, ContainerAllocationSource, QuotaSample, QuotaSource } from './hami-pod-metrics.js';
@@ -75,10 +76,6 @@ export class WardenMetrics {
   private gpuSource: GpuSource | undefined;
   private containerAllocationSource: ContainerAllocationSource | undefined;
   private quotaSource: QuotaSource | undefined;
-  // Each source is read once per scrape and shared by the families built from it (perScrape).
-  private readonly gpus = perScrape(() => this.gpuSource?.());
-  private readonly containerAllocations = perScrape(() => this.containerAllocationSource?.());
-  private readonly quotas = perScrape(() => this.quotaSource?.());
   private lockSnapshot: Promise<readonly LockSample[] | undefined> | undefined;
 
   private readonly releases: Counter<'reason' | 'path'>;
@@ -141,9 +138,6 @@ export class WardenMetrics {
       },
     });
 
-    for (const family of HAMI_GPU_FAMILIES) this.registerHamiFamily(family, this.gpus);
-    for (const family of HAMI_CONTAINER_FAMILIES) this.registerHamiFamily(family, this.containerAllocations);
-    for (const family of HAMI_QUOTA_FAMILIES) this.registerHamiFamily(family, this.quotas);
 
     this.releases = new Counter({
       name: `${PREFIX}lock_releases_total`,
@@ -218,9 +212,22 @@ export class WardenMetrics {
     return this.registry.contentType;
   }
 
-  /** The Prometheus text exposition of every metric, node-lock gauges computed now. */
-  text(): Promise<string> {
-    return this.registry.metrics();
+  /**
+   * The Prometheus text exposition of every metric, node-lock gauges computed now, then HAMi's
+   * families written from their sources (gauge-exposition.ts: nothing of them outlives the scrape).
+   */
+  async text(): Promise<string> {
+    const registered = await this.registry.metrics();
+    const out = [registered.endsWith('\n') || registered === '' ? registered : `${registered}\n`];
+    const zone = [['zone', HAMI_ZONE]] as const;
+    // Each source is read once per scrape and shared by the families built from it.
+    const gpus = this.gpuSource?.() ?? [];
+    for (const family of HAMI_GPU_FAMILIES) writeGaugeFamily(out, family, zone, gpus);
+    const containers = this.containerAllocationSource?.() ?? [];
+    for (const family of HAMI_CONTAINER_FAMILIES) writeGaugeFamily(out, family, zone, containers);
+    const quotas = this.quotaSource?.() ?? [];
+    for (const family of HAMI_QUOTA_FAMILIES) writeGaugeFamily(out, family, zone, quotas);
+    return out.join('');
   }
 
   /** Where the node-lock gauges come from; without a source they are absent (this replica does not know). */
@@ -288,27 +295,6 @@ export class WardenMetrics {
   observeSweep(seconds: number, result: SweepResult): void {
     this.sweepDuration.observe(seconds);
     this.sweepPasses.inc({ result });
-  }
-
-  private registerHamiFamily<S>(family: HamiFamily<S>, read: () => readonly S[] | undefined): void {
-    const labelNames = ['zone', ...family.labels];
-    const gauge: Gauge = new Gauge({
-      name: family.name,
-      help: family.help,
-      labelNames,
-      registers: [this.registry],
-      collect: () => {
-        // Reset first: a GPU, pod or quota that went away must drop out, not keep its last value.
-        gauge.reset();
-        for (const item of read() ?? []) {
-          const sample = family.sample(item);
-          if (sample === undefined) continue;
-          const labels: Record<string, string> = { zone: HAMI_ZONE };
-          family.labels.forEach((name, i) => { labels[name] = sample.values[i] ?? ''; });
-          gauge.set(labels, sample.value);
-        }
-      },
-    });
   }
 
   /**

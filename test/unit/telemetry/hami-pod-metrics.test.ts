@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 import {
-  containerAllocationSamples, coreRatio, HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, perScrape,
+  containerAllocationSamples, coreRatio, HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES,
   type AllocationPod, type ContainerAllocationSample, type ContainerAllocationView, type QuotaSample,
 } from '../../../src/telemetry/hami-pod-metrics.js';
 import { WardenMetrics } from '../../../src/telemetry/metrics.js';
@@ -74,14 +74,6 @@ describe('hami-pod-metrics: containerAllocationSamples', () => {
     expect(coreRatio(100, 30)).to.deep.equal({ limit: 100, allocated: 30 });
     // Floating point made 7, 14, 28, 55 and 56 of 100 into 8, 15, 29, 56 and 57.
     for (let cores = 0; cores <= 100; cores++) expect(coreRatio(100, cores).allocated, `${cores} of 100`).to.equal(cores);
-  });
-
-  it('perScrape reads once per tick and again on the next one', async () => {
-    let calls = 0;
-    const read = perScrape(() => ++calls);
-    expect([read(), read(), read()]).to.deep.equal([1, 1, 1]);
-    await Promise.resolve();
-    expect(read()).to.equal(2);
   });
 });
 
