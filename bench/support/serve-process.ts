@@ -36,7 +36,8 @@ export async function startServeProcess(env: Record<string, string>, options: { 
   // BENCH_SERVE_PROFILE=<dir>: a CPU profile of serve, written there when it stops.
   const profile = process.env.BENCH_SERVE_PROFILE;
   const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), ...(options.inspect === true ? ['--inspect=127.0.0.1:0'] : []), ...serveCommand()], {
-    env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...env },
+    // BENCH_SERVE_NODE_OPTIONS: Node options for serve alone (a heap limit, say), not the harness.
+    env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...(process.env.BENCH_SERVE_NODE_OPTIONS === undefined ? {} : { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS }), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   // The last lines of its log (stdout) and stderr, for the error when it does not come up.

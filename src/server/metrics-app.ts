@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { createServer } from 'node:http';
 import { closeServer, DEFAULT_CLOSE_GRACE_MS, listenWithLimits, serverOptions, type ListenerLimits } from './https-listener.js';
 import type { AddressInfo } from 'node:net';
@@ -8,7 +9,8 @@ import { bodyHeaderGuard, RequestBodyError } from './request-body.js';
 /** What the metrics listener needs of WardenMetrics. */
 export interface MetricsSource {
   readonly contentType: string;
-  text(): Promise<string>;
+  /** The exposition in pieces; whatever can fail runs before the first piece. */
+  exposition(): AsyncIterable<string>;
 }
 
 export interface MetricsAppDeps {
@@ -17,6 +19,26 @@ export interface MetricsAppDeps {
   onError?: (message: string) => void;
   /** The process's readiness, answered on GET /readyz like the other listeners (404 without it). */
   readiness?: () => { ready: boolean; reasons: string[] };
+}
+
+/**
+ * Writes the pieces as the connection takes them (a piece, then wait for 'drain' when the socket
+ * buffer is full), so a large exposition is never held whole. A scraper that goes away ends it.
+ */
+async function streamPieces(res: Response, first: IteratorResult<string>, pieces: AsyncIterator<string>): Promise<void> {
+  const gone = new AbortController();
+  const onClose = () => { gone.abort(); };
+  res.once('close', onClose);
+  try {
+    for (let next = first; next.done !== true; next = await pieces.next()) {
+      if (gone.signal.aborted) break;
+      if (!res.write(next.value)) await once(res, 'drain', { signal: gone.signal }).catch(() => undefined);
+    }
+    if (!gone.signal.aborted) res.end();
+  } finally {
+    res.off('close', onClose);
+    await pieces.return?.();
+  }
 }
 
 /** GET /metrics (Prometheus text exposition), GET /healthz and, given a readiness, GET /readyz; nothing else. */
@@ -35,9 +57,10 @@ export function createMetricsApp(deps: MetricsAppDeps): express.Express {
     });
   }
   app.get('/metrics', async (_req: Request, res: Response) => {
-    let body: string;
+    const pieces = deps.metrics.exposition()[Symbol.asyncIterator]();
+    let first: IteratorResult<string>;
     try {
-      body = await deps.metrics.text();
+      first = await pieces.next();
     } catch (error) {
       const message = describeError(error);
       deps.onError?.(message);
@@ -46,7 +69,13 @@ export function createMetricsApp(deps: MetricsAppDeps): express.Express {
     }
     // res.type() would rewrite the exposition format's content type; set it as prom-client names it.
     res.status(200).setHeader('Content-Type', deps.metrics.contentType);
-    res.send(body);
+    try {
+      await streamPieces(res, first, pieces);
+    } catch (error) {
+      // The status is out: a scraper can only be told by a cut answer.
+      deps.onError?.(describeError(error));
+      res.destroy();
+    }
   });
   app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {

@@ -3,7 +3,9 @@
  * format at scrape time, not through prom-client Gauges. A Gauge keeps every label set it was set
  * with until the next reset, and hashes each one: at 1000 nodes × 8 GPUs with 5000 GPU pods that is
  * 132,000 series, 33 MiB kept between scrapes; at 5000 nodes with 40,000 pods several times that,
- * more than the state store. Written here, a scrape keeps nothing once its answer is sent. Pure.
+ * more than the state store. Written here, a scrape keeps nothing once its answer is sent, and it
+ * is written in pieces as the connection takes them: at 5000 nodes the answer is about 100 MB,
+ * which joined into one string took serve past a 256 MiB heap (bench:scale). Pure.
  */
 import type { HamiFamily } from './hami-pod-metrics.js';
 
@@ -26,16 +28,32 @@ export function formatSampleValue(value: number): string {
 }
 
 /**
- * Appends one gauge family to `out`: HELP and TYPE always (as prom-client writes a family with no
- * samples), then a line per item `family.sample` keeps, constant labels first. Items are read once.
+ * One gauge family: HELP and TYPE always (as prom-client writes a family with no samples), then a
+ * line per item `family.sample` keeps, constant labels first. Items are read once, lazily.
  */
-export function writeGaugeFamily<S>(out: string[], family: HamiFamily<S>, constantLabels: readonly (readonly [string, string])[], items: Iterable<S>): void {
-  out.push(`# HELP ${family.name} ${escapeHelp(family.help)}\n# TYPE ${family.name} gauge\n`);
+export function* gaugeFamilyLines<S>(family: HamiFamily<S>, constantLabels: readonly (readonly [string, string])[], items: Iterable<S>): Generator<string> {
+  yield `# HELP ${family.name} ${escapeHelp(family.help)}\n# TYPE ${family.name} gauge\n`;
   const constant = constantLabels.map(([name, value]) => `${name}="${escapeLabelValue(value)}"`);
   for (const item of items) {
     const sample = family.sample(item);
     if (sample === undefined) continue;
     const labels = [...constant, ...family.labels.map((name, index) => `${name}="${escapeLabelValue(sample.values[index] ?? '')}"`)];
-    out.push(`${family.name}${labels.length === 0 ? '' : `{${labels.join(',')}}`} ${formatSampleValue(sample.value)}\n`);
+    yield `${family.name}${labels.length === 0 ? '' : `{${labels.join(',')}}`} ${formatSampleValue(sample.value)}\n`;
   }
+}
+
+/** Lines joined into pieces of about `bytes` characters: a stream writes a piece, not each line. */
+export function* inPieces(lines: Iterable<string>, bytes = 64 * 1024): Generator<string> {
+  let parts: string[] = [];
+  let size = 0;
+  for (const line of lines) {
+    parts.push(line);
+    size += line.length;
+    if (size >= bytes) {
+      yield parts.join('');
+      parts = [];
+      size = 0;
+    }
+  }
+  if (parts.length > 0) yield parts.join('');
 }

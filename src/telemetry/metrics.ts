@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, type ContainerAllocationSource, type QuotaSource } from './hami-pod-metrics.js';
-import { writeGaugeFamily } from './gauge-exposition.js';
-import { HAMI_GPU_FAMILIES, type GpuSource } from './gpu-samples.js';
+import { HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, type ContainerAllocationSample, type ContainerAllocationSource, type QuotaSample, type QuotaSource } from './hami-pod-metrics.js';
+import { gaugeFamilyLines, inPieces } from './gauge-exposition.js';
+import { HAMI_GPU_FAMILIES, type GpuSample, type GpuSource } from './gpu-samples.js';
 
 export type { ContainerAllocationSample, ContainerAllocationSource, QuotaSample, QuotaSource } from './hami-pod-metrics.js';
 
@@ -213,21 +213,30 @@ export class WardenMetrics {
   }
 
   /**
-   * The Prometheus text exposition of every metric, node-lock gauges computed now, then HAMi's
-   * families written from their sources (gauge-exposition.ts: nothing of them outlives the scrape).
+   * The Prometheus text exposition in pieces: the registry's metrics first (node-lock gauges
+   * computed now; the one part that can fail, so a failure comes before any piece), then HAMi's
+   * families written from their sources as the reader asks for them (gauge-exposition.ts: nothing
+   * of them outlives the scrape, and no more than a piece is held at a time).
    */
-  async text(): Promise<string> {
+  async *exposition(): AsyncGenerator<string> {
     const registered = await this.registry.metrics();
-    const out = [registered.endsWith('\n') || registered === '' ? registered : `${registered}\n`];
-    const zone = [['zone', HAMI_ZONE]] as const;
+    yield registered === '' || registered.endsWith('\n') ? registered : `${registered}\n`;
     // Each source is read once per scrape and shared by the families built from it.
-    const gpus = this.gpuSource?.() ?? [];
-    for (const family of HAMI_GPU_FAMILIES) writeGaugeFamily(out, family, zone, gpus);
-    const containers = this.containerAllocationSource?.() ?? [];
-    for (const family of HAMI_CONTAINER_FAMILIES) writeGaugeFamily(out, family, zone, containers);
-    const quotas = this.quotaSource?.() ?? [];
-    for (const family of HAMI_QUOTA_FAMILIES) writeGaugeFamily(out, family, zone, quotas);
-    return out.join('');
+    yield* inPieces(this.hamiLines(this.gpuSource?.() ?? [], this.containerAllocationSource?.() ?? [], this.quotaSource?.() ?? []));
+  }
+
+  /** The whole exposition as one string (tests, small registries). */
+  async text(): Promise<string> {
+    const pieces: string[] = [];
+    for await (const piece of this.exposition()) pieces.push(piece);
+    return pieces.join('');
+  }
+
+  private *hamiLines(gpus: readonly GpuSample[], containers: readonly ContainerAllocationSample[], quotas: readonly QuotaSample[]): Generator<string> {
+    const zone = [['zone', HAMI_ZONE]] as const;
+    for (const family of HAMI_GPU_FAMILIES) yield* gaugeFamilyLines(family, zone, gpus);
+    for (const family of HAMI_CONTAINER_FAMILIES) yield* gaugeFamilyLines(family, zone, containers);
+    for (const family of HAMI_QUOTA_FAMILIES) yield* gaugeFamilyLines(family, zone, quotas);
   }
 
   /** Where the node-lock gauges come from; without a source they are absent (this replica does not know). */

@@ -81,7 +81,7 @@ describe('listeners: timeouts, body limits, encodings and the connection cap (ra
       bodyLimitBytes: 1024 * 1024,
     });
     extender = await HttpsListener.start(extenderApp, { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem, ...SHORT });
-    metrics = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: { contentType: 'text/plain', text: () => Promise.resolve('up 1\n') }, ...SHORT });
+    metrics = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: { contentType: 'text/plain', exposition: async function* () { yield await Promise.resolve('up 1\n'); } }, ...SHORT });
   });
   afterEach(() => {
     for (const connection of open.splice(0)) connection.socket.destroy();

@@ -1,8 +1,14 @@
+import { request as httpRequest } from 'node:http';
 import { expect } from 'chai';
 import { startMetricsListener, type MetricsListener } from '../../../src/server/metrics-app.js';
 import { WardenMetrics } from '../../../src/telemetry/metrics.js';
 import { httpGet as get } from '../../support/http-get.js';
 
+/** An exposition whose first piece is `first`, then the given rest. */
+async function* pieces(first: Promise<string>, ...rest: string[]): AsyncGenerator<string> {
+  yield await first;
+  yield* rest;
+}
 
 describe('metrics listener', () => {
   let listener: MetricsListener | undefined;
@@ -18,6 +24,66 @@ describe('metrics listener', () => {
     expect(answer.body).to.include('vgpu_warden_sweep_passes_total{result="ok"} 1');
   });
 
+  it('streams a large exposition piece by piece as the scraper reads it, and stops reading pieces when the scraper goes away', async () => {
+    const piece = `${'x'.repeat(1023)}\n`.repeat(256);
+    let made = 0;
+    let finished = false;
+    let pieceCount = 64;
+    async function* large(): AsyncGenerator<string> {
+      try {
+        for (let index = 0; index < pieceCount; index++) {
+          made++;
+          yield await Promise.resolve(piece);
+        }
+      } finally {
+        finished = true;
+      }
+    }
+    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: { contentType: 'text/plain', exposition: large } });
+    const whole = await get(listener.port, '/metrics');
+    expect(whole.status).to.equal(200);
+    expect(whole.body.length).to.equal(64 * piece.length);
+    expect([made, finished]).to.deep.equal([64, true]);
+
+    // 32 MiB more than loopback's socket buffers hold: a scraper that stops reading holds it back.
+    made = 0;
+    finished = false;
+    pieceCount = 128;
+    const port = listener.port;
+    const madeWhilePaused = await new Promise<number>((resolve, reject) => {
+      const request = httpRequest({ host: '127.0.0.1', port, path: '/metrics' }, (response) => {
+        response.pause();
+        setTimeout(() => {
+          const count = made;
+          request.destroy();
+          resolve(count);
+        }, 300);
+      });
+      request.on('error', () => undefined);
+      request.end();
+      setTimeout(() => { reject(new Error('no answer')); }, 5_000).unref();
+    });
+    expect(madeWhilePaused, 'pieces made while the scraper did not read').to.be.below(64);
+    const deadline = Date.now() + 5_000;
+    const closed = () => finished;
+    while (!closed() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(closed(), 'the exposition was closed once the scraper went away').to.equal(true);
+    expect(made).to.be.below(128);
+  });
+
+  it('cuts the answer and reports when a later piece fails', async () => {
+    const errors: string[] = [];
+    async function* failing(): AsyncGenerator<string> {
+      yield 'first\n';
+      await Promise.resolve();
+      throw new Error('source broke');
+    }
+    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, onError: (message) => errors.push(message), metrics: { contentType: 'text/plain', exposition: failing } });
+    const cut = await get(listener.port, '/metrics').then(() => 'answered', () => 'cut');
+    expect(cut).to.equal('cut');
+    expect(errors).to.deep.equal(['source broke']);
+  });
+
   it('answers /healthz, and 404 for other paths and methods', async () => {
     listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
     expect(await get(listener.port, '/healthz')).to.deep.include({ status: 200, body: 'ok' });
@@ -29,7 +95,7 @@ describe('metrics listener', () => {
     const errors: string[] = [];
     listener = await startMetricsListener({
       host: '127.0.0.1', port: 0, onError: (message) => errors.push(message),
-      metrics: { contentType: 'text/plain', text: () => Promise.reject(new Error('registry broke')) },
+      metrics: { contentType: 'text/plain', exposition: () => pieces(Promise.reject(new Error('registry broke'))) },
     });
     const answer = await get(listener.port, '/metrics');
     expect(answer.status).to.equal(500);
@@ -51,7 +117,7 @@ describe('metrics listener', () => {
   });
 
   it('close lets a scrape in progress finish, but cuts it once its bound has passed', async () => {
-    const slow = { contentType: 'text/plain', text: () => new Promise<string>((resolve) => { setTimeout(() => { resolve('late'); }, 5_000); }) };
+    const slow = { contentType: 'text/plain', exposition: () => pieces(new Promise<string>((resolve) => { setTimeout(() => { resolve('late'); }, 5_000); })) };
     listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: slow });
     const scrape = get(listener.port, '/metrics').then(() => 'answered', () => 'cut');
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -62,7 +128,7 @@ describe('metrics listener', () => {
   });
 
   it('close waits for a scrape in progress to be answered, then closes its kept-alive connection at once', async () => {
-    const slow = { contentType: 'text/plain', text: () => new Promise<string>((resolve) => { setTimeout(() => { resolve('late'); }, 200); }) };
+    const slow = { contentType: 'text/plain', exposition: () => pieces(new Promise<string>((resolve) => { setTimeout(() => { resolve('late'); }, 200); })) };
     listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: slow });
     const scrape = get(listener.port, '/metrics').then((answer) => answer.body, () => 'cut');
     await new Promise((resolve) => setTimeout(resolve, 20));

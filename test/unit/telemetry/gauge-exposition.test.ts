@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Gauge, Registry } from 'prom-client';
-import { escapeLabelValue, formatSampleValue, writeGaugeFamily } from '../../../src/telemetry/gauge-exposition.js';
+import { escapeLabelValue, formatSampleValue, gaugeFamilyLines, inPieces } from '../../../src/telemetry/gauge-exposition.js';
 import type { HamiFamily } from '../../../src/telemetry/hami-pod-metrics.js';
 import { WardenMetrics } from '../../../src/telemetry/metrics.js';
 
@@ -13,8 +13,7 @@ const family: HamiFamily<Item> = {
 describe('gauge exposition (HAMi families written at scrape time)', () => {
   it('writes HELP, TYPE and one line per kept item, constant labels first, as prom-client writes the same gauge', async () => {
     const items = [{ id: 'GPU-a', value: 3 }, { id: 'skip', value: 1 }, { id: 'we"ird\\id\nx', value: 0.5 }];
-    const out: string[] = [];
-    writeGaugeFamily(out, family, [['zone', 'vGPU']], items);
+    const out = [...gaugeFamilyLines(family, [['zone', 'vGPU']], items)];
     const registry = new Registry();
     const gauge = new Gauge({ name: family.name, help: family.help, labelNames: ['zone', 'deviceuuid'], registers: [registry] });
     for (const item of items.filter((each) => each.id !== 'skip')) gauge.set({ zone: 'vGPU', deviceuuid: item.id }, item.value);
@@ -22,11 +21,22 @@ describe('gauge exposition (HAMi families written at scrape time)', () => {
   });
 
   it('writes a family without samples as its HELP and TYPE lines, and special values as Prometheus spells them', () => {
-    const out: string[] = [];
-    writeGaugeFamily(out, family, [], []);
+    const out = [...gaugeFamilyLines(family, [], [])];
     expect(out.join('')).to.equal('# HELP GPUDeviceThing A thing\\nper GPU \\\\ in MiB\n# TYPE GPUDeviceThing gauge\n');
     expect([NaN, Infinity, -Infinity, 0, 1.5, 1e21].map(formatSampleValue)).to.deep.equal(['NaN', '+Inf', '-Inf', '0', '1.5', '1e+21']);
     expect(escapeLabelValue('a"b\\c\nd')).to.equal('a\\"b\\\\c\\nd');
+  });
+
+  it('inPieces joins lines into pieces of about the given size, and reads lines only as pieces are asked for', () => {
+    let read = 0;
+    function* lines() { for (let index = 0; index < 10; index++) { read++; yield `line-${index}\n`; } }
+    const pieces = inPieces(lines(), 14);
+    expect(pieces.next().value).to.equal('line-0\nline-1\n');
+    expect(read, 'lazily').to.equal(2);
+    const rest = [...pieces];
+    expect(rest).to.have.length(4);
+    expect(rest.join('')).to.equal(Array.from({ length: 8 }, (_, index) => `line-${index + 2}\n`).join(''));
+    expect([...inPieces([])]).to.deep.equal([]);
   });
 
   it('WardenMetrics keeps nothing of the HAMi families between scrapes: a GPU gone from the source is gone from the next scrape', async () => {
