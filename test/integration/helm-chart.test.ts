@@ -107,7 +107,7 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
         'image.repository': 'registry.example/gpu/vgpu-warden', 'image.tag': '0.2.0', 'image.pullPolicy': 'Always',
         schedulerName: 'gpu-scheduler', 'kubeScheduler.image.tag': 'v1.31.9', 'kubeScheduler.replicas': '3', replicas: '4',
         'locks.bindGrace': '90s', 'locks.expire': '10m', 'locks.forceAfter': '30m', 'sweeper.schedule': '*/10 * * * * *', 'sweeper.enabled': 'false',
-        'resources.limits.memory': '1Gi', 'priorityClass.create': 'false', 'priorityClass.name': 'system-cluster-critical',
+        'resources.limits.memory': '1Gi', heapLimitMiB: '512', 'priorityClass.create': 'false', 'priorityClass.name': 'system-cluster-critical',
         'admissionPolicies.mode': 'warn',
         'admissionPolicies.devicePluginServiceAccounts[0].namespace': 'hami-system', 'admissionPolicies.devicePluginServiceAccounts[0].name': 'gpu-hami-device-plugin',
       },
@@ -119,7 +119,7 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
     expect(container?.resources?.limits).to.deep.equal({ cpu: '1', memory: '1Gi' });
     expect(envOf(warden)).to.deep.include({
       SCHEDULER_NAME: 'gpu-scheduler', BIND_GRACE: '90s', NODELOCK_EXPIRE: '10m', NODELOCK_FORCE_AFTER: '30m',
-      SWEEP_SCHEDULE: '*/10 * * * * *', SWEEP_ENABLED: 'false',
+      SWEEP_SCHEDULE: '*/10 * * * * *', SWEEP_ENABLED: 'false', NODE_OPTIONS: '--max-old-space-size=512',
     });
     const scheduler = (find(chart, 'Deployment', 'vgpu-warden-scheduler') as unknown as V1Deployment);
     expect(scheduler.spec?.template.spec?.containers[0]?.image).to.equal('registry.k8s.io/kube-scheduler:v1.31.9');
@@ -136,8 +136,9 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
     const bindings = chart.filter((object) => object.kind === 'ValidatingAdmissionPolicyBinding') as unknown as V1ValidatingAdmissionPolicyBinding[];
     expect(bindings.map((binding) => binding.spec.validationActions)).to.deep.equal(Array.from({ length: 4 }, () => ['Warn', 'Audit']));
 
-    const unguarded = await renderChart({ namespace: BASE_NAMESPACE, set: { 'admissionPolicies.enabled': 'false' } });
+    const unguarded = await renderChart({ namespace: BASE_NAMESPACE, set: { 'admissionPolicies.enabled': 'false', heapLimitMiB: '0' } });
     expect(unguarded.filter((object) => String(object.kind).startsWith('ValidatingAdmissionPolicy'))).to.deep.equal([]);
+    expect(envOf(find(unguarded, 'Deployment', 'vgpu-warden')), 'heapLimitMiB 0 leaves V8 its own limit').not.to.have.property('NODE_OPTIONS');
   });
 
   it('derives the device plugin identity from the HAMi release in migration mode (HAMi names it <fullname>-device-plugin)', async () => {
