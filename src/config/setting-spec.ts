@@ -20,6 +20,7 @@ export interface Config {
   extenderClientSecretName: string;
   metricsHost: string;
   metricsPort: number;
+  legacyMetrics: boolean;
   certDir: string;
   bindGraceMs: number;
   nodeLockExpireMs: number;

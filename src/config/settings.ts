@@ -57,6 +57,11 @@ export const SETTINGS = [
     description: 'port of the Prometheus /metrics listener', allowed: 'expected a port number from 1 to 65535', parse: port,
   }),
   setting({
+    key: 'legacyMetrics', env: 'LEGACY_METRICS', flag: 'legacy-metrics', defaultValue: 'true',
+    description: 'also export HAMi\'s legacy metric names (GPUDeviceMemoryLimit, vGPUMemoryAllocated, QuotaUsed and the rest; HAMi: --legacy-metrics); false halves a scrape of the per-GPU and per-container families',
+    allowed: 'expected true or false', parse: boolean,
+  }),
+  setting({
     key: 'certDir', env: 'CERT_DIR', flag: 'cert-dir', defaultValue: 'webhook-certs',
     description: 'directory holding the CA and serving certificate', allowed: 'expected a directory path', parse: nonEmpty,
   }),
@@ -221,7 +226,7 @@ export const SETTING_GROUPS = {
     'extenderHost', 'extenderPort', 'extenderClientAuth', 'extenderClientSecretName', 'schedulerName',
     'nodeSchedulerPolicy', 'gpuSchedulerPolicy', 'bindLockWaitMs', 'bindTimeoutMs', 'stateStaleAfterMs',
   ],
-  metrics: ['metricsHost', 'metricsPort'],
+  metrics: ['metricsHost', 'metricsPort', 'legacyMetrics'],
   sweeper: ['sweepEnabled', 'sweepSchedule', 'leaderElection', 'leaseName', 'podName', 'podWatchEnabled', 'namespace'],
 } as const satisfies Record<string, readonly SettingKey[]>;
 

@@ -145,7 +145,7 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   // Resolves once synced or stopped; until synced, readiness says why not (cache.problems()).
   void cache.start().catch((error: unknown) => { log.error({ component: 'cache' }, `cluster cache failed to start: ${failureText(error)}`); });
   lifecycle.defer('cluster cache', () => cache.stop());
-  const metrics = new WardenMetrics({ onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
+  const metrics = new WardenMetrics({ legacyNames: config.legacyMetrics, onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
   const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); }, { failures: conditions.reporter('events') });
   // Deferred steps run last-first: pending aggregated Events are written after the listeners and the sweeper stop.
   lifecycle.defer('events', () => events.close());

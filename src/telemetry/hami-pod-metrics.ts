@@ -18,6 +18,8 @@ export interface HamiFamily<S> {
   labels: readonly string[];
   /** Label values in `labels` order, then the value; undefined leaves the sample out. */
   sample: (sample: S) => { values: string[]; value: number } | undefined;
+  /** One of HAMi's legacy names (its --legacy-metrics; LEGACY_METRICS here). */
+  legacy?: true;
 }
 
 export const MIB = 1024 * 1024;
@@ -102,9 +104,9 @@ export const HAMI_CONTAINER_FAMILIES: readonly HamiFamily<ContainerAllocationSam
   { name: 'hami_vgpu_core_allocated_ratio', help: 'vGPU core allocated from a container', labels: ['namespace', 'node', 'pod', 'container_index', 'device_uuid'],
     sample: (share) => ({ values: containerLabels(share), value: coreRatio(share.gpuCores, share.cores).allocated }) },
   // Legacy names: raw core units rather than a ratio, as HAMi's legacy collector reports them.
-  { name: 'vGPUMemoryAllocated', help: 'vGPU memory allocated from a container', labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
+  { name: 'vGPUMemoryAllocated', legacy: true, help: 'vGPU memory allocated from a container', labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
     sample: (share) => ({ values: containerLabels(share), value: share.memoryMiB * MIB }) },
-  { name: 'vGPUCoreAllocated', help: 'vGPU core allocated from a container', labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
+  { name: 'vGPUCoreAllocated', legacy: true, help: 'vGPU core allocated from a container', labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
     sample: (share) => ({ values: containerLabels(share), value: share.cores }) },
 ];
 
@@ -119,6 +121,6 @@ export const HAMI_QUOTA_FAMILIES: readonly HamiFamily<QuotaSample>[] = [
     sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }) },
   { name: 'hami_resource_quota_limit', help: 'resourcequota limit for a certain device', labels: ['namespace', 'quota_name'],
     sample: (quota) => ({ values: [quota.namespace, quota.resource], value: quota.limit }) },
-  { name: 'QuotaUsed', help: 'resourcequota usage for a certain device', labels: ['quotanamespace', 'quotaName', 'limit'],
+  { name: 'QuotaUsed', legacy: true, help: 'resourcequota usage for a certain device', labels: ['quotanamespace', 'quotaName', 'limit'],
     sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }) },
 ];

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, type ContainerAllocationSample, type ContainerAllocationSource, type QuotaSample, type QuotaSource } from './hami-pod-metrics.js';
+import { HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, type ContainerAllocationSample, type ContainerAllocationSource, type HamiFamily, type QuotaSample, type QuotaSource } from './hami-pod-metrics.js';
 import { gaugeFamilyLines, inPieces } from './gauge-exposition.js';
 import { HAMI_GPU_FAMILIES, type GpuSample, type GpuSource } from './gpu-samples.js';
 
@@ -48,6 +48,8 @@ export interface WardenMetricsOptions {
   processMetrics?: boolean;
   /** Told when the lock source fails; that scrape then leaves the lock gauges out. */
   onLockSourceError?: (error: unknown) => void;
+  /** LEGACY_METRICS: also write HAMi's legacy family names (default true). */
+  legacyNames?: boolean;
 }
 
 const PREFIX = 'vgpu_warden_';
@@ -71,6 +73,7 @@ export class WardenMetrics {
   readonly registry = new Registry();
 
   private readonly onLockSourceError: (error: unknown) => void;
+  private readonly legacyNames: boolean;
   private lockSource: LockSource | undefined;
   private unreadableAllocationSource: UnreadableAllocationSource | undefined;
   private gpuSource: GpuSource | undefined;
@@ -91,6 +94,7 @@ export class WardenMetrics {
 
   constructor(options: WardenMetricsOptions = {}) {
     this.onLockSourceError = options.onLockSourceError ?? (() => undefined);
+    this.legacyNames = options.legacyNames ?? true;
     const registers = [this.registry];
     // prom-client calls collect() on every scrape; arrow functions keep `this` the WardenMetrics.
     const held: Gauge<'state'> = new Gauge({
@@ -234,9 +238,10 @@ export class WardenMetrics {
 
   private *hamiLines(gpus: readonly GpuSample[], containers: readonly ContainerAllocationSample[], quotas: readonly QuotaSample[]): Generator<string> {
     const zone = [['zone', HAMI_ZONE]] as const;
-    for (const family of HAMI_GPU_FAMILIES) yield* gaugeFamilyLines(family, zone, gpus);
-    for (const family of HAMI_CONTAINER_FAMILIES) yield* gaugeFamilyLines(family, zone, containers);
-    for (const family of HAMI_QUOTA_FAMILIES) yield* gaugeFamilyLines(family, zone, quotas);
+    const wanted = <S>(family: HamiFamily<S>) => this.legacyNames || family.legacy !== true;
+    for (const family of HAMI_GPU_FAMILIES.filter(wanted)) yield* gaugeFamilyLines(family, zone, gpus);
+    for (const family of HAMI_CONTAINER_FAMILIES.filter(wanted)) yield* gaugeFamilyLines(family, zone, containers);
+    for (const family of HAMI_QUOTA_FAMILIES.filter(wanted)) yield* gaugeFamilyLines(family, zone, quotas);
   }
 
   /** Where the node-lock gauges come from; without a source they are absent (this replica does not know). */

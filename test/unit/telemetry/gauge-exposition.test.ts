@@ -39,6 +39,27 @@ describe('gauge exposition (HAMi families written at scrape time)', () => {
     expect([...inPieces([])]).to.deep.equal([]);
   });
 
+  it('LEGACY_METRICS=false leaves out exactly HAMi\'s legacy names, and keeps the hami_* families', async () => {
+    const gpu = { node: 'n1', uuid: 'GPU-a', index: 0, type: 'NVIDIA-A100', memoryMiB: 40_960, cores: 100, usedMemoryMiB: 1000, usedCores: 10, shared: 1 };
+    const share = { namespace: 'ml', node: 'n1', pod: 'p', containerIndex: 0, uuid: 'GPU-a', memoryMiB: 1000, cores: 10, gpuCores: 100 };
+    const quota = { namespace: 'ml', resource: 'nvidia.com/gpu', limit: 4, used: 1 };
+    const families = async (legacyNames: boolean) => {
+      const metrics = new WardenMetrics({ processMetrics: false, legacyNames });
+      metrics.setGpuSource(() => [gpu]);
+      metrics.setContainerAllocationSource(() => [share]);
+      metrics.setQuotaSource(() => [quota]);
+      return [...(await metrics.text()).matchAll(/^# TYPE (\S+) gauge$/gm)].map((match) => match[1] ?? '').filter((name) => !name.startsWith('vgpu_warden_'));
+    };
+    const all = await families(true);
+    const current = await families(false);
+    expect(all.filter((name) => !current.includes(name)).sort()).to.deep.equal([
+      'GPUDeviceCoreAllocated', 'GPUDeviceCoreLimit', 'GPUDeviceMemoryAllocated', 'GPUDeviceMemoryLimit', 'GPUDeviceSharedNum',
+      'QuotaUsed', 'nodeGPUMemoryPercentage', 'nodeGPUOverview', 'vGPUCoreAllocated', 'vGPUMemoryAllocated',
+    ]);
+    expect(current.every((name) => name.startsWith('hami_')), current.join(', ')).to.equal(true);
+    expect(current).to.have.length(11);
+  });
+
   it('WardenMetrics keeps nothing of the HAMi families between scrapes: a GPU gone from the source is gone from the next scrape', async () => {
     const metrics = new WardenMetrics({ processMetrics: false });
     let gpus = [{ node: 'n1', uuid: 'GPU-a', index: 0, type: 'NVIDIA-A100', memoryMiB: 40_960, cores: 100, usedMemoryMiB: 1000, usedCores: 10, shared: 1 }];
