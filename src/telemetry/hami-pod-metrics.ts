@@ -1,7 +1,7 @@
 /**
  * HAMi's per-container and resource-quota scheduler metric families (cmd/scheduler/metrics.go):
  * the samples they are built from and the family definitions, with HAMi's names, label names and
- * values. Pure; WardenMetrics registers them and reads the sources at scrape time.
+ * values. Pure; WardenMetrics writes them from its sources at every scrape (gauge-exposition.ts).
  */
 import { decodeAllocation } from '../devices/allocation-codec.js';
 import type { QuotaUse } from '../devices/gpu-quota.js';
