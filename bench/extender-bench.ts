@@ -125,7 +125,7 @@ try {
   // ---- 2. throughput through the real kube-scheduler at 100 nodes ----
   const small = Array.from({ length: 100 }, (_, index) => `t-node-${String(index).padStart(3, '0')}`);
   await inBatches(small, 32, (name) => core.createNode({ body: simulatedGpuNode({ name, gpus: 4, labels: { bench: 'throughput' } }) }));
-  const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+  const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
   await simulatorCache.start();
   const simulator = new DevicePluginSimulator({
     core, cache: simulatorCache, allocationDelayMs: 0,

@@ -49,7 +49,7 @@ try {
   const caPem = server.keeper.current()?.caBundlePem;
   const scheduler = await plane.startScheduler(kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extenderPort}`, ...(caPem ? { caPem } : {}) }));
 
-  const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+  const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
   await simulatorCache.start();
   const locks = new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: 60_000, expireMs: 300_000 } });
 

@@ -37,7 +37,7 @@ try {
   await inBatches(nodes, 32, (name) => core.createNode({ body: simulatedGpuNode({ name, gpus: 8 }) }));
   const lockAll = (owner: string) => inBatches(nodes, 32, (name) => core.patchNode(
     { name, body: { metadata: { annotations: { [NODE_LOCK_ANNOTATION]: formatLockValue(new Date(), { namespace: 'bench', name: owner }) } } } }, mergePatch));
-  const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+  const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
   await cache.start();
   // Every API call the lock service makes, counted.
   const api = new KubeNodeLockApi(core);

@@ -21,7 +21,7 @@ const kubeConfig = loadKubeConfig(process.env.KUBECONFIG_PATH);
 const core = kubeConfig.makeApiClient(CoreV1Api);
 const ca = createCertificateAuthority({ commonName: 'bench-ca', validityDays: 1 });
 const leaf = issueCertificate(ca, { commonName: 'bench', subjectAltNames: ['127.0.0.1'], usage: 'server', validityDays: 1 });
-const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
 await cache.start();
 const webhook = async (withStore: boolean) => {
   const locks = new NodeLocks({ api: new KubeNodeLockApi(core), ...(withStore ? { view: cache.lockView } : {}), config: { bindGraceMs: 60_000, expireMs: 300_000 } });

@@ -1,9 +1,9 @@
-import { type CoreV1Api, type KubeConfig, type V1Node, type V1Pod, type V1ResourceQuota, Watch } from '@kubernetes/client-node';
+import { type KubeConfig, type V1Node, type V1Pod, type V1ResourceQuota, Watch } from '@kubernetes/client-node';
 import { ResourceExpiredError, type ListWatchSource, type WatchHandlers } from './reflector.js';
 import { WardenError } from '../base/errors.js';
-import { withSignal } from '../kube/call-options.js';
 import type { ClusterCacheDeps } from './cluster-cache.js';
-import { pageQuery, readPages, type PageReader } from './paged-list.js';
+import { readPages, type PageReader } from './paged-list.js';
+import { readRawListPage } from '../kube/raw-list.js';
 import { slimNode, slimPod } from './slim-objects.js';
 
 /** A watch ended with an ERROR event or an HTTP error other than 410, or never connected. */
@@ -166,11 +166,15 @@ export function kubeListWatchSource<T>(
   };
 }
 
-/** The real list-watch sources for nodes, pods and ResourceQuotas, slimmed as they arrive. */
-export function kubeSources(kubeConfig: KubeConfig, core: CoreV1Api): ClusterCacheDeps['sources'] {
+/**
+ * The real list-watch sources for nodes, pods and ResourceQuotas, slimmed as they arrive. Their
+ * LISTs are read as plain JSON (kube/raw-list.ts), the form the watch delivers too.
+ */
+export function kubeSources(kubeConfig: KubeConfig): ClusterCacheDeps['sources'] {
+  const rawReader = <T>(path: string): PageReader<T> => (page, signal) => readRawListPage<T>(kubeConfig, path, page, signal);
   return {
-    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', (page, signal) => core.listNode(pageQuery(page), withSignal(signal)), { transform: slimNode }),
-    pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', (page, signal) => core.listPodForAllNamespaces(pageQuery(page), withSignal(signal)), { transform: slimPod }),
-    quotas: kubeListWatchSource<V1ResourceQuota>(kubeConfig, '/api/v1/resourcequotas', (page, signal) => core.listResourceQuotaForAllNamespaces(pageQuery(page), withSignal(signal))),
+    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', rawReader('/api/v1/nodes'), { transform: slimNode }),
+    pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', rawReader('/api/v1/pods'), { transform: slimPod }),
+    quotas: kubeListWatchSource<V1ResourceQuota>(kubeConfig, '/api/v1/resourcequotas', rawReader('/api/v1/resourcequotas')),
   };
 }

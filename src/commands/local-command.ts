@@ -204,7 +204,7 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       } else {
         for (const name of nodeNames) await core.createNode({ body: simulatedGpuNode({ name, gpus: gpusPerNode, gpuMemoryMiB }) });
       }
-      const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+      const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
       // Subscribed before the first LIST, so the pods already there count too.
       const pending = new PendingPods();
       simulatorCache.onPodChange((pod, change) => { pending.apply(pod, change); });

@@ -132,12 +132,10 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   });
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
-  // Filled in once listening; the keeper may hand out material before (the first ensure) and after.
-  const listening: ServingListeners = {};
-  const { keeper, clientCerts, material } = await startCertificates({ config, log, lifecycle, core, admissionApi, conditions, listening });
-
+  // The store's first LIST starts before the certificates: at 5000 nodes it waits seconds on the
+  // apiserver, and the key generation and certificate API calls fit in that wait.
   const cache = new ClusterCache({
-    sources: kubeSources(kubeConfig, core), staleAfterMs: config.stateStaleAfterMs, conditions,
+    sources: kubeSources(kubeConfig), staleAfterMs: config.stateStaleAfterMs, conditions,
     // GPU memory quota limits are in the units requests are counted in (HAMi's memoryFactor).
     quotaMemoryFactor: DEFAULT_REQUEST_DEFAULTS.memoryFactor,
     log: (level, message) => { log[level]({ component: 'cache' }, message); },
@@ -145,6 +143,11 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   // Resolves once synced or stopped; until synced, readiness says why not (cache.problems()).
   void cache.start().catch((error: unknown) => { log.error({ component: 'cache' }, `cluster cache failed to start: ${failureText(error)}`); });
   lifecycle.defer('cluster cache', () => cache.stop());
+
+  // Filled in once listening; the keeper may hand out material before (the first ensure) and after.
+  const listening: ServingListeners = {};
+  const { keeper, clientCerts, material } = await startCertificates({ config, log, lifecycle, core, admissionApi, conditions, listening });
+
   const metrics = new WardenMetrics({ legacyNames: config.legacyMetrics, onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
   const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); }, { failures: conditions.reporter('events') });
   // Deferred steps run last-first: pending aggregated Events are written after the listeners and the sweeper stop.

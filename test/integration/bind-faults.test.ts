@@ -97,7 +97,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const kubeConfig = proxy.kubeConfig();
     const core = kubeConfig.makeApiClient(CoreV1Api);
     const logs: string[] = [];
-    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core), log: (level, message) => { logs.push(`[cache ${level}] ${message}`); } });
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig), log: (level, message) => { logs.push(`[cache ${level}] ${message}`); } });
     cleanups.push(() => cache.stop());
     const started = cache.start();
     expect(await cache.waitForSync(20_000), 'cache synced through the proxy').to.equal(true);
@@ -489,8 +489,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
       times: 2,
     });
     const kubeConfig = proxy.kubeConfig();
-    const core = kubeConfig.makeApiClient(CoreV1Api);
-    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
     cleanups.push(() => cache.stop());
 
     const started = cache.start();

@@ -83,7 +83,7 @@ describe('Event aggregation on a real apiserver', function () {
   it('the extender filtering one pod that fits nowhere 10 times in a second writes one FilteringFailed Event with count 10', async () => {
     const { core, kubeConfig, namespace } = testCluster();
     const uid = await createPod(core, namespace, 'fits-nowhere');
-    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
     await cache.start();
     try {
       const events = new EventRecorder(core, 'vgpu-warden', undefined, { intervalMs: INTERVAL_MS });

@@ -88,7 +88,7 @@ describe('vgpu-warden explain on a real apiserver', function () {
   /** The store, locks and binder wired as serve/start-server.ts wires them (the real bind). */
   async function extender(core: CoreV1Api): Promise<{ cache: ClusterCache; binder: Binder; service: ExtenderService }> {
     const kubeConfig = testCluster().kubeConfig;
-    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
     cleanups.push(() => cache.stop());
     await cache.start();
     const events = new EventRecorder(core, 'vgpu-warden');

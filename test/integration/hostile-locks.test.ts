@@ -56,7 +56,7 @@ describe('hostile node-lock values on a real apiserver', function () {
       lowerCaseT: lowerCaseT(waiting),
     });
     const byNode: Record<string, string> = Object.fromEntries(Object.entries(nodes).map(([label, node]) => [node, label]));
-    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
     await cache.start();
     try {
       const ours = Object.values(nodes);

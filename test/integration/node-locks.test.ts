@@ -250,7 +250,7 @@ describe('NodeLocks on a real apiserver', () => {
     it('frees at once a lock written before its owner incarnation was created (seen on the watch), but keeps one written after', async () => {
       const { core, namespace, kubeConfig } = testCluster();
       const node = await createGpuNode(core);
-      const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+      const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
       try {
         await cache.start();
         const value = lockValue({ namespace, name: 'sts-0' });

@@ -49,7 +49,7 @@ class StoreWebhookFixture extends WebhookFixture {
   override async start(): Promise<void> {
     const kubeConfig = loadKubeConfig(this.controlPlane.kubeconfigPath);
     const core = kubeConfig.makeApiClient(CoreV1Api);
-    const cache = new ClusterCache({ sources: kubeSources(kubeConfig, core) });
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
     this.cache = cache;
     await cache.start();
     const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
