@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { AdmissionregistrationV1Api, AppsV1Api, loadYaml, type V1ValidatingAdmissionPolicy } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { httpStatusOf } from '../../src/kube/errors.js';
+import { untilPoliciesLifted } from '../support/admission-policies.js';
 import { CHART_DIR, helm, helmBinary, helmOk } from '../support/helm.js';
 import { testCluster, uniqueName } from '../support/test-cluster.js';
 
@@ -108,6 +109,8 @@ describe('migrating from HAMi: HAMi scaled to 0 through its chart values, vgpu-w
       if (wardenInstalled) await helm(['uninstall', 'vgpu-warden', '--namespace', wardenNamespace, '--wait'], kubeconfig);
       await helm(['uninstall', hami, '--namespace', hamiNamespace, '--wait'], kubeconfig);
       await core.deleteNamespace({ name: wardenNamespace }).catch(() => undefined);
+      // The chart's bindings are cluster-wide and in deny mode by now: the next file must not meet them.
+      await untilPoliciesLifted(core, hamiNamespace);
     }
   });
 });
