@@ -5,7 +5,7 @@
 // Baseline in the same run: a non-GPU pod's filter + prioritize (the pass-through path).
 // The quota case: pods of a namespace with a GPU ResourceQuota (never reached), whose use changes
 // with every sample (the churn pod counts against it), so the budget-keyed verdicts never repeat.
-//   npm run bench:filter
+//   npm run bench:filter -- [NODESxPODS]   (default 1000x5000; bench:scale's large size is 5000x40000)
 import type { V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { ClusterCache } from '../src/cluster/cluster-cache.js';
 import type { ListWatchSource } from '../src/cluster/reflector.js';
@@ -16,9 +16,11 @@ import { ExtenderService } from '../src/extender/extender-service.js';
 import { simulatedGpuNode } from '../src/local/simulated-gpu-node.js';
 import type { EventRecorder } from '../src/telemetry/events.js';
 
-const NODES = 1000;
+const size = /^(\d+)x(\d+)$/.exec(process.argv[2] ?? '1000x5000');
+if (size === null) throw new Error(`bench:filter takes one size, NODESxPODS (1000x5000, say), not ${process.argv[2] ?? ''}`);
+const NODES = Number(size[1]);
 const GPUS = 8;
-const BOUND_PODS = 5000;
+const BOUND_PODS = Number(size[2]);
 const SAMPLES = 2000;
 
 function staticSource<T>(items: T[]): ListWatchSource<T> {
@@ -28,7 +30,7 @@ function staticSource<T>(items: T[]): ListWatchSource<T> {
   };
 }
 
-const nodeNames = Array.from({ length: NODES }, (_, index) => `node-${String(index).padStart(4, '0')}`);
+const nodeNames = Array.from({ length: NODES }, (_, index) => `node-${String(index).padStart(5, '0')}`);
 const nodes: V1Node[] = nodeNames.map((name) => simulatedGpuNode({ name, gpus: GPUS }));
 const pods: V1Pod[] = Array.from({ length: BOUND_PODS }, (_, index) => {
   const node = nodeNames[index % NODES] ?? '';

@@ -80,6 +80,10 @@ export class ClusterCache {
   private readonly clock: () => number;
   private globalGeneration = 0;
 
+  // Bound once: nodeGeneration runs for every name of every filter call.
+  private readonly storedNode = (name: string): V1Node | undefined => this.nodes.get(name);
+  private readonly bumpNode = (name: string): void => { this.bump(name); };
+
   constructor(private readonly deps: ClusterCacheDeps) {
     this.clock = deps.clock ?? Date.now;
     this.nodeStates = new NodeStates(this.clock);
@@ -202,8 +206,7 @@ export class ClusterCache {
   /** This node's generation: filter and prioritize results for a node are valid while it holds. */
   nodeGeneration(nodeName: string): number | undefined {
     // A verdict that expires with time (a handshake grace ending) changes the node without an event.
-    if (this.nodeStates.refreshIfExpired(nodeName, this.nodes.get(nodeName))) this.bump(nodeName);
-    return this.nodeStates.generation(nodeName);
+    return this.nodeStates.currentGeneration(nodeName, this.storedNode, this.bumpNode);
   }
 
   /**
@@ -213,7 +216,7 @@ export class ClusterCache {
    * filter verdicts follow it, and the node comes back as soon as its plugin reports again.
    */
   gpuLiveness(nodeName: string): GpuLiveness {
-    if (this.nodeStates.refreshIfExpired(nodeName, this.nodes.get(nodeName))) this.bump(nodeName);
+    this.nodeGeneration(nodeName); // judges a lapsed verdict again first
     return this.nodeStates.liveness(nodeName) ?? { ready: false, reason: 'node unregistered', since: undefined };
   }
 
@@ -321,6 +324,11 @@ export class ClusterCache {
 
   nodeNames(): string[] {
     return this.nodeStates.names();
+  }
+
+  /** How many nodes the store has. */
+  get nodeCount(): number {
+    return this.nodes.size;
   }
 
   /**

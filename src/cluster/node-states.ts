@@ -81,15 +81,20 @@ export class NodeStates {
   }
 
   /**
-   * A verdict that lapses with time (a handshake grace ending) changes the node without an event:
-   * judged again once it has lapsed; true when the verdict changed.
+   * The node's generation now (undefined for a node it does not have): a verdict whose time ran out
+   * is judged again first, against `nodeOf(name)`, and `onRejudged` hears when that changed it (the
+   * store then moves the generation). One map lookup for a node whose verdict holds: filter asks
+   * this for every name kube-scheduler sends.
    */
-  refreshIfExpired(name: string, node: V1Node | undefined): boolean {
+  currentGeneration(name: string, nodeOf: (name: string) => V1Node | undefined, onRejudged: (name: string) => void): number | undefined {
     const state = this.states.get(name);
-    if (state === undefined || node === undefined) return false;
+    if (state === undefined) return undefined;
     const validUntil = state.liveness.verdict.ready ? state.liveness.verdict.validUntil : undefined;
-    if (validUntil === undefined || this.clock() < validUntil) return false;
-    return this.rejudge(state, node);
+    if (validUntil !== undefined && this.clock() >= validUntil) {
+      const node = nodeOf(name);
+      if (node !== undefined && this.rejudge(state, node)) onRejudged(name);
+    }
+    return state.generation;
   }
 
   private rejudge(state: NodeState, node: V1Node): boolean {

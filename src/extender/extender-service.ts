@@ -10,7 +10,7 @@ import type { Binder } from './binder.js';
 import { evaluateNode, FailureSummary, NODE_UNREGISTERED, scoreNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
 import type { RefusalRequeue, RefusedPod } from './refusal-requeue.js';
 import { filterResult, type BindingArgs, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type HostPriority } from './protocol.js';
-import { NodeShapeCache } from './node-shape-cache.js';
+import { NodeShapeCache, type ShapeValues } from './node-shape-cache.js';
 import { packingTargets } from './packing-plan.js';
 import type { PendingBursts } from './pending-bursts.js';
 import { burstKeyOf, shapeOf } from './pod-shape.js';
@@ -50,6 +50,8 @@ export const UNSEEN_NODE_WAIT_MS = 1_000;
 interface Placement {
   passed: string[];
   failed: Map<string, string>;
+  /** The generation each failed node was judged at (the refusal requeue watches it move). */
+  failedAt: Map<string, number | undefined>;
   summary: FailureSummary;
   remembered: RememberedFilter;
   /** Names the store has no node for at all (not merely no GPU inventory). */
@@ -70,9 +72,15 @@ type NodeVerdict = { fits: true; score: number; utilization: number } | { fits: 
 /** One verdict shared by every node name the store does not know (a filter may name 100,000). */
 const UNREGISTERED: NodeVerdict = Object.freeze({ fits: false, reason: NODE_UNREGISTERED });
 
-/** Filter's verdicts for one pod, each valid while its node's generation and the pod's quota budget hold. */
+/**
+ * Filter's verdicts for one pod, each valid while its node's generation and the pod's quota budget
+ * hold: parallel arrays in the order of filter's names (no object or map entry per name), read back
+ * by prioritize, whose names are filter's passed ones in the same order (rememberedVerdicts).
+ */
 interface RememberedFilter {
-  verdicts: Map<string, { generation: number | undefined; verdict: NodeVerdict }>;
+  names: string[];
+  generations: (number | undefined)[];
+  verdicts: NodeVerdict[];
   quota: string;
 }
 
@@ -88,7 +96,12 @@ const REMEMBERED_PODS = 4;
  */
 const RECENT_SHAPES = 256;
 /** Pod shapes whose evaluation is kept per node (replicas of one workload share a shape). */
-const SHAPES_PER_NODE = 8;
+const CACHED_SHAPES = 8;
+/**
+ * A shape's per-node values are dropped once they name this many more nodes than the store has:
+ * names of deleted nodes (an autoscaled cluster) would otherwise pile up for as long as the shape lives.
+ */
+const STALE_NODE_SLACK = 1024;
 
 /**
  * Pods like this one counted at most when a packing plan is sized: past it the plan opens no more
@@ -120,10 +133,10 @@ type LockState = 'free' | 'busy' | 'stalled';
 export class ExtenderService {
   private readonly remembered = new Map<string, RememberedFilter>();
   /** The evaluations of recent pod shapes per node, at the node's generation. */
-  private readonly byShape = new NodeShapeCache<NodeVerdict>(SHAPES_PER_NODE);
+  private readonly byShape = new NodeShapeCache<NodeVerdict>(CACHED_SHAPES);
   private readonly recentShapes = new Set<string>();
   /** How many pods of recent shapes fit on each node, at the node's generation (binpack's plan). */
-  private readonly rooms = new NodeShapeCache<number>(SHAPES_PER_NODE);
+  private readonly rooms = new NodeShapeCache<number>(CACHED_SHAPES);
 
   constructor(private readonly deps: ExtenderServiceDeps) {}
 
@@ -178,7 +191,7 @@ export class ExtenderService {
       return filterResult.error(message);
     }
     if (passed.length === 0) {
-      if (refused !== undefined) this.deps.refusals?.noteRefusal(refused, [...failed.keys()].map((node) => [node, placement.remembered.verdicts.get(node)?.generation]));
+      if (refused !== undefined) this.deps.refusals?.noteRefusal(refused, [...failed.keys()].map((node) => [node, placement.failedAt.get(node)]));
       this.recordFilteringFailed(args.pod, `no available node, ${notMet}`);
     } else {
       if (refused !== undefined) this.deps.refusals?.forget(refused.uid);
@@ -187,19 +200,29 @@ export class ExtenderService {
     return filterResult.passed(passed, failed);
   }
 
-  /** Fits the pod onto every named node, in slices: the admission webhook answers from this event loop too. */
+  /**
+   * Fits the pod onto every named node, in slices: the admission webhook answers from this event
+   * loop too. Per name: one generation lookup and, for a repeated shape, one cache lookup.
+   */
   private async place(nodeNames: readonly string[], pod: PodView, shape: string, repeated: boolean, quota: string): Promise<Placement> {
     const { cache } = this.deps;
-    const placement: Placement = { passed: [], failed: new Map(), summary: new FailureSummary(), remembered: { verdicts: new Map(), quota }, unseen: [] };
+    const remembered: RememberedFilter = { names: [], generations: [], verdicts: [], quota };
+    const placement: Placement = { passed: [], failed: new Map(), failedAt: new Map(), summary: new FailureSummary(), remembered, unseen: [] };
+    const cached = repeated ? this.shapeVerdicts(shape) : undefined;
+    const accountedOn = this.nodesAccounting(pod);
     await forEachInSlices(nodeNames, (node) => {
-      const verdict = repeated ? this.cachedVerdict(node, pod, shape) : this.verdict(node, pod);
       const generation = cache.nodeGeneration(node);
-      // A node the store does not know is refitted in no time: not worth an entry per name.
-      if (generation !== undefined) placement.remembered.verdicts.set(node, { generation, verdict });
+      const verdict = this.verdictAt(node, generation, pod, cached, accountedOn);
+      // The generation before the fit: if evaluateNode moved it (an expired assumption dropped),
+      // prioritize finds it changed and fits the node again, which is all that costs.
+      remembered.names.push(node);
+      remembered.generations.push(generation);
+      remembered.verdicts.push(verdict);
       if (verdict.fits) {
         placement.passed.push(node);
       } else if (!placement.failed.has(node)) {
         placement.failed.set(node, verdict.reason);
+        placement.failedAt.set(node, generation);
         placement.summary.add(node, verdict.reason);
         // Here, so that a name kube-scheduler repeats is counted once (an unseen node never fits).
         if (generation === undefined) placement.unseen.push(node);
@@ -256,27 +279,24 @@ export class ExtenderService {
     const identity = (args.pod as PodIdentity).metadata ?? {};
     const owner = { namespace: identity.namespace ?? '', name: identity.name ?? '' };
     const now = (this.deps.clock ?? Date.now)();
-    const lockStates = new Map<string, LockState>();
-    const lockState = (node: string): LockState => {
-      let state = lockStates.get(node);
-      if (state === undefined) {
-        const lock = cache.lockOf(node);
-        state = lock === undefined || isOwnedBy(parseLockValue(lock.raw), owner) ? 'free' : now - lock.firstSeen.getTime() > PLAN_LOCK_PATIENCE_MS ? 'stalled' : 'busy';
-        lockStates.set(node, state);
-      }
-      return state;
-    };
-    const verdicts = await mapInSlices(args.nodeNames, (node) => {
-      const known = remembered?.verdicts.get(node);
-      return known !== undefined && known.generation === cache.nodeGeneration(node) ? known.verdict : this.verdict(node, pod);
+    const nodeNames = args.nodeNames;
+    const lockStates: LockState[] = new Array<LockState>(nodeNames.length);
+    const lookup = remembered === undefined ? undefined : new RememberedLookup(remembered);
+    const verdicts = await mapInSlices(nodeNames, (node, index) => {
+      const lock = cache.lockOf(node);
+      lockStates[index] = lock === undefined || isOwnedBy(parseLockValue(lock.raw), owner) ? 'free' : now - lock.firstSeen.getTime() > PLAN_LOCK_PATIENCE_MS ? 'stalled' : 'busy';
+      const generation = cache.nodeGeneration(node);
+      const at = lookup?.indexOf(node) ?? -1;
+      const known = at >= 0 && remembered?.generations[at] === generation ? remembered?.verdicts[at] : undefined;
+      return known ?? this.verdict(node, pod);
     });
     const binpack = pod.policies.node === 'binpack';
-    const plan = binpack ? this.packingPlan(args, pod, verdicts, (node) => lockState(node) !== 'stalled') : new Set<string>();
-    return args.nodeNames.map((node, index) => {
+    const plan = binpack ? this.packingPlan(args, pod, verdicts, (index) => lockStates[index] !== 'stalled') : new Set<string>();
+    return nodeNames.map((node, index) => {
       const verdict = verdicts[index];
       if (verdict?.fits !== true) return { Host: node, Score: 0 };
-      const lockedByOther = lockState(node) !== 'free';
-      if (plan.has(node)) return { Host: node, Score: lockedByOther ? 9 : 10 };
+      const lockedByOther = lockStates[index] !== 'free';
+      if (plan.size > 0 && plan.has(node)) return { Host: node, Score: lockedByOther ? 9 : 10 };
       const byPolicy = 1 + Math.round(verdict.score * (binpack ? 0.7 : 0.9));
       if (!lockedByOther) return { Host: node, Score: byPolicy };
       // Spread: one point less where a bind would queue behind another pod's lock. A 0 there sent a
@@ -285,15 +305,20 @@ export class ExtenderService {
     });
   }
 
-  /** The nodes binpack fills now with pods like this one (packing-plan.ts). */
-  private packingPlan(args: FilterArgs, pod: PodView, verdicts: readonly NodeVerdict[], usable: (node: string) => boolean): Set<string> {
+  /** The nodes binpack fills now with pods like this one (packing-plan.ts). `usable` takes the index of a name. */
+  private packingPlan(args: FilterArgs, pod: PodView, verdicts: readonly NodeVerdict[], usable: (index: number) => boolean): Set<string> {
     const shape = shapeOf(pod);
-    const candidates = args.nodeNames.flatMap((node, index) => {
-      const verdict = verdicts[index];
-      return verdict?.fits === true && usable(node) ? [{ node, utilization: verdict.utilization }] : [];
-    });
     const usage = this.deps.cache.usage;
     const pending = this.deps.pending?.count(burstKeyOf(shape, args.pod), (uid) => usage.isAssumed(uid), PENDING_COUNT_LIMIT) ?? 1;
+    if (pending <= 0) return new Set();
+    const candidates = { nodes: [] as string[], utilizations: [] as number[] };
+    const names = args.nodeNames;
+    for (let index = 0; index < names.length; index++) {
+      const verdict = verdicts[index];
+      if (verdict?.fits !== true || !usable(index)) continue;
+      candidates.nodes.push(names[index] as string);
+      candidates.utilizations.push(verdict.utilization);
+    }
     // Room is counted against the namespace's quota as it is now: kept per budget, like filter's verdicts.
     const roomKey = shape + budgetKey(pod.quota);
     return packingTargets(candidates, pending, (node) => this.roomOn(node, pod, roomKey));
@@ -335,18 +360,33 @@ export class ExtenderService {
     return evaluation.fits ? { fits: true, ...scoreNode(this.deps.cache, evaluation, pod) } : { fits: false, reason: evaluation.reason };
   }
 
-  /** The pod's verdict on the node, from the shape cache when the node has not changed since. */
-  private cachedVerdict(node: string, pod: PodView, shape: string): NodeVerdict {
-    const { cache } = this.deps;
-    const generation = cache.nodeGeneration(node);
-    // A pod already accounted on the node (a retried placement) is fitted without its own usage.
-    if (generation === undefined || (pod.uid !== undefined && cache.usage.isOn(node, pod.uid))) return this.verdict(node, pod);
-    const known = this.byShape.get(node, generation, shape);
+  /**
+   * The pod's verdict on the node at `generation` (the store's now), from `cached` (its shape's
+   * verdicts) when the node has not changed since. `accountedOn`: the nodes the pod itself is
+   * already counted on (a retried placement), fitted afresh without its own usage.
+   */
+  private verdictAt(node: string, generation: number | undefined, pod: PodView, cached: ShapeValues<NodeVerdict> | undefined, accountedOn: readonly string[]): NodeVerdict {
+    // No generation: the store has no state for the node at all.
+    if (generation === undefined) return UNREGISTERED;
+    if (cached === undefined || (accountedOn.length > 0 && accountedOn.includes(node))) return this.verdict(node, pod);
+    const known = cached.get(node, generation);
     if (known !== undefined) return known;
     const verdict = this.verdict(node, pod);
     // evaluateNode may drop an expired assumption and so move the generation: cache only if it held.
-    if (cache.nodeGeneration(node) === generation) this.byShape.set(node, generation, shape, verdict);
+    if (this.deps.cache.nodeGeneration(node) === generation) cached.set(node, generation, verdict);
     return verdict;
+  }
+
+  /** The shape's cached verdicts, emptied first when they name far more nodes than the store has. */
+  private shapeVerdicts(shape: string): ShapeValues<NodeVerdict> {
+    const values = this.byShape.forShape(shape);
+    if (values.size > this.deps.cache.nodeCount + STALE_NODE_SLACK) values.clear();
+    return values;
+  }
+
+  /** The nodes the pod is already counted on (bound or assumed), usually none. */
+  private nodesAccounting(pod: PodView): string[] {
+    return pod.uid === undefined ? [] : this.deps.cache.usage.nodesOf(pod.uid);
   }
 
   /** Whether `shape` was seen recently (then its evaluations are worth caching); records it. */
@@ -365,6 +405,37 @@ export class ExtenderService {
       if (this.remembered.size <= REMEMBERED_PODS) break;
       this.remembered.delete(oldest);
     }
+  }
+}
+
+/**
+ * Where a node name sits in a remembered filter. prioritize is sent the names filter passed, in
+ * filter's order, so a cursor walking forward finds each further on (past the names filter
+ * refused), with no map of thousands of names built per pod: O(names) for the whole walk. The
+ * first name not found ahead (names out of that order, one repeated) switches to a map built once,
+ * so the walk never costs more than twice the names.
+ */
+export class RememberedLookup {
+  private next = 0;
+  private byName: Map<string, number> | undefined;
+
+  constructor(private readonly remembered: { readonly names: readonly string[] }) {}
+
+  /** The index of `name` in the remembered names, or -1. */
+  indexOf(name: string): number {
+    const { names } = this.remembered;
+    if (this.byName === undefined) {
+      for (let at = this.next; at < names.length; at++) {
+        if (names[at] === name) {
+          this.next = at + 1;
+          return at;
+        }
+      }
+      this.byName = new Map();
+      // The first index of each name, as a forward walk would find it.
+      for (let at = names.length - 1; at >= 0; at--) this.byName.set(names[at] as string, at);
+    }
+    return this.byName.get(name) ?? -1;
   }
 }
 

@@ -13,49 +13,61 @@
  * share of the room at the same moment (the store counts an assumed pod on its node and no longer
  * as pending), so the set grows only when the burst grows or a node fills with other pods.
  */
-export interface PlanCandidate {
-  node: string;
-  /** How full the node is with the pod placed on it (score.ts nodeUtilization), 0..1. */
-  utilization: number;
-}
-
-/** Fuller first, then name order: the order every pod of a burst agrees on. */
-function before(a: PlanCandidate, b: PlanCandidate): boolean {
-  return a.utilization > b.utilization || (a.utilization === b.utilization && a.node < b.node);
+/**
+ * The nodes a plan may use, as two parallel arrays (no object per node: prioritize builds this from
+ * thousands of names for every pod).
+ */
+export interface PlanCandidates {
+  nodes: readonly string[];
+  /** How full each node is with the pod placed on it (score.ts nodeUtilization), 0..1. */
+  utilizations: readonly number[];
 }
 
 /**
- * Picks in plan order one at a time while few are needed (a plan is usually a handful of nodes, and
- * a linear pass each beats sorting thousands of names for every pod), and sorts what is left only
- * when a big burst needs more than PICKS_BEFORE_SORT nodes.
+ * The first PICKS_BEFORE_SORT nodes in plan order come from one pass that keeps them in a short
+ * sorted list (a plan is usually a handful of nodes, and one pass beats sorting thousands of names
+ * for every pod); what is left is sorted only when a big burst needs more nodes than that.
  */
 const PICKS_BEFORE_SORT = 8;
 
-export function packingTargets(candidates: readonly PlanCandidate[], pending: number, roomOn: (node: string) => number): Set<string> {
+export function packingTargets(candidates: PlanCandidates, pending: number, roomOn: (node: string) => number): Set<string> {
+  const { nodes, utilizations } = candidates;
   const targets = new Set<string>();
   let remaining = pending;
-  const take = (node: string): void => {
+  if (remaining <= 0) return targets;
+  // Fuller first, then name order: the order every pod of a burst agrees on.
+  const before = (a: number, b: number): boolean => {
+    const [ua, ub] = [utilizations[a] ?? 0, utilizations[b] ?? 0];
+    return ua > ub || (ua === ub && (nodes[a] ?? '') < (nodes[b] ?? ''));
+  };
+  const take = (index: number): void => {
+    const node = nodes[index] ?? '';
     const room = roomOn(node);
     if (room <= 0) return;
     targets.add(node);
     remaining -= room;
   };
-  const taken = new Set<number>();
-  for (let pick = 0; pick < PICKS_BEFORE_SORT && remaining > 0 && taken.size < candidates.length; pick++) {
-    let best = -1;
-    for (let index = 0; index < candidates.length; index++) {
-      const candidate = candidates[index];
-      const current = candidates[best];
-      if (candidate !== undefined && !taken.has(index) && (current === undefined || before(candidate, current))) best = index;
-    }
-    taken.add(best);
-    take(candidates[best]?.node ?? '');
+  // Indexes of the best candidates so far, best first; an equal one goes after those before it,
+  // so among equals (a name given twice) the earlier stays first.
+  const best: number[] = [];
+  for (let index = 0; index < nodes.length; index++) {
+    const last = best[best.length - 1];
+    if (best.length === PICKS_BEFORE_SORT && last !== undefined && !before(index, last)) continue;
+    let at = best.length;
+    while (at > 0 && before(index, best[at - 1] as number)) at -= 1;
+    best.splice(at, 0, index);
+    if (best.length > PICKS_BEFORE_SORT) best.pop();
   }
-  if (remaining <= 0) return targets;
-  const rest = candidates.filter((_, index) => !taken.has(index)).sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
-  for (const { node } of rest) {
+  for (const index of best) {
+    if (remaining <= 0) return targets;
+    take(index);
+  }
+  if (remaining <= 0 || best.length < PICKS_BEFORE_SORT) return targets;
+  const picked = new Set(best);
+  const rest = nodes.map((_, index) => index).filter((index) => !picked.has(index)).sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+  for (const index of rest) {
     if (remaining <= 0) break;
-    take(node);
+    take(index);
   }
   return targets;
 }

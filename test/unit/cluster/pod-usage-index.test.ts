@@ -31,6 +31,15 @@ describe('PodUsageIndex', () => {
     expect(index.usageOn('n1').get('GPU-a')?.memoryMiB).to.equal(1000);
   });
 
+  it('nodesOf names where a pod is accounted: bound, assumed elsewhere, both, or nowhere', () => {
+    const index = new PodUsageIndex();
+    index.upsert(pod('a', 'n1', 1000));
+    index.assume('b', 'n2', new Map([['GPU-a', { slots: 1, memoryMiB: 1000, cores: 10 }]]));
+    index.assume('a', 'n3', new Map([['GPU-a', { slots: 1, memoryMiB: 1000, cores: 10 }]]));
+    expect([index.nodesOf('a'), index.nodesOf('b'), index.nodesOf('c')]).to.deep.equal([['n1', 'n3'], ['n2'], []]);
+    expect(index.nodesOf('a').every((node) => index.isOn(node, 'a')), 'agrees with isOn').to.equal(true);
+  });
+
   it('forgets failed assumptions, expired ones, finished and deleted pods, and pods that move', () => {
     let now = 0;
     const index = new PodUsageIndex(() => now, 1000);

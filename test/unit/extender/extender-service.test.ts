@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { ClusterCache } from '../../../src/cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
 import type { Binder } from '../../../src/extender/binder.js';
-import { ExtenderService, filteringSucceedMessage } from '../../../src/extender/extender-service.js';
+import { ExtenderService, filteringSucceedMessage, RememberedLookup } from '../../../src/extender/extender-service.js';
 import { trackPendingBursts } from '../../../src/extender/pending-bursts.js';
 import type { NodePolicy } from '../../../src/devices/score.js';
 import type { RefusalRequeue } from '../../../src/extender/refusal-requeue.js';
@@ -374,3 +374,22 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   });
 });
 
+
+describe('RememberedLookup (where prioritize\'s names sit in the names filter saw)', () => {
+  it('finds names sent in filter\'s order, skipping the ones filter refused', () => {
+    const lookup = new RememberedLookup({ names: ['a', 'b', 'c', 'd', 'e'] });
+    expect(['b', 'd', 'e'].map((name) => lookup.indexOf(name))).to.deep.equal([1, 3, 4]);
+  });
+
+  it('finds names out of that order, repeated or unknown, as a map would', () => {
+    const names = ['a', 'b', 'c', 'b'];
+    const lookup = new RememberedLookup({ names });
+    const asked = ['c', 'a', 'zz', 'b', 'c', 'b'];
+    expect(asked.map((name) => lookup.indexOf(name))).to.deep.equal(asked.map((name) => names.indexOf(name)));
+  });
+
+  it('answers -1 for every name when filter saw none', () => {
+    const lookup = new RememberedLookup({ names: [] });
+    expect([lookup.indexOf('a'), lookup.indexOf('a')]).to.deep.equal([-1, -1]);
+  });
+});

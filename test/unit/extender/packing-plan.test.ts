@@ -1,5 +1,11 @@
 import { expect } from 'chai';
-import { packingTargets } from '../../../src/extender/packing-plan.js';
+import { packingTargets as plan, type PlanCandidates } from '../../../src/extender/packing-plan.js';
+
+/** The plan of candidates written as a list of { node, utilization }. */
+const packingTargets = (list: readonly { node: string; utilization: number }[], pending: number, roomOn: (node: string) => number): Set<string> => {
+  const candidates: PlanCandidates = { nodes: list.map(({ node }) => node), utilizations: list.map(({ utilization }) => utilization) };
+  return plan(candidates, pending, roomOn);
+};
 
 describe('packingTargets (binpack: the nodes a burst fills now)', () => {
   const rooms: Record<string, number> = { a: 10, b: 10, c: 4, d: 10 };
