@@ -11,7 +11,7 @@ import { evaluateNode, FailureSummary, NODE_UNREGISTERED, scoreNode, viewPod, ty
 import type { RefusalRequeue, RefusedPod } from './refusal-requeue.js';
 import { filterResult, type BindingArgs, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type HostPriority } from './protocol.js';
 import { NodeShapeCache, type ShapeValues } from './node-shape-cache.js';
-import { packingTargets } from './packing-plan.js';
+import { NOT_A_CANDIDATE, packingTargets } from './packing-plan.js';
 import type { PendingBursts } from './pending-bursts.js';
 import { burstKeyOf, shapeOf } from './pod-shape.js';
 
@@ -75,11 +75,15 @@ const UNREGISTERED: NodeVerdict = Object.freeze({ fits: false, reason: NODE_UNRE
 /**
  * Filter's verdicts for one pod, each valid while its node's generation and the pod's quota budget
  * hold: parallel arrays in the order of filter's names (no object or map entry per name), read back
- * by prioritize, whose names are filter's passed ones in the same order (rememberedVerdicts).
+ * by prioritize, whose names are filter's passed ones in the same order (RememberedLookup). Sized
+ * once: at 5000 names, arrays grown by push were a third of what a filter allocated, and young
+ * garbage is what stalls the event loop (each scavenge a few ms, one every few dozen pods).
  */
 interface RememberedFilter {
-  names: string[];
-  generations: (number | undefined)[];
+  /** kube-scheduler's names as filter received them (not copied). */
+  names: readonly string[];
+  /** The node generation each verdict was made at; NaN for a node the store does not have. */
+  generations: Float64Array;
   verdicts: NodeVerdict[];
   quota: string;
 }
@@ -206,20 +210,21 @@ export class ExtenderService {
    */
   private async place(nodeNames: readonly string[], pod: PodView, shape: string, repeated: boolean, quota: string): Promise<Placement> {
     const { cache } = this.deps;
-    const remembered: RememberedFilter = { names: [], generations: [], verdicts: [], quota };
-    const placement: Placement = { passed: [], failed: new Map(), failedAt: new Map(), summary: new FailureSummary(), remembered, unseen: [] };
+    const remembered: RememberedFilter = { names: nodeNames, generations: new Float64Array(nodeNames.length), verdicts: new Array<NodeVerdict>(nodeNames.length), quota };
+    const passed = new Array<string>(nodeNames.length);
+    let passedCount = 0;
+    const placement: Placement = { passed, failed: new Map(), failedAt: new Map(), summary: new FailureSummary(), remembered, unseen: [] };
     const cached = repeated ? this.shapeVerdicts(shape) : undefined;
     const accountedOn = this.nodesAccounting(pod);
-    await forEachInSlices(nodeNames, (node) => {
+    await forEachInSlices(nodeNames, (node, index) => {
       const generation = cache.nodeGeneration(node);
       const verdict = this.verdictAt(node, generation, pod, cached, accountedOn);
       // The generation before the fit: if evaluateNode moved it (an expired assumption dropped),
       // prioritize finds it changed and fits the node again, which is all that costs.
-      remembered.names.push(node);
-      remembered.generations.push(generation);
-      remembered.verdicts.push(verdict);
+      remembered.generations[index] = generation ?? Number.NaN;
+      remembered.verdicts[index] = verdict;
       if (verdict.fits) {
-        placement.passed.push(node);
+        passed[passedCount++] = node;
       } else if (!placement.failed.has(node)) {
         placement.failed.set(node, verdict.reason);
         placement.failedAt.set(node, generation);
@@ -228,6 +233,7 @@ export class ExtenderService {
         if (generation === undefined) placement.unseen.push(node);
       }
     });
+    passed.length = passedCount;
     return placement;
   }
 
@@ -311,17 +317,16 @@ export class ExtenderService {
     const usage = this.deps.cache.usage;
     const pending = this.deps.pending?.count(burstKeyOf(shape, args.pod), (uid) => usage.isAssumed(uid), PENDING_COUNT_LIMIT) ?? 1;
     if (pending <= 0) return new Set();
-    const candidates = { nodes: [] as string[], utilizations: [] as number[] };
     const names = args.nodeNames;
+    // One typed array per call, nothing per name (packing-plan.ts: negative = not a candidate).
+    const utilizations = new Float64Array(names.length).fill(NOT_A_CANDIDATE);
     for (let index = 0; index < names.length; index++) {
       const verdict = verdicts[index];
-      if (verdict?.fits !== true || !usable(index)) continue;
-      candidates.nodes.push(names[index] as string);
-      candidates.utilizations.push(verdict.utilization);
+      if (verdict?.fits === true && usable(index)) utilizations[index] = verdict.utilization;
     }
     // Room is counted against the namespace's quota as it is now: kept per budget, like filter's verdicts.
     const roomKey = shape + budgetKey(pod.quota);
-    return packingTargets(candidates, pending, (node) => this.roomOn(node, pod, roomKey));
+    return packingTargets({ nodes: names, utilizations }, pending, (node) => this.roomOn(node, pod, roomKey));
   }
 
   /**

@@ -15,13 +15,18 @@
  */
 /**
  * The nodes a plan may use, as two parallel arrays (no object per node: prioritize builds this from
- * thousands of names for every pod).
+ * thousands of names for every pod, and passes kube-scheduler's names as they are).
  */
 export interface PlanCandidates {
   nodes: readonly string[];
-  /** How full each node is with the pod placed on it (score.ts nodeUtilization), 0..1. */
-  utilizations: readonly number[];
+  /**
+   * How full each node is with the pod placed on it (score.ts nodeUtilization), 0..1;
+   * NOT_A_CANDIDATE (or any negative or NaN value) for a node the plan may not use.
+   */
+  utilizations: ArrayLike<number>;
 }
+
+export const NOT_A_CANDIDATE = -1;
 
 /**
  * The first PICKS_BEFORE_SORT nodes in plan order come from one pass that keeps them in a short
@@ -37,9 +42,11 @@ export function packingTargets(candidates: PlanCandidates, pending: number, room
   if (remaining <= 0) return targets;
   // Fuller first, then name order: the order every pod of a burst agrees on.
   const before = (a: number, b: number): boolean => {
-    const [ua, ub] = [utilizations[a] ?? 0, utilizations[b] ?? 0];
+    const ua = utilizations[a] ?? 0;
+    const ub = utilizations[b] ?? 0;
     return ua > ub || (ua === ub && (nodes[a] ?? '') < (nodes[b] ?? ''));
   };
+  const isCandidate = (index: number): boolean => (utilizations[index] ?? Number.NaN) >= 0;
   const take = (index: number): void => {
     const node = nodes[index] ?? '';
     const room = roomOn(node);
@@ -51,6 +58,7 @@ export function packingTargets(candidates: PlanCandidates, pending: number, room
   // so among equals (a name given twice) the earlier stays first.
   const best: number[] = [];
   for (let index = 0; index < nodes.length; index++) {
+    if (!isCandidate(index)) continue;
     const last = best[best.length - 1];
     if (best.length === PICKS_BEFORE_SORT && last !== undefined && !before(index, last)) continue;
     let at = best.length;
@@ -64,7 +72,7 @@ export function packingTargets(candidates: PlanCandidates, pending: number, room
   }
   if (remaining <= 0 || best.length < PICKS_BEFORE_SORT) return targets;
   const picked = new Set(best);
-  const rest = nodes.map((_, index) => index).filter((index) => !picked.has(index)).sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+  const rest = nodes.map((_, index) => index).filter((index) => isCandidate(index) && !picked.has(index)).sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
   for (const index of rest) {
     if (remaining <= 0) break;
     take(index);

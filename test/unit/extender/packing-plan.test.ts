@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { packingTargets as plan, type PlanCandidates } from '../../../src/extender/packing-plan.js';
+import { NOT_A_CANDIDATE, packingTargets as plan, type PlanCandidates } from '../../../src/extender/packing-plan.js';
 
 /** The plan of candidates written as a list of { node, utilization }. */
 const packingTargets = (list: readonly { node: string; utilization: number }[], pending: number, roomOn: (node: string) => number): Set<string> => {
@@ -29,6 +29,14 @@ describe('packingTargets (binpack: the nodes a burst fills now)', () => {
   it('skips a node without room and plans nothing without candidates', () => {
     expect([...packingTargets([{ node: 'x', utilization: 0.9 }, { node: 'a', utilization: 0 }], 3, roomOn)]).to.deep.equal(['a']);
     expect(packingTargets([], 3, roomOn).size).to.equal(0);
+  });
+
+  it('never plans a node marked as no candidate, among the first picks or past them', () => {
+    const full = 0.95;
+    const marked = Array.from({ length: 12 }, (_, index) => ({ node: `m${String(index).padStart(2, '0')}`, utilization: index % 2 === 0 ? NOT_A_CANDIDATE : index % 3 === 0 ? Number.NaN : full }));
+    const open = Array.from({ length: 12 }, (_, index) => ({ node: `o${String(index).padStart(2, '0')}`, utilization: 0.5 }));
+    const planned = [...packingTargets([...marked, ...open], 1000, () => 1)];
+    expect(planned).to.deep.equal([...marked.filter(({ utilization }) => utilization === full), ...open].map(({ node }) => node));
   });
 
   it('past its first picks gives the plan a full sort would, in the same order', () => {
