@@ -6,6 +6,8 @@
 // - /filter of a GPU pod and the /prioritize that follows it for the same pod,
 // over all N names in each call, and over the 10 % window kube-scheduler passes at 5000 nodes
 // (percentageOfNodesToScore), its start rotating from call to call as kube-scheduler's does.
+// serve runs with the Node options manifests/deployment.yaml gives it (BENCH_SERVE_NODE_OPTIONS
+// overrides them; empty for V8's own heap sizes).
 //   npm run bench:scale -- [sizes, default 1000x5000,5000x40000]
 import { Agent, request } from 'node:https';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -20,7 +22,7 @@ import { findFreePorts } from '../src/local/free-port.js';
 import { locateBinaries } from '../src/local/k8s-binaries.js';
 import { ShutdownHooks } from '../src/local/shutdown-hooks.js';
 import { simulatedGpuNode, simulatedGpus } from '../src/local/simulated-gpu-node.js';
-import { startServeProcess } from './support/serve-process.js';
+import { serveNodeOptions, startServeProcess } from './support/serve-process.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 const sizes = (process.argv[2] ?? '1000x5000,5000x40000').split(',').map((size) => {
@@ -131,7 +133,7 @@ for (const size of sizes) {
     const afterLoad = memoryMiB(server.pid);
     const heapAfterLoad = heapMiB(await server.metrics());
     const liveAfterLoad = await server.liveHeapBytes();
-    console.log(`  serve (${process.env.BENCH_SERVE === 'dist' ? 'dist/bin.js, as the image runs it' : 'from the sources through tsx'}) start -> ready ${(readyMs / 1000).toFixed(1)} s; RSS after sync ${afterSync.rss.toFixed(0)} MiB (V8 heap used ${heapAfterSync.used} of ${heapAfterSync.total} MiB; live after a full GC ${mib(liveAfterSync)} MiB, RSS then ${rssAfterGc.toFixed(0)} MiB), after ${2 * (10 + 3 * SAMPLES)} requests ${afterLoad.rss.toFixed(0)} MiB (peak ${afterLoad.peak.toFixed(0)} MiB; heap used ${heapAfterLoad.used} of ${heapAfterLoad.total} MiB, live ${mib(liveAfterLoad)} MiB); ${SAMPLES} samples each:`);
+    console.log(`  serve (${process.env.BENCH_SERVE === 'dist' ? 'dist/bin.js, as the image runs it' : 'from the sources through tsx'}; NODE_OPTIONS ${JSON.stringify(serveNodeOptions())}) start -> ready ${(readyMs / 1000).toFixed(1)} s; RSS after sync ${afterSync.rss.toFixed(0)} MiB (V8 heap used ${heapAfterSync.used} of ${heapAfterSync.total} MiB; live after a full GC ${mib(liveAfterSync)} MiB, RSS then ${rssAfterGc.toFixed(0)} MiB), after ${2 * (10 + 3 * SAMPLES)} requests ${afterLoad.rss.toFixed(0)} MiB (peak ${afterLoad.peak.toFixed(0)} MiB; heap used ${heapAfterLoad.used} of ${heapAfterLoad.total} MiB, live ${mib(liveAfterLoad)} MiB); ${SAMPLES} samples each:`);
     for (const row of rows) console.log(row);
   } finally {
     await server?.stop();

@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { sleep } from '../../src/base/abort.js';
+import { deployedNodeOptions } from './deployed-node-options.js';
 import { InspectorSession, inspectorUrlIn } from './inspector-session.js';
 
 const REPO = resolve(import.meta.dirname, '..', '..');
@@ -29,6 +30,19 @@ export interface ServeProcess {
   stop(): Promise<void>;
 }
 
+/**
+ * serve's Node options: those manifests/deployment.yaml sets, or BENCH_SERVE_NODE_OPTIONS (for serve
+ * alone, not the harness; empty for V8's own sizes).
+ */
+export function serveNodeOptions(): string {
+  return process.env.BENCH_SERVE_NODE_OPTIONS ?? deployedNodeOptions();
+}
+
+function nodeOptionsEnv(): { NODE_OPTIONS?: string } {
+  const options = serveNodeOptions();
+  return options === '' ? {} : { NODE_OPTIONS: options };
+}
+
 /** `inspect`: start serve with the V8 inspector on a free loopback port, for liveHeapBytes. */
 export async function startServeProcess(env: Record<string, string>, options: { readyTimeoutMs?: number; inspect?: boolean } = {}): Promise<ServeProcess> {
   const metricsPort = env.METRICS_PORT;
@@ -36,8 +50,7 @@ export async function startServeProcess(env: Record<string, string>, options: { 
   // BENCH_SERVE_PROFILE=<dir>: a CPU profile of serve, written there when it stops.
   const profile = process.env.BENCH_SERVE_PROFILE;
   const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), ...(options.inspect === true ? ['--inspect=127.0.0.1:0'] : []), ...serveCommand()], {
-    // BENCH_SERVE_NODE_OPTIONS: Node options for serve alone (a heap limit, say), not the harness.
-    env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...(process.env.BENCH_SERVE_NODE_OPTIONS === undefined ? {} : { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS }), ...env },
+    env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...nodeOptionsEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   // The last lines of its log (stdout) and stderr, for the error when it does not come up.

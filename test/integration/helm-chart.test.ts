@@ -119,7 +119,7 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
     expect(container?.resources?.limits).to.deep.equal({ cpu: '1', memory: '1Gi' });
     expect(envOf(warden)).to.deep.include({
       SCHEDULER_NAME: 'gpu-scheduler', BIND_GRACE: '90s', NODELOCK_EXPIRE: '10m', NODELOCK_FORCE_AFTER: '30m',
-      SWEEP_SCHEDULE: '*/10 * * * * *', SWEEP_ENABLED: 'false', NODE_OPTIONS: '--max-old-space-size=512',
+      SWEEP_SCHEDULE: '*/10 * * * * *', SWEEP_ENABLED: 'false', NODE_OPTIONS: '--max-old-space-size=512 --max-semi-space-size=8',
     });
     const scheduler = (find(chart, 'Deployment', 'vgpu-warden-scheduler') as unknown as V1Deployment);
     expect(scheduler.spec?.template.spec?.containers[0]?.image).to.equal('registry.k8s.io/kube-scheduler:v1.31.9');
@@ -136,9 +136,11 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
     const bindings = chart.filter((object) => object.kind === 'ValidatingAdmissionPolicyBinding') as unknown as V1ValidatingAdmissionPolicyBinding[];
     expect(bindings.map((binding) => binding.spec.validationActions)).to.deep.equal(Array.from({ length: 4 }, () => ['Warn', 'Audit']));
 
-    const unguarded = await renderChart({ namespace: BASE_NAMESPACE, set: { 'admissionPolicies.enabled': 'false', heapLimitMiB: '0' } });
+    const unguarded = await renderChart({ namespace: BASE_NAMESPACE, set: { 'admissionPolicies.enabled': 'false', heapLimitMiB: '0', semiSpaceMiB: '0' } });
     expect(unguarded.filter((object) => String(object.kind).startsWith('ValidatingAdmissionPolicy'))).to.deep.equal([]);
-    expect(envOf(find(unguarded, 'Deployment', 'vgpu-warden')), 'heapLimitMiB 0 leaves V8 its own limit').not.to.have.property('NODE_OPTIONS');
+    expect(envOf(find(unguarded, 'Deployment', 'vgpu-warden')), 'heapLimitMiB and semiSpaceMiB 0 leave V8 its own sizes').not.to.have.property('NODE_OPTIONS');
+    const youngOnly = await renderChart({ namespace: BASE_NAMESPACE, set: { heapLimitMiB: '0', semiSpaceMiB: '16' } });
+    expect(envOf(find(youngOnly, 'Deployment', 'vgpu-warden'))).to.deep.include({ NODE_OPTIONS: '--max-semi-space-size=16' });
   });
 
   it('derives the device plugin identity from the HAMi release in migration mode (HAMi names it <fullname>-device-plugin)', async () => {
