@@ -156,6 +156,8 @@ describe('charts/vgpu-warden (helm template and the real apiserver)', function (
     expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { 'admissionPolicies.mode': 'block' } })).to.match(/admissionPolicies\.mode must be deny or warn, not "block"/);
     expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { schedulerName: 'GPU Scheduler' } })).to.match(/schedulerName "GPU Scheduler" must be a DNS subdomain/);
     expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { 'priorityClass.create': 'false', 'priorityClass.name': '' } })).to.match(/priorityClass\.name is required/);
+    expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { semiSpaceMiB: '-1' } })).to.match(/semiSpaceMiB must be a whole number of MiB \(0 leaves V8's own\), not "-1"/);
+    expect(await renderChartError({ namespace: BASE_NAMESPACE, set: { heapLimitMiB: '512m' } })).to.match(/heapLimitMiB must be a whole number of MiB \(0 leaves V8's own\), not "512m"/);
   });
 
   it('renders only for the Kubernetes versions it claims, the tested range 1.30 to 1.37 (kubeVersion in Chart.yaml)', async () => {

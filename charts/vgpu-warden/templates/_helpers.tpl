@@ -59,4 +59,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and (not .Values.priorityClass.create) (not .Values.priorityClass.name) -}}
 {{- fail "priorityClass.name is required (the class both Deployments use)" -}}
 {{- end -}}
+{{- range $key := list "heapLimitMiB" "semiSpaceMiB" -}}
+{{- $value := index $.Values $key | toString -}}
+{{- if not (regexMatch "^[0-9]{1,6}$" $value) -}}
+{{- fail (printf "%s must be a whole number of MiB (0 leaves V8's own), not %q" $key ($value | trunc 63)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
