@@ -23,6 +23,18 @@ export interface ReadinessProbe {
   timeoutMs: number;
   /** Body that must appear in the 200 answer, e.g. `"health":"true"` for etcd. */
   expectBody?: string;
+  /**
+   * For a process that keeps running when it cannot bind the probed port: the log line it writes
+   * then (kubelet logs `Failed to start healthz server ... bind: address already in use` every 5 s and
+   * would never answer). Seen with Go's EADDRINUSE text, it ends the wait with PortTakenError; the
+   * caller stops the process and starts it again on fresh ports.
+   */
+  portFailureLog?: string;
+}
+
+function portTakenWhileRunning(process: ManagedProcess, probe: ReadinessProbe): boolean {
+  if (probe.portFailureLog === undefined) return false;
+  return process.lastLogLines().split('\n').some((line) => line.includes(probe.portFailureLog ?? '') && line.includes(PORT_TAKEN_LOG));
 }
 
 function probeOnce(probe: ReadinessProbe): Promise<{ status: number; body: string }> {
@@ -69,6 +81,11 @@ export async function waitUntilReady(process: ManagedProcess, probe: ReadinessPr
       last = `HTTP ${answer.status}: ${answer.body.slice(0, 200)}`;
     } catch (error) {
       last = (error as Error).message;
+    }
+    if (portTakenWhileRunning(process, probe)) {
+      throw new PortTakenError(
+        `${process.name} runs but could not bind ${probe.url} (last: ${last}); last log lines (${process.logFile}):\n${process.lastLogLines()}`,
+      );
     }
     await sleep(200);
   }

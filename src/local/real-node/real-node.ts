@@ -4,7 +4,7 @@ import { CoordinationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/clien
 import { findFreePorts } from '../free-port.js';
 import { ManagedProcess } from '../managed-process.js';
 import type { ShutdownHooks } from '../shutdown-hooks.js';
-import { waitUntilReady } from '../wait-until-ready.js';
+import { PortTakenError, waitUntilReady } from '../wait-until-ready.js';
 import { cgroupHierarchies, createCgroupRoot, removeCgroupRoot, removeCgroupRootSync } from './cgroup-roots.js';
 import { LOOPBACK_CNI_CONFLIST, renderContainerdConfig } from './containerd-config.js';
 import { buildKubeletConfiguration, kubeletArgs } from './kubelet-config.js';
@@ -57,6 +57,9 @@ interface NodeProcess {
 const NODE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const NODE_ADDRESS = '127.0.0.1';
 const EXIT_TIMEOUT_MS = 10_000;
+const KUBELET_PORT_ATTEMPTS = 3;
+// kubelet's server.go logs this every 5 s, and keeps running, when its healthz port is taken.
+const KUBELET_HEALTHZ_FAILURE_LOG = 'Failed to start healthz server';
 // containerd finds containerd-shim-runc-v2 on PATH and the shim finds runc.
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -170,12 +173,7 @@ export class RealNode {
     }));
     writeFileSync(layout.clientCaFile, options.cluster.caPem);
     writeFileSync(layout.kubeletKubeconfig, options.cluster.issueNodeKubeconfig(this.nodeName), { mode: 0o600 });
-    const [kubeletPort = 0, healthzPort = 0] = await findFreePorts(2);
-    this.ports = { kubelet: kubeletPort, healthz: healthzPort };
-    writeFileSync(layout.kubeletConfig, JSON.stringify(buildKubeletConfiguration({
-      port: kubeletPort, healthzPort, cgroupRoot: this.cgroupRoot, containerdSocket: layout.containerdSocket,
-      podLogsDir: layout.podLogsDir, volumePluginDir: layout.volumePluginDir, clientCaFile: layout.clientCaFile,
-    }), null, 2));
+    await this.writeKubeletConfig();
     createCgroupRoot(this.cgroupRoot, this.hierarchies);
 
     this.namespace = await NodeNamespace.start({
@@ -237,8 +235,37 @@ export class RealNode {
     }
   }
 
-  /** Starts kubelet (again, after killKubelet) and waits until its health check answers. */
+  /** Picks kubelet's two loopback ports anew and writes its configuration with them. */
+  private async writeKubeletConfig(): Promise<void> {
+    const { layout } = this;
+    const [kubeletPort = 0, healthzPort = 0] = await findFreePorts(2);
+    this.ports = { kubelet: kubeletPort, healthz: healthzPort };
+    writeFileSync(layout.kubeletConfig, JSON.stringify(buildKubeletConfiguration({
+      port: kubeletPort, healthzPort, cgroupRoot: this.cgroupRoot, containerdSocket: layout.containerdSocket,
+      podLogsDir: layout.podLogsDir, volumePluginDir: layout.volumePluginDir, clientCaFile: layout.clientCaFile,
+    }), null, 2));
+  }
+
+  /**
+   * Starts kubelet (again, after killKubelet) and waits until its health check answers. When a port
+   * of its was taken meanwhile (kubelet exits for its main port, and only logs, forever, for its
+   * healthz port), it is killed and started again on fresh ports.
+   */
   async startKubelet(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.startKubeletOnce();
+        return;
+      } catch (error) {
+        if (!(error instanceof PortTakenError) || attempt >= KUBELET_PORT_ATTEMPTS) throw error;
+        this.progress(`${this.nodeName}: a port of kubelet was taken before it bound it; starting it again on fresh ports (try ${attempt + 1} of ${KUBELET_PORT_ATTEMPTS})`);
+        await this.killKubelet();
+        await this.writeKubeletConfig();
+      }
+    }
+  }
+
+  private async startKubeletOnce(): Promise<void> {
     if (this.kubeletPid !== undefined) throw new RealNodeError(`kubelet of ${this.nodeName} already runs`);
     const { layout } = this;
     const args = kubeletArgs({
@@ -248,7 +275,9 @@ export class RealNode {
     const child = await this.startInNamespace('kubelet', this.options.tools.kubelet, args, layout.logs.kubelet);
     this.kubelet = child;
     this.kubeletEverStarted = true;
-    await waitUntilReady(child.process, { url: `http://127.0.0.1:${this.ports?.healthz ?? 0}/healthz`, timeoutMs: this.timeoutMs });
+    await waitUntilReady(child.process, {
+      url: `http://127.0.0.1:${this.ports?.healthz ?? 0}/healthz`, timeoutMs: this.timeoutMs, portFailureLog: KUBELET_HEALTHZ_FAILURE_LOG,
+    });
   }
 
   /** SIGKILL to kubelet alone (a crash): containerd, the pods and the Node object stay. */

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { ManagedProcess } from '../../../src/local/managed-process.js';
-import { ReadinessError, waitUntilReady } from '../../../src/local/wait-until-ready.js';
+import { PortTakenError, ReadinessError, waitUntilReady } from '../../../src/local/wait-until-ready.js';
 
 describe('waitUntilReady', function () {
   this.timeout(15_000);
@@ -53,6 +53,31 @@ describe('waitUntilReady', function () {
     try {
       const error = await waitUntilReady(child, { url, timeoutMs: 600 }).catch((caught: unknown) => caught);
       expect((error as Error).message).to.include('not ready').and.include('HTTP 500: etcd not ready');
+    } finally {
+      await child.stop();
+    }
+  });
+
+  it('ends with PortTakenError when a running process logs that it could not bind the probed port', async () => {
+    const url = await serve(() => [404, '404 page not found']);
+    const script = 'echo "E1205 server.go:996] \\"Failed to start healthz server\\" err=\\"listen tcp 127.0.0.1:46785: bind: address already in use\\""; sleep 30';
+    const child = ManagedProcess.start({ name: 'kubelet', command: 'bash', args: ['-c', script], logFile: join(dir, 'kubelet.log') });
+    try {
+      const started = Date.now();
+      const error = await waitUntilReady(child, { url, timeoutMs: 10_000, portFailureLog: 'Failed to start healthz server' }).catch((caught: unknown) => caught);
+      expect(error).to.be.instanceOf(PortTakenError);
+      expect((error as Error).message).to.include('could not bind').and.include('HTTP 404');
+      expect(Date.now() - started).to.be.lessThan(5000);
+    } finally {
+      await child.stop();
+    }
+  });
+
+  it('keeps waiting through an unrelated address-in-use line', async () => {
+    const url = await serve((count) => (count < 3 ? [503, 'starting'] : [200, 'ok']));
+    const child = ManagedProcess.start({ name: 'kubelet', command: 'bash', args: ['-c', 'echo "metrics: bind: address already in use"; sleep 30'], logFile: join(dir, 'kubelet.log') });
+    try {
+      await waitUntilReady(child, { url, timeoutMs: 5000, portFailureLog: 'Failed to start healthz server' });
     } finally {
       await child.stop();
     }
