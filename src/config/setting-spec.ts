@@ -44,6 +44,7 @@ export interface Config {
   gpuSchedulerPolicy: 'binpack' | 'spread';
   bindLockWaitMs: number;
   bindTimeoutMs: number;
+  successEvents: boolean;
   stateStaleAfterMs: number;
   leaderElection: boolean;
   leaseName: string;

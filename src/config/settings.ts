@@ -175,6 +175,11 @@ export const SETTINGS = [
     },
   }),
   setting({
+    key: 'successEvents', env: 'SUCCESS_EVENTS', flag: 'success-events', defaultValue: 'false',
+    description: 'also record HAMi\'s Normal Events FilteringSucceed and BindingSucceed on every GPU pod (kube-scheduler\'s Scheduled says the same); each is one more apiserver write per pod, about 10 % of a burst\'s throughput. Failures (FilteringFailed, BindingFailed) are recorded either way',
+    allowed: 'expected true or false', parse: boolean,
+  }),
+  setting({
     key: 'bindTimeoutMs', env: 'BIND_TIMEOUT', flag: 'bind-timeout', defaultValue: '25s',
     description: 'one deadline for a whole bind, lock wait, API calls and clean-up included; below the extender httpTimeout (30s) and BIND_GRACE',
     allowed: 'expected a duration from 100ms to below 30s such as 25s', parse: (raw) => {
@@ -224,7 +229,7 @@ export const SETTING_GROUPS = {
   webhook: ['webhookHost', 'webhookPort', 'schedulerName', 'overwriteDefaultScheduler', 'defaultGpuCount', 'overwriteEnv', 'runtimeClassName', 'gpuCorePolicy', 'webhookDeleteTimeoutMs'],
   extender: [
     'extenderHost', 'extenderPort', 'extenderClientAuth', 'extenderClientSecretName', 'schedulerName',
-    'nodeSchedulerPolicy', 'gpuSchedulerPolicy', 'bindLockWaitMs', 'bindTimeoutMs', 'stateStaleAfterMs',
+    'nodeSchedulerPolicy', 'gpuSchedulerPolicy', 'bindLockWaitMs', 'bindTimeoutMs', 'stateStaleAfterMs', 'successEvents',
   ],
   metrics: ['metricsHost', 'metricsPort', 'legacyMetrics'],
   sweeper: ['sweepEnabled', 'sweepSchedule', 'leaderElection', 'leaseName', 'podName', 'podWatchEnabled', 'namespace'],

@@ -1,4 +1,4 @@
-import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION, VGPU_TIME_ANNOTATION } from '../hami/wire.js';
 import { kubeletRegistered, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
@@ -20,8 +20,7 @@ import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { evaluateNode, viewPod, type PlacementDefaults } from './gpu-placement.js';
 import type { BindingArgs } from './protocol.js';
 import type { AcquireResult } from '../lock/lock-events.js';
-
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+import type { BoundPod } from './binding-label-follow-up.js';
 
 export class BindError extends WardenError {}
 /** The bind ran out of its one deadline. */
@@ -49,6 +48,18 @@ export interface BinderDeps {
   clock?: () => Date;
   /** Successful binds at info; everything that went wrong (or was recovered) at warn. */
   log?: (level: 'info' | 'warn', message: string) => void;
+  /**
+   * Makes sure a bound GPU pod carries the hami.io/vgpu-node label, which its Binding carries too
+   * (binding-label-follow-up.ts); without it the label comes only from the Binding.
+   */
+  labels?: { follow(pod: BoundPod): void };
+  /** HAMi's BindingSucceed Event on every successful bind (SUCCESS_EVENTS); off by default. */
+  successEvents?: boolean;
+  /**
+   * A wait for the lock shorter than this is routine (the pods of a burst queue for their nodes'
+   * locks) and gets no NodeLockWait Event; default 5 s.
+   */
+  lockWaitEventAfterMs?: number;
 }
 
 export type BindOutcome = { error?: string };
@@ -56,6 +67,7 @@ export type BindOutcome = { error?: string };
 /** Why a bind waits for the lock: another pod holds it, or the node is not ready for the next pod. */
 
 const DEFAULT_ACKNOWLEDGEMENT_MAX_AGE_MS = 5 * 60_000;
+const DEFAULT_LOCK_WAIT_EVENT_AFTER_MS = 5000;
 
 /** The node's pods as read from the API for one lock write, and the node state they were read against. */
 interface PodsReadForWrite {
@@ -77,14 +89,16 @@ function apiMessage(error: unknown): string {
  *    node's kubelet (cluster/unacknowledged-allocations.ts);
  * 3. GPUs chosen from the store (bound plus assumed usage) and assumed; when the store's pod watch
  *    cannot show it has seen every bind made under earlier locks, the node's pods are listed too;
- * 4. one Binding whose annotations carry HAMi's, with the pod UID as precondition: kube-apiserver
- *    writes them together with spec.nodeName, so no annotation ever lands on another incarnation;
- * 5. the hami.io/vgpu-node label, best effort.
+ * 4. one Binding whose annotations carry HAMi's and whose labels carry hami.io/vgpu-node, with the
+ *    pod UID as precondition: kube-apiserver writes them together with spec.nodeName (labels from
+ *    1.35 on; binding-label-follow-up.ts patches the label in afterwards where they were dropped),
+ *    so nothing ever lands on another incarnation.
  * Any failure after the lock: re-read the pod when the outcome is unknown, and release the lock only
  * when the pod is certainly not bound here, and only the exact value this bind wrote.
  *
- * API requests per bind on the happy path: the lock write, the Binding and the label patch (plus
- * one LIST of the node's pods when the store lags the node).
+ * API requests per bind on the happy path: the lock write and the Binding (plus one LIST of the
+ * node's pods when the store lags the node, and the label patch off the bind's path where the
+ * apiserver drops a Binding's labels).
  */
 export class Binder {
   private readonly clock: () => Date;
@@ -115,7 +129,7 @@ export class Binder {
     try {
       const outcome = await this.bindWithin(args, target, deadline.signal);
       // HAMi's reason and message (recordScheduleBindingResultEvent), so scripts matching either agree.
-      if (outcome.error === undefined) this.deps.events.record(target, 'Normal', 'BindingSucceed', `Successfully binding node [${args.node}] to ${args.podNamespace}/${args.podName}`);
+      if (outcome.error === undefined && this.deps.successEvents === true) this.deps.events.record(target, 'Normal', 'BindingSucceed', `Successfully binding node [${args.node}] to ${args.podNamespace}/${args.podName}`);
       return outcome;
     } catch (error) {
       const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${error instanceof LockContentionError || error instanceof NodeBusyError ? error.message : apiMessage(error)}`;
@@ -181,7 +195,7 @@ export class Binder {
         [BIND_TIME_ANNOTATION]: seconds,
       };
       try {
-        await this.createBinding(args, annotations, signal);
+        await this.createBinding(args, annotations, signal, { [VGPU_NODE_ANNOTATION]: args.node });
       } catch (error) {
         const bound = await this.boundHereAfterAll(args);
         if (bound !== true) {
@@ -192,7 +206,7 @@ export class Binder {
         this.deps.log?.('warn', `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
       }
       lock = undefined;
-      await this.labelBestEffort(args, signal);
+      this.deps.labels?.follow({ namespace: args.podNamespace, name: args.podName, uid: args.podUid, node: args.node });
       this.deps.log?.('info', `bound ${args.podNamespace}/${args.podName} to ${args.node} with GPUs ${encoded}`);
       return {};
     } catch (error) {
@@ -299,6 +313,8 @@ export class Binder {
   private async acquireInTurn(args: BindingArgs, ref: PodRef, token: symbol, target: EventTarget, signal: AbortSignal, validatedVersion: string | undefined, readForWrite: { pods?: PodsReadForWrite }): Promise<AcquireResult> {
     const node = args.node;
     const announced = new Set<string>();
+    const waitStarted = this.clock().getTime();
+    const routineMs = this.deps.lockWaitEventAfterMs ?? DEFAULT_LOCK_WAIT_EVENT_AFTER_MS;
     return this.waiter.acquire({
       node,
       pod: ref,
@@ -309,7 +325,7 @@ export class Binder {
       },
       beforeEachTry: () => { this.checkIncarnation(args, validatedVersion); },
       onBusy: (reason) => {
-        if (announced.has(reason.name)) return;
+        if (announced.has(reason.name) || this.clock().getTime() - waitStarted < routineMs) return;
         announced.add(reason.name);
         this.deps.events.record(target, 'Normal', 'NodeLockWait', `waiting for the lock on node ${node}: ${reason.message}`);
       },
@@ -318,12 +334,12 @@ export class Binder {
     });
   }
 
-  private async createBinding(args: BindingArgs, annotations: Record<string, string>, signal: AbortSignal): Promise<void> {
+  private async createBinding(args: BindingArgs, annotations: Record<string, string>, signal: AbortSignal, labels?: Record<string, string>): Promise<void> {
     await this.deps.core.createNamespacedPodBinding({
       name: args.podName,
       namespace: args.podNamespace,
       body: {
-        metadata: { name: args.podName, uid: args.podUid, ...(Object.keys(annotations).length > 0 ? { annotations } : {}) },
+        metadata: { name: args.podName, uid: args.podUid, ...(Object.keys(annotations).length > 0 ? { annotations } : {}), ...(labels === undefined ? {} : { labels }) },
         target: { apiVersion: 'v1', kind: 'Node', name: args.node },
       },
     }, withSignal(signal));
@@ -345,20 +361,6 @@ export class Binder {
       return undefined;
     } finally {
       budget.clear();
-    }
-  }
-
-  /** The hami.io/vgpu-node label (vGPUmonitor lists pods by it); the bind stands without it. */
-  private async labelBestEffort(args: BindingArgs, signal: AbortSignal): Promise<void> {
-    try {
-      await this.deps.core.patchNamespacedPod({
-        name: args.podName,
-        namespace: args.podNamespace,
-        // The uid makes the patch fail rather than label another incarnation.
-        body: { metadata: { uid: args.podUid, labels: { [VGPU_NODE_ANNOTATION]: args.node } } },
-      }, withSignal(signal, mergePatch));
-    } catch (error) {
-      this.deps.log?.('warn', `could not label ${args.podNamespace}/${args.podName} with ${VGPU_NODE_ANNOTATION} (the bind stands): ${apiMessage(error)}`);
     }
   }
 

@@ -36,6 +36,8 @@ export interface ExtenderServiceDeps {
   pending?: PendingBursts;
   /** How old a lock is (binpack's plan leaves out nodes whose lock is stuck); Date.now by default. */
   clock?: () => number;
+  /** HAMi's FilteringSucceed Event on every filter that passes a node (SUCCESS_EVENTS); off by default. */
+  successEvents?: boolean;
 }
 
 /**
@@ -199,7 +201,7 @@ export class ExtenderService {
       this.recordFilteringFailed(args.pod, `no available node, ${notMet}`);
     } else {
       if (refused !== undefined) this.deps.refusals?.forget(refused.uid);
-      this.recordFilteringSucceed(args.pod, filteringSucceedMessage(passed, args.nodeNames.length - passed.length));
+      if (this.deps.successEvents === true) this.recordFilteringSucceed(args.pod, filteringSucceedMessage(passed, args.nodeNames.length - passed.length));
     }
     return filterResult.passed(passed, failed);
   }

@@ -7,6 +7,7 @@ import { PodAdmissionHandler } from '../admission/pod-admission-handler.js';
 import { ClusterCache } from '../cluster/cluster-cache.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { Binder } from '../extender/binder.js';
+import { BindingLabelFollowUp, kubeLabelPatch } from '../extender/binding-label-follow-up.js';
 import { trackPendingBursts } from '../extender/pending-bursts.js';
 import { ExtenderService } from '../extender/extender-service.js';
 import { podRequeueWriter } from '../extender/pod-requeue-writer.js';
@@ -210,7 +211,14 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
     onBadRequest: (status, message) => { log.warn({ component: 'admission', status }, `bad admission request: ${message}`); },
   });
   const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
-  const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, acknowledgementMaxAgeMs: config.nodeLockExpireMs, log: (level, message) => { log[level]({ component: 'bind' }, message); } });
+  const labels = new BindingLabelFollowUp({ pods: cache, patchLabel: kubeLabelPatch(core), log: (message) => { log.warn({ component: 'bind' }, message); } });
+  labels.start();
+  lifecycle.defer('binding label follow-up', () => { labels.stop(); });
+  const binder = new Binder({
+    core, cache, locks, events, defaults, labels, successEvents: config.successEvents,
+    lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, acknowledgementMaxAgeMs: config.nodeLockExpireMs,
+    log: (level, message) => { log[level]({ component: 'bind' }, message); },
+  });
   const refusals = new RefusalRequeue({
     nodeGeneration: (node) => cache.nodeGeneration(node),
     onNodeChange: (listener) => cache.onNodeChange((node) => { listener(node.metadata?.name ?? ''); }),
@@ -227,7 +235,7 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   const pending = trackPendingBursts(cache, defaults);
   lifecycle.defer('pending bursts', () => { pending.stop(); });
   const extenderApp = createExtenderApp({
-    handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000, refusals, pending: pending.bursts }), metrics),
+    handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000, refusals, pending: pending.bursts, successEvents: config.successEvents }), metrics),
     readiness: ready,
     onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },
     ...(clientCerts

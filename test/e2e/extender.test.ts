@@ -78,6 +78,12 @@ describe('scheduler extender with the real kube-scheduler, the kubelet simulator
       expect(load.slots, uuid).to.be.at.most(10);
     }
     expect(loadPerGpu(all).size).to.equal(12);
+    // vGPUmonitor lists a node's pods by this label: it rides on the Binding (kube-apiserver 1.35+
+    // copies it onto the pod) and is patched in afterwards where the apiserver drops it (1.30 in test:compat).
+    await eventually('every bound pod labelled hami.io/vgpu-node with its node', async () => {
+      const unlabelled = (await podsIn(namespace)).filter((pod) => pod.spec?.nodeName !== undefined && pod.metadata?.labels?.['hami.io/vgpu-node'] !== pod.spec.nodeName);
+      return unlabelled.length === 0 ? true : notYet(`${unlabelled.length} bound pods without the label, e.g. ${unlabelled[0]?.metadata?.name ?? '?'}`);
+    }, 20_000, 200);
   });
 
   for (const policy of ['binpack', 'spread'] as const) {

@@ -104,9 +104,9 @@ async function expectPerContainerSeries(port: number, core: CoreV1Api, namespace
 describe('HAMi scheduler metric families and event reasons (real kube-scheduler, apiserver, kubelet simulator, HAMi stand-in)', function () {
   this.timeout(120_000);
 
-  it('a scrape after binds shows HAMi\'s per-GPU and per-container families matching the pods\' allocations (gone with the pods), and each pod gets FilteringSucceed and BindingSucceed', async () => {
+  it('a scrape after binds shows HAMi\'s per-GPU and per-container families matching the pods\' allocations (gone with the pods), and with SUCCESS_EVENTS=true each pod gets FilteringSucceed and BindingSucceed', async () => {
     const { core, namespace } = testCluster();
-    const fixture = new ExtenderFixture(sharedControlPlane(), { LEADER_ELECTION: 'false' });
+    const fixture = new ExtenderFixture(sharedControlPlane(), { LEADER_ELECTION: 'false', SUCCESS_EVENTS: 'true' });
     await fixture.start();
     try {
       const { group, nodes } = await fixture.createNodes(1, 2, 16_000);

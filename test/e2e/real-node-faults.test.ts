@@ -109,8 +109,13 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     expect((await podNamed('second'))?.spec?.nodeName, 'second waits for kubelet to acknowledge first').to.equal(undefined);
     expect(await nodeLock(core, node)).to.equal(undefined);
-    const waitEvents = (await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=second,reason=NodeLockWait' })).items;
-    expect(waitEvents.map((event) => event.message).join('\n')).to.match(/kubelet has not acknowledged the allocation of .*\/first/);
+    // Announced once the wait outlasts a burst's routine ones (5 s), at the bind's next try.
+    await eventually('second\'s NodeLockWait naming first', async () => {
+      const waitEvents = (await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=second,reason=NodeLockWait' })).items;
+      const messages = waitEvents.map((event) => event.message).join('\n');
+      return /kubelet has not acknowledged the allocation of .*\/first/.test(messages) ? true : notYet(`NodeLockWait messages: ${messages || 'none'}`);
+    }, 15_000, 250);
+    expect((await podNamed('second'))?.spec?.nodeName, 'second still waits').to.equal(undefined);
 
     await real.killKubelet();
     hold.release();

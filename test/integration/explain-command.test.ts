@@ -93,7 +93,8 @@ describe('vgpu-warden explain on a real apiserver', function () {
     await cache.start();
     const events = new EventRecorder(core, 'vgpu-warden');
     const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
-    const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: 15_000, timeoutMs: 20_000 });
+    // Every wait announced at once: these tests read the NodeLockWait a longer wait gets.
+    const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: 15_000, timeoutMs: 20_000, lockWaitEventAfterMs: 0 });
     return { cache, binder, service: new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 5_000 }) };
   }
 

@@ -5,6 +5,7 @@ import type { ListWatchSource, WatchEventType } from '../../../src/cluster/refle
 import { ALLOCATED_ANNOTATION, NODE_LOCK_ANNOTATION, TO_ALLOCATE_ANNOTATION } from '../../../src/hami/wire.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
 import { Binder } from '../../../src/extender/binder.js';
+import type { BoundPod } from '../../../src/extender/binding-label-follow-up.js';
 import { WriteConflictError } from '../../../src/lock/lock-errors.js';
 import { parseLockValue, type PodRef } from '../../../src/lock/lock-value.js';
 import type { NodeLockApi, NodeSnapshot } from '../../../src/lock/node-lock-api.js';
@@ -41,6 +42,8 @@ class FakeApi implements NodeLockApi {
   /** Faults for the next node reads, one each. */
   readFaults: Fault[] = [];
   rv = 10;
+  /** kube-apiserver 1.35+ copies a Binding's labels onto the pod (PodTopologyLabelsAdmission); older ones drop them. */
+  bindingCopiesLabels = true;
 
   constructor(node: V1Node) {
     this.node = { ...node, metadata: { ...node.metadata, resourceVersion: '10' } };
@@ -94,7 +97,7 @@ class FakeApi implements NodeLockApi {
         const pod = this.pods.get(`${namespace}/${name}`);
         return pod ? Promise.resolve(pod) : Promise.reject(new ApiException(404, 'NotFound', '{"message":"not found"}', {}));
       },
-      createNamespacedPodBinding: (request: { name: string; namespace: string; body: { metadata: { uid: string; annotations?: Record<string, string> }; target: { name: string } } }, options?: { middleware?: { pre(context: unknown): unknown }[] }) => {
+      createNamespacedPodBinding: (request: { name: string; namespace: string; body: { metadata: { uid: string; annotations?: Record<string, string>; labels?: Record<string, string> }; target: { name: string } } }, options?: { middleware?: { pre(context: unknown): unknown }[] }) => {
         this.calls.push('POST binding');
         const signal = signalOf(options);
         return this.fault(this.bindingFault, signal, () => {
@@ -105,7 +108,11 @@ class FakeApi implements NodeLockApi {
           if (pod.spec?.nodeName) throw new ApiException(409, 'Conflict', '{"message":"pod is already assigned"}', {});
           this.pods.set(key, {
             ...pod,
-            metadata: { ...pod.metadata, annotations: { ...pod.metadata.annotations, ...request.body.metadata.annotations } },
+            metadata: {
+              ...pod.metadata,
+              annotations: { ...pod.metadata.annotations, ...request.body.metadata.annotations },
+              ...(this.bindingCopiesLabels ? { labels: { ...pod.metadata.labels, ...request.body.metadata.labels } } : {}),
+            },
             spec: { ...pod.spec, containers: pod.spec?.containers ?? [], nodeName: request.body.target.name },
           });
           return {};
@@ -175,7 +182,17 @@ function acknowledged(pod: V1Pod): V1Pod {
   return { ...pod, metadata: { ...pod.metadata, resourceVersion: '11' }, status: { ...pod.status, startTime: new Date() } };
 }
 
-async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: number; events?: EventRecorder; kubelet?: boolean } = {}) {
+interface SetupOptions {
+  timeoutMs?: number;
+  lockWaitMs?: number;
+  events?: EventRecorder;
+  kubelet?: boolean;
+  successEvents?: boolean;
+  lockWaitEventAfterMs?: number;
+  labels?: { follow(pod: BoundPod): void };
+}
+
+async function setup(pods: V1Pod[], options: SetupOptions = {}) {
   const node = simulatedGpuNode({ name: 'gpu-1', gpus: 2 });
   const api = new FakeApi(options.kubelet === true ? withKubelet(node) : node);
   for (const pod of pods) api.pods.set(`ns/${pod.metadata?.name ?? ''}`, pod);
@@ -187,6 +204,9 @@ async function setup(pods: V1Pod[], options: { timeoutMs?: number; lockWaitMs?: 
   const locks = new NodeLocks({ api, view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 }, sleep: () => Promise.resolve() });
   const binder = new Binder({
     core: api.core(), cache, locks, events: options.events ?? events, defaults, lockWaitMs: options.lockWaitMs ?? 1000, timeoutMs: options.timeoutMs ?? 6000, cleanupReserveMs: 1000, waitPollMs: 50,
+    ...(options.successEvents === undefined ? {} : { successEvents: options.successEvents }),
+    ...(options.lockWaitEventAfterMs === undefined ? {} : { lockWaitEventAfterMs: options.lockWaitEventAfterMs }),
+    ...(options.labels === undefined ? {} : { labels: options.labels }),
   });
   return { api, cache, binder, nodeSource, podSource, locks };
 }
@@ -197,11 +217,14 @@ describe('Binder (bind against a fake API with faults)', () => {
   let stop: (() => Promise<void>) | undefined;
   afterEach(async () => { await stop?.(); stop = undefined; });
 
-  it('happy path: one lock write, one Binding carrying HAMi annotations with the UID precondition, one label patch; no annotation patch', async () => {
-    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
+  it('happy path: one lock write and one Binding carrying HAMi annotations and the hami.io/vgpu-node label with the UID precondition; nothing else', async () => {
+    const followed: BoundPod[] = [];
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')], { labels: { follow: (pod) => { followed.push(pod); } } });
     stop = () => cache.stop();
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
-    expect(api.calls).to.deep.equal(['PATCH node', 'POST binding', 'PATCH pod']);
+    expect(api.calls).to.deep.equal(['PATCH node', 'POST binding']);
+    // The label's follow-up checks that it arrived (an apiserver before 1.35 drops a Binding's labels).
+    expect(followed).to.deep.equal([{ namespace: 'ns', name: 'a', uid: 'uid-a', node: 'gpu-1' }]);
     const pod = api.pods.get('ns/a');
     expect(pod?.spec?.nodeName).to.equal('gpu-1');
     expect(pod?.metadata?.annotations?.[TO_ALLOCATE_ANNOTATION]).to.match(/^GPU-gpu-1-\d,NVIDIA,4000,0:;$/);
@@ -212,10 +235,22 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(lock.kind === 'owned' && lock.owner.name).to.equal('a');
   });
 
-  it('records HAMi\'s BindingSucceed with HAMi\'s message on success, and BindingFailed (never BindingSucceed) on failure', async () => {
+  it('records no BindingSucceed by default (kube-scheduler\'s Scheduled says it), and BindingFailed on failure', async () => {
     const recorded: string[] = [];
     const recorder = { record: (target: { name: string }, type: string, reason: string, message: string) => { recorded.push(`${target.name} ${type} ${reason}: ${message}`); } } as unknown as EventRecorder;
     const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), gpuPod('b', 'uid-b')], { events: recorder });
+    stop = () => cache.stop();
+    expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
+    expect(recorded).to.deep.equal([]);
+    api.bindingFault = 'conflict';
+    expect((await binder.bind(args('b', 'uid-b'))).error).to.be.a('string');
+    expect(recorded.map((line) => line.split(':')[0])).to.deep.equal(['b Warning BindingFailed']);
+  });
+
+  it('with successEvents (SUCCESS_EVENTS=true) records HAMi\'s BindingSucceed with HAMi\'s message on success, and BindingFailed (never BindingSucceed) on failure', async () => {
+    const recorded: string[] = [];
+    const recorder = { record: (target: { name: string }, type: string, reason: string, message: string) => { recorded.push(`${target.name} ${type} ${reason}: ${message}`); } } as unknown as EventRecorder;
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), gpuPod('b', 'uid-b')], { events: recorder, successEvents: true });
     stop = () => cache.stop();
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
     expect(recorded).to.deep.equal(['a Normal BindingSucceed: Successfully binding node [gpu-1] to ns/a']);
@@ -339,7 +374,7 @@ describe('Binder (bind against a fake API with faults)', () => {
 
     expect(api.pods.get('ns/a')?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.equal('GPU-gpu-1-1,NVIDIA,20000,0:;');
     // The lock write from the lagging view meets a conflict, is re-read and retried, then the LIST.
-    expect(api.calls.slice(-4)).to.deep.equal(['PATCH node', 'LIST pods', 'POST binding', 'PATCH pod']);
+    expect(api.calls.slice(-3)).to.deep.equal(['PATCH node', 'LIST pods', 'POST binding']);
   });
 
   it('a lock taken over from a holder that is gone is followed by a LIST of the node\'s pods, even with a store that looks current', async () => {
@@ -446,7 +481,7 @@ describe('Binder (bind against a fake API with faults)', () => {
     it('while a pod past the lock has no startTime, the lock stays free; kubelet\'s status for it lets the bind through', async () => {
       const recorded: string[] = [];
       const recorder = { record: (_target: unknown, _type: string, reason: string, message: string) => { recorded.push(`${reason}: ${message}`); } } as unknown as EventRecorder;
-      const { api, cache, binder, podSource } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], { kubelet: true, lockWaitMs: 5000, events: recorder });
+      const { api, cache, binder, podSource } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], { kubelet: true, lockWaitMs: 5000, events: recorder, lockWaitEventAfterMs: 0 });
       stop = () => cache.stop();
       const bind = binder.bind(args('a', 'uid-a'));
       await new Promise((resolve) => setTimeout(resolve, 150));
@@ -460,6 +495,24 @@ describe('Binder (bind against a fake API with faults)', () => {
 
       expect(await bind).to.deep.equal({});
       expect(api.lock).to.match(/,ns,a$/);
+    });
+
+    it('records NodeLockWait only once the wait outlasts lockWaitEventAfterMs: a burst\'s routine short waits write no Event', async () => {
+      const recorded: string[] = [];
+      const recorder = { record: (_target: unknown, _type: string, reason: string) => { recorded.push(reason); } } as unknown as EventRecorder;
+      const { api, cache, binder, podSource } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], { kubelet: true, lockWaitMs: 5000, events: recorder, lockWaitEventAfterMs: 300 });
+      stop = () => cache.stop();
+      const bind = binder.bind(args('a', 'uid-a'));
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(recorded, 'a wait of 150 ms is routine').to.deep.equal([]);
+      // waitPollMs is 50: the next try after 300 ms of waiting announces the wait, once.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect(recorded).to.deep.equal(['NodeLockWait']);
+      const ack = acknowledged(allocatedPod('prev', 'uid-p'));
+      api.pods.set('ns/prev', ack);
+      podSource.emit('MODIFIED', ack);
+      expect(await bind).to.deep.equal({});
+      expect(recorded).to.deep.equal(['NodeLockWait']);
     });
 
     it('gives up after BIND_LOCK_WAIT naming the pod kubelet has not acknowledged, with nothing written', async () => {

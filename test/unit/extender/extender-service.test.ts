@@ -32,7 +32,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     cache = undefined;
   });
 
-  async function build(options: { start?: boolean; memoryFactor?: number; nodes?: V1Node[]; unseenNodeWaitMs?: number; refusals?: RefusalRequeue; nodePolicy?: NodePolicy; clock?: () => number } = {}) {
+  async function build(options: { start?: boolean; memoryFactor?: number; nodes?: V1Node[]; unseenNodeWaitMs?: number; refusals?: RefusalRequeue; nodePolicy?: NodePolicy; clock?: () => number; successEvents?: boolean } = {}) {
     const nodes = new ScriptedSource<V1Node>();
     const pods = new ScriptedSource<V1Pod>();
     nodes.items = options.nodes ?? ['n1', 'n2', 'n3'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
@@ -52,6 +52,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
       unseenNodeWaitMs: options.unseenNodeWaitMs ?? 20,
       ...(options.refusals === undefined ? {} : { refusals: options.refusals }),
       ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.successEvents === undefined ? {} : { successEvents: options.successEvents }),
       pending: pending.bursts,
     });
     return { nodes, pods, cache, service, events, messages, bursts: pending.bursts };
@@ -187,8 +188,15 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     });
   });
 
-  it('records HAMi\'s FilteringSucceed (and no FilteringFailed) when some node fits, counting fit and not-fit nodes', async () => {
-    const { cache, service, events, messages } = await build();
+  it('records no Event when some node fits by default (SUCCESS_EVENTS=false)', async () => {
+    const { service, events } = await build();
+    const result = await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'n2', 'n3'] });
+    expect(result.NodeNames).to.have.length(3);
+    expect(events).to.deep.equal([]);
+  });
+
+  it('with successEvents records HAMi\'s FilteringSucceed (and no FilteringFailed) when some node fits, counting fit and not-fit nodes', async () => {
+    const { cache, service, events, messages } = await build({ successEvents: true });
     cache.usage.assume('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 20_000, cores: 0 }]]));
     await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'n2', 'n3'] });
     expect(events).to.deep.equal(['FilteringSucceed']);
