@@ -10,7 +10,7 @@ import { Agent, request } from 'node:https';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { ClusterCache } from '../src/cluster/cluster-cache.js';
 import { encodeAllocation } from '../src/devices/allocation-codec.js';
 import { kubeSchedulerConfiguration } from '../src/extender/scheduler-config.js';
@@ -47,6 +47,28 @@ function cpuByProcess(): Map<string, number> {
     } catch { /* gone meanwhile */ }
   }
   return totals;
+}
+
+/**
+ * kube-apiserver's own count of the requests it answered (apiserver_request_total), by verb,
+ * resource and code, watches left out: for BENCH_VERBOSE's requests per run.
+ */
+async function apiserverRequests(kubeConfig: KubeConfig): Promise<Map<string, number>> {
+  const server = kubeConfig.getCurrentCluster()?.server;
+  if (server === undefined) return new Map();
+  const context = new RequestContext(`${server}/metrics`, HttpMethod.GET);
+  await kubeConfig.applySecurityAuthentication(context);
+  const text = await (await new IsomorphicFetchHttpLibrary().send(context).toPromise()).body.text();
+  const counts = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const sample = /^apiserver_request_total\{(.*)\} (\d+)$/.exec(line);
+    if (sample === null) continue;
+    const label = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(sample[1] ?? '')?.[1] ?? '';
+    if (label('verb') === 'WATCH') continue;
+    const key = `${label('verb')} ${label('resource')}${label('subresource') === '' ? '' : `/${label('subresource')}`} ${label('code')}`;
+    counts.set(key, (counts.get(key) ?? 0) + Number(sample[2]));
+  }
+  return counts;
 }
 
 function percentile(sorted: number[], q: number): number {
@@ -137,6 +159,7 @@ try {
   const run = async (label: string, schedulerName: string, config: Record<string, unknown>, limits: Record<string, string>, annotations: Record<string, string> = {}): Promise<{ rate: number; nodes: number; failed: number }> => {
     const scheduler = await plane.startScheduler(config);
     const cpuBefore = process.env.BENCH_VERBOSE ? cpuByProcess() : undefined;
+    const requestsBefore = process.env.BENCH_VERBOSE ? await apiserverRequests(kubeConfig) : undefined;
     try {
       const names = Array.from({ length: 200 }, (_, index) => `${label}-${index}`);
       started = performance.now();
@@ -157,6 +180,10 @@ try {
       if (cpuBefore !== undefined) {
         const after = cpuByProcess();
         console.log(`  ${label}: CPU s by process: ${[...after].map(([name, seconds]) => [name, seconds - (cpuBefore.get(name) ?? 0)] as const).filter(([, seconds]) => seconds >= 0.05).sort(([, a], [, b]) => b - a).map(([name, seconds]) => `${name} ${seconds.toFixed(2)}`).join(', ')}`);
+      }
+      if (requestsBefore !== undefined) {
+        const delta = [...await apiserverRequests(kubeConfig)].map(([key, count]) => [key, count - (requestsBefore.get(key) ?? 0)] as const);
+        console.log(`  ${label}: kube-apiserver requests: ${delta.filter(([, count]) => count >= 5).sort(([, a], [, b]) => b - a).map(([key, count]) => `${key} ${count}`).join(', ')}`);
       }
       if (process.env.BENCH_VERBOSE && server !== undefined) {
         const text = await server.metrics();

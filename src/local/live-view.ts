@@ -53,6 +53,7 @@ const HELD_TEXT: Partial<Record<string, string>> = {
   'awaiting-allocation': "bound here, waiting for the device plugin's Allocate",
   'kubelet-may-admit': "the pod is gone, but this node's kubelet may still admit it and call Allocate",
   'legacy-fresh': 'a legacy lock without owner, younger than NODELOCK_EXPIRE',
+  'release-pending': 'the allocation is over; the device plugin deletes the lock itself',
   'awaiting-allocation-past-expiry': 'bound here, no Allocate within NODELOCK_EXPIRE; kept, not taken over (HAMi #3096)',
 };
 

@@ -32,6 +32,14 @@ export interface AcquireOptions {
    * change of the node after that state makes the write fail with a 409 and this be asked again.
    */
   beforeWrite?: (snapshot: NodeSnapshot, signal?: AbortSignal) => Promise<void>;
+  /**
+   * Asked before taking over a lock whose owner's allocation is over (bind-phase success or failed,
+   * bound here): HAMi's device plugin deletes that lock itself right after writing the phase, so
+   * a take-over in that moment races the plugin's write (a 409, then the node and the owner read
+   * again). False makes the lock count as held for this try ('release-pending'); the caller is
+   * woken by the release, or tries again later and answers true once it has waited long enough.
+   */
+  takeOverFinished?: (node: string, value: string) => boolean;
 }
 
 export interface ReleaseOptions {

@@ -17,7 +17,12 @@ export interface LockRulesConfig {
   forceAfterMs?: number | undefined;
 }
 
-export type HeldReason = 'bind-in-progress' | 'awaiting-allocation' | 'kubelet-may-admit' | 'legacy-fresh';
+/**
+ * Why a lock is held. 'release-pending' is not a rule of classifyLock: NodeLocks.acquire reports it
+ * when its caller chose to wait for the device plugin to delete a lock whose allocation is over
+ * (AcquireOptions.takeOverFinished) rather than race the plugin's own write.
+ */
+export type HeldReason = 'bind-in-progress' | 'awaiting-allocation' | 'kubelet-may-admit' | 'legacy-fresh' | 'release-pending';
 
 export type ReleaseReason =
   | 'owner-not-found'

@@ -102,6 +102,11 @@ export class NodeLocks {
           previous = current;
         } else {
           const decided = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
+          if (decided.classification.state === 'releasable' && decided.classification.reason === 'allocation-finished' && options.takeOverFinished?.(node, current) === false) {
+            const classification: LockClassification = { state: 'held', reason: 'release-pending', ageMs: decided.classification.ageMs ?? 0 };
+            this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification });
+            throw new LockContentionError(node, pod, value, classification);
+          }
           // Never free another pod's lock on the word of a possibly lagging view.
           if (decided.classification.state === 'releasable' && fromView) return { kind: 'reread-from-api' };
           if (decided.classification.state !== 'releasable') {

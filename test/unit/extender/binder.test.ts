@@ -192,6 +192,7 @@ interface SetupOptions {
   lockWaitEventAfterMs?: number;
   labels?: { follow(pod: BoundPod): void };
   clock?: () => Date;
+  pluginReleaseWaitMs?: number;
 }
 
 async function setup(pods: V1Pod[], options: SetupOptions = {}) {
@@ -210,6 +211,7 @@ async function setup(pods: V1Pod[], options: SetupOptions = {}) {
     ...(options.lockWaitEventAfterMs === undefined ? {} : { lockWaitEventAfterMs: options.lockWaitEventAfterMs }),
     ...(options.labels === undefined ? {} : { labels: options.labels }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.pluginReleaseWaitMs === undefined ? {} : { pluginReleaseWaitMs: options.pluginReleaseWaitMs }),
   });
   return { api, cache, binder, nodeSource, podSource, locks };
 }
@@ -477,6 +479,55 @@ describe('Binder (bind against a fake API with faults)', () => {
       // The first takes the lock; the second waits behind it until the test's end.
       expect((await first).error).to.equal(undefined);
       void second;
+    });
+  });
+
+  describe('a lock whose allocation is over is the device plugin\'s to delete', () => {
+    /** `holder` bound to gpu-1 and allocated (bind-phase success), its lock still on the node: the plugin is about to delete it. */
+    async function finishedHolder(parts: Pick<Awaited<ReturnType<typeof setup>>, 'api' | 'podSource' | 'nodeSource'>): Promise<string> {
+      const holder = allocatedPod('holder', 'uid-h');
+      parts.api.pods.set('ns/holder', holder);
+      parts.podSource.emit('MODIFIED', holder);
+      const value = `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},ns,holder`;
+      await parts.api.writeLock('gpu-1', parts.api.node.metadata?.resourceVersion ?? '', value);
+      parts.nodeSource.emit('MODIFIED', parts.api.node);
+      return value;
+    }
+
+    it('waits for the plugin\'s own release instead of racing it, then takes the free lock with one write', async () => {
+      // A clock that stands still: however loaded the machine, the plugin's time never runs out here.
+      const now = Date.now();
+      const parts = await setup([gpuPod('a', 'uid-a')], { lockWaitMs: 5000, clock: () => new Date(now) });
+      const { api, cache, binder, nodeSource } = parts;
+      stop = () => cache.stop();
+      await finishedHolder(parts);
+      api.calls = [];
+      const bind = binder.bind(args('a', 'uid-a'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(api.calls, 'no take-over while the plugin may still delete it').to.deep.equal([]);
+      // The plugin deletes its lock (HAMi: right after writing bind-phase success).
+      await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
+      api.calls = [];
+      nodeSource.emit('MODIFIED', api.node);
+      expect(await bind).to.deep.equal({});
+      // One lock write on the free lock; no conflict and no re-reads of node or holder.
+      expect(api.calls.filter((call) => call !== 'LIST pods')).to.deep.equal(['PATCH node', 'POST binding']);
+      expect(api.lock).to.match(/,ns,a$/);
+    });
+
+    it('takes it over once the plugin has had pluginReleaseWaitMs to delete it (a plugin that died before its release)', async () => {
+      let now = Date.now();
+      const parts = await setup([gpuPod('a', 'uid-a')], { lockWaitMs: 5000, clock: () => new Date(now), pluginReleaseWaitMs: 2000 });
+      const { api, cache, binder } = parts;
+      stop = () => cache.stop();
+      await finishedHolder(parts);
+      const bind = binder.bind(args('a', 'uid-a'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(api.lock, 'left to the plugin for now').to.match(/,ns,holder$/);
+      now += 2000;
+      // waitPollMs is 50: the next try finds the wait over and takes the lock over (confirmed by API reads).
+      expect(await bind).to.deep.equal({});
+      expect(api.lock).to.match(/,ns,a$/);
     });
   });
 
