@@ -9,7 +9,7 @@ import type { ControlPlaneBinaries } from './k8s-binaries.js';
 import { buildKubeconfig, renderKubeconfig } from './kubeconfig.js';
 import { ManagedProcess } from './managed-process.js';
 import type { ShutdownHooks } from './shutdown-hooks.js';
-import { PortTakenError, waitUntilReady } from './wait-until-ready.js';
+import { retryWhilePortTaken, waitUntilReady } from './wait-until-ready.js';
 import { sleep } from '../base/abort.js';
 
 /** A KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) as plain data. */
@@ -29,32 +29,6 @@ export interface ControlPlaneOptions {
   progress?: (line: string) => void;
   /** Where free loopback ports come from (a test hands out a taken one to see the retry). */
   freePorts?: (count: number) => Promise<number[]>;
-}
-
-/**
- * How often a component is started on fresh ports after another process took its port between
- * our asking the kernel for a free one and the component binding it. Each try asks anew, so two
- * losses in a row already need two unrelated races.
- */
-const PORT_ATTEMPTS = 3;
-
-function portWasTaken(error: unknown): boolean {
-  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
-    if (current instanceof PortTakenError) return true;
-  }
-  return false;
-}
-
-/** Runs `start` again, on ports it picks anew, while it fails only because a port was taken. */
-async function retryWhilePortTaken<T>(start: () => Promise<T>, progress: (line: string) => void): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await start();
-    } catch (error) {
-      if (attempt >= PORT_ATTEMPTS || !portWasTaken(error)) throw error;
-      progress(`a port was taken before the component bound it; starting again on fresh ports (try ${attempt + 1} of ${PORT_ATTEMPTS})`);
-    }
-  }
 }
 
 export class ControlPlaneStartError extends WardenError {}

@@ -36,13 +36,12 @@ export interface DevicePluginSimulatorDeps {
  */
 export class DevicePluginSimulator {
   private readonly busy = new Set<string>();
-  /** Pods whose Allocate was made to stall: never looked at again (kubelet would not retry either). */
-  private readonly stalled = new Set<string>();
   /**
-   * Pod incarnations already served on a node (`uid@node`), oldest first. kubelet admits a pod once,
-   * so it calls Allocate once; the lock can still name the pod here after the release (this cache
-   * has not seen it yet), and serving it again wrote its annotations and read the node a second time
-   * (about half the pods of a 200-pod burst in bench:extender). Bounded: the oldest are forgotten.
+   * Pod incarnations already served on a node (`uid@node`), oldest first, stalled ones included
+   * (never looked at again: kubelet would not retry either). kubelet admits a pod once, so it calls
+   * Allocate once; the lock can still name the pod here after the release (this cache has not seen
+   * it yet), and serving it again wrote its annotations and read the node a second time (about half
+   * the pods of a 200-pod burst in bench:extender). Bounded: the oldest are forgotten.
    */
   private readonly served = new Set<string>();
   private readonly stopListening: (() => void)[] = [];
@@ -78,7 +77,7 @@ export class DevicePluginSimulator {
     const pod = this.deps.cache.pod(value.owner.namespace, value.owner.name);
     // kubelet calls Allocate only once the pod is bound to its node.
     const incarnation = `${pod?.metadata?.uid ?? ''}@${name}`;
-    if (pod?.spec?.nodeName !== name || this.stalled.has(incarnation) || this.served.has(incarnation)) return;
+    if (pod?.spec?.nodeName !== name || this.served.has(incarnation)) return;
     this.served.add(incarnation);
     if (this.served.size > MAX_SERVED) this.served.delete(this.served.values().next().value ?? '');
     this.busy.add(name);
@@ -96,10 +95,8 @@ export class DevicePluginSimulator {
 
   private async allocate(node: string, owner: PodRef, pod: V1Pod): Promise<void> {
     const outcome = this.deps.behaviour?.(pod) ?? 'allocate';
-    if (outcome === 'stall') {
-      this.stalled.add(`${pod.metadata?.uid ?? ''}@${node}`);
-      return;
-    }
+    // Stalled: consider() already counts it served, so it is never looked at again.
+    if (outcome === 'stall') return;
     const encoded = pod.metadata?.annotations?.[TO_ALLOCATE_ANNOTATION];
     const allocation = encoded === undefined ? { error: 'device request not found' } : decodeAllocation(encoded);
     if (outcome === 'fail' || 'error' in allocation) {

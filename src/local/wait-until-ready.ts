@@ -13,6 +13,36 @@ export class ReadinessError extends WardenError {}
  */
 export class PortTakenError extends ReadinessError {}
 
+/**
+ * How often a component is started on fresh ports after another process took its port between
+ * our picking a free one and the component binding it. Each try picks anew, so two losses in a
+ * row already need two unrelated races.
+ */
+const PORT_ATTEMPTS = 3;
+
+function portWasTaken(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    if (current instanceof PortTakenError) return true;
+  }
+  return false;
+}
+
+/**
+ * Runs `start` again while it fails only because a port was taken; `attempt` (1 first) lets a
+ * start keep its ports on the first try and pick fresh ones after. Each start cleans up after
+ * itself when it fails.
+ */
+export async function retryWhilePortTaken<T>(start: (attempt: number) => Promise<T>, progress: (line: string) => void): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start(attempt);
+    } catch (error) {
+      if (attempt >= PORT_ATTEMPTS || !portWasTaken(error)) throw error;
+      progress(`a port was taken before the component bound it; starting again on fresh ports (try ${attempt + 1} of ${PORT_ATTEMPTS})`);
+    }
+  }
+}
+
 // What Go's net package (every Kubernetes component, etcd) logs for EADDRINUSE.
 const PORT_TAKEN_LOG = 'bind: address already in use';
 
@@ -33,8 +63,9 @@ export interface ReadinessProbe {
 }
 
 function portTakenWhileRunning(process: ManagedProcess, probe: ReadinessProbe): boolean {
-  if (probe.portFailureLog === undefined) return false;
-  return process.lastLogLines().split('\n').some((line) => line.includes(probe.portFailureLog ?? '') && line.includes(PORT_TAKEN_LOG));
+  const failure = probe.portFailureLog;
+  if (failure === undefined) return false;
+  return process.lastLogLines().split('\n').some((line) => line.includes(failure) && line.includes(PORT_TAKEN_LOG));
 }
 
 function probeOnce(probe: ReadinessProbe): Promise<{ status: number; body: string }> {

@@ -4,7 +4,7 @@ import { CoordinationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/clien
 import { findFreePorts } from '../free-port.js';
 import { ManagedProcess } from '../managed-process.js';
 import type { ShutdownHooks } from '../shutdown-hooks.js';
-import { PortTakenError, waitUntilReady } from '../wait-until-ready.js';
+import { PortTakenError, retryWhilePortTaken, waitUntilReady } from '../wait-until-ready.js';
 import { cgroupHierarchies, createCgroupRoot, removeCgroupRoot, removeCgroupRootSync } from './cgroup-roots.js';
 import { LOOPBACK_CNI_CONFLIST, renderContainerdConfig } from './containerd-config.js';
 import { buildKubeletConfiguration, kubeletArgs } from './kubelet-config.js';
@@ -57,7 +57,6 @@ interface NodeProcess {
 const NODE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const NODE_ADDRESS = '127.0.0.1';
 const EXIT_TIMEOUT_MS = 10_000;
-const KUBELET_PORT_ATTEMPTS = 3;
 // kubelet's server.go logs this every 5 s, and keeps running, when its healthz port is taken.
 const KUBELET_HEALTHZ_FAILURE_LOG = 'Failed to start healthz server';
 // containerd finds containerd-shim-runc-v2 on PATH and the shim finds runc.
@@ -252,21 +251,16 @@ export class RealNode {
    * healthz port), it is killed and started again on fresh ports.
    */
   async startKubelet(): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.startKubeletOnce();
-        return;
-      } catch (error) {
-        if (!(error instanceof PortTakenError) || attempt >= KUBELET_PORT_ATTEMPTS) throw error;
-        this.progress(`${this.nodeName}: a port of kubelet was taken before it bound it; starting it again on fresh ports (try ${attempt + 1} of ${KUBELET_PORT_ATTEMPTS})`);
-        await this.killKubelet();
-        await this.writeKubeletConfig();
-      }
-    }
+    if (this.kubeletPid !== undefined) throw new RealNodeError(`kubelet of ${this.nodeName} already runs`);
+    await retryWhilePortTaken(async (attempt) => {
+      // A restart keeps kubelet's ports; only a try after a taken port picks new ones.
+      if (attempt > 1) await this.writeKubeletConfig();
+      await this.startKubeletOnce();
+    }, (line) => { this.progress(`${this.nodeName}: kubelet: ${line}`); });
   }
 
+  /** One start; a kubelet whose port was taken is killed again before the PortTakenError goes up. */
   private async startKubeletOnce(): Promise<void> {
-    if (this.kubeletPid !== undefined) throw new RealNodeError(`kubelet of ${this.nodeName} already runs`);
     const { layout } = this;
     const args = kubeletArgs({
       configFile: layout.kubeletConfig, kubeconfig: layout.kubeletKubeconfig, rootDir: layout.kubeletRoot, certDir: layout.kubeletCertDir,
@@ -275,9 +269,14 @@ export class RealNode {
     const child = await this.startInNamespace('kubelet', this.options.tools.kubelet, args, layout.logs.kubelet);
     this.kubelet = child;
     this.kubeletEverStarted = true;
-    await waitUntilReady(child.process, {
-      url: `http://127.0.0.1:${this.ports?.healthz ?? 0}/healthz`, timeoutMs: this.timeoutMs, portFailureLog: KUBELET_HEALTHZ_FAILURE_LOG,
-    });
+    try {
+      await waitUntilReady(child.process, {
+        url: `http://127.0.0.1:${this.ports?.healthz ?? 0}/healthz`, timeoutMs: this.timeoutMs, portFailureLog: KUBELET_HEALTHZ_FAILURE_LOG,
+      });
+    } catch (error) {
+      if (error instanceof PortTakenError) await this.killKubelet();
+      throw error;
+    }
   }
 
   /** SIGKILL to kubelet alone (a crash): containerd, the pods and the Node object stay. */
