@@ -1,3 +1,4 @@
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { Writable } from 'node:stream';
 
 const LEVEL_NAMES: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
@@ -33,4 +34,23 @@ export function lineStream(onLine: (line: string) => void): Writable {
       done();
     },
   });
+}
+
+/** The last whole lines within `bytes` of the end of a file; none when it cannot be read. */
+export function tailLines(path: string, bytes: number): string[] {
+  let handle: number | undefined;
+  try {
+    handle = openSync(path, 'r');
+    const size = fstatSync(handle).size;
+    const length = Math.min(size, bytes);
+    const buffer = Buffer.alloc(length);
+    readSync(handle, buffer, 0, length, size - length);
+    const lines = buffer.toString('utf8').split('\n');
+    if (length < size) lines.shift();
+    return lines.filter((line) => line !== '');
+  } catch {
+    return [];
+  } finally {
+    if (handle !== undefined) closeSync(handle);
+  }
 }

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { WardenError } from '../base/errors.js';
 import { sleep } from '../base/abort.js';
+import { tailLines } from './log-lines.js';
 
 export interface ManagedProcessOptions {
   /** Short name used in errors, e.g. "kube-apiserver". */
@@ -32,6 +33,9 @@ export function processGroupExists(pgid: number): boolean {
     return false;
   }
 }
+
+/** The least of a log's end lastLogLines() reads. */
+const LOG_TAIL_MIN_BYTES = 256 * 1024;
 
 // Runs the real program under a small bash guard in its own process group. The guard forwards
 // SIGTERM and, if our Node process disappears without cleaning up (SIGKILL, crash), stops the
@@ -145,12 +149,9 @@ export class ManagedProcess {
   }
 
   lastLogLines(count = 20): string {
-    try {
-      const lines = readFileSync(this.logFile, 'utf8').trimEnd().split('\n');
-      return lines.slice(-count).join('\n');
-    } catch {
-      return '(no log written)';
-    }
+    // The end of the log only (a kubelet's grows for its node's whole life), with room for long lines.
+    const lines = tailLines(this.logFile, Math.max(LOG_TAIL_MIN_BYTES, count * 1024));
+    return lines.length === 0 ? '(no log written)' : lines.slice(-count).join('\n');
   }
 
   private signalGroup(signal: NodeJS.Signals): void {

@@ -11,6 +11,7 @@ import type { NodeClusterAccess, RealNode } from './real-node/real-node.js';
 import type { ShutdownHooks } from './shutdown-hooks.js';
 import { GPU_ALLOCATABLE_RESOURCE } from '../hami/wire.js';
 import { sleep } from '../base/abort.js';
+import { tailLines } from './log-lines.js';
 
 /**
  * GPU nodes that are real kubelets (src/local/real-node/: kubelet and containerd each, in
@@ -52,6 +53,13 @@ export interface RealGpuFleetOptions {
 }
 
 export class RealGpuFleetError extends WardenError {}
+
+/** kubelet's log lines about device-plugin registration and connections (kubelet runs at -v=2). */
+const DEVICE_MANAGER_LINE = /device plugin|Registered client|Deregistered client|ListAndWatch|already connected|registration request/i;
+const TRAIL_LINES = 15;
+/** Only the end of kubelet's log is read: it grows for the node's whole life. */
+const TRAIL_BYTES = 512 * 1024;
+
 
 export class RealGpuFleet {
   private constructor(
@@ -109,7 +117,9 @@ export class RealGpuFleet {
 
   /** Stops the node's plugin and serves a new one with `options` (e.g. neverRegister, registerTwice). */
   async replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice' | 'onEvent'>>): Promise<GrpcDevicePluginServer> {
-    await this.servers.get(node)?.stop();
+    const old = this.servers.get(node);
+    await old?.stop();
+    await old?.settled();
     const server = new GrpcDevicePluginServer({ plugin: this.plugin, node, pluginDir: this.node(node).devicePluginDir, ...options });
     this.servers.set(node, server);
     await server.start();
@@ -122,9 +132,26 @@ export class RealGpuFleet {
     for (;;) {
       const seen = (await this.core.readNode({ name: node })).status?.allocatable?.[GPU_ALLOCATABLE_RESOURCE];
       if (seen === String(count)) return;
-      if (Date.now() > deadline) throw new RealGpuFleetError(`${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})`);
+      if (Date.now() > deadline) {
+        throw new RealGpuFleetError(`${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})\n${this.devicePluginTrail(node)}`);
+      }
       await sleep(200);
     }
+  }
+
+  /**
+   * What kubelet's device manager and the node's plugin said lately: why allocatable did not move
+   * is in these lines (a Register refused, a client kubelet never dropped), and a failure on a CI
+   * machine leaves nothing else behind.
+   */
+  private devicePluginTrail(node: string): string {
+    const kubeletLog = this.node(node).logFiles.kubelet;
+    const kubeletLines = tailLines(kubeletLog, TRAIL_BYTES).filter((line) => DEVICE_MANAGER_LINE.test(line)).slice(-TRAIL_LINES);
+    const pluginLines = this.servers.get(node)?.recentLines().slice(-TRAIL_LINES) ?? [];
+    return [
+      `kubelet's device manager, last ${kubeletLines.length} lines (${kubeletLog}):`, ...kubeletLines.map((line) => `  ${line}`),
+      `the device plugin, last ${pluginLines.length} lines:`, ...pluginLines.map((line) => `  ${line}`),
+    ].join('\n');
   }
 
   /** Stops the plugins, then the nodes (every process, mount and cgroup; the run folder). */

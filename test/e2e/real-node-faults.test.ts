@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, podGone, podNamed, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { kubernetesVersionOf, locateBinaries } from '../../src/local/k8s-binaries.js';
+import type { GrpcPluginEvent } from '../../src/local/hami-plugin/index.js';
 
 /**
  * Faults between kubelet and the device plugin, on real nodes (kubelet + containerd, the HAMi
@@ -10,6 +11,16 @@ import { kubernetesVersionOf, locateBinaries } from '../../src/local/k8s-binarie
  * the plugin served one, containerd is gone. Each must leave no lock behind and never give a container another pod's devices.
  */
 const LIMITS = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '20' };
+/** kubelet 1.37's answer to a Register of a socket path it holds a client for. */
+const ALREADY_CONNECTED = '2 UNKNOWN: device plugin already connected: /var/lib/kubelet/device-plugins/nvidia-gpu.sock';
+
+/** Collects the answers to a plugin's Register calls: 'registered' or the error. */
+function registerAnswers(answers: string[]): (event: GrpcPluginEvent) => void {
+  return (event) => {
+    if (event.kind === 'registered') answers.push('registered');
+    else if (event.kind === 'register-failed') answers.push(event.error);
+  };
+}
 
 describe('kubelet and device-plugin faults on real nodes', function () {
   this.timeout(240_000);
@@ -157,7 +168,7 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     await nodeUnlocked(core, node);
   });
 
-  it('a plugin that never registers leaves its node without GPUs (nothing bound there, no lock); one that registers twice works as one', async () => {
+  it('a plugin that never registers leaves its node without GPUs (nothing bound there, no lock); one that registers twice works as one, and on kubelet 1.37 wedges the resource once it restarts', async () => {
     const { core, namespace } = testCluster();
     const [silent = '', twice = ''] = cluster.nodeNames;
     try {
@@ -172,15 +183,9 @@ describe('kubelet and device-plugin faults on real nodes', function () {
       // connected to ("device plugin already connected", it keeps a list of clients per resource
       // since then), older kubelets accept it and replace the connection. Either way one plugin serves.
       const answers: string[] = [];
-      await cluster.replacePlugin(twice, {
-        registerTwice: true,
-        onEvent: (event) => {
-          if (event.kind === 'registered') answers.push('registered');
-          else if (event.kind === 'register-failed') answers.push(event.error);
-        },
-      });
+      await cluster.replacePlugin(twice, { registerTwice: true, onEvent: registerAnswers(answers) });
       await eventually('both Register calls answered', () => Promise.resolve(answers.length >= 2 ? answers : notYet(answers.join(' | '))), 10_000);
-      if (kubeletMinor >= 37) expect(answers.slice(0, 2)).to.deep.equal(['registered', `2 UNKNOWN: device plugin already connected: /var/lib/kubelet/device-plugins/nvidia-gpu.sock`]);
+      if (kubeletMinor >= 37) expect(answers.slice(0, 2)).to.deep.equal(['registered', ALREADY_CONNECTED]);
       else expect(answers.slice(0, 2)).to.deep.equal(['registered', 'registered']);
       await cluster.allocatable(twice, 20);
       await core.createNamespacedPod({ namespace, body: pinned('on-twice', twice) });
@@ -188,10 +193,24 @@ describe('kubelet and device-plugin faults on real nodes', function () {
       await nodeUnlocked(core, twice);
     } finally {
       await cluster.replacePlugin(silent, {});
-      await cluster.replacePlugin(twice, {});
     }
     await cluster.allocatable(silent, 20);
     await expectOwnGpus(await runningPod('on-silent', 60_000));
+
+    // The plugin that registered twice restarts as a well-behaved one. kubelet 1.37, refusing the
+    // second Register, forgot the client it held for that socket (it drops every client of the
+    // path), so the end of that client's stream disconnected nothing: the old endpoint stays, every
+    // Register of the socket is refused, and allocatable keeps the old count, until kubelet restarts.
+    const later: string[] = [];
+    const replacement = await cluster.replacePlugin(twice, { onEvent: registerAnswers(later) });
+    if (kubeletMinor >= 37) {
+      await eventually('the replacement refused', () => Promise.resolve(later.length >= 2 ? later : notYet(later.join(' | '))), 10_000);
+      expect(later.slice(0, 2), 'refused, and refused again from a freshly served socket').to.deep.equal([ALREADY_CONNECTED, ALREADY_CONNECTED]);
+      expect(replacement.registrations).to.equal(0);
+      await cluster.node(twice).restartKubelet();
+    }
+    await replacement.waitForRegistrations(1, { timeoutMs: 30_000 });
+    await cluster.allocatable(twice, 20);
   });
 
   it('containerd is gone: Allocate still happens at admission, the pod cannot start, and the lock does not stay', async () => {

@@ -10,7 +10,14 @@
  *   false, get_preferred_allocation_available}; it retries until kubelet.sock exists and answers;
  * - re-registers when kubelet restarts: kubelet deletes the plugin's socket and recreates
  *   kubelet.sock; the folder is watched (inotify, as HAMi's fsnotify) so the socket is served again
- *   and Register called again at once; a check every `checkMs` catches a missed event;
+ *   and Register called again at once; a check every `checkMs` catches a missed event. As HAMi
+ *   restarts its plugin on a new kubelet.sock, every Register after the first comes from a freshly
+ *   served socket, and only once the kubelet connected to the old one has had `settleMs` to see its
+ *   stream end. kubelet 1.37 keeps its clients per socket path and refuses a Register for a path it
+ *   still holds ("device plugin already connected"); worse, that refusal forgets the client it
+ *   holds, whose end then never marks the devices unhealthy, and every later Register of that path
+ *   is refused until kubelet restarts (real-nodes.md). A second Register on a live connection, or
+ *   one racing the end of the previous, must never happen;
  * - ListAndWatch sends the node's replica IDs `<uuid>-<i>` (Healthy, or Unhealthy for a GPU the
  *   inventory marks unhealthy) at once and again whenever the list changes (the node inventory is
  *   polled every `pollMs`, and re-read on `refresh()`);
@@ -60,6 +67,9 @@ import {
 export const DEFAULT_RESOURCE_NAME = 'nvidia.com/gpu';
 export const DEFAULT_SOCKET_NAME = 'nvidia-gpu.sock';
 
+/** How many of its own log lines a plugin keeps for recentLines(). */
+const RECENT_LINES = 30;
+
 /** Linux sun_path holds 108 bytes, NUL included. */
 const MAX_SOCKET_PATH = 107;
 
@@ -93,6 +103,8 @@ export interface GrpcDevicePluginServerOptions {
   registerTimeoutMs?: number;
   /** Safety-net check of the two sockets, in case a folder event was missed (default 1000 ms). */
   checkMs?: number;
+  /** After serving anew while kubelet was connected, the wait before Register, for kubelet to see its stream end (default 200 ms). */
+  settleMs?: number;
   log?: (line: string) => void;
   onEvent?: (event: GrpcPluginEvent) => void;
 }
@@ -163,7 +175,12 @@ export class GrpcDevicePluginServer {
   private readonly pollMs: number;
   private readonly retryMs: number;
   private readonly checkMs: number;
+  private readonly settleMs: number;
   private readonly registerTimeoutMs: number;
+  /** The last lines this plugin logged (bounded), for a failure's message. */
+  private readonly recent: string[] = [];
+  /** When this plugin last cut an open ListAndWatch stream (serving anew, or stopping). */
+  private cutAt: number | undefined;
   private current: Incarnation | undefined;
   private wanted = false;
   private unsubscribe: (() => void) | undefined;
@@ -183,6 +200,7 @@ export class GrpcDevicePluginServer {
     this.pollMs = options.pollMs ?? 1000;
     this.retryMs = options.retryMs ?? 200;
     this.checkMs = options.checkMs ?? 1000;
+    this.settleMs = options.settleMs ?? 200;
     this.registerTimeoutMs = options.registerTimeoutMs ?? 5000;
     for (const path of [this.socketPath, this.kubeletSocketPath]) {
       if (Buffer.byteLength(path) > MAX_SOCKET_PATH) throw new Error(`unix socket path longer than ${MAX_SOCKET_PATH} bytes: ${path}`);
@@ -286,7 +304,15 @@ export class GrpcDevicePluginServer {
   }
 
   private log(line: string): void {
+    const stamped = `${new Date().toISOString()} ${line}`;
+    this.recent.push(stamped);
+    if (this.recent.length > RECENT_LINES) this.recent.shift();
     this.options.log?.(`device plugin ${this.node}: ${line}`);
+  }
+
+  /** What this plugin did lately (its last log lines, timestamped), to explain a failure. */
+  recentLines(): string[] {
+    return [...this.recent];
   }
 
   private emit(event: GrpcPluginEvent): void {
@@ -333,6 +359,7 @@ export class GrpcDevicePluginServer {
     incarnation.controller.abort();
     incarnation.watcher?.close();
     if (incarnation.timer !== undefined) clearInterval(incarnation.timer);
+    if (incarnation.streams.size > 0) this.cutAt = Date.now();
     for (const cleanup of [...incarnation.streams.keys()]) cleanup();
     // Let the cut calls write their error before the connections go.
     await new Promise<void>((resolve) => setImmediate(resolve));
@@ -349,9 +376,8 @@ export class GrpcDevicePluginServer {
       // the kubelet.sock already registered with (delivered late) changes nothing.
       const kubelet = stampOf(this.kubeletSocketPath);
       if (kubelet !== undefined && kubelet !== incarnation.registeredTo && this.options.neverRegister !== true) {
-        this.log('kubelet.sock created: registering again');
-        incarnation.needRegister = true;
-        this.kick(incarnation);
+        this.log('kubelet.sock created: serving anew and registering again');
+        this.registerAfresh(incarnation);
       }
     } else if (filename === this.socketName && !incarnation.serving && !existsSync(this.socketPath)) {
       this.log(`${this.socketName} removed: serving it again`);
@@ -368,9 +394,17 @@ export class GrpcDevicePluginServer {
     }
     const kubelet = stampOf(this.kubeletSocketPath);
     if (this.options.neverRegister !== true && kubelet !== undefined && incarnation.registeredTo !== undefined && kubelet !== incarnation.registeredTo) {
-      incarnation.needRegister = true;
-      this.kick(incarnation);
+      this.registerAfresh(incarnation);
     }
+  }
+
+  /**
+   * A Register from a newly served socket, unless one is already due: that one is from a fresh
+   * socket or a kubelet that never connected, and serving again would cut what it sets up.
+   */
+  private registerAfresh(incarnation: Incarnation): void {
+    if (!incarnation.needRegister) incarnation.needServe = true;
+    this.kick(incarnation);
   }
 
   private kick(incarnation: Incarnation): void {
@@ -420,10 +454,18 @@ export class GrpcDevicePluginServer {
           incarnation.needServe = true;
           continue;
         }
-        if (await this.registerOnce(incarnation)) {
+        // A Register that reaches kubelet before it has seen a cut stream end is refused, and on
+        // kubelet 1.37 the refusal wedges the resource (see the header).
+        await this.settle(incarnation);
+        if (ended()) break;
+        const outcome = await this.registerOnce(incarnation);
+        if (outcome === 'registered') {
           incarnation.needRegister = false;
           if (this.options.registerTwice === true) await this.registerOnce(incarnation);
         } else {
+          // kubelet answered no, or may have said yes too late for us: it may hold a connection
+          // to this socket, so the next Register comes from a new one (HAMi restarts its plugin).
+          if (outcome === 'failed') incarnation.needServe = true;
           await this.pause(incarnation, this.retryMs);
           continue;
         }
@@ -434,6 +476,7 @@ export class GrpcDevicePluginServer {
 
   private async serve(incarnation: Incarnation): Promise<void> {
     incarnation.serving = true;
+    if (incarnation.streams.size > 0) this.cutAt = Date.now();
     try {
       for (const cleanup of [...incarnation.streams.keys()]) cleanup();
       if (incarnation.server !== undefined) {
@@ -459,21 +502,48 @@ export class GrpcDevicePluginServer {
     }
   }
 
-  private registerOnce(incarnation: Incarnation): Promise<boolean> {
+  /** Until `settleMs` after this plugin last cut a kubelet's stream (by serving anew or stopping), unless the process stops. */
+  private settle(incarnation: Incarnation): Promise<void> {
+    const waitMs = this.cutAt === undefined ? 0 : this.cutAt + this.settleMs - Date.now();
+    if (waitMs <= 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const signal = incarnation.controller.signal;
+      const done = () => { clearTimeout(timer); signal.removeEventListener('abort', done); resolve(); };
+      const timer = setTimeout(done, waitMs);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /**
+   * Resolves once a kubelet whose stream this plugin cut has had `settleMs` to see it end: a new
+   * plugin serving the same socket waits for this before it registers (as a restarted process would).
+   */
+  async settled(): Promise<void> {
+    const waitMs = this.cutAt === undefined ? 0 : this.cutAt + this.settleMs - Date.now();
+    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+  }
+
+  /**
+   * One Register call: 'registered'; 'absent' (no kubelet.sock); 'unreachable' (nobody listens
+   * there: kubelet never saw the call); 'failed' (kubelet refused, or the answer was lost or late).
+   */
+  private registerOnce(incarnation: Incarnation): Promise<'registered' | 'absent' | 'unreachable' | 'failed'> {
     const before = stampOf(this.kubeletSocketPath);
-    if (before === undefined) return Promise.resolve(false);
+    if (before === undefined) return Promise.resolve('absent');
     const method = devicePluginMethod<RegisterRequest, Empty>('Registration', 'Register');
     const request: RegisterRequest = {
       version: API_VERSION, endpoint: this.socketName, resource_name: this.resourceName,
       options: { pre_start_required: false, get_preferred_allocation_available: this.options.preferredAllocation !== false },
     };
     const client = new Client(`unix:${this.kubeletSocketPath}`, credentials.createInsecure());
-    return new Promise<boolean>((resolve) => {
+    return new Promise((resolve) => {
       const signal = incarnation.controller.signal;
       const call = client.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, request, new Metadata(), { deadline: Date.now() + this.registerTimeoutMs }, (error) => {
         signal.removeEventListener('abort', cancel);
         client.close();
         if (error === null) {
+          // A kubelet.sock replaced during the call leaves it unclear which kubelet answered:
+          // `before` then differs from the file, and the check serves anew and registers again.
           incarnation.registeredTo = before;
           this.registrationCount += 1;
           this.log(`registered ${this.resourceName} with kubelet (endpoint ${this.socketName})`);
@@ -484,11 +554,11 @@ export class GrpcDevicePluginServer {
               waiter.resolve();
             }
           }
-          resolve(true);
+          resolve('registered');
         } else {
           this.log(`Register with kubelet failed: ${error.message}`);
           this.emit({ kind: 'register-failed', error: error.message });
-          resolve(false);
+          resolve(error.code === status.UNAVAILABLE ? 'unreachable' : 'failed');
         }
       });
       const cancel = () => { call.cancel(); };

@@ -83,6 +83,10 @@ class Arrivals<T> {
 /** kubelet's Registration service on `<dir>/kubelet.sock`. */
 class FakeKubelet {
   readonly registrations = new Arrivals<RegisterRequest>();
+  /** When each Register arrived (Date.now()). */
+  readonly registeredAt: number[] = [];
+  /** kubelet's answer to a Register: null accepts it; an error refuses it, as kubelet 1.37 refuses a path it holds. */
+  answer: () => ServiceError | null = () => null;
   private server: Server | undefined;
 
   constructor(readonly dir: string) {}
@@ -95,8 +99,11 @@ class FakeKubelet {
     const server = new Server();
     server.addService(service('Registration'), {
       Register: (call: ServerUnaryCall<RegisterRequest, Record<string, never>>, callback: sendUnaryData<Record<string, never>>) => {
+        this.registeredAt.push(Date.now());
         this.registrations.push(call.request);
-        callback(null, {});
+        const refusal = this.answer();
+        if (refusal === null) callback(null, {});
+        else callback(refusal);
       },
     });
     await new Promise<void>((resolve, reject) => {
@@ -318,6 +325,41 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     expect(server.registrations).to.equal(2);
   });
 
+  it('a kubelet.sock that changes under a live connection: the stream is cut first, and Register comes settleMs later from a new socket', async () => {
+    await kubelet.start();
+    const server = newServer({ settleMs: 300 });
+    await server.start();
+    await kubelet.registrations.next('Register');
+    const before = dial(server).listAndWatch();
+    await before.messages.next('ListAndWatch');
+    let streamEndedAt = 0;
+    void before.ended.then(() => { streamEndedAt = Date.now(); });
+
+    // kubelet.sock replaced while the plugin's own socket stays (nothing deleted it): a second
+    // Register on the live connection is what kubelet 1.37 refuses and then never recovers from.
+    await kubelet.stop();
+    await kubelet.start();
+    await kubelet.registrations.next('Register after kubelet.sock changed');
+    expect(streamEndedAt, 'the old stream ended before the new Register').to.be.greaterThan(0);
+    const registeredAt = kubelet.registeredAt.at(-1) ?? 0;
+    expect(registeredAt - streamEndedAt, 'kubelet had settleMs to drop its client').to.be.at.least(250);
+    expect(events.all.filter((event) => event.kind === 'serving'), 'served anew for it').to.have.length(2);
+  });
+
+  it('a refused Register is retried from a freshly served socket (kubelet may hold a client of the old one)', async () => {
+    let refusals = 1;
+    kubelet.answer = () => (refusals-- > 0 ? Object.assign(new Error('device plugin already connected: nvidia-gpu.sock'), { code: status.UNKNOWN, details: 'device plugin already connected: nvidia-gpu.sock', metadata: new Metadata() }) : null);
+    await kubelet.start();
+    const server = newServer();
+    await server.start();
+    await kubelet.registrations.next('the refused Register');
+    await kubelet.registrations.next('the Register after it');
+    await server.waitForRegistrations(1, { timeoutMs: DEADLINE_MS });
+    const kinds = events.all.map((event) => event.kind).filter((kind) => kind === 'serving' || kind === 'registered' || kind === 'register-failed');
+    expect(kinds).to.deep.equal(['serving', 'register-failed', 'serving', 'registered']);
+    expect(server.recentLines().some((line) => line.includes('Register with kubelet failed: 2 UNKNOWN: device plugin already connected')), 'kept for a failure message').to.equal(true);
+  });
+
   it('stop(): socket gone and a stalled Allocate cut with an error; restart() serves and registers again', async () => {
     plugin = newPlugin({ behaviour: () => (plugin.records.length === 0 ? { kind: 'stall' } : { kind: 'allocate' }) });
     api.addPod(lockedPod('train-0', `${UUID_A},NVIDIA,1000,10:;`));
@@ -339,8 +381,10 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     expect(plugin.records.map((record) => [record.outcome, record.error])).to.deep.equal([['stalled', undefined], ['failed', 'device plugin stopped']]);
     expect(api.lock('gpu-1'), 'a killed process releases nothing').to.not.equal(undefined);
 
+    const stoppedAt = Date.now();
     await server.restart();
     await kubelet.registrations.next('Register after restart()');
+    expect((kubelet.registeredAt.at(-1) ?? 0) - stoppedAt, 'a restarted process registers only once kubelet had settleMs (default 200) to see its stream end').to.be.at.least(150);
     const answer = await dial(server).unary<AllocateResponse>('Allocate', { container_requests: [{ devices_ids: [`${UUID_A}-0`] }] });
     expect(answer.container_responses[0]?.envs.NVIDIA_VISIBLE_DEVICES, 'the node\'s queue is free again').to.equal(UUID_A);
     expect(api.lock('gpu-1')).to.equal(undefined);

@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'chai';
-import { lineStream, logNoteText } from '../../../src/local/log-lines.js';
+import { lineStream, logNoteText, tailLines } from '../../../src/local/log-lines.js';
 
 describe('live view log lines', () => {
   it('turns a pino line into level, component and message; keeps other text', () => {
@@ -16,5 +19,19 @@ describe('live view log lines', () => {
     stream.write('o\n\nthr');
     await new Promise<void>((done) => { stream.end('ee', done); });
     expect(lines).to.deep.equal(['one', 'two', 'three']);
+  });
+
+  it('reads only the end of a log: whole lines within the byte budget, none when it cannot be read', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tail-'));
+    try {
+      const path = join(dir, 'kubelet.log');
+      writeFileSync(path, 'first line\nsecond\nthird\n');
+      expect(tailLines(path, 1024)).to.deep.equal(['first line', 'second', 'third']);
+      // The last 16 bytes start inside "first line": that cut line is dropped.
+      expect(tailLines(path, 16)).to.deep.equal(['second', 'third']);
+      expect(tailLines(join(dir, 'missing.log'), 1024)).to.deep.equal([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
