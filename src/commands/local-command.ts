@@ -171,128 +171,147 @@ export function localCommand(deps: { repoRoot: string; shutdownTarget: ShutdownT
       say(nodeMode.why);
       const plane = await ControlPlane.start({ binaries, shutdownHooks: hooks, progress: say });
       const certDir = mkdtempSync(join(tmpdir(), 'vgpu-warden-local-certs-'));
-      const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
-      const server = await startServer(loadConfig({
-        ...io.env, KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
-        EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', SCHEDULER_NAME: settings.schedulerName,
-        METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), POD_NAMESPACE: 'default', NODE_SCHEDULER_POLICY: settings.nodeSchedulerPolicy,
-      }), createLogger(settings.logLevel === 'info' ? 'warn' : settings.logLevel, lineStream((line) => {
-        if (live?.view.isActive === true) live.view.note(logNoteText(line)); else io.stdout(line);
-      })));
-      say(`vgpu-warden webhook on https://127.0.0.1:${webhookPort}, extender on https://127.0.0.1:${extenderPort}`);
-
-      const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
-      const core = kubeConfig.makeApiClient(CoreV1Api);
-      const caPem = server.keeper.current()?.caBundlePem ?? '';
-      const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(join(deps.repoRoot, 'manifests', 'webhook.yaml'), 'utf8'));
-      await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({
-        body: {
-          metadata: { name: 'vgpu-warden' },
-          webhooks: (shipped.webhooks ?? []).map((webhook) => ({ ...webhook, clientConfig: { url: `https://127.0.0.1:${webhookPort}/mutate`, caBundle: Buffer.from(caPem).toString('base64') } })),
-        },
-      });
-      const nodeNames = Array.from({ length: nodeCount }, (_, index) => `gpu-node-${index + 1}`);
-      let fleet: RealGpuFleet | undefined;
-      let realContainer: Parameters<typeof localGpuPod>[1];
-      if (nodeMode.mode === 'real') {
-        // Loaded here only: `serve` and simulated runs never load gRPC.
-        const real = await import('../local/real-gpu-fleet.js');
-        fleet = await real.RealGpuFleet.start({
-          names: nodeNames, gpusPerNode, gpuMemoryMiB, cluster: plane, kubeConfig, core, binaries, shutdownHooks: hooks, progress: say,
-        });
-        realContainer = real.REAL_NODE_CONTAINER;
-      } else {
-        for (const name of nodeNames) await core.createNode({ body: simulatedGpuNode({ name, gpus: gpusPerNode, gpuMemoryMiB }) });
-      }
-      const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
-      // Subscribed before the first LIST, so the pods already there count too.
-      const pending = new PendingPods();
-      simulatorCache.onPodChange((pod, change) => { pending.apply(pod, change); });
-      await simulatorCache.start();
-      const simulator = new DevicePluginSimulator({
-        core,
-        cache: simulatorCache,
-        locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs } }),
-        isSimulated: (node) => node.startsWith('gpu-node-'),
-        // The seed demo's victims must hold their lock as a pod still waiting for Allocate would.
-        behaviour: (pod) => (pod.metadata?.name?.startsWith(SEED_VICTIM) === true ? 'stall' : 'allocate'),
-      });
-      if (nodeMode.mode === 'simulated') simulator.start();
-      await plane.startScheduler(kubeSchedulerConfiguration({
-        schedulerName: settings.schedulerName, extenderUrl: `https://127.0.0.1:${extenderPort}`, caPem, includeDefaultProfile: true,
-        nodePolicy: settings.nodeSchedulerPolicy,
-      }));
-      say(`kube-scheduler with profiles default-scheduler and ${settings.schedulerName} (extender: filter, prioritize, bind)`);
-      say(nodeMode.mode === 'real'
-        ? `${nodeCount} real GPU nodes (kubelet + containerd) with ${gpusPerNode} mock GPUs each, the HAMi device-plugin stand-in registered on each`
-        : `${nodeCount} simulated GPU nodes with ${gpusPerNode} GPUs each, and a device-plugin simulator`);
-      let kubeconfigPath = plane.kubeconfigPath;
-      const out = flags['kubeconfig-out'];
-      if (typeof out === 'string') {
-        copyFileSync(plane.kubeconfigPath, out);
-        kubeconfigPath = out;
-      }
-      say(`ready; use it with: export KUBECONFIG=${kubeconfigPath}`);
-      if (nodeMode.mode === 'real') {
-        say(`the real nodes hold image ${TEST_IMAGE} (no registry: imagePullPolicy Never) and have loopback networking only (hostNetwork: true)`);
-        say(`try: kubectl apply -f ${join(deps.repoRoot, 'examples', 'real-node-gpu-pod.yaml')}; kubectl logs gpu-demo shows the GPU it was given`);
-      } else {
-        say('try: a pod with limits nvidia.com/gpu: 1 and nvidia.com/gpumem: 4000 (the webhook sends it to the extender)');
-      }
-      const exitAfterDemo = flags['exit-after-demo'] === true;
-      const offReason = liveViewOffReason({ noViewFlag: flags['no-view'] === true, stdoutIsTTY: terminal.isTTY === true, term: io.env.TERM });
-      if (offReason !== undefined && !exitAfterDemo) io.stderr(`local: live view off: ${offReason}; printing progress lines only`);
-      hooks.register({
-        name: 'vgpu-warden',
-        stop: async () => { leaveView(); await live?.feed.stop(); simulator.stop(); await simulatorCache.stop(); await server.stop(); rmSync(certDir, { recursive: true, force: true }); },
-        // The process is going: at least give the terminal back as it was.
-        killSync: () => { leaveView(); rmSync(certDir, { recursive: true, force: true }); },
-      });
-      if (offReason === undefined && !exitAfterDemo) {
-        live = liveViewOf({
-          kubeConfig, core, store: server.cache, pending, terminal, kubeconfigExport: `export KUBECONFIG=${kubeconfigPath}`,
-          lockRules: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs, forceAfterMs: settings.nodeLockForceAfterMs },
-        }, say);
-        live.feed.start();
-        live.view.start();
-      }
-      if (demo === 'seed') {
-        const demoSay = (line: string) => { if (live?.view.isActive === true) live.view.setDemo(line, `local: ${line}`); else say(line); };
-        const demoNode = nodeNames[0] ?? 'gpu-node-1';
-        const podFor = localGpuPod(nodeMode.mode, realContainer);
-        const seedNode: SeedDemoNode = {
-          mode: nodeMode.mode,
-          name: demoNode,
-          gpuPod: (name) => podFor(name, demoNode),
-          freezeKubelet: () => { fleet?.node(demoNode).pause(); },
-          resumeKubelet: () => { fleet?.node(demoNode).resume(); },
-          visibleDevices: (pod) => visibleDevicesOf(core, 'default', pod.metadata?.name ?? ''),
+      try {
+        const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
+        const server = await startServer(loadConfig({
+          ...io.env, KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
+          EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', SCHEDULER_NAME: settings.schedulerName,
+          METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), POD_NAMESPACE: 'default', NODE_SCHEDULER_POLICY: settings.nodeSchedulerPolicy,
+        }), createLogger(settings.logLevel === 'info' ? 'warn' : settings.logLevel, lineStream((line) => {
+          if (live?.view.isActive === true) live.view.note(logNoteText(line)); else io.stdout(line);
+        })));
+        // Filled in as they start, so a stop at any point stops what is up.
+        const started: { simulator?: DevicePluginSimulator; simulatorCache?: ClusterCache } = {};
+        const wardenHook = {
+          name: 'vgpu-warden',
+          stop: async () => {
+            leaveView();
+            await live?.feed.stop();
+            started.simulator?.stop();
+            await started.simulatorCache?.stop();
+            await server.stop();
+            rmSync(certDir, { recursive: true, force: true });
+          },
+          // The process is going: at least give the terminal back as it was.
+          killSync: () => { leaveView(); rmSync(certDir, { recursive: true, force: true }); },
         };
-        await runSeedDemo({ core, namespace: 'default', node: seedNode, say: demoSay });
-        if (exitAfterDemo) {
-          say('demo finished; stopping');
-          simulator.stop();
-          await simulatorCache.stop();
-          await server.stop();
-          await fleet?.stop();
-          await plane.stop();
-          rmSync(certDir, { recursive: true, force: true });
-          return 0;
+        // Registered now, so a failure further on stops the server too; registered again once the
+        // nodes are up, so that vgpu-warden, the newest, stops first and sees no node vanish.
+        const unregisterWarden = hooks.register(wardenHook);
+        say(`vgpu-warden webhook on https://127.0.0.1:${webhookPort}, extender on https://127.0.0.1:${extenderPort}`);
+
+        const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
+        const core = kubeConfig.makeApiClient(CoreV1Api);
+        const caPem = server.keeper.current()?.caBundlePem ?? '';
+        const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(join(deps.repoRoot, 'manifests', 'webhook.yaml'), 'utf8'));
+        await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({
+          body: {
+            metadata: { name: 'vgpu-warden' },
+            webhooks: (shipped.webhooks ?? []).map((webhook) => ({ ...webhook, clientConfig: { url: `https://127.0.0.1:${webhookPort}/mutate`, caBundle: Buffer.from(caPem).toString('base64') } })),
+          },
+        });
+        const nodeNames = Array.from({ length: nodeCount }, (_, index) => `gpu-node-${index + 1}`);
+        let fleet: RealGpuFleet | undefined;
+        let realContainer: Parameters<typeof localGpuPod>[1];
+        if (nodeMode.mode === 'real') {
+          // Loaded here only: `serve` and simulated runs never load gRPC.
+          const real = await import('../local/real-gpu-fleet.js');
+          fleet = await real.RealGpuFleet.start({
+            names: nodeNames, gpusPerNode, gpuMemoryMiB, cluster: plane, kubeConfig, core, binaries, shutdownHooks: hooks, progress: say,
+          });
+          realContainer = real.REAL_NODE_CONTAINER;
+          unregisterWarden();
+          hooks.register(wardenHook);
+        } else {
+          for (const name of nodeNames) await core.createNode({ body: simulatedGpuNode({ name, gpus: gpusPerNode, gpuMemoryMiB }) });
         }
+        const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
+        started.simulatorCache = simulatorCache;
+        // Subscribed before the first LIST, so the pods already there count too.
+        const pending = new PendingPods();
+        simulatorCache.onPodChange((pod, change) => { pending.apply(pod, change); });
+        await simulatorCache.start();
+        const simulator = new DevicePluginSimulator({
+          core,
+          cache: simulatorCache,
+          locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs } }),
+          isSimulated: (node) => node.startsWith('gpu-node-'),
+          // The seed demo's victims must hold their lock as a pod still waiting for Allocate would.
+          behaviour: (pod) => (pod.metadata?.name?.startsWith(SEED_VICTIM) === true ? 'stall' : 'allocate'),
+        });
+        started.simulator = simulator;
+        if (nodeMode.mode === 'simulated') simulator.start();
+        await plane.startScheduler(kubeSchedulerConfiguration({
+          schedulerName: settings.schedulerName, extenderUrl: `https://127.0.0.1:${extenderPort}`, caPem, includeDefaultProfile: true,
+          nodePolicy: settings.nodeSchedulerPolicy,
+        }));
+        say(`kube-scheduler with profiles default-scheduler and ${settings.schedulerName} (extender: filter, prioritize, bind)`);
+        say(nodeMode.mode === 'real'
+          ? `${nodeCount} real GPU nodes (kubelet + containerd) with ${gpusPerNode} mock GPUs each, the HAMi device-plugin stand-in registered on each`
+          : `${nodeCount} simulated GPU nodes with ${gpusPerNode} GPUs each, and a device-plugin simulator`);
+        let kubeconfigPath = plane.kubeconfigPath;
+        const out = flags['kubeconfig-out'];
+        if (typeof out === 'string') {
+          copyFileSync(plane.kubeconfigPath, out);
+          kubeconfigPath = out;
+        }
+        say(`ready; use it with: export KUBECONFIG=${kubeconfigPath}`);
+        if (nodeMode.mode === 'real') {
+          say(`the real nodes hold image ${TEST_IMAGE} (no registry: imagePullPolicy Never) and have loopback networking only (hostNetwork: true)`);
+          say(`try: kubectl apply -f ${join(deps.repoRoot, 'examples', 'real-node-gpu-pod.yaml')}; kubectl logs gpu-demo shows the GPU it was given`);
+        } else {
+          say('try: a pod with limits nvidia.com/gpu: 1 and nvidia.com/gpumem: 4000 (the webhook sends it to the extender)');
+        }
+        const exitAfterDemo = flags['exit-after-demo'] === true;
+        const offReason = liveViewOffReason({ noViewFlag: flags['no-view'] === true, stdoutIsTTY: terminal.isTTY === true, term: io.env.TERM });
+        if (offReason !== undefined && !exitAfterDemo) io.stderr(`local: live view off: ${offReason}; printing progress lines only`);
+        if (offReason === undefined && !exitAfterDemo) {
+          live = liveViewOf({
+            kubeConfig, core, store: server.cache, pending, terminal, kubeconfigExport: `export KUBECONFIG=${kubeconfigPath}`,
+            lockRules: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs, forceAfterMs: settings.nodeLockForceAfterMs },
+          }, say);
+          live.feed.start();
+          live.view.start();
+        }
+        if (demo === 'seed') {
+          const demoSay = (line: string) => { if (live?.view.isActive === true) live.view.setDemo(line, `local: ${line}`); else say(line); };
+          const demoNode = nodeNames[0] ?? 'gpu-node-1';
+          const podFor = localGpuPod(nodeMode.mode, realContainer);
+          const seedNode: SeedDemoNode = {
+            mode: nodeMode.mode,
+            name: demoNode,
+            gpuPod: (name) => podFor(name, demoNode),
+            freezeKubelet: () => { fleet?.node(demoNode).pause(); },
+            resumeKubelet: () => { fleet?.node(demoNode).resume(); },
+            visibleDevices: (pod) => visibleDevicesOf(core, 'default', pod.metadata?.name ?? ''),
+          };
+          await runSeedDemo({ core, namespace: 'default', node: seedNode, say: demoSay });
+          if (exitAfterDemo) {
+            say('demo finished; stopping');
+            await hooks.stopAll();
+            return 0;
+          }
+        }
+        say('press Ctrl-C to stop and remove everything');
+        // Runs until a signal (the shutdown hooks then stop everything and exit) or until a component
+        // dies. The interval keeps Node's event loop alive: child processes are deliberately unref'd.
+        const keepAlive = setInterval(() => undefined, 60_000);
+        const crashed = await plane.firstUnexpectedExit();
+        clearInterval(keepAlive);
+        leaveView();
+        await live?.feed.stop();
+        io.stderr(`local: ${crashed.name} exited unexpectedly; last log lines:\n${crashed.lastLogLines()}`);
+        await hooks.stopAll();
+        return 1;
+      } catch (error) {
+        // A start that failed half-way (real nodes that cannot come up, a port taken, a demo that
+        // failed): what is up stops, or the server's watches and the control plane's children
+        // would keep this process alive after the error is reported.
+        leaveView();
+        await hooks.stopAll();
+        rmSync(certDir, { recursive: true, force: true });
+        throw error;
       }
-      say('press Ctrl-C to stop and remove everything');
-      // Runs until a signal (the shutdown hooks then stop everything and exit) or until a component
-      // dies. The interval keeps Node's event loop alive: child processes are deliberately unref'd.
-      const keepAlive = setInterval(() => undefined, 60_000);
-      const crashed = await plane.firstUnexpectedExit();
-      clearInterval(keepAlive);
-      leaveView();
-      await live?.feed.stop();
-      io.stderr(`local: ${crashed.name} exited unexpectedly; last log lines:\n${crashed.lastLogLines()}`);
-      await server.stop();
-      await fleet?.stop();
-      await plane.stop();
-      return 1;
     },
   };
 }

@@ -38,6 +38,24 @@ export class ShutdownHooks {
     };
   }
 
+  /**
+   * Stops every registered resource now, newest first, one at a time, within the same bound as on
+   * a signal, and forgets them; the process goes on. For a start that failed half-way: what came
+   * up stops instead of keeping the process (and its children) alive.
+   */
+  async stopAll(): Promise<void> {
+    const order = [...this.resources].reverse();
+    this.resources.clear();
+    this.detach();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => { timer = setTimeout(resolve, this.stopTimeoutMs); });
+    const stopped = (async () => {
+      for (const resource of order) await resource.stop().catch(() => undefined);
+    })();
+    await Promise.race([stopped, timeout]);
+    clearTimeout(timer);
+  }
+
   private readonly onExit = (): void => {
     for (const resource of this.resources) {
       try {

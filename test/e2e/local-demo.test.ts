@@ -87,6 +87,21 @@ describe('vgpu-warden local on real and simulated nodes (the README main job, he
     expect(stopping, stopping).to.not.match(/unreachable|could not write Event|ECONNREFUSED/i);
   });
 
+  it('a failure after the start (--kubeconfig-out into a missing folder) stops what came up and exits 1 with the error, leaving no process behind', async () => {
+    const missing = join(tmpdir(), `no-such-folder-${process.pid}`, 'kubeconfig');
+    const started = Date.now();
+    const { code, output } = await runLocal(['--nodes', 'simulated', '--gpu-nodes', '1', '--no-view', '--kubeconfig-out', missing]);
+    const tookMs = Date.now() - started;
+    expect(code, output).to.equal(1);
+    expect(output).to.match(/ENOENT.*no-such-folder/);
+    expect(output, 'it never claimed to be ready').to.not.include('ready; use it with');
+    const etcdUrl = /etcd ready on (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1];
+    expect(etcdUrl, output).to.be.a('string');
+    const left = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => line.includes(`=${etcdUrl ?? ''}`));
+    expect(left, 'no etcd or kube-apiserver of that run left').to.deep.equal([]);
+    process.stdout.write(`        failed start -> exit: ${tookMs} ms in all\n`);
+  });
+
   it('on real nodes, the example pod the startup lines point to runs with its GPU; Ctrl-C then stops vgpu-warden, the real nodes and the control plane in that order', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'local-real-'));
     const kubeconfigPath = join(dir, 'kubeconfig');

@@ -52,6 +52,29 @@ describe('ShutdownHooks', () => {
     expect(log, 'a failing stop does not keep the others from stopping').to.deep.equal(['stop vgpu-warden', 'stop control plane']);
   });
 
+  it('stopAll(): stops every resource newest first without exiting, then forgets them and the signals', async () => {
+    const target = new FakeProcess();
+    const log: string[] = [];
+    const hooks = new ShutdownHooks(target);
+    hooks.register(resource(log, 'control plane'));
+    hooks.register({ name: 'failing', stop: () => Promise.reject(new Error('boom')), killSync: () => undefined });
+    hooks.register(resource(log, 'vgpu-warden', 20));
+    await hooks.stopAll();
+    expect(log).to.deep.equal(['stop vgpu-warden', 'stop control plane']);
+    expect(target.exits, 'the process goes on').to.deep.equal([]);
+    expect(target.listenerCount('SIGINT') + target.listenerCount('SIGTERM') + target.listenerCount('exit'), 'nothing left to stop on a signal').to.equal(0);
+    await hooks.stopAll();
+    expect(log, 'a second call stops nothing again').to.have.length(2);
+  });
+
+  it('stopAll() gives up on a stop that hangs after the bound', async () => {
+    const hooks = new ShutdownHooks(new FakeProcess(), 30);
+    hooks.register({ name: 'hangs', stop: () => new Promise<void>(() => undefined), killSync: () => undefined });
+    const started = Date.now();
+    await hooks.stopAll();
+    expect(Date.now() - started).to.be.lessThan(1000);
+  });
+
   it('exits 143 on SIGTERM', async () => {
     const target = new FakeProcess();
     new ShutdownHooks(target).register(resource([]));
