@@ -60,7 +60,6 @@ const TRAIL_LINES = 15;
 /** Only the end of kubelet's log is read: it grows for the node's whole life. */
 const TRAIL_BYTES = 512 * 1024;
 
-
 export class RealGpuFleet {
   private constructor(
     readonly fleet: RealNodeFleet,

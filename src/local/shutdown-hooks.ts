@@ -47,8 +47,18 @@ export class ShutdownHooks {
     const order = [...this.resources].reverse();
     this.resources.clear();
     this.detach();
+    await this.stopEach(order);
+  }
+
+  /**
+   * Newest first, one after another: what was started on top of something (vgpu-warden on the
+   * control plane, nodes on kube-apiserver) stops while what it talks to is still up, so it does
+   * not log "apiserver unreachable" and failed Event writes on its way out. A stop that fails does
+   * not keep the others from stopping; all of them together get `stopTimeoutMs`.
+   */
+  private async stopEach(order: readonly ShutdownResource[]): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => { timer = setTimeout(resolve, this.stopTimeoutMs); });
+    const timeout = new Promise<void>((resolve) => { timer = setTimeout(resolve, this.stopTimeoutMs).unref(); });
     const stopped = (async () => {
       for (const resource of order) await resource.stop().catch(() => undefined);
     })();
@@ -73,16 +83,9 @@ export class ShutdownHooks {
       this.target.exit(code);
     }
     this.stopping = true;
-    // Newest first, one after another: what was started on top of something (vgpu-warden on the
-    // control plane, nodes on kube-apiserver) stops while what it talks to is still up, so it does
-    // not log "apiserver unreachable" and failed Event writes on its way out.
     const order = [...this.resources].reverse();
     this.report(`received ${signal}; stopping ${order.map((r) => r.name).join(', ')}`);
-    const timeout = new Promise<void>((resolve) => setTimeout(resolve, this.stopTimeoutMs).unref());
-    const stopAll = (async () => {
-      for (const resource of order) await resource.stop().catch(() => undefined);
-    })();
-    void Promise.race([stopAll, timeout]).finally(() => this.target.exit(code));
+    void this.stopEach(order).finally(() => this.target.exit(code));
   };
 
   private attach(): void {

@@ -502,9 +502,14 @@ export class GrpcDevicePluginServer {
     }
   }
 
-  /** Until `settleMs` after this plugin last cut a kubelet's stream (by serving anew or stopping), unless the process stops. */
+  /** How long until `settleMs` have passed since this plugin last cut a kubelet's stream (serving anew or stopping). */
+  private settleLeftMs(): number {
+    return this.cutAt === undefined ? 0 : this.cutAt + this.settleMs - Date.now();
+  }
+
+  /** Until settleLeftMs() is over, unless the process stops. */
   private settle(incarnation: Incarnation): Promise<void> {
-    const waitMs = this.cutAt === undefined ? 0 : this.cutAt + this.settleMs - Date.now();
+    const waitMs = this.settleLeftMs();
     if (waitMs <= 0) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const signal = incarnation.controller.signal;
@@ -519,7 +524,7 @@ export class GrpcDevicePluginServer {
    * plugin serving the same socket waits for this before it registers (as a restarted process would).
    */
   async settled(): Promise<void> {
-    const waitMs = this.cutAt === undefined ? 0 : this.cutAt + this.settleMs - Date.now();
+    const waitMs = this.settleLeftMs();
     if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
   }
 
