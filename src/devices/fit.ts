@@ -5,10 +5,10 @@ import { asChain, type GpuPolicy, type GpuPolicyChain } from './gpu-policy.js';
 import { namespaceUseOf, quotaExceeded, RESOURCE_QUOTA_NOT_FIT, type NamespaceUse, type QuotaBudget } from './gpu-quota.js';
 import { type GpuDevice, type LinkScores } from './inventory.js';
 import { groupByNuma, parseNumaBind } from './numa.js';
-import { memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from './requests.js';
+import { initLayout, memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from './requests.js';
 import { parseScoringWeights, type ScoringWeights } from './scoring-weights.js';
 import { bestLinkedSet, leastLinked } from './topology.js';
-import { addUsage, NO_USE, podDeviceUsage, UsageOverlay, type GpuUse } from './usage.js';
+import { addUsage, NO_USE, podDeviceUsage, UsageOverlay, type GpuUse, type InitLayout } from './usage.js';
 import { quoted } from '../base/user-text.js';
 import { NODE_SCORE_ANNOTATION, VGPU_MODE_ANNOTATION } from '../hami/wire.js';
 
@@ -211,30 +211,42 @@ function isNvidiaGpu(device: GpuDevice): boolean {
   return NVIDIA_IN_TYPE.test(device.type);
 }
 
+const plus = (a: NamespaceUse, b: NamespaceUse): NamespaceUse => ({ gpus: a.gpus + b.gpus, memoryMiB: a.memoryMiB + b.memoryMiB, cores: a.cores + b.cores });
+
 /**
- * The least the pod adds to its namespace whatever GPUs it gets (HAMi's webhook pre-check: the
- * larger of the app containers' sum and the biggest init container, field by field); memory given
- * as a percentage is counted per GPU during the fit instead.
+ * The least the pod adds to its namespace whatever GPUs it gets, field by field: kube-scheduler's
+ * effective request with sidecars (KEP-753), the larger of the app containers plus every sidecar
+ * and each plain init container plus the sidecars started before it. Without sidecars that is
+ * HAMi's webhook pre-check (the larger of the app containers' sum and the biggest init container).
+ * Memory given as a percentage is counted per GPU during the fit instead.
  */
 export function leastQuotaUse(requests: PodGpuRequests): NamespaceUse {
   const use = (request: ContainerGpuRequest | undefined): NamespaceUse => (request === undefined ? { gpus: 0, memoryMiB: 0, cores: 0 }
     : { gpus: request.count, memoryMiB: request.memoryMiB * request.count, cores: request.cores * request.count });
-  const apps = requests.containers.map(use).reduce((a, b) => ({ gpus: a.gpus + b.gpus, memoryMiB: a.memoryMiB + b.memoryMiB, cores: a.cores + b.cores }), { gpus: 0, memoryMiB: 0, cores: 0 });
-  for (const init of requests.initContainers.map(use)) {
-    apps.gpus = Math.max(apps.gpus, init.gpus);
-    apps.memoryMiB = Math.max(apps.memoryMiB, init.memoryMiB);
-    apps.cores = Math.max(apps.cores, init.cores);
+  let sidecars: NamespaceUse = { gpus: 0, memoryMiB: 0, cores: 0 };
+  const peak: NamespaceUse = { gpus: 0, memoryMiB: 0, cores: 0 };
+  for (const [position, init] of requests.initContainers.entries()) {
+    if (requests.sidecars?.[position] === true) {
+      sidecars = plus(sidecars, use(init));
+      continue;
+    }
+    const phase = plus(sidecars, use(init));
+    peak.gpus = Math.max(peak.gpus, phase.gpus);
+    peak.memoryMiB = Math.max(peak.memoryMiB, phase.memoryMiB);
+    peak.cores = Math.max(peak.cores, phase.cores);
   }
-  return apps;
+  const running = requests.containers.map(use).reduce(plus, sidecars);
+  return { gpus: Math.max(running.gpus, peak.gpus), memoryMiB: Math.max(running.memoryMiB, peak.memoryMiB), cores: Math.max(running.cores, peak.cores) };
 }
 
 /**
  * Whether every allocation of the pod adds exactly leastQuotaUse to its namespace, so the pre-check
- * has settled the quota and no GPU needs checking: no init container asks for a GPU (their per-GPU
- * peak can land beside the app containers' sum) and no share is a percentage of a card's memory.
+ * has settled the quota and no GPU needs checking: no plain init container asks for a GPU (their
+ * per-GPU peak can land beside the app containers' sum; a sidecar's share simply adds) and no share
+ * is a percentage of a card's memory.
  */
 function quotaUseIsFixed(requests: PodGpuRequests): boolean {
-  return requests.initContainers.every((request) => request === undefined)
+  return requests.initContainers.every((request, position) => request === undefined || requests.sidecars?.[position] === true)
     && requests.containers.every((request) => request === undefined || request.memoryMiB > 0 || request.memoryPercentage === undefined);
 }
 
@@ -242,8 +254,8 @@ function quotaUseIsFixed(requests: PodGpuRequests): boolean {
  * The quota check of one fit: `allocation` holds the containers fitted so far when a container
  * asks. A function of its own, so fitPod's locals are not captured by a closure on every call.
  */
-function quotaChecker(quota: QuotaBudget, allocation: PodAllocation, initCount: number): (devices: readonly AllocatedDevice[]) => string | undefined {
-  return (devices) => quotaExceeded(quota, namespaceUseOf(podDeviceUsage([...allocation, [...devices]], initCount)));
+function quotaChecker(quota: QuotaBudget, allocation: PodAllocation, layout: InitLayout): (devices: readonly AllocatedDevice[]) => string | undefined {
+  return (devices) => quotaExceeded(quota, namespaceUseOf(podDeviceUsage([...allocation, [...devices]], layout)));
 }
 
 /**
@@ -264,7 +276,7 @@ export function fitPod(input: FitInput): FitResult {
   const overQuota = podOverQuota(input.requests, quota);
   if (overQuota !== undefined) return failure(overQuota, { [RESOURCE_QUOTA_NOT_FIT]: 1 });
   const allocation: PodAllocation = [];
-  const initCount = input.requests.initContainers.length;
+  const layout = initLayout(input.requests);
   const context: FitContext = {
     gpus: input.devices.filter(isNvidiaGpu),
     filters: prepared.filters,
@@ -272,21 +284,25 @@ export function fitPod(input: FitInput): FitResult {
     weights: prepared.weights,
     numaBind: prepared.numaBind,
     linkScores: input.linkScores,
-    quotaBreak: quota === undefined || quotaUseIsFixed(input.requests) ? undefined : quotaChecker(quota, allocation, initCount),
+    quotaBreak: quota === undefined || quotaUseIsFixed(input.requests) ? undefined : quotaChecker(quota, allocation, layout),
   };
 
-  // Init containers run one after another: each sees the node as it is, not the others' shares.
-  for (const request of input.requests.initContainers) {
+  // Init containers run one after another: each sees the node as it is, with the sidecars started
+  // before it, not the other init containers' shares. A sidecar keeps running: its share stays
+  // under every container after it (its segment stays in its init container's place).
+  const running = new UsageOverlay(input.usage);
+  for (const [position, request] of input.requests.initContainers.entries()) {
     if (request === undefined) {
       allocation.push([]);
       continue;
     }
-    const devices = fitContainer(context, new UsageOverlay(input.usage), request);
+    const sidecar = input.requests.sidecars?.[position] === true;
+    const devices = fitContainer(context, sidecar ? running : new UsageOverlay(running), request);
     if (!Array.isArray(devices)) return devices;
     allocation.push(devices);
   }
-  // App containers run together: their shares accumulate.
-  const appUsage = new UsageOverlay(input.usage);
+  // App containers run together, beside the sidecars: their shares accumulate.
+  const appUsage = new UsageOverlay(running);
   for (const request of input.requests.containers) {
     if (request === undefined) {
       allocation.push([]);
@@ -299,6 +315,6 @@ export function fitPod(input: FitInput): FitResult {
 
   // A shallow copy is enough: addUsage replaces the entries it changes and never mutates them.
   const usageAfter = new Map(input.usage);
-  addUsage(usageAfter, podDeviceUsage(allocation, input.requests.initContainers.length));
+  addUsage(usageAfter, podDeviceUsage(allocation, layout));
   return { fits: true, allocation, usageAfter };
 }

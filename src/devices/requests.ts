@@ -1,6 +1,7 @@
 import { clip, LABEL_CHARS, quoted } from '../base/user-text.js';
 import { INT32_MAX, int32Quantity, readQuantity } from './quantity.js';
 import { GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, GPU_CORES } from '../hami/wire.js';
+import type { InitLayout } from './usage.js';
 
 /**
  * Per-container NVIDIA requests of a pod, following HAMi v2.10's `GenerateResourceRequests`
@@ -24,6 +25,11 @@ export interface PodGpuRequests {
   initContainers: (ContainerGpuRequest | undefined)[];
   /** One slot per app container, in spec order; undefined = no GPU. */
   containers: (ContainerGpuRequest | undefined)[];
+  /**
+   * One entry per init container, true for a sidecar (`restartPolicy: Always`, KEP-753): it keeps
+   * running beside every container after it. Absent when the pod has no sidecar.
+   */
+  sidecars?: readonly boolean[];
 }
 
 export interface RequestDefaults {
@@ -104,12 +110,36 @@ function containerList(value: unknown): unknown[] {
   return Array.isArray(value) ? (value as unknown[]) : [];
 }
 
+/** Is this init container a sidecar? kubelet's IsRestartableInitContainer: `restartPolicy: Always`. */
+export function isSidecar(initContainer: unknown): boolean {
+  return asRecord(initContainer)?.restartPolicy === 'Always';
+}
+
 export function podGpuRequests(pod: unknown, defaults: RequestDefaults): PodGpuRequests {
   const spec = asRecord(asRecord(pod)?.spec);
+  const initContainers = containerList(spec?.initContainers);
+  const sidecars = initContainers.map(isSidecar);
   return {
-    initContainers: containerList(spec?.initContainers).map((container) => containerGpuRequest(container, defaults)),
+    initContainers: initContainers.map((container) => containerGpuRequest(container, defaults)),
     containers: containerList(spec?.containers).map((container) => containerGpuRequest(container, defaults)),
+    // Only when there is one: the requests of a pod without sidecars read (and key) as before.
+    ...(sidecars.includes(true) ? { sidecars } : {}),
   };
+}
+
+/**
+ * The pod's init containers as podDeviceUsage needs them: which are sidecars, or just how many
+ * there are when none is.
+ */
+export function initLayout(requests: PodGpuRequests): InitLayout {
+  return requests.sidecars ?? requests.initContainers.length;
+}
+
+/** initLayout of a pod object (a stored pod whose allocation is read back). */
+export function podInitLayout(pod: unknown): InitLayout {
+  const initContainers = containerList(asRecord(asRecord(pod)?.spec)?.initContainers);
+  const sidecars = initContainers.map(isSidecar);
+  return sidecars.includes(true) ? sidecars : initContainers.length;
 }
 
 export function hasGpuRequest(requests: PodGpuRequests): boolean {

@@ -22,7 +22,8 @@ export interface UsageLookup {
  */
 export class UsageOverlay implements UsageLookup {
   private readonly changed = new Map<string, GpuUse>();
-  constructor(private readonly base: ReadonlyMap<string, GpuUse>) {}
+  /** `base` may be another overlay: a sidecar's share stays under every container fitted after it. */
+  constructor(private readonly base: UsageLookup) {}
 
   get(uuid: string): GpuUse | undefined {
     return this.changed.get(uuid) ?? this.base.get(uuid);
@@ -52,35 +53,45 @@ function containerUse(devices: PodAllocation[number]): Map<string, Tally> {
 }
 
 /**
- * HAMi's "collapse" of a pod's allocation into one usage per GPU. Init containers run one after
- * another and before the app containers, so a GPU carries the larger of the biggest init container
- * and the sum of the app containers (each field on its own), and as many slots as app containers
- * use it, at least one if any init container does.
+ * A pod's init containers, for podDeviceUsage: one entry per init container, true for a sidecar
+ * (`restartPolicy: Always`); or only how many there are, none of them a sidecar.
  */
-export function podDeviceUsage(allocation: PodAllocation, initContainerCount: number): Map<string, GpuUse> {
-  const initPeak = new Map<string, Tally>();
-  const appSum = new Map<string, Tally>();
+export type InitLayout = number | readonly boolean[];
+
+function sum(a: Tally | undefined, b: Tally): Tally {
+  return a === undefined ? { ...b } : { memoryMiB: a.memoryMiB + b.memoryMiB, cores: a.cores + b.cores, containers: a.containers + b.containers };
+}
+
+/** Raises the GPU's peak to `phase`, field by field. */
+function raise(peaks: Map<string, GpuUse>, uuid: string, phase: Tally): void {
+  const peak = peaks.get(uuid);
+  peaks.set(uuid, peak === undefined ? { slots: phase.containers, memoryMiB: phase.memoryMiB, cores: phase.cores }
+    : { slots: Math.max(peak.slots, phase.containers), memoryMiB: Math.max(peak.memoryMiB, phase.memoryMiB), cores: Math.max(peak.cores, phase.cores) });
+}
+
+/**
+ * HAMi's "collapse" of a pod's allocation into one usage per GPU, with sidecars as kubelet runs
+ * them (KEP-753). Init containers run one after another and before the app containers; a sidecar
+ * keeps running from its turn on, beside every later init container and the app containers. So a
+ * GPU carries, each field on its own, the largest of: each plain init container plus the sidecars
+ * started before it, and the app containers plus every sidecar. Slots count the containers of that
+ * phase using the GPU (a UUID repeated inside one container is one slot). Without sidecars: the
+ * larger of the biggest init container and the sum of the app containers, as HAMi counts.
+ */
+export function podDeviceUsage(allocation: PodAllocation, init: InitLayout): Map<string, GpuUse> {
+  const initCount = typeof init === 'number' ? init : init.length;
+  const peaks = new Map<string, GpuUse>();
+  /** The sidecars started so far, then the app containers beside them. */
+  const running = new Map<string, Tally>();
   for (const [position, devices] of allocation.entries()) {
-    const isInit = position < initContainerCount;
+    const plainInit = position < initCount && (typeof init === 'number' || init[position] !== true);
     for (const [uuid, use] of containerUse(devices)) {
-      const target = isInit ? initPeak : appSum;
-      const current = target.get(uuid);
-      if (current === undefined) target.set(uuid, { ...use });
-      else if (isInit) target.set(uuid, { memoryMiB: Math.max(current.memoryMiB, use.memoryMiB), cores: Math.max(current.cores, use.cores), containers: 1 });
-      else target.set(uuid, { memoryMiB: current.memoryMiB + use.memoryMiB, cores: current.cores + use.cores, containers: current.containers + 1 });
+      if (plainInit) raise(peaks, uuid, sum(running.get(uuid), use));
+      else running.set(uuid, sum(running.get(uuid), use));
     }
   }
-  const result = new Map<string, GpuUse>();
-  for (const uuid of new Set([...initPeak.keys(), ...appSum.keys()])) {
-    const init = initPeak.get(uuid);
-    const app = appSum.get(uuid);
-    result.set(uuid, {
-      slots: Math.max(init === undefined ? 0 : 1, app?.containers ?? 0),
-      memoryMiB: Math.max(init?.memoryMiB ?? 0, app?.memoryMiB ?? 0),
-      cores: Math.max(init?.cores ?? 0, app?.cores ?? 0),
-    });
-  }
-  return result;
+  for (const [uuid, phase] of running) raise(peaks, uuid, phase);
+  return peaks;
 }
 
 export function addUsage(into: Map<string, GpuUse>, from: ReadonlyMap<string, GpuUse>): void {

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { decodeAllocation, encodeAllocation, isDecodeError } from '../../../src/devices/allocation-codec.js';
 import { fitPod, type GpuPolicy, type GpuPolicyChain } from '../../../src/devices/fit.js';
 import type { GpuDevice, LinkScores } from '../../../src/devices/inventory.js';
-import { memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from '../../../src/devices/requests.js';
+import { initLayout, memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from '../../../src/devices/requests.js';
 import { addUsage, copyUsage, podDeviceUsage, subtractUsage, type GpuUse } from '../../../src/devices/usage.js';
 import { seededRandom } from '../../support/kubelet-sim/seeded-random.js';
 
@@ -69,10 +69,13 @@ function randomRequest(s: Scenario): ContainerGpuRequest {
 }
 
 function randomPod(s: Scenario): PodGpuRequests {
-  return {
+  const pod: PodGpuRequests = {
     initContainers: Array.from({ length: s.int(0, 2) }, () => (s.next() < 0.5 ? randomRequest(s) : undefined)),
     containers: Array.from({ length: s.int(1, 3) }, () => (s.next() < 0.8 ? randomRequest(s) : undefined)),
   };
+  // Some init containers are sidecars (restartPolicy Always): they run beside everything after them.
+  const sidecars = pod.initContainers.map(() => s.next() < 0.3);
+  return sidecars.includes(true) ? { ...pod, sidecars } : pod;
 }
 
 function randomAnnotations(s: Scenario, devices: readonly GpuDevice[]): Record<string, string> {
@@ -178,7 +181,7 @@ describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
         // after reading the annotation back.
         const decoded = decodeAllocation(encodeAllocation(result.allocation));
         if (isDecodeError(decoded)) expect.fail(`${where()}: ${decoded.error}`);
-        const podUse = podDeviceUsage(decoded, requests.initContainers.length);
+        const podUse = podDeviceUsage(decoded, initLayout(requests));
         const expected = copyUsage(usage);
         addUsage(expected, podUse);
         check(JSON.stringify(sortedUsage(result.usageAfter)) === JSON.stringify(sortedUsage(expected)), () => `${where()}: usageAfter is not usage + pod`);
