@@ -27,6 +27,7 @@ import { cachedLockSource } from '../telemetry/lock-samples.js';
 import { LockTelemetry } from '../telemetry/lock-telemetry.js';
 import { WardenMetrics } from '../telemetry/metrics.js';
 import { containerAllocationSamples } from '../telemetry/hami-pod-metrics.js';
+import { packageVersion } from '../telemetry/build-info.js';
 import { timedAdmissionHandler, timedExtenderHandlers } from '../server/timed-handlers.js';
 import { type Logger } from '../telemetry/logger.js';
 import { CaBundleWatch } from '../tls/ca-bundle-watch.js';
@@ -60,6 +61,10 @@ export interface StartOptions {
   conditions?: ConditionLog;
   /** Total time stop() may take (default GRACEFUL_SHUTDOWN_MS). */
   shutdownBoundMs?: number;
+  /** The version vgpu_warden_build_info names (main reads package.json once); default: read here. */
+  version?: string;
+  /** --context: the kubeconfig context to use instead of its current-context. */
+  kubeContext?: string;
 }
 
 export interface RunningServer {
@@ -125,7 +130,7 @@ export async function startServer(config: Config, log: Logger, options: StartOpt
 }
 
 async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: StartOptions): Promise<RunningServer> {
-  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const kubeConfig = loadKubeConfig(config.kubeconfig, undefined, options.kubeContext);
   lifecycle.defer('API connections', () => kubeConfig.close());
   const conditions = options.conditions ?? new ConditionLog({
     emit: (level, message, condition) => { log[level]({ component: 'health', condition }, message); },
@@ -149,7 +154,7 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   const listening: ServingListeners = {};
   const { keeper, clientCerts, material } = await startCertificates({ config, log, lifecycle, core, admissionApi, conditions, listening });
 
-  const metrics = new WardenMetrics({ legacyNames: config.legacyMetrics, onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
+  const metrics = new WardenMetrics({ legacyNames: config.legacyMetrics, version: options.version ?? packageVersion(), onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
   const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); }, { failures: conditions.reporter('events') });
   // Deferred steps run last-first: pending aggregated Events are written after the listeners and the sweeper stop.
   lifecycle.defer('events', () => events.close());
@@ -184,6 +189,9 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
       log: (message) => { log.info({ component: 'leader' }, message); },
     })
     : undefined;
+  // The cluster-wide metric families are the leader's to export (HAMi's scheduler does the same), so
+  // dashboards summing over replicas count each GPU once; without election this process is alone.
+  metrics.setLeadership(elector ? () => elector.isLeader() : () => true);
 
   const readiness = new Readiness();
   const notAnswering = (listener: { listening: boolean } | undefined): string[] => (listener?.listening === true ? [] : ['listener not answering']);
@@ -198,7 +206,6 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   const admission = new PodAdmissionHandler({
     mutation: podMutationConfig(config),
     locks,
-    fenceView: cache,
     storedLocks: cache,
     deleteTimeoutMs: config.webhookDeleteTimeoutMs,
     onOutcome: (request, outcome) => {

@@ -28,6 +28,15 @@ export type LockSource = () => readonly LockSample[] | undefined | Promise<reado
 export type UnreadableAllocationSource = () => readonly { counted: string }[] | undefined;
 
 /**
+ * Whether this replica leads now (in `serve`, the sweeper's Lease elector; always true without
+ * leader election). Asked at every scrape: the cluster-wide families (HAMi's, the node-lock and
+ * unreadable-allocation gauges) are exported by the leader only, as HAMi's scheduler does, so that
+ * `sum()` and `count()` over every replica count each GPU once. Followers export their own process
+ * and request metrics.
+ */
+export type LeadershipSource = () => boolean;
+
+/**
  * HAMi's per-GPU scheduler metric families (cmd/scheduler/metrics.go), with its names, label names
  * and values: the current `hami_*` names and the legacy ones its older dashboards use. The
  * per-container and quota families are in hami-pod-metrics.ts. HAMi wraps its registry with the
@@ -50,6 +59,8 @@ export interface WardenMetricsOptions {
   onLockSourceError?: (error: unknown) => void;
   /** LEGACY_METRICS: also write HAMi's legacy family names (default true). */
   legacyNames?: boolean;
+  /** The version in vgpu_warden_build_info (package.json's, read once at start); default "unknown". */
+  version?: string;
 }
 
 const PREFIX = 'vgpu_warden_';
@@ -80,6 +91,7 @@ export class WardenMetrics {
   private containerAllocationSource: ContainerAllocationSource | undefined;
   private quotaSource: QuotaSource | undefined;
   private lockSnapshot: Promise<readonly LockSample[] | undefined> | undefined;
+  private leadership: LeadershipSource = () => true;
 
   private readonly releases: Counter<'reason' | 'path'>;
   private readonly acquisitions: Counter<'outcome'>;
@@ -134,6 +146,7 @@ export class WardenMetrics {
       registers,
       collect: () => {
         unreadable.reset();
+        if (!this.leading()) return;
         const pods = this.unreadableAllocationSource?.();
         if (pods === undefined) return;
         const counts = new Map<string, number>([['last-readable', 0], ['whole-node', 0]]);
@@ -142,6 +155,18 @@ export class WardenMetrics {
       },
     });
 
+    const leader: Gauge = new Gauge({
+      name: `${PREFIX}leader`,
+      help: 'Whether this replica leads (1) or not (0): only the leader sweeps and exports the cluster-wide families (HAMi\'s, node-lock and unreadable-allocation gauges)',
+      registers,
+      collect: () => { leader.set(this.leading() ? 1 : 0); },
+    });
+    new Gauge({
+      name: `${PREFIX}build_info`,
+      help: 'Always 1, labelled with the vgpu-warden version this process runs',
+      labelNames: ['version'],
+      registers,
+    }).set({ version: options.version ?? 'unknown' }, 1);
 
     this.releases = new Counter({
       name: `${PREFIX}lock_releases_total`,
@@ -225,6 +250,7 @@ export class WardenMetrics {
   async *exposition(): AsyncGenerator<string> {
     const registered = await this.registry.metrics();
     yield registered === '' || registered.endsWith('\n') ? registered : `${registered}\n`;
+    if (!this.leading()) return;
     // Each source is read once per scrape and shared by the families built from it.
     yield* inPieces(this.hamiLines(this.gpuSource?.() ?? [], this.containerAllocationSource?.() ?? [], this.quotaSource?.() ?? []));
   }
@@ -242,6 +268,14 @@ export class WardenMetrics {
     for (const family of HAMI_GPU_FAMILIES.filter(wanted)) yield* gaugeFamilyLines(family, zone, gpus);
     for (const family of HAMI_CONTAINER_FAMILIES.filter(wanted)) yield* gaugeFamilyLines(family, zone, containers);
     for (const family of HAMI_QUOTA_FAMILIES.filter(wanted)) yield* gaugeFamilyLines(family, zone, quotas);
+  }
+
+  /**
+   * Who leads: a follower leaves HAMi's families and the node-lock and unreadable-allocation gauges
+   * out of its scrapes. Without a source this process counts as the leader (it runs alone).
+   */
+  setLeadership(source: LeadershipSource): void {
+    this.leadership = source;
   }
 
   /** Where the node-lock gauges come from; without a source they are absent (this replica does not know). */
@@ -311,6 +345,10 @@ export class WardenMetrics {
     this.sweepPasses.inc({ result });
   }
 
+  private leading(): boolean {
+    return this.leadership();
+  }
+
   /**
    * Both lock gauges collect in the same scrape (prom-client starts every collect before awaiting
    * any), so they share one call of the source: one consistent view, and one cluster read when
@@ -318,7 +356,7 @@ export class WardenMetrics {
    */
   private samples(): Promise<readonly LockSample[] | undefined> {
     const source = this.lockSource;
-    if (source === undefined) return Promise.resolve(undefined);
+    if (source === undefined || !this.leading()) return Promise.resolve(undefined);
     this.lockSnapshot ??= Promise.resolve()
       .then(source)
       .catch((error: unknown) => {

@@ -310,3 +310,70 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     ]);
   });
 });
+
+describe('WardenMetrics: leader-only families, build_info and the leader gauge', () => {
+  const gpu: GpuSample = { node: 'n1', uuid: 'GPU-a', index: 0, type: 'T4', memoryMiB: 16_000, cores: 100, usedMemoryMiB: 4000, usedCores: 30, shared: 2 };
+  const lock: LockSample = { node: 'n1', ageSeconds: 12, state: 'held' };
+  /** Every family name a scrape carries (from its TYPE lines). */
+  const familiesOf = (text: string): string[] => [...text.matchAll(/^# TYPE (\S+) /gm)].map((match) => match[1] ?? '');
+  const LEADER_ONLY = ['vgpu_warden_node_locks_held', 'vgpu_warden_node_lock_age_seconds', 'vgpu_warden_unreadable_allocations'];
+
+  function withSources(leading: { now: boolean }): { metrics: WardenMetrics; reads: Record<string, number> } {
+    const reads = { locks: 0, gpus: 0, containers: 0, quotas: 0, unreadable: 0 };
+    const metrics = new WardenMetrics({ processMetrics: false, version: '1.2.3' });
+    metrics.setLeadership(() => leading.now);
+    metrics.setLockSource(() => { reads.locks += 1; return [lock]; });
+    metrics.setUnreadableAllocationSource(() => { reads.unreadable += 1; return [{ counted: 'whole-node' }]; });
+    metrics.setGpuSource(() => { reads.gpus += 1; return [gpu]; });
+    metrics.setContainerAllocationSource(() => { reads.containers += 1; return [{ namespace: 'ml', node: 'n1', pod: 'p', containerIndex: 0, uuid: 'GPU-a', memoryMiB: 4000, cores: 30, gpuCores: 100 }]; });
+    metrics.setQuotaSource(() => { reads.quotas += 1; return [{ namespace: 'ml', resource: 'nvidia.com/gpumem', used: 4000, limit: 8000 }]; });
+    metrics.recordContention();
+    metrics.observeBind(0.01, 'success');
+    return { metrics, reads };
+  }
+
+  it('a follower leaves out HAMi\'s families and the cluster-wide gauges without reading their sources, and keeps its own process and request metrics', async () => {
+    const leading = { now: false };
+    const { metrics, reads } = withSources(leading);
+    const text = await metrics.text();
+    const families = familiesOf(text);
+    expect(families.filter((name) => /^(hami_|GPUDevice|nodeGPU|vGPU|QuotaUsed)/.test(name))).to.deep.equal([]);
+    for (const name of LEADER_ONLY) expect(samplesOf(text, name), name).to.deep.equal([]);
+    expect(reads).to.deep.equal({ locks: 0, gpus: 0, containers: 0, quotas: 0, unreadable: 0 });
+    expect(samplesOf(text, 'vgpu_warden_leader')).to.deep.equal(['vgpu_warden_leader 0']);
+    expect(samplesOf(text, 'vgpu_warden_build_info')).to.deep.equal(['vgpu_warden_build_info{version="1.2.3"} 1']);
+    expect(samplesOf(text, 'vgpu_warden_lock_contentions_total')).to.deep.equal(['vgpu_warden_lock_contentions_total 1']);
+    expect(samplesOf(text, 'vgpu_warden_bind_duration_seconds_count')).to.deep.equal(['vgpu_warden_bind_duration_seconds_count{outcome="success"} 1']);
+  });
+
+  it('the leader exports them all; leadership is asked at every scrape, so a takeover shows in the next one', async () => {
+    const leading = { now: true };
+    const { metrics } = withSources(leading);
+    const leaderText = await metrics.text();
+    expect(samplesOf(leaderText, 'vgpu_warden_leader')).to.deep.equal(['vgpu_warden_leader 1']);
+    expect(samplesOf(leaderText, 'vgpu_warden_build_info')).to.deep.equal(['vgpu_warden_build_info{version="1.2.3"} 1']);
+    expect(samplesOf(leaderText, 'hami_gpu_shared_count')).to.have.length(1);
+    expect(samplesOf(leaderText, 'hami_vgpu_memory_allocated_bytes')).to.have.length(1);
+    expect(samplesOf(leaderText, 'hami_resource_quota_used')).to.have.length(1);
+    expect(samplesOf(leaderText, 'vgpu_warden_node_locks_held')).to.include('vgpu_warden_node_locks_held{state="held"} 1');
+    expect(samplesOf(leaderText, 'vgpu_warden_node_lock_age_seconds')).to.deep.equal(['vgpu_warden_node_lock_age_seconds{node="n1"} 12']);
+    expect(samplesOf(leaderText, 'vgpu_warden_unreadable_allocations')).to.include('vgpu_warden_unreadable_allocations{counted="whole-node"} 1');
+
+    leading.now = false;
+    const followerText = await metrics.text();
+    expect(samplesOf(followerText, 'vgpu_warden_leader')).to.deep.equal(['vgpu_warden_leader 0']);
+    expect(samplesOf(followerText, 'hami_gpu_shared_count')).to.deep.equal([]);
+    expect(samplesOf(followerText, 'vgpu_warden_node_lock_age_seconds')).to.deep.equal([]);
+    leading.now = true;
+    expect(samplesOf(await metrics.text(), 'hami_gpu_shared_count')).to.have.length(1);
+  });
+
+  it('without a leadership source the process counts as the leader (it runs alone), and the version defaults to unknown', async () => {
+    const metrics = new WardenMetrics({ processMetrics: false });
+    metrics.setGpuSource(() => [gpu]);
+    const text = await metrics.text();
+    expect(samplesOf(text, 'vgpu_warden_leader')).to.deep.equal(['vgpu_warden_leader 1']);
+    expect(samplesOf(text, 'vgpu_warden_build_info')).to.deep.equal(['vgpu_warden_build_info{version="unknown"} 1']);
+    expect(samplesOf(text, 'hami_gpu_shared_count')).to.have.length(1);
+  });
+});
