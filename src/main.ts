@@ -7,6 +7,7 @@ import { explainCommand } from './commands/explain-command.js';
 import { localCommand } from './commands/local-command.js';
 import { locksCommand } from './commands/locks-command.js';
 import { serveCommand } from './commands/serve-command.js';
+import { packageVersion } from './telemetry/build-info.js';
 
 // src/main.ts and dist/main.js both sit one level below the repository root.
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -24,8 +25,11 @@ function waitForStopSignal(): Promise<string> {
   });
 }
 
+// Read once: `--version` prints it and serve's vgpu_warden_build_info carries it.
+const version = packageVersion();
+
 const commands = [
-  serveCommand({ waitForStopSignal, forceExit: (code) => process.exit(code) }),
+  serveCommand({ waitForStopSignal, forceExit: (code) => process.exit(code), version }),
   certsCommand(),
   locksCommand(),
   explainCommand(),
@@ -36,4 +40,4 @@ process.exitCode = await runCli(process.argv.slice(2), commands, {
   env: process.env,
   stdout: (line) => { process.stdout.write(`${line}\n`); },
   stderr: (line) => { process.stderr.write(`${line}\n`); },
-});
+}, { version });

@@ -72,6 +72,26 @@ export function configFlag(name: string): FlagSpec {
   return spec;
 }
 
+/**
+ * --context: a flag of every command that talks to a cluster. Not a setting: kubectl has no
+ * environment variable for it either, and `serve` in a cluster never needs it.
+ */
+const CONTEXT_FLAG: FlagSpec = { type: 'string', description: 'the kubeconfig context to use instead of its current-context (as kubectl --context)' };
+
+export function contextFlag(): FlagSpec {
+  return CONTEXT_FLAG;
+}
+
+/** The --context a command was given, if any (an empty value counts as none, as in kubectl). */
+export function contextOf(flags: CommandContext['flags']): string | undefined {
+  return typeof flags.context === 'string' && flags.context !== '' ? flags.context : undefined;
+}
+
+/** What the CLI says about itself: the package version for --version (main reads it once). */
+export interface CliAbout {
+  version?: string;
+}
+
 function commandHelp(command: Command): string[] {
   const lines = [`Usage: vgpu-warden ${command.name}${command.arguments === undefined ? '' : ` ${command.arguments}`} [flags]`, '', command.summary, '', 'Flags:'];
   const help: FlagSpec = { type: 'boolean', description: 'show this help' };
@@ -100,7 +120,7 @@ function topHelp(commands: readonly Command[]): string[] {
     ...commands.map((command) =>
       `  ${command.name.padEnd(width)}  ${command.summary}${command.plannedIn ? ` (not available yet: issue #${command.plannedIn})` : ''}`),
     '',
-    'Run "vgpu-warden <command> --help" for the flags of a command.',
+    'Run "vgpu-warden <command> --help" for the flags of a command, "vgpu-warden --version" for the version.',
   ];
 }
 
@@ -151,11 +171,19 @@ function usageMessage(command: Command, error: unknown): string {
 }
 
 /** Runs the CLI and returns the process exit code; never throws. */
-export async function runCli(argv: readonly string[], commands: readonly Command[], io: CliIo): Promise<number> {
+export async function runCli(argv: readonly string[], commands: readonly Command[], io: CliIo, about: CliAbout = {}): Promise<number> {
   const [first, ...rest] = argv;
   if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
     topHelp(commands).forEach((line) => { io.stdout(line); });
     return first === undefined ? EXIT_USAGE : EXIT_OK;
+  }
+  if (first === '--version') {
+    if (rest.length > 0) {
+      io.stderr(`vgpu-warden: --version takes no arguments (got ${JSON.stringify(rest.join(' ').slice(0, 60))}); see "vgpu-warden --help"`);
+      return EXIT_USAGE;
+    }
+    io.stdout(about.version ?? 'unknown');
+    return EXIT_OK;
   }
   const command = commands.find((candidate) => candidate.name === first);
   if (!command) {

@@ -1,6 +1,6 @@
 import { podMutationConfig } from '../admission/mutation-config.js';
 import { CoreV1Api, type CoreV1Event, type V1Node, type V1Pod, type V1ResourceQuota } from '@kubernetes/client-node';
-import { configFlag, EXIT_FAILURE, EXIT_OK, UsageError, type Command, type CommandContext } from './cli.js';
+import { configFlag, contextFlag, contextOf, EXIT_FAILURE, EXIT_OK, UsageError, type Command, type CommandContext } from './cli.js';
 import type { Config } from '../config/setting-spec.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { describeError, WardenError } from '../base/errors.js';
@@ -157,6 +157,7 @@ export function explainCommand(): Command {
     flags: {
       output: { type: 'string', short: 'o', description: 'output format: text (default) or json' },
       kubeconfig: configFlag('kubeconfig'),
+      context: contextFlag(),
       'scheduler-name': configFlag('scheduler-name'),
       'overwrite-default-scheduler': configFlag('overwrite-default-scheduler'),
       'default-gpu-num': configFlag('default-gpu-num'),
@@ -172,7 +173,7 @@ export function explainCommand(): Command {
       const output = outputOf(flags.output);
       const ref = parsePodArgument(context.positionals);
       const config = context.config();
-      const kubeConfig = loadKubeConfig(config.kubeconfig, kubeconfigSources(io.env));
+      const kubeConfig = loadKubeConfig(config.kubeconfig, kubeconfigSources(io.env), contextOf(flags));
       try {
         const core = kubeConfig.makeApiClient(CoreV1Api);
         let pod: V1Pod;

@@ -1,5 +1,5 @@
 import { CoreV1Api } from '@kubernetes/client-node';
-import { configFlag, EXIT_OK, UsageError, type Command } from './cli.js';
+import { configFlag, contextFlag, contextOf, EXIT_OK, UsageError, type Command } from './cli.js';
 import { describeError, WardenError } from '../base/errors.js';
 import { kubeconfigSources, loadKubeConfig } from '../kube/client.js';
 import { KubeNodeLockApi } from '../lock/kube-node-lock-api.js';
@@ -74,6 +74,7 @@ export function locksCommand(): Command {
     flags: {
       output: { type: 'string', short: 'o', description: 'output format: table (default) or json' },
       kubeconfig: configFlag('kubeconfig'),
+      context: contextFlag(),
       'bind-grace': configFlag('bind-grace'),
       'nodelock-expire': configFlag('nodelock-expire'),
       'nodelock-force-after': configFlag('nodelock-force-after'),
@@ -82,7 +83,7 @@ export function locksCommand(): Command {
       // Checked before any API call, so a typo costs nothing.
       const output = outputOf(flags.output);
       const settings = config();
-      const kubeConfig = loadKubeConfig(settings.kubeconfig, kubeconfigSources(io.env));
+      const kubeConfig = loadKubeConfig(settings.kubeconfig, kubeconfigSources(io.env), contextOf(flags));
       try {
         const core = kubeConfig.makeApiClient(CoreV1Api);
         const locks = new NodeLocks({

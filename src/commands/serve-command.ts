@@ -1,5 +1,5 @@
 import { startServer, type RunningServer } from '../serve/start-server.js';
-import { configFlags, EXIT_FAILURE, EXIT_OK, type Command } from './cli.js';
+import { configFlags, contextFlag, contextOf, EXIT_FAILURE, EXIT_OK, type Command } from './cli.js';
 import { ConfigError } from '../config/setting-spec.js';
 import { createLogger } from '../telemetry/logger.js';
 import { GRACEFUL_SHUTDOWN_MS, StartAborted, StartupError } from '../lifecycle/lifecycle.js';
@@ -21,6 +21,8 @@ export interface ServeDeps {
    * keep a stopped server's process running.
    */
   forceExit?: (code: number) => void;
+  /** The package version (main reads it once), for vgpu_warden_build_info. */
+  version?: string;
 }
 
 /** The one line a start-up failure is reported with (the JSON log may not be where the operator looks). */
@@ -42,8 +44,8 @@ export function serveCommand(deps: ServeDeps): Command {
     name: 'serve',
     summary: 'run the admission webhook, the scheduler extender, the pod watch and the leader-elected lock sweeper',
     usesConfig: true,
-    flags: configFlags(),
-    run: async ({ io, config }) => {
+    flags: { ...configFlags(), context: contextFlag() },
+    run: async ({ io, flags, config }) => {
       const settings = config();
       const log = createLogger(settings.logLevel);
       const stopAsked = new AbortController();
@@ -62,7 +64,12 @@ export function serveCommand(deps: ServeDeps): Command {
       };
       let server: RunningServer;
       try {
-        server = await startServer(settings, log, { signal: stopAsked.signal });
+        const kubeContext = contextOf(flags);
+        server = await startServer(settings, log, {
+          signal: stopAsked.signal,
+          ...(deps.version === undefined ? {} : { version: deps.version }),
+          ...(kubeContext === undefined ? {} : { kubeContext }),
+        });
       } catch (error) {
         if (error instanceof StartAborted) {
           log.info({ signal }, 'stopped during start-up');

@@ -81,12 +81,13 @@ export function kubeconfigSources(env: Readonly<Record<string, string | undefine
 /**
  * Builds the KubeConfig every component gets injected, resolved as kubectl does (see
  * resolveKubeconfig): the setting's files (a plain string is one file that must exist), else
- * ~/.kube/config, else the in-cluster service account. Throws KubeconfigError (a ConfigError, one
+ * ~/.kube/config, else the in-cluster service account; `context` (--context) instead of the file's
+ * current-context. Throws KubeconfigError (a ConfigError, one
  * line naming the setting and its source) instead of client-node's errors at the first request.
  */
-export function loadKubeConfig(kubeconfig: string | KubeconfigSetting | undefined, sources: KubeconfigSources = kubeconfigSources()): PooledKubeConfig {
+export function loadKubeConfig(kubeconfig: string | KubeconfigSetting | undefined, sources: KubeconfigSources = kubeconfigSources(), context?: string): PooledKubeConfig {
   const setting = typeof kubeconfig === 'string' ? { paths: [kubeconfig], origin: 'kubeconfig', explicit: true } : kubeconfig;
-  const { from, ...options } = resolveKubeconfig(setting, sources);
+  const { from, ...options } = resolveKubeconfig(setting, sources, context);
   const kubeConfig = new PooledKubeConfig();
   kubeConfig.loadFromOptions(options);
   kubeConfig.from = from;

@@ -122,15 +122,17 @@ function names(items: readonly { name: string }[]): string {
  * The checks client-node leaves to the first request, where they surface as `No active cluster!`
  * or `HTTP protocol is not allowed ...` with no word on which file or setting is at fault.
  */
-function usable(merged: ReturnType<typeof merge>, where: string): ResolvedKubeconfig {
-  const { clusters, contexts, users, currentContext } = merged;
+function usable(merged: ReturnType<typeof merge>, where: string, chosen: string | undefined): ResolvedKubeconfig {
+  const { clusters, contexts, users } = merged;
+  const currentContext = chosen ?? merged.currentContext;
   if (clusters.length === 0) throw new KubeconfigError(`${where} is not a kubeconfig (no clusters)`);
   if (currentContext === undefined) {
-    throw new KubeconfigError(`${where}: no current-context (contexts: ${names(contexts) || 'none'}); pick one with kubectl config use-context`);
+    throw new KubeconfigError(`${where}: no current-context (contexts: ${names(contexts) || 'none'}); pick one with kubectl config use-context or --context`);
   }
   const quotedContext = JSON.stringify(clip(currentContext, PATH_CHARS));
   const context = contexts.find((candidate) => candidate.name === currentContext);
-  if (context === undefined) throw new KubeconfigError(`${where}: current-context ${quotedContext} is not among its contexts (${names(contexts) || 'none'})`);
+  const which = chosen === undefined ? 'current-context' : 'context (flag --context)';
+  if (context === undefined) throw new KubeconfigError(`${where}: ${which} ${quotedContext} is not among its contexts (${names(contexts) || 'none'})`);
   const cluster = clusters.find((candidate) => candidate.name === context.cluster);
   if (cluster === undefined) {
     throw new KubeconfigError(`${where}: context ${quotedContext} names cluster ${JSON.stringify(clip(context.cluster, PATH_CHARS))}, which is not defined`);
@@ -146,9 +148,10 @@ function usable(merged: ReturnType<typeof merge>, where: string): ResolvedKubeco
   return { clusters, contexts, users, currentContext, from: where };
 }
 
-function fromFiles(setting: KubeconfigSetting, sources: KubeconfigSources): ResolvedKubeconfig {
+function fromFiles(setting: KubeconfigSetting, sources: KubeconfigSources, context: string | undefined): ResolvedKubeconfig {
   const files = readFiles(setting, sources);
-  return usable(merge(files), `${setting.origin}: ${clip(files.map((file) => file.path).join(':'), PATH_CHARS)}`);
+  const where = `${setting.origin}: ${clip(files.map((file) => file.path).join(':'), PATH_CHARS)}`;
+  return usable(merge(files), where, context);
 }
 
 /** The in-cluster config as client-go builds it: https to KUBERNETES_SERVICE_HOST:PORT, the mounted token and CA. */
@@ -166,18 +169,20 @@ function inCluster(host: string, port: string, dir: string): ResolvedKubeconfig 
 
 /**
  * Finds the kubeconfig the way kubectl does: the setting's files (--kubeconfig, else KUBECONFIG's
- * list); without one, ~/.kube/config; then the in-cluster service account. Every failure is one
+ * list); without one, ~/.kube/config; then the in-cluster service account. `context` (--context)
+ * picks a context of the files instead of their current-context; the in-cluster configuration has
+ * none to pick from, so a context given there is refused rather than ignored. Every failure is one
  * line naming the setting and its source; when nothing is found, the line lists what was tried.
  */
-export function resolveKubeconfig(setting: KubeconfigSetting | undefined, sources: KubeconfigSources): ResolvedKubeconfig {
-  if (setting !== undefined) return fromFiles(setting, sources);
+export function resolveKubeconfig(setting: KubeconfigSetting | undefined, sources: KubeconfigSources, context?: string): ResolvedKubeconfig {
+  if (setting !== undefined) return fromFiles(setting, sources, context);
   const tried = ['KUBECONFIG and --kubeconfig unset'];
   const home = sources.env.HOME !== undefined && sources.env.HOME !== '' ? sources.env.HOME : sources.homeDir();
   if (home === undefined || home === '') {
     tried.push('~/.kube/config (no home directory)');
   } else {
     const path = join(home, '.kube', 'config');
-    if (sources.exists(path)) return fromFiles({ paths: [path], origin: 'KUBECONFIG (default ~/.kube/config)', explicit: true }, sources);
+    if (sources.exists(path)) return fromFiles({ paths: [path], origin: 'KUBECONFIG (default ~/.kube/config)', explicit: true }, sources, context);
     tried.push(`${clip(path, PATH_CHARS)} (no such file)`);
   }
   const { KUBERNETES_SERVICE_HOST: host, KUBERNETES_SERVICE_PORT: port } = sources.env;
@@ -186,6 +191,8 @@ export function resolveKubeconfig(setting: KubeconfigSetting | undefined, source
     tried.push('in-cluster (KUBERNETES_SERVICE_HOST or KUBERNETES_SERVICE_PORT unset)');
   } else if (!sources.exists(token)) {
     tried.push(`in-cluster (${token} missing: is automountServiceAccountToken off?)`);
+  } else if (context !== undefined) {
+    throw new KubeconfigError(`--context ${JSON.stringify(clip(context, PATH_CHARS))} names a kubeconfig context, but there is no kubeconfig (tried ${tried.join(', ')}) and the in-cluster service account has no contexts; drop --context or pass --kubeconfig`);
   } else {
     return inCluster(host, port, sources.serviceAccountDir);
   }

@@ -52,6 +52,14 @@ describe('the vgpu-warden bin', function () {
     expect(result.stderr).to.equal(`vgpu-warden needs Node.js >= ${MINIMUM_NODE_VERSION} (found 20.11.1): install Node.js 24, or run it from the repository with npx vgpu-warden, which uses the pinned node@24\n`);
   });
 
+  it('prints package.json\'s version for --version', () => {
+    const { version } = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as { version: string };
+    const result = run(['--version']);
+    expect(result.status).to.equal(0);
+    expect(result.stderr).to.equal('');
+    expect(result.stdout).to.equal(`${version}\n`);
+  });
+
   it('runs the CLI on a supported Node', () => {
     const result = run(['--help']);
     expect(result.status).to.equal(0);

@@ -1,5 +1,13 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { expect } from 'chai';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, runCli, type Command, type CommandContext } from '../../../src/commands/cli.js';
+import { explainCommand } from '../../../src/commands/explain-command.js';
+import { locksCommand } from '../../../src/commands/locks-command.js';
+import { serveCommand } from '../../../src/commands/serve-command.js';
+import { certsCommand } from '../../../src/commands/certs-command.js';
+import { packageVersion } from '../../../src/telemetry/build-info.js';
 
 function recorder(env: Record<string, string> = {}) {
   const out: string[] = [];
@@ -205,5 +213,78 @@ describe('cli', () => {
     const { io, err } = recorder();
     expect(await runCli(['boom'], [failing], io)).to.equal(EXIT_FAILURE);
     expect(err).to.deep.equal(['vgpu-warden: outer: caused by: inner']);
+  });
+
+  describe('--version', () => {
+    it('prints the version it is given (main: package.json\'s, read once) and exits 0', async () => {
+      const { io, out, err } = recorder();
+      expect(await runCli(['--version'], [echoCommand([])], io, { version: '1.2.3' })).to.equal(EXIT_OK);
+      expect(out).to.deep.equal(['1.2.3']);
+      expect(err).to.deep.equal([]);
+    });
+
+    it('is package.json\'s version, read from beside the build', () => {
+      const pkg = JSON.parse(readFileSync(resolve(import.meta.dirname, '..', '..', '..', 'package.json'), 'utf8')) as { version: string };
+      expect(packageVersion()).to.equal(pkg.version).and.match(/^\d+\.\d+\.\d+/);
+      expect(packageVersion(new URL('file:///nonexistent/package.json'))).to.equal('unknown');
+    });
+
+    it('takes no arguments, and --help says it exists', async () => {
+      const { io, out, err } = recorder();
+      expect(await runCli(['--version', 'locks'], [echoCommand([])], io, { version: '1.2.3' })).to.equal(EXIT_USAGE);
+      expect(out).to.deep.equal([]);
+      expect(err).to.deep.equal(['vgpu-warden: --version takes no arguments (got "locks"); see "vgpu-warden --help"']);
+      const help = recorder();
+      await runCli(['--help'], [echoCommand([])], help.io);
+      expect(help.out.join('\n')).to.include('"vgpu-warden --version" for the version');
+    });
+  });
+
+  describe('--context', () => {
+    const commands = [serveCommand({ waitForStopSignal: () => new Promise(() => undefined) }), certsCommand(), locksCommand(), explainCommand()];
+
+    it('is a flag of every command that talks to a cluster, next to --kubeconfig, and not of certs (files only)', () => {
+      for (const name of ['serve', 'locks', 'explain']) {
+        const command = commands.find((candidate) => candidate.name === name);
+        expect(command?.flags, name).to.include.keys('context', 'kubeconfig');
+        expect(command?.flags.context?.type, name).to.equal('string');
+      }
+      expect(certsCommand().flags).not.to.have.property('context');
+    });
+
+    it('picks the named context of the kubeconfig, and names the flag when the context is not there: exit 2, one line', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'cli-context-'));
+      try {
+        const kubeconfig = join(dir, 'kubeconfig');
+        // Both clusters refuse connections at once; which one was asked for shows in the error.
+        writeFileSync(kubeconfig, [
+          'apiVersion: v1', 'kind: Config',
+          'clusters:', '- name: one', '  cluster:', '    server: https://127.0.0.1:2', '- name: two', '  cluster:', '    server: https://127.0.0.2:2',
+          'users:', '- name: u', '  user:', '    token: t',
+          'contexts:', '- name: one', '  context:', '    cluster: one', '    user: u', '- name: two', '  context:', '    cluster: two', '    user: u',
+          'current-context: one', '',
+        ].join('\n'));
+        for (const args of [['locks', '--context', 'prod'], ['explain', 'team-a/train-0', '--context=prod'], ['serve', '--context', 'prod']]) {
+          const { io, out, err } = recorder({ KUBECONFIG: kubeconfig, CERT_DIR: join(dir, 'certs') });
+          expect(await runCli(args, commands, io), args.join(' ')).to.equal(EXIT_USAGE);
+          expect(out, args.join(' ')).to.deep.equal([]);
+          expect(err, args.join(' ')).to.deep.equal([`vgpu-warden: KUBECONFIG (env): ${kubeconfig}: context (flag --context) "prod" is not among its contexts (one, two)`]);
+        }
+        const picked = recorder({ KUBECONFIG: kubeconfig });
+        expect(await runCli(['locks', '--context', 'two'], commands, picked.io)).to.equal(EXIT_FAILURE);
+        expect(picked.err.join('\n')).to.include('could not list nodes').and.include('127.0.0.2:2');
+        const current = recorder({ KUBECONFIG: kubeconfig });
+        expect(await runCli(['locks'], commands, current.io)).to.equal(EXIT_FAILURE);
+        expect(current.err.join('\n')).to.include('127.0.0.1').and.not.include('127.0.0.2:2');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('needs a value', async () => {
+      const { io, err } = recorder({ KUBECONFIG: '/nonexistent/kubeconfig' });
+      expect(await runCli(['locks', '--context'], commands, io)).to.equal(EXIT_USAGE);
+      expect(err).to.deep.equal(['vgpu-warden: --context needs a value (or takes none) for "locks"; see "vgpu-warden locks --help"']);
+    });
   });
 });

@@ -154,7 +154,7 @@ describe('kubeconfig resolution (as kubectl does it)', () => {
 
   it('finds what client-node would only fail on at the first request', () => {
     const noCurrent = file('no-current', kubeconfigYaml({ ...single('a'), current: undefined }));
-    expect(failure(() => resolveKubeconfig(fromEnv(noCurrent), sources())).message).to.equal(`KUBECONFIG (env): ${noCurrent}: no current-context (contexts: a); pick one with kubectl config use-context`);
+    expect(failure(() => resolveKubeconfig(fromEnv(noCurrent), sources())).message).to.equal(`KUBECONFIG (env): ${noCurrent}: no current-context (contexts: a); pick one with kubectl config use-context or --context`);
     const unknown = file('unknown', kubeconfigYaml({ ...single('a'), current: 'b' }));
     expect(failure(() => resolveKubeconfig(fromEnv(unknown), sources())).message).to.equal(`KUBECONFIG (env): ${unknown}: current-context "b" is not among its contexts (a)`);
     const noCluster = file('no-cluster', kubeconfigYaml({ ...single('a'), contexts: [{ name: 'a', cluster: 'z', user: 'a' }] }));
@@ -223,6 +223,37 @@ describe('kubeconfig resolution (as kubectl does it)', () => {
     expect(kubeConfig.from).to.equal(`KUBECONFIG (env): ${a}:${b}`);
     expect(() => kubeConfig.makeApiClient(CoreV1Api)).not.to.throw();
     await kubeConfig.close();
+  });
+
+  it('--context picks a context of the files instead of their current-context, and names the flag when it is not there', () => {
+    const both = file('both', kubeconfigYaml({
+      clusters: [{ name: 'good', server: 'https://good:6443' }, { name: 'broken', server: 'https://127.0.0.1:1' }],
+      users: [{ name: 'u', token: 't' }],
+      contexts: [{ name: 'good', cluster: 'good', user: 'u' }, { name: 'broken', cluster: 'broken', user: 'u' }],
+      current: 'broken',
+    }));
+    expect(resolveKubeconfig(fromEnv(both), sources()).currentContext).to.equal('broken');
+    const picked = resolveKubeconfig(fromEnv(both), sources(), 'good');
+    expect(picked.currentContext).to.equal('good');
+    const kubeConfig = loadKubeConfig(fromEnv(both), sources(), 'good');
+    expect(kubeConfig.getCurrentCluster()?.server).to.equal('https://good:6443');
+    expect(failure(() => resolveKubeconfig(fromEnv(both), sources(), 'prod')).message).to.equal(`KUBECONFIG (env): ${both}: context (flag --context) "prod" is not among its contexts (good, broken)`);
+    // A file with no current-context at all is usable with --context.
+    const noCurrent = file('no-current', kubeconfigYaml({ ...single('a'), current: undefined }));
+    expect(resolveKubeconfig(fromEnv(noCurrent), sources(), 'a').currentContext).to.equal('a');
+    // ~/.kube/config too.
+    mkdirSync(join(home, '.kube'));
+    writeFileSync(join(home, '.kube', 'config'), readFileSync(both, 'utf8'));
+    expect(resolveKubeconfig(undefined, sources(), 'good').currentContext).to.equal('good');
+  });
+
+  it('refuses --context where only the in-cluster service account is found, instead of ignoring it', () => {
+    writeFileSync(join(serviceAccount, 'token'), 'sa-token');
+    const inCluster = sources({ KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' });
+    expect(resolveKubeconfig(undefined, inCluster).currentContext).to.equal('in-cluster');
+    expect(failure(() => resolveKubeconfig(undefined, inCluster, 'prod')).message).to.equal(
+      `--context "prod" names a kubeconfig context, but there is no kubeconfig (tried KUBECONFIG and --kubeconfig unset, ${join(home, '.kube', 'config')} (no such file)) and the in-cluster service account has no contexts; drop --context or pass --kubeconfig`,
+    );
   });
 
   it('reads a plain string as one file that must exist (the form tests and `local` use)', () => {
