@@ -1,15 +1,31 @@
 import type { V1ResourceQuota } from '@kubernetes/client-node';
-import { quotaLimits, type QuotaLimit } from '../devices/gpu-quota.js';
+import { quotaLimits, type NamespaceUse, type QuotaBudget, type QuotaLimit } from '../devices/gpu-quota.js';
+import { quotaScopeRequirements, scopesMatchPod, type ScopeRequirement } from '../devices/quota-scopes.js';
 import type { ObjectChange } from './object-store.js';
+
+/** One ResourceQuota's GPU limits and the scope requirements that decide which pods it counts. */
+interface IndexedQuota {
+  limits: readonly QuotaLimit[];
+  /** Empty: the quota counts every pod of its namespace. */
+  scopes: readonly ScopeRequirement[];
+}
+
+/**
+ * What the namespace's GPU pods use (bound and assumed, the pod being placed left out): all of them
+ * when `counted` is undefined, else only those it accepts (a scoped quota's pods).
+ */
+export type NamespaceUseOf = (counted: ((pod: unknown) => boolean) | undefined) => Readonly<NamespaceUse>;
 
 /**
  * The GPU limits of every namespace, from its ResourceQuotas (gpu-quota.ts reads one). Kept per
  * ResourceQuota so an update or delete replaces exactly that quota's limits; a namespace's limits
- * are all of its quotas' (each is enforced). Quotas without a GPU key take no room here.
+ * are all of its quotas' (each is enforced). Quotas without a GPU key take no room here. A quota's
+ * `scopes` and `scopeSelector` decide which pods it counts and holds back, as kube-apiserver's
+ * quota admission decides it (quota-scopes.ts): see `budget`.
  */
 export class QuotaIndex {
-  /** namespace → ResourceQuota name → its GPU limits. */
-  private readonly byNamespace = new Map<string, Map<string, readonly QuotaLimit[]>>();
+  /** namespace → ResourceQuota name → its GPU limits and scopes. */
+  private readonly byNamespace = new Map<string, Map<string, IndexedQuota>>();
   /** Problem texts already reported, so a bad value is logged once, not on every relist. */
   private readonly reported = new Set<string>();
 
@@ -26,10 +42,31 @@ export class QuotaIndex {
     }
   }
 
-  /** Every GPU limit of the namespace, in no particular order; empty when none applies. */
+  /** Every GPU limit of the namespace, whatever its quota's scopes, in no particular order; empty when none. */
   limits(namespace: string): QuotaLimit[] {
     const quotas = this.byNamespace.get(namespace);
-    return quotas === undefined ? [] : [...quotas.values()].flat();
+    return quotas === undefined ? [] : [...quotas.values()].flatMap((quota) => quota.limits);
+  }
+
+  /**
+   * The pod's GPU quota: the limits of the namespace's ResourceQuotas whose scopes count `pod`,
+   * each scoped one with the use of only the pods it counts; undefined when none limits it. `useOf`
+   * sums the namespace's GPU pods, the pod itself left out (the state store's usage).
+   */
+  budget(namespace: string, pod: unknown, useOf: NamespaceUseOf): QuotaBudget | undefined {
+    const quotas = this.byNamespace.get(namespace);
+    if (quotas === undefined) return undefined;
+    const limits: QuotaLimit[] = [];
+    for (const quota of quotas.values()) {
+      if (!scopesMatchPod(quota.scopes, pod)) continue;
+      if (quota.scopes.length === 0) {
+        limits.push(...quota.limits);
+        continue;
+      }
+      const used = useOf((other) => scopesMatchPod(quota.scopes, other));
+      limits.push(...quota.limits.map((limit) => ({ ...limit, used })));
+    }
+    return limits.length === 0 ? undefined : { namespace, limits, used: useOf(undefined) };
   }
 
   /** Namespaces with at least one GPU limit. */
@@ -51,8 +88,8 @@ export class QuotaIndex {
       return;
     }
     let quotas = this.byNamespace.get(namespace);
-    if (!quotas) this.byNamespace.set(namespace, (quotas = new Map<string, readonly QuotaLimit[]>()));
-    quotas.set(name, limits);
+    if (!quotas) this.byNamespace.set(namespace, (quotas = new Map<string, IndexedQuota>()));
+    quotas.set(name, { limits, scopes: quotaScopeRequirements(quota) });
   }
 
   private remove(namespace: string, name: string): void {

@@ -51,6 +51,11 @@ export interface QuotaLimit {
   field: QuotaField;
   /** In the usage's units: MiB (memoryFactor applied, as HAMi does), HAMi core units, shares. */
   limit: number;
+  /**
+   * What the pods this quota counts use, when its scopes count fewer than every pod of the
+   * namespace (quota-scopes.ts); absent: the budget's `used`.
+   */
+  used?: Readonly<NamespaceUse>;
 }
 
 interface ResourceQuotaLike {
@@ -83,7 +88,11 @@ export function quotaLimits(quota: ResourceQuotaLike, memoryFactor: number): { l
   return { limits, problems };
 }
 
-/** A namespace's GPU limits (every ResourceQuota in it) and what it uses now, the pod being placed left out. */
+/**
+ * The GPU limits a pod is held to (those of its namespace's ResourceQuotas whose scopes count it)
+ * and what the namespace uses now, the pod being placed left out. A scoped limit carries its own
+ * `used`: only the pods its quota counts.
+ */
 export interface QuotaBudget {
   namespace: string;
   limits: readonly QuotaLimit[];
@@ -114,7 +123,7 @@ export function quotaExceeded(budget: QuotaBudget, adding: Readonly<NamespaceUse
   for (const limit of budget.limits) {
     const add = adding[limit.field];
     if (add <= 0) continue;
-    const used = budget.used[limit.field];
+    const used = (limit.used ?? budget.used)[limit.field];
     if (used + add > limit.limit) {
       return `ResourceQuota ${budget.namespace}/${limit.quota}: ${QUOTA_KEYS[limit.field]} ${used} used + ${add} requested > ${limit.limit}`;
     }
@@ -136,5 +145,6 @@ export function tightestLimits(limits: readonly QuotaLimit[]): Map<QuotaField, Q
 export function budgetKey(budget: QuotaBudget | undefined): string {
   if (budget === undefined) return '';
   const { used } = budget;
-  return `${used.gpus}/${used.memoryMiB}/${used.cores}:${budget.limits.map((limit) => `${limit.quota}=${limit.field}<${limit.limit}`).join(',')}`;
+  const useKey = (use: Readonly<NamespaceUse>): string => `${use.gpus}/${use.memoryMiB}/${use.cores}`;
+  return `${useKey(used)}:${budget.limits.map((limit) => `${limit.quota}=${limit.field}<${limit.limit}${limit.used === undefined ? '' : `@${useKey(limit.used)}`}`).join(',')}`;
 }
