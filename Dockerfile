@@ -1,6 +1,7 @@
 # vgpu-warden image: `docker build -t vgpu-warden:0.1.0 .` (the tag manifests/deployment.yaml uses).
 # The build stage compiles the TypeScript and drops the dev dependencies; the runtime stage holds only
-# dist/, the production node_modules and package.json, and runs as a non-root user.
+# dist/, the production node_modules, package.json and a `vgpu-warden` wrapper on the PATH, and runs as
+# a non-root user.
 #
 # `npm run image` (tools/image/build.sh) builds the same runtime stage with buildah, without a
 # Docker engine: it builds the app on the host and turns the runtime stage below into a
@@ -30,6 +31,10 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# `vgpu-warden` on the PATH, for `kubectl exec deploy/vgpu-warden -- vgpu-warden locks`: a two-line
+# sh wrapper running dist/bin.js (executable in git; COPY keeps its mode, and a symlink would need a
+# RUN, which the buildah build's runtime stage does not have).
+COPY --from=build /app/src/commands/vgpu-warden.sh /usr/local/bin/vgpu-warden
 # Numeric, so that Kubernetes can check runAsNonRoot; the Deployment runs it as 10001 too.
 USER 10001:10001
 EXPOSE 9443 9444 9395

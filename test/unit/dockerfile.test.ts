@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { loadAllYaml, type V1Deployment } from '@kubernetes/client-node';
 import { expect } from 'chai';
@@ -92,12 +92,25 @@ describe('Dockerfile', () => {
     expect(commands.indexOf('npm run build')).to.be.below(commands.indexOf('npm prune'));
   });
 
-  it('copies only dist/, the pruned node_modules and package.json from the build stage into the final one', () => {
+  it('copies only dist/, the pruned node_modules, package.json and the PATH wrapper from the build stage into the final one', () => {
     const copies = runtime.instructions.filter((entry) => entry.keyword === 'COPY' || entry.keyword === 'ADD');
     expect(copies.every((entry) => entry.args.startsWith(`--from=${build.name ?? ''} `)), 'the runtime stage copies from the build stage only').to.equal(true);
     const sources = copies.map((entry) => entry.args.split(/\s+/)[1]);
-    expect(sources).to.have.members(['/app/package.json', '/app/node_modules', '/app/dist']);
+    expect(sources).to.have.members(['/app/package.json', '/app/node_modules', '/app/dist', '/app/src/commands/vgpu-warden.sh']);
     expect(runs(runtime), 'the runtime stage installs nothing').to.equal('');
+  });
+
+  it('puts a vgpu-warden executable on the PATH that runs the same entry (kubectl exec deploy/vgpu-warden -- vgpu-warden locks)', () => {
+    const copy = runtime.instructions.find((entry) => entry.keyword === 'COPY' && entry.args.includes('vgpu-warden.sh'));
+    expect(copy?.args.split(/\s+/).at(-1)).to.equal('/usr/local/bin/vgpu-warden');
+    const wrapper = resolve(ROOT, 'src', 'commands', 'vgpu-warden.sh');
+    // COPY keeps the file's mode: it must be executable for everyone, as uid 10001 runs it.
+    expect(statSync(wrapper).mode & 0o777).to.equal(0o755);
+    const text = readFileSync(wrapper, 'utf8');
+    expect(text.startsWith('#!/bin/sh\n')).to.equal(true);
+    expect(text).to.match(/^exec node \/app\/dist\/bin\.js "\$@"$/m);
+    // The wrapper names dist/bin.js under the runtime stage's WORKDIR.
+    expect(runtime.instructions.filter((entry) => entry.keyword === 'WORKDIR').at(-1)?.args).to.equal('/app');
   });
 
   it('runs as a non-root numeric user in the final stage, the one the Deployment asks for', () => {
