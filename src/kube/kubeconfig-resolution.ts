@@ -167,6 +167,15 @@ function inCluster(host: string, port: string, dir: string): ResolvedKubeconfig 
   };
 }
 
+/** os.homedir() throws for a uid without a passwd entry (the image's 10001 when HOME is unset): no home, then. */
+function homeDirOf(sources: KubeconfigSources): string | undefined {
+  try {
+    return sources.homeDir();
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Finds the kubeconfig the way kubectl does: the setting's files (--kubeconfig, else KUBECONFIG's
  * list); without one, ~/.kube/config; then the in-cluster service account. `context` (--context)
@@ -177,7 +186,7 @@ function inCluster(host: string, port: string, dir: string): ResolvedKubeconfig 
 export function resolveKubeconfig(setting: KubeconfigSetting | undefined, sources: KubeconfigSources, context?: string): ResolvedKubeconfig {
   if (setting !== undefined) return fromFiles(setting, sources, context);
   const tried = ['KUBECONFIG and --kubeconfig unset'];
-  const home = sources.env.HOME !== undefined && sources.env.HOME !== '' ? sources.env.HOME : sources.homeDir();
+  const home = sources.env.HOME !== undefined && sources.env.HOME !== '' ? sources.env.HOME : homeDirOf(sources);
   if (home === undefined || home === '') {
     tried.push('~/.kube/config (no home directory)');
   } else {

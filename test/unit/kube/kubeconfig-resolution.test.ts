@@ -205,6 +205,9 @@ describe('kubeconfig resolution (as kubectl does it)', () => {
       `in-cluster (${join(serviceAccount, 'token')} missing: is automountServiceAccountToken off?)`,
     );
     expect(failure(() => resolveKubeconfig(undefined, { ...sources(), env: {} })).message).to.include('~/.kube/config (no home directory)');
+    // os.homedir() throws for a uid with no passwd entry (the image's 10001 without HOME).
+    const noPasswd = { ...sources(), env: {}, homeDir: () => { throw new Error('ENOENT: no such file or directory, uv_os_get_passwd'); } };
+    expect(failure(() => resolveKubeconfig(undefined, noPasswd)).message).to.include('~/.kube/config (no home directory)');
   });
 
   it('treats an empty KUBECONFIG as unset, from the environment to the resolution', () => {
