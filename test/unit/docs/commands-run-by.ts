@@ -217,6 +217,19 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   },
   { command: 'npx vgpu-warden --help', runBy: [{ file: 'test/unit/bin.test.ts', contains: ["run(['--help'])"] }], how: 'runs the bin on the pinned Node' },
   {
+    command: 'kubectl -n vgpu-warden exec deploy/vgpu-warden -- vgpu-warden locks',
+    runBy: [{ file: 'test/e2e/image.test.ts', contains: ["['vgpu-warden', 'locks']", "target: '/var/run/secrets/kubernetes.io/serviceaccount'", 'KUBERNETES_SERVICE_HOST', 'applyShippedIdentities'] }],
+    how: `runs vgpu-warden locks from the built image's PATH as its USER, with no kubeconfig and the Deployment's ServiceAccount token mounted where the kubelet mounts it (${NO_KUBECTL})`,
+  },
+  {
+    command: 'vgpu-warden locks --context prod',
+    runBy: [
+      { file: 'test/unit/commands/cli.test.ts', contains: ["['locks', '--context', 'prod']", 'context (flag --context) "prod" is not among its contexts'] },
+      { file: 'test/integration/cli-context.test.ts', contains: ["'--context', 'test'"] },
+    ],
+    how: 'the unit test runs it against a kubeconfig without that context; the integration test picks an existing one on the real apiserver',
+  },
+  {
     command: 'EXTENDER_PORT=9444 vgpu-warden serve',
     runBy: [{ file: 'test/integration/serve-lifecycle.test.ts', contains: ['cannot listen on', 'address already in use'] }],
   },
