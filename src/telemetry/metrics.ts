@@ -15,9 +15,9 @@ export interface LockSample {
 }
 
 /**
- * Called on every scrape; may answer from a cache (cheap) or read the cluster (async). Undefined
- * means "not known here" (e.g. a replica that does not lead): the lock gauges are left out rather
- * than reported as zero, so summing over replicas stays right.
+ * Called on every scrape, on the leader only (LeadershipSource); may answer from a cache (cheap) or
+ * read the cluster (async). Undefined means "not known here" (e.g. a store not synced yet): the
+ * lock gauges are left out rather than reported as zero, so summing over replicas stays right.
  */
 export type LockSource = () => readonly LockSample[] | undefined | Promise<readonly LockSample[] | undefined>;
 

@@ -1,4 +1,4 @@
-import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -10,6 +10,9 @@ import { finished, spawnCaptured } from '../support/captured-process.js';
 import { BuildahContainer, buildahAvailable, groupProcesses, imageConfig, signalGroup, type ImageConfig } from '../support/buildah-container.js';
 import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
 import { outputTail } from '../support/observations.js';
+import { createGpuNode, setLock } from '../support/lock-helpers.js';
+import { applyShippedIdentities } from '../support/shipped-identities.js';
+import { formatLockValue } from '../../src/lock/lock-value.js';
 
 const repoRoot = resolve(import.meta.dirname, '..', '..');
 // A tag of its own, so the test never moves the operator's vgpu-warden:<version>; the build script
@@ -17,6 +20,7 @@ const repoRoot = resolve(import.meta.dirname, '..', '..');
 const IMAGE = 'localhost/vgpu-warden:e2e';
 const DEFAULT_CERT_DIR = '/tmp/vgpu-warden/webhook-certs';
 const NON_ROOT = '10001:10001';
+const SERVICE_ACCOUNT_MOUNT = '/run/secrets/kubernetes.io/serviceaccount';
 
 /** `npm run image` with the test's tag; the last lines of its output on failure. */
 async function buildImage(): Promise<string> {
@@ -119,6 +123,60 @@ describe('the container image, built with buildah and run from inside (tools/ima
       expect(help.stdout).to.match(/^Usage: vgpu-warden <command>/).and.include('serve ');
     } finally {
       await container.remove();
+    }
+  });
+
+  it('has vgpu-warden on its PATH: --version, locks --help, and locks with the in-cluster service account as kubectl exec runs it', async () => {
+    const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+    const { core, kubeConfig, namespace, controlPlane } = testCluster();
+    const container = await BuildahContainer.from(IMAGE);
+    const scratch = mkdtempSync(join(tmpdir(), 'image-cli-'));
+    let removeIdentities: (() => Promise<void>) | undefined;
+    try {
+      // As `kubectl exec deploy/vgpu-warden -- vgpu-warden ...` runs it: the image's USER and PATH.
+      const shown = await container.run(['vgpu-warden', '--version']);
+      expect(shown.code, shown.stderr).to.equal(0);
+      expect(shown.stdout).to.equal(`${version}\n`);
+      const help = await container.run(['vgpu-warden', 'locks', '--help']);
+      expect(help.code, help.stderr).to.equal(0);
+      expect(help.stdout).to.match(/^Usage: vgpu-warden locks \[flags\]/).and.match(/--context <value>/).and.match(/--kubeconfig <value>/);
+
+      // The pod's view of the cluster: the Deployment's ServiceAccount (the shipped RBAC) mounted
+      // where the kubelet mounts it, KUBERNETES_SERVICE_HOST/PORT set, no kubeconfig anywhere.
+      // /var/run is a symlink to /run in the image, which buildah's chroot mounts do not follow:
+      // the same directory by its real path (the CLI reads /var/run/secrets/..., through the link).
+      removeIdentities = await applyShippedIdentities(kubeConfig, namespace);
+      const token = (await core.createNamespacedServiceAccountToken({ name: 'vgpu-warden', namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } })).status?.token ?? '';
+      expect(token).to.not.equal('');
+      const account = join(scratch, 'serviceaccount');
+      mkdirSync(account, { mode: 0o755 });
+      writeFileSync(join(account, 'token'), token, { mode: 0o644 });
+      writeFileSync(join(account, 'ca.crt'), controlPlane.caPem, { mode: 0o644 });
+      const node = await createGpuNode(core);
+      await setLock(core, node, formatLockValue(new Date(), { namespace, name: 'gone' }));
+      const apiserver = new URL(controlPlane.server);
+      const locks = await container.run(['vgpu-warden', 'locks'], {
+        mounts: [{ source: account, target: SERVICE_ACCOUNT_MOUNT }],
+        env: { KUBERNETES_SERVICE_HOST: apiserver.hostname, KUBERNETES_SERVICE_PORT: apiserver.port },
+      });
+      expect(locks.code, locks.stderr).to.equal(0);
+      expect(locks.stderr).to.equal('');
+      const [, holder, age, ...judged] = locks.stdout.split('\n').find((line) => line.startsWith(`${node} `))?.split(/ +/) ?? [];
+      expect(holder, locks.stdout).to.equal(`${namespace}/gone`);
+      expect(age).to.match(/^\d+s$/);
+      expect(judged).to.deep.equal(['releasable', 'owner-not-found']);
+      // explain, the other first troubleshooting step, with the same account.
+      await core.createNamespacedPod({ namespace, body: { metadata: { name: 'waiting' }, spec: { schedulerName: 'hami-scheduler', containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } });
+      const explained = await container.run(['vgpu-warden', 'explain', `${namespace}/waiting`, '-o', 'json'], {
+        mounts: [{ source: account, target: SERVICE_ACCOUNT_MOUNT }],
+        env: { KUBERNETES_SERVICE_HOST: apiserver.hostname, KUBERNETES_SERVICE_PORT: apiserver.port },
+      });
+      expect(explained.code, explained.stderr).to.equal(0);
+      expect(explained.stdout).to.include('"waiting"');
+    } finally {
+      await removeIdentities?.();
+      await container.remove();
+      rmSync(scratch, { recursive: true, force: true });
     }
   });
 
