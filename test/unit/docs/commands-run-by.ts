@@ -141,6 +141,19 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
     illustrative: 'needs a Docker engine, which the tests do not have; test/e2e/image.test.ts builds the same Dockerfile runtime stage with buildah and test/unit/dockerfile.test.ts checks the Dockerfile',
   },
   { command: 'npm run image', runBy: [{ file: 'test/e2e/image.test.ts', contains: ['tools/image/build.sh'] }] },
+  { command: 'npm run release', runBy: [{ file: 'test/e2e/release.test.ts', contains: ["'tools', 'release', 'release.sh'"] }, { file: 'package.json', contains: ['bash tools/setup/setup.sh --for release && bash tools/release/release.sh'] }], how: 'the e2e test runs the script npm run release runs after its set-up step, into a directory of its own' },
+  { command: 'sha256sum -c SHA256SUMS', runBy: [{ file: 'test/e2e/release.test.ts', contains: ["runOk('sha256sum', ['-c', 'SHA256SUMS'], out)"] }] },
+  { command: 'buildah pull oci-archive:vgpu-warden-0.1.0.oci.tar', runBy: [{ file: 'test/e2e/release.test.ts', contains: ["['pull', '--quiet', `oci-archive:${ARCHIVE}`]"] }] },
+  {
+    command: 'buildah push vgpu-warden:0.1.0 docker://registry.example.com/gpu/vgpu-warden:0.1.0',
+    runBy: [{ file: 'test/e2e/release.test.ts', contains: ["['push', '--quiet', ARCHIVE_IMAGE, `dir:${pushed}`]"] }],
+    how: 'pushes the loaded image by that name to a directory, since a test cannot reach or own a registry',
+  },
+  {
+    command: 'helm install vgpu-warden vgpu-warden-0.1.0.tgz -n vgpu-warden --set image.repository=registry.example.com/gpu/vgpu-warden --set kubeScheduler.image.tag=v1.31.6',
+    runBy: [{ file: 'test/e2e/release.test.ts', contains: ["'install', 'vgpu-warden', join(out, CHART)", "'--dry-run=server'", 'ServerSideApply'] }],
+    how: 'installs the packaged chart on the real apiserver as a server-side dry run (helm install --dry-run=server, and every object applied with dryRun=All)',
+  },
   {
     command: 'buildah push localhost/vgpu-warden:0.1.0 docker://registry.example.com/gpu/vgpu-warden:0.1.0',
     illustrative: 'pushes to a registry, which a test cannot reach or own',
