@@ -1,12 +1,15 @@
-import { deletionFence, deletionTimestampOf, type FenceView } from '../lock/deletion-fence.js';
 import { isOwnedBy, parseLockValue, type PodRef } from '../lock/lock-value.js';
-import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/lock-events.js';
+import type { ConditionalReleaseResult, ReleasePath } from '../lock/lock-events.js';
 import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { nodeOfPod } from '../hami/pod-node.js';
 import { isRecord } from '../base/json.js';
 
 export interface LockReleaser {
-  release(node: string, pod: PodRef, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
+  /**
+   * Frees the node's lock only if the rules say nobody will use it; `deleted` is the pod whose DELETE
+   * is being admitted, which counts as being deleted (lock/node-locks.ts).
+   */
+  releaseIfReleasable(node: string, path: ReleasePath, options: { signal?: AbortSignal; deleted?: PodRef & { uid: string } }): Promise<ConditionalReleaseResult>;
 }
 
 /** The state store's node locks, for a DELETE answered without an API call. */
@@ -18,7 +21,7 @@ export interface StoredLocks {
 
 export type DeleteOutcome =
   | { kind: 'skipped'; reason: 'dry-run' | 'no-pod' | 'no-node' | 'awaiting-allocation' | 'not-holder' }
-  | { kind: 'done'; node: string; result: ReleaseResult }
+  | { kind: 'done'; node: string; result: ConditionalReleaseResult }
   | { kind: 'failed'; node: string; error: unknown }
   | { kind: 'timed-out'; node: string };
 
@@ -38,9 +41,12 @@ function mayStillBeAllocated(pod: Record<string, unknown>, node: string): boolea
 }
 
 /**
- * On pod DELETE, frees the node lock the pod holds. Owner-checked through NodeLocks.release, so a
- * delete can never free another pod's lock; idempotent for the repeated DELETE calls of a graceful
- * delete; bounded by `timeoutMs` so the delete is never held up (ARCHITECTURE invariant 5).
+ * On pod DELETE, frees the node lock the pod holds, through the lock rules (NodeLocks
+ * releaseIfReleasable) with this pod (its UID) counted as being deleted: the rules decide by UID
+ * whom the lock was written for (lock/lock-owner.ts), so a delete never frees a lock written for
+ * another incarnation of the name, before or after it, nor one kubelet may still use; idempotent for
+ * the repeated DELETE calls of a graceful delete; bounded by `timeoutMs`, and its API calls are
+ * aborted then, so the delete is never held up (ARCHITECTURE invariant 5).
  * An unbound pod with no chosen node costs no API call, nor does a pod that kubelet may still
  * allocate (mayStillBeAllocated), nor, with `storedLocks` watching, a pod the store shows holding no
  * lock on its node: the usual DELETE (a scale-down of running pods) then reads nothing and is not
@@ -51,14 +57,16 @@ function mayStillBeAllocated(pod: Record<string, unknown>, node: string): boolea
 export async function releaseLockOfDeletedPod(
   oldObject: unknown,
   request: { name?: string; namespace?: string; dryRun?: boolean },
-  deps: { locks: LockReleaser; timeoutMs: number; fenceView?: FenceView; storedLocks?: StoredLocks; clock?: () => Date },
+  deps: { locks: LockReleaser; timeoutMs: number; storedLocks?: StoredLocks },
 ): Promise<DeleteOutcome> {
   if (request.dryRun === true) return { kind: 'skipped', reason: 'dry-run' };
   if (!isRecord(oldObject)) return { kind: 'skipped', reason: 'no-pod' };
   const metadata = isRecord(oldObject.metadata) ? oldObject.metadata : {};
   const name = typeof metadata.name === 'string' ? metadata.name : request.name;
   const namespace = typeof metadata.namespace === 'string' ? metadata.namespace : request.namespace;
-  if (name === undefined || name === '' || namespace === undefined || namespace === '') return { kind: 'skipped', reason: 'no-pod' };
+  const uid = typeof metadata.uid === 'string' ? metadata.uid : undefined;
+  // Without a UID the lock cannot be told apart from another incarnation's: the other paths free it.
+  if (name === undefined || name === '' || namespace === undefined || namespace === '' || uid === undefined || uid === '') return { kind: 'skipped', reason: 'no-pod' };
   const node = nodeOfPod(oldObject);
   if (node === undefined) return { kind: 'skipped', reason: 'no-node' };
   if (mayStillBeAllocated(oldObject, node)) return { kind: 'skipped', reason: 'awaiting-allocation' };
@@ -68,14 +76,18 @@ export async function releaseLockOfDeletedPod(
   }
 
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => { resolve('timeout'); }, deps.timeoutMs); });
+  const abort = new AbortController();
+  const timeout = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => { abort.abort(new Error(`the lock release took longer than ${deps.timeoutMs} ms`)); resolve('timeout'); }, deps.timeoutMs);
+  });
   try {
-    const uid = typeof metadata.uid === 'string' ? metadata.uid : undefined;
-    const fence = deps.fenceView === undefined
-      ? undefined
-      : deletionFence({ uid, deletionTimestamp: deletionTimestampOf(metadata), observedAt: deps.clock?.() ?? new Date() }, deps.fenceView);
-    const outcome = await Promise.race([deps.locks.release(node, { namespace, name }, 'webhook', fence === undefined ? {} : { fence }), timeout]);
-    return outcome === 'timeout' ? { kind: 'timed-out', node } : { kind: 'done', node, result: outcome };
+    const release = deps.locks.releaseIfReleasable(node, 'webhook', { signal: abort.signal, deleted: { namespace, name, uid } });
+    const outcome = await Promise.race([release, timeout]);
+    if (outcome === 'timeout') {
+      release.catch(() => undefined);
+      return { kind: 'timed-out', node };
+    }
+    return { kind: 'done', node, result: outcome };
   } catch (error) {
     return { kind: 'failed', node, error };
   } finally {

@@ -1,5 +1,4 @@
 import { respond, type AdmissionRequest, type AdmissionResponse } from './admission-types.js';
-import type { FenceView } from '../lock/deletion-fence.js';
 import { releaseLockOfDeletedPod, type DeleteOutcome, type LockReleaser, type StoredLocks } from './delete-release.js';
 import { mutatePodOnCreate, type MutationDecision, type PodMutationConfig } from './pod-mutation.js';
 
@@ -14,8 +13,6 @@ export interface PodAdmissionDeps {
   locks: LockReleaser;
   /** Upper bound for the lock release on DELETE; keep it well under the webhook's timeoutSeconds. */
   deleteTimeoutMs: number;
-  /** The state store: releases on DELETE never touch a lock stamped after the deletion. */
-  fenceView?: FenceView;
   /** The state store's locks: a DELETE of a pod that holds none is answered without an API call. */
   storedLocks?: StoredLocks;
   onOutcome?: (request: AdmissionRequest, outcome: AdmissionOutcome) => void;
@@ -45,7 +42,7 @@ export class PodAdmissionHandler {
     }
     if (request.operation === 'DELETE' && isPod) {
       const outcome = await releaseLockOfDeletedPod(request.oldObject, request, {
-        locks: this.deps.locks, timeoutMs: this.deps.deleteTimeoutMs, ...(this.deps.fenceView ? { fenceView: this.deps.fenceView } : {}),
+        locks: this.deps.locks, timeoutMs: this.deps.deleteTimeoutMs,
         ...(this.deps.storedLocks ? { storedLocks: this.deps.storedLocks } : {}),
       });
       this.report(request, { operation: 'DELETE', outcome });

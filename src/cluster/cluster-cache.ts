@@ -7,9 +7,9 @@ import { addUsage, type GpuUse } from '../devices/usage.js';
 import { isAtLeastVersion } from '../base/resource-version.js';
 import type { PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
-import type { VanishedOwner } from '../lock/kubelet-admission.js';
+import type { GoneIncarnation, LockOwnerFacts } from '../lock/lock-owner.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
-import { VanishedPods } from './vanished-pods.js';
+import { GoneIncarnations } from './gone-incarnations.js';
 import { kubeletRegistered, UnacknowledgedAllocations, type UnacknowledgedPod } from './unacknowledged-allocations.js';
 import type { GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
@@ -70,8 +70,10 @@ export class ClusterCache {
   private readonly locks: LockIndex;
   /** Pod UID -> the resourceVersion it was created at, for pods whose creation the watch delivered. */
   private readonly createdVersions = new Map<string, string>();
-  /** Last states of deleted pods, from their DELETED events: what kubelet may still admit (lock/kubelet-admission.ts). */
-  private readonly vanished = new VanishedPods();
+  /** Pod UID -> a resourceVersion at which the store saw it exist: its creation, or the LIST it first came in. */
+  private readonly seenVersions = new Map<string, string>();
+  /** The incarnations of pod names that went, per UID: whose a lock is and what kubelet may still admit (lock/lock-owner.ts). */
+  private readonly gone = new GoneIncarnations();
   /** Pods past the lock that the node's kubelet has not acknowledged yet (unacknowledged-allocations.ts). */
   private readonly unacknowledged: UnacknowledgedAllocations;
   private readonly reflectors: Reflector<V1Node | V1Pod>[];
@@ -95,19 +97,36 @@ export class ClusterCache {
       new Reflector<V1Node>({
         what: 'nodes', source: deps.sources.nodes, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
         ...(deps.conditions ? { conditions: deps.conditions.reporter('nodes reflector') } : {}),
-        sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items)); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, node)); } },
+        sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items), false); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, node), true); } },
       }),
       new Reflector<V1Pod>({
         what: 'pods', source: deps.sources.pods, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
         ...(deps.conditions ? { conditions: deps.conditions.reporter('pods reflector') } : {}),
-        sink: { replace: (items) => { this.applyPods(this.pods.replace(items)); }, apply: (type, pod) => {
+        sink: { replace: (items, listVersion) => {
+          const changes = this.pods.replace(items);
+          for (const change of changes) {
+            const uid = change.object.metadata?.uid;
+            // A pod missing from a relist went while the watch was down; its stored copy is not its
+            // last state (it may have been bound in the gap), and is remembered as such.
+            if (change.type === 'delete') this.gone.remember(change.object, new Date(this.clock()), false);
+            else if (change.type === 'add' && uid !== undefined) this.seenVersions.set(uid, listVersion);
+          }
+          this.applyPods(changes);
+        }, apply: (type, pod) => {
           // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
           const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
-          if (type === 'ADDED' && uid !== undefined && version !== undefined) this.createdVersions.set(uid, version);
-          // A DELETED event carries the pod's very last state. A pod missing from a relist does not:
-          // it may have been bound after the state the store last saw, so it is not remembered.
-          if (type === 'DELETED') this.vanished.remember(pod, new Date(this.clock()));
-          this.applyPods(this.pods.apply(type, pod));
+          if (type === 'ADDED' && uid !== undefined && version !== undefined) {
+            this.createdVersions.set(uid, version);
+            this.seenVersions.set(uid, version);
+          }
+          const changes = this.pods.apply(type, pod);
+          // A DELETED event carries the pod's very last state; a MODIFIED event of a new UID under a
+          // known name ends the old incarnation without one.
+          for (const change of changes) {
+            if (change.type === 'delete') this.gone.remember(change.object, new Date(this.clock()), type === 'DELETED' && change.object === pod);
+            else if (change.type === 'add' && uid !== undefined && version !== undefined && !this.seenVersions.has(uid)) this.seenVersions.set(uid, version);
+          }
+          this.applyPods(changes);
         } },
       }),
     ];
@@ -124,11 +143,10 @@ export class ClusterCache {
     this.lockView = {
       node: (name) => this.nodeSnapshot(name),
       ownerPod: (ref) => this.ownerPod(ref),
-      vanishedOwner: (ref) => this.vanished.lastState(ref.namespace, ref.name),
+      lockOwnerFacts: (node, value, ref, namedUid) => this.lockOwnerFacts(node, value, ref, namedUid),
       lockSeenAt: (node, value) => this.lockSeenAt(node, value),
-      createdVersion: (uid) => this.createdVersions.get(uid),
       current: () => this.watching(),
-      observeWrite: (snapshot) => { this.observeNodeWrite(snapshot); },
+      observeWrite: (snapshot, writtenFor) => { this.observeNodeWrite(snapshot, writtenFor); },
     };
   }
 
@@ -358,22 +376,31 @@ export class ClusterCache {
     return this.pods.values();
   }
 
-  /** The pod a lock names, as lock rules see it; undefined when the store has no such pod. */
-  /** The last state of the pod of that name whose DELETED event the store saw last, if any. */
-  deletedPod(namespace: string, name: string): VanishedOwner | undefined {
-    return this.vanished.lastState(namespace, name);
+  /** The record of this incarnation of the name, if the store saw it go. */
+  goneIncarnation(namespace: string, name: string, uid: string): GoneIncarnation | undefined {
+    return this.gone.byUid(namespace, name, uid);
   }
 
+  /** What the store knows of whom `value` on `node` was written for (lock/lock-owner.ts). */
+  lockOwnerFacts(node: string, value: string, ref: PodRef, namedUid: string | undefined): Omit<LockOwnerFacts, 'named' | 'lockWrittenAt'> {
+    const lock = this.locks.of(node);
+    const known = lock?.raw === value ? lock : undefined;
+    return {
+      writtenFor: known?.writtenFor,
+      lockSeenVersion: known?.firstSeenVersion,
+      lockSeenExactly: known?.seenExactly ?? false,
+      namedCreatedVersion: namedUid === undefined ? undefined : this.createdVersions.get(namedUid),
+      namedSeenVersion: namedUid === undefined ? undefined : this.seenVersions.get(namedUid),
+      gone: this.gone.of(ref.namespace, ref.name),
+    };
+  }
+
+  /** The pod a lock names, as lock rules see it; undefined when the store has no such pod. */
   ownerPod(ref: PodRef): OwnerPod | undefined {
     const pod = this.pod(ref.namespace, ref.name);
     return pod === undefined ? undefined : ownerPodFrom(pod);
   }
 
-  /** UID of the pod of that name that is not being deleted, if the store has one. */
-  liveIncarnationUid(namespace: string, name: string): string | undefined {
-    const pod = this.pod(namespace, name);
-    return pod === undefined || pod.metadata?.deletionTimestamp != null ? undefined : pod.metadata?.uid;
-  }
 
   lockSeenAt(nodeName: string, value: string): Date | undefined {
     return this.locks.seenAt(nodeName, value);
@@ -385,11 +412,16 @@ export class ClusterCache {
     return { name: nodeName, resourceVersion: node.metadata?.resourceVersion ?? '', lock: node.metadata?.annotations?.[NODE_LOCK_ANNOTATION], object: node };
   }
 
-  /** Feeds back a node we just wrote (a lock write's answer) so waiters see it before its watch event. */
-  observeNodeWrite(snapshot: NodeSnapshot): void {
+  /**
+   * Feeds back a node we just wrote (a lock write's answer) so waiters see it before its watch event;
+   * `writtenFor` is the UID of the pod its lock value was written for.
+   */
+  observeNodeWrite(snapshot: NodeSnapshot, writtenFor?: string): void {
     const object = snapshot.object as V1Node | undefined;
-    if (object?.metadata?.name === undefined) return;
-    this.applyNodes(this.nodes.observeWrite(slimNode(object)));
+    const name = object?.metadata?.name;
+    if (object === undefined || name === undefined) return;
+    this.applyNodes(this.nodes.observeWrite(slimNode(object)), true);
+    if (writtenFor !== undefined && snapshot.lock !== undefined) this.locks.markWrittenFor(name, snapshot.lock, writtenFor);
   }
 
   private bump(nodeName: string): void {
@@ -397,7 +429,8 @@ export class ClusterCache {
     this.nodeStates.stamp(nodeName, this.globalGeneration);
   }
 
-  private applyNodes(changes: ObjectChange<V1Node>[]): void {
+  /** `exactly`: each change is one write (a watch event, our write's answer), not a relist's sum of many. */
+  private applyNodes(changes: ObjectChange<V1Node>[], exactly: boolean): void {
     for (const change of changes) {
       const node = change.object;
       const name = node.metadata?.name;
@@ -409,16 +442,16 @@ export class ClusterCache {
         this.globalGeneration++;
         this.locks.notify(name);
       } else {
-        this.updateNodeState(name, node, change.type === 'update' ? change.previous : undefined);
+        this.updateNodeState(name, node, change.type === 'update' ? change.previous : undefined, exactly);
       }
       this.emit(this.nodeListeners, (listener) => { listener(node, change.type); });
     }
   }
 
-  private updateNodeState(name: string, node: V1Node, previous: V1Node | undefined): void {
+  private updateNodeState(name: string, node: V1Node, previous: V1Node | undefined, exactly: boolean): void {
     if (this.nodeStates.update(name, node, previous)) this.bump(name);
     const annotations = node.metadata?.annotations ?? {};
-    if (this.locks.observe(name, annotations[NODE_LOCK_ANNOTATION])) {
+    if (this.locks.observe(name, annotations[NODE_LOCK_ANNOTATION], node.metadata?.resourceVersion, exactly)) {
       this.bump(name);
       this.locks.notify(name);
     }
@@ -433,6 +466,7 @@ export class ClusterCache {
         if (uid !== undefined) {
           this.usage.remove(uid);
           this.createdVersions.delete(uid);
+          this.seenVersions.delete(uid);
           acknowledgedOn = this.unacknowledged.remove(uid);
         }
       } else {

@@ -4,6 +4,16 @@ import { parseLockValue } from '../lock/lock-value.js';
 export interface IndexedLock {
   raw: string;
   firstSeenMs: number;
+  /**
+   * The node's resourceVersion when the store first saw this value: the version of its write for a
+   * watch event or our own write's answer, an upper bound of it after a relist. The order of this
+   * lock against pod events (lock-owner.ts) is read from it, not from clocks.
+   */
+  firstSeenVersion: string | undefined;
+  /** True when `firstSeenVersion` is the version of the write itself (not a relist's). */
+  seenExactly: boolean;
+  /** The pod UID this process wrote the value for, when it did. */
+  writtenFor?: string;
 }
 
 /**
@@ -23,14 +33,24 @@ export class LockIndex {
     private readonly emit: (listeners: Set<() => void>) => void,
   ) {}
 
-  /** Records the node's current lock value (undefined: none); true when it changed. Does not notify. */
-  observe(node: string, raw: string | undefined): boolean {
+  /**
+   * Records the node's current lock value (undefined: none) as of the node's `version` (`exactly`:
+   * the version of the change itself, a watch event or our write's answer); true when it changed.
+   * Does not notify.
+   */
+  observe(node: string, raw: string | undefined, version?: string, exactly = false): boolean {
     const before = this.locks.get(node)?.raw;
     if (raw === before) return false;
     this.reindex(node, before, raw);
     if (raw === undefined) this.locks.delete(node);
-    else this.locks.set(node, { raw, firstSeenMs: this.clock() });
+    else this.locks.set(node, { raw, firstSeenMs: this.clock(), firstSeenVersion: version, seenExactly: exactly });
     return true;
+  }
+
+  /** Notes that this process wrote the node's current value `raw` for the pod with `uid`. */
+  markWrittenFor(node: string, raw: string, uid: string): void {
+    const lock = this.locks.get(node);
+    if (lock?.raw === raw) lock.writtenFor = uid;
   }
 
   /** Forgets a deleted node's lock. Does not notify. */

@@ -8,14 +8,14 @@ import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
 import { podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { describeError, WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
-import { apiStatusOf, isNotFound } from '../kube/errors.js';
+import { apiStatusOf, httpStatusOf, isNotFound } from '../kube/errors.js';
 import { isNewerVersion } from '../base/resource-version.js';
 import { LockContentionError, LockOutcomeUnknownError, NodeBusyError } from '../lock/lock-errors.js';
 import { LockWaiter } from '../lock/lock-waiter.js';
 import { timeoutSignal } from '../base/abort.js';
 import { podKey, type PodRef } from '../lock/lock-value.js';
 import type { NodeSnapshot } from '../lock/node-lock-api.js';
-import type { NodeLocks } from '../lock/node-locks.js';
+import type { LockingPod, NodeLocks } from '../lock/node-locks.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { evaluateNode, viewPod, type PlacementDefaults } from './gpu-placement.js';
 import type { BindingArgs } from './protocol.js';
@@ -79,6 +79,17 @@ const DEFAULT_PLUGIN_RELEASE_WAIT_MS = 2000;
 interface PodsReadForWrite {
   resourceVersion: string;
   items: V1Pod[];
+}
+
+/**
+ * Whether the apiserver certainly did not apply a request that failed: it answered with a client
+ * error (bad request, forbidden, not found, conflict, unprocessable, throttled) or said it is not
+ * serving (503). A timeout, a cut connection or another 5xx may have committed.
+ */
+function refusedForSure(error: unknown): boolean {
+  const code = httpStatusOf(error);
+  if (code === undefined) return false;
+  return (code >= 400 && code < 500 && code !== 408) || code === 503;
 }
 
 function apiMessage(error: unknown): string {
@@ -164,7 +175,8 @@ export class Binder {
       return {};
     }
 
-    const ref: PodRef = { namespace: args.podNamespace, name: args.podName };
+    // The UID too: a lock of this name is re-stamped only when it was written for this incarnation.
+    const ref: LockingPod = { namespace: args.podNamespace, name: args.podName, uid: args.podUid };
     const token = Symbol(args.podUid);
     let lock: AcquireResult | undefined;
     const readForWrite: { pods?: PodsReadForWrite } = {};
@@ -207,7 +219,11 @@ export class Binder {
       } catch (error) {
         const bound = await this.boundHereAfterAll(args);
         if (bound !== true) {
-          await this.undo(args, ref, [lock.value], bound);
+          // A Binding the apiserver may still be committing (cut off by the deadline, a lost answer,
+          // a 5xx) can bind the pod after this re-read: its lock is then the one the device plugin
+          // needs. Only a definite refusal frees it here; otherwise the lock rules do, once the bind
+          // grace is over and the pod is not bound here (issue #42 item 6).
+          await this.undo(args, ref, [lock.value], refusedForSure(error) ? bound : undefined);
           lock = undefined;
           throw error;
         }
@@ -304,7 +320,7 @@ export class Binder {
     // The store saw this very pod's DELETED event: no Binding of it can succeed, and a lock taken
     // for it now would outlive it if this process died before the failed Binding released it
     // (chaos on real nodes, seed 23: a waiting bind took the lock 4 s after its pod was gone).
-    if (cached === undefined && this.deps.cache.deletedPod(args.podNamespace, args.podName)?.uid === args.podUid) {
+    if (cached === undefined && this.deps.cache.goneIncarnation(args.podNamespace, args.podName, args.podUid) !== undefined) {
       throw new BindError('pod was deleted while this bind waited');
     }
     if (cached?.metadata?.uid !== undefined && cached.metadata.uid !== args.podUid) {
@@ -398,8 +414,8 @@ export class Binder {
 
   /**
    * After a failure with the lock taken: if the pod is or may be bound here (`bound` true or
-   * undefined), keep everything (the device plugin needs the lock); otherwise forget the assumed
-   * usage and release exactly the values we wrote.
+   * undefined), keep everything (the device plugin needs the lock; the assumed usage expires by
+   * itself); otherwise forget the assumed usage and release exactly the values we wrote.
    */
   private async undo(args: BindingArgs, ref: PodRef, values: readonly string[], bound: boolean | undefined): Promise<void> {
     if (bound !== false) {

@@ -1,4 +1,5 @@
 import type { PodRef } from './lock-value.js';
+import { mayBeAdmittedOn, type GoneIncarnation } from './lock-owner.js';
 
 /**
  * May the kubelet of a node still admit a pod that is gone from the API, and so call the device
@@ -10,8 +11,10 @@ import type { PodRef } from './lock-value.js';
  * pod the lock names then: if the lock has moved on to the next pod, the dead pod consumes the next
  * pod's allocation and the next pod fails (UnexpectedAdmissionError). So such a lock is kept until
  * one of these shows that the kubelet is past the dead pod:
- * - the state store saw the pod's last state, and it was not bound here waiting for Allocate
- *   (never bound: kubelet never had it; allocated or failed: the plugin is done with it);
+ * - the state store saw the incarnations the lock may have been written for go (by UID: a later
+ *   incarnation of the name created and deleted in between does not hide an earlier one), and none
+ *   was left bound here waiting for Allocate (never bound: kubelet never had it; allocated or
+ *   failed: the plugin is done with it; lock-owner.ts mayBeAdmittedOn);
  * - no kubelet ever ran on the node: it has no kubelet Lease and reports no kubelet version (a
  *   node object made by hand, or a simulated one). A kubelet creates its Lease some seconds after it
  *   registers (12 s seen here), so a missing Lease alone proves nothing;
@@ -30,16 +33,6 @@ import type { PodRef } from './lock-value.js';
  * Without any of them the lock stays held (and stalls at NODELOCK_EXPIRE like any lock awaiting
  * allocation), which costs the next pod time but never its GPUs.
  */
-
-/** What the state store remembers of a pod that disappeared from the API. */
-export interface VanishedOwner {
-  uid: string | undefined;
-  /** spec.nodeName in its last state. */
-  boundTo: string | undefined;
-  /** hami.io/bind-phase in its last state. */
-  bindPhase: string | undefined;
-  vanishedAt: Date;
-}
 
 /** The node's kubelet Lease as kubelet-admission reads it. */
 export interface NodeLeaseRecord {
@@ -62,8 +55,12 @@ export interface KubeletEvidenceApi {
 
 /** The questions NodeLocks asks of the kubelet's traces before it frees a lock that may still be used. */
 export interface KubeletAdmissionCheck {
-  /** Before it frees a lock whose owner is gone. `lockWrittenAt`: the apiserver's record of the lock's write (the node's managedFields), if known. */
-  mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean>;
+  /**
+   * Before it frees a lock whose owner is gone. `candidates`: the gone incarnations the lock may have
+   * been written for (empty: the store saw none go). `lockWrittenAt`: the apiserver's record of the
+   * lock's write (the node's managedFields), if known.
+   */
+  mayStillAdmit(node: string, owner: PodRef, lockValue: string, candidates: readonly GoneIncarnation[], signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean>;
   /**
    * Before NODELOCK_FORCE_AFTER frees the stalled lock of `owner` (bound to `node`, or gone from
    * there while allocating): may it go without kubelet later serving a queued pod through a lock that
@@ -78,9 +75,12 @@ export interface KubeletAdmissionCheck {
   mayForce(node: string, owner: PodRef, lockWrittenAt: Date | undefined, signal?: AbortSignal): Promise<boolean>;
 }
 
-/** Whether the pod's last known state leaves kubelet anything to admit on `node`. */
-export function lastStateMayBeAdmitted(vanished: VanishedOwner | undefined, node: string): boolean {
-  return vanished === undefined || (vanished.boundTo === node && vanished.bindPhase === 'allocating');
+/**
+ * The candidates kubelet may still admit on `node`; undefined when the store saw none of them go, so
+ * that their last states are unknown and any of them may be.
+ */
+export function admissibleCandidates(candidates: readonly GoneIncarnation[], node: string): GoneIncarnation[] | undefined {
+  return candidates.length === 0 ? undefined : candidates.filter((candidate) => mayBeAdmittedOn(candidate, node));
 }
 
 export interface KubeletAdmissionDeps {
@@ -114,8 +114,9 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     this.maxTracked = deps.maxTracked ?? 10_000;
   }
 
-  async mayStillAdmit(node: string, owner: PodRef, lockValue: string, vanished: VanishedOwner | undefined, signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean> {
-    if (!lastStateMayBeAdmitted(vanished, node)) return false;
+  async mayStillAdmit(node: string, owner: PodRef, lockValue: string, candidates: readonly GoneIncarnation[], signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean> {
+    const admissible = admissibleCandidates(candidates, node);
+    if (admissible?.length === 0) return false;
     const found = await this.deps.api.nodeLease(node, signal);
     if (found === undefined && !await this.deps.api.kubeletRegistered(node, signal)) {
       this.tracks.delete(node);
@@ -123,10 +124,10 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     }
     // A kubelet without a Lease yet: its creation will count as the renewal.
     const lease = found?.resourceVersion ?? '';
-    if (vanished?.uid !== undefined && await this.deps.api.kubeletReportedOn(node, { ...owner, uid: vanished.uid }, signal)) return false;
+    if (admissible !== undefined && await this.allReportedOn(node, owner, admissible, signal)) return false;
     const now = this.clock().getTime();
     // managedFields times are whole seconds, cut down: the renewal may be up to a second later than recorded.
-    if (vanished === undefined && renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) && now - (found?.renewedAt?.getTime() ?? now) >= this.marginMs + 1000) {
+    if (admissible === undefined && renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) && now - (found?.renewedAt?.getTime() ?? now) >= this.marginMs + 1000) {
       this.tracks.delete(node);
       return false;
     }
@@ -144,6 +145,14 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     }
     if (lease !== track.firstVersion) track.renewalSeenAtMs ??= now;
     return track.renewalSeenAtMs === undefined || now - track.renewalSeenAtMs < this.marginMs;
+  }
+
+  /** Whether kubelet recorded an Event about each of these incarnations (one that has no UID never counts). */
+  private async allReportedOn(node: string, owner: PodRef, incarnations: readonly GoneIncarnation[], signal?: AbortSignal): Promise<boolean> {
+    for (const { uid } of incarnations) {
+      if (uid === undefined || !await this.deps.api.kubeletReportedOn(node, { ...owner, uid }, signal)) return false;
+    }
+    return true;
   }
 
   async mayForce(node: string, owner: PodRef, lockWrittenAt: Date | undefined, signal?: AbortSignal): Promise<boolean> {

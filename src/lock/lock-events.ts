@@ -46,11 +46,6 @@ export interface ReleaseOptions {
   signal?: AbortSignal;
   /** Release only these exact values (the ones this caller wrote); a re-stamped or newer lock is kept. */
   expectValues?: readonly string[];
-  /**
-   * Release on behalf of a deleted pod only if this returns true for the current value: a lock
-   * first seen after the deletion belongs to a newer pod of the same name and is never touched.
-   */
-  fence?: (node: string, value: string) => boolean;
 }
 
 export interface AcquireResult {
@@ -71,7 +66,7 @@ export interface AcquireResult {
 }
 
 export interface ReleaseResult {
-  outcome: 'released' | 'not-locked' | 'not-owner' | 'fenced';
+  outcome: 'released' | 'not-locked' | 'not-owner';
   node: string;
   /** The lock value found (for not-owner: the other holder's). */
   value?: string;

@@ -45,9 +45,19 @@ export type LockClassification =
   }
   | { state: 'releasable'; reason: ReleaseReason; ageMs: number | undefined; clockSkewMs?: number };
 
+/** What NodeLocks found out about the lock's owner beyond the pod itself. */
+export interface LockFacts {
+  /** The owner is gone and a later incarnation carries its name (lock-owner.ts). */
+  ownerReplaced?: boolean;
+  /** The owner is gone, but the node's kubelet may still admit it (kubelet-admission.ts). */
+  goneOwnerMayBeAdmitted?: boolean;
+  /** The node's kubelet may still admit the owner from its queue: NODELOCK_FORCE_AFTER is withheld. */
+  kubeletMayAdmitLater?: boolean;
+}
+
 export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
   'owner-not-found': 'the pod named by the lock does not exist',
-  'owner-replaced': 'the pod of that name is not bound to this node and the bind grace is over (another incarnation, or bound elsewhere)',
+  'owner-replaced': 'the lock was written for an earlier incarnation of the pod, which is gone (or the pod of that name is not bound here and the bind grace is over)',
   'owner-bound-elsewhere': 'the pod is bound to another node, so no bind to this node can still be running',
   'owner-terminal': 'the pod has Succeeded or Failed',
   'owner-deleting': 'the pod is being deleted',
@@ -68,11 +78,11 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  * unless it lies in the future: then NodeLocks passes the apiserver's record of the write, and
  * without that record the lock counts as written now. `clockSkewMs` says how far ahead a stamp is.
  *
- * `ownerCreatedAfterLock` is true when the store can prove, by resourceVersions, that this owner
- * incarnation was created after the node state carrying the lock was written: then no bind of this
- * pod can have written the lock, it is an earlier incarnation's.
+ * `owner` is the incarnation the lock was written for (lock-owner.ts decides it by UID and
+ * resourceVersion): undefined when that incarnation is gone, even if a later pod carries the name
+ * now (`facts.ownerReplaced` then says so in the reason).
  *
- * `goneOwnerMayBeAdmitted` is true when the owner is gone from the API but the node's kubelet may
+ * `facts.goneOwnerMayBeAdmitted` is true when the owner is gone from the API but the node's kubelet may
  * still admit it (see kubelet-admission.ts): it vanished while bound here and allocating, and kubelet
  * has not yet shown that it is past it. kubelet admits such a pod from the watch event it queued and
  * calls Allocate for it; the device plugin resolves "the pod" through this lock, so a lock naming the
@@ -80,7 +90,7 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  * plugin: the next pod then failed with UnexpectedAdmissionError). While the lock still names the
  * dead pod, its Allocate fails harmlessly with `pods "…" not found`.
  *
- * `kubeletMayAdmitLater` is true when the node's kubelet may still admit the owner from its queue
+ * `facts.kubeletMayAdmitLater` is true when the node's kubelet may still admit the owner from its queue
  * (kubelet-admission.ts mayForce: its Lease not renewed since the lock was written, or another pod
  * there awaiting its Allocate). NODELOCK_FORCE_AFTER is then withheld: measured on a real kubelet, a
  * lock forced while kubelet was frozen let the next pod be bound, and once kubelet ran it admitted
@@ -94,10 +104,9 @@ export function classifyLock(
   now: Date,
   config: LockRulesConfig,
   seenAt?: Date,
-  ownerCreatedAfterLock = false,
-  goneOwnerMayBeAdmitted = false,
-  kubeletMayAdmitLater = false,
+  facts: LockFacts = {},
 ): LockClassification {
+  const { ownerReplaced = false, goneOwnerMayBeAdmitted = false, kubeletMayAdmitLater = false } = facts;
   if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
 
   const stampAgeMs = now.getTime() - lock.time.getTime();
@@ -119,7 +128,7 @@ export function classifyLock(
     return { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs, ...skew, ...(pastForce ? { forceWithheld: 'kubelet-queue' as const } : {}) };
   };
   if (owner === undefined) {
-    if (!goneOwnerMayBeAdmitted) return releasable('owner-not-found');
+    if (!goneOwnerMayBeAdmitted) return releasable(ownerReplaced ? 'owner-replaced' : 'owner-not-found');
     // Held like a lock awaiting allocation, with the same expiry: kubelet may be frozen or cut off.
     if (ageMs <= config.expireMs) return { state: 'held', reason: 'kubelet-may-admit', ageMs, ...skew };
     return stalledOrForced();
@@ -131,19 +140,6 @@ export function classifyLock(
   // pod through this lock: freed now, the lock could name the next pod by then and hand it that
   // pod's GPUs (HAMi #3096). It stays held, by the rules below, until the pod is gone or allocated.
   if (owner.deleting && !(boundHere && owner.bindPhase === 'allocating')) return releasable('owner-deleting');
-  // A lock stamped more than the bind grace before its owner was created cannot come from that pod's
-  // bind: it is an earlier incarnation's (a same-name recreate). Without this a replica that has just
-  // started (first-seen age 0 for every lock) kept such a lock for a whole bind grace (chaos suite).
-  // The margin is the bind grace itself, so only a clock more than that far behind the apiserver's
-  // could make a fresh lock look this old.
-  // Only for an owner not bound here: one bound here with this lock is the pod the device plugin
-  // will serve, whatever the stamp says.
-  if (owner.nodeName !== nodeName && owner.createdAt !== undefined && lock.time.getTime() < owner.createdAt.getTime() - config.bindGraceMs) return releasable('owner-replaced');
-  // The same, proven without clocks: a pod created after the node's lock was written (a bind of it
-  // that re-stamps the lock writes the node again, after the pod's creation). Found by the chaos
-  // suite: a bind that died with its outcome unknown kept its lock, the pod was recreated 12 s
-  // later, and the lock stayed a whole bind grace for the new pod of that name.
-  if (owner.nodeName !== nodeName && ownerCreatedAfterLock) return releasable('owner-replaced');
   // Bound elsewhere decides at once, before any age rule: kube-scheduler has re-placed the pod (e.g.
   // after our bind died mid-way), so no bind to this node can still be running for it.
   if (owner.nodeName !== undefined && owner.nodeName !== nodeName) return releasable('owner-bound-elsewhere');

@@ -2,13 +2,13 @@ import { timeoutSignal, until } from '../base/abort.js';
 import type { AcquireOptions, AcquireResult } from './lock-events.js';
 import { LockContentionError, NodeBusyError } from './lock-errors.js';
 import { NodeLockQueue } from './lock-queue.js';
-import type { PodRef } from './lock-value.js';
+import type { LockingPod } from './node-locks.js';
 
 /** Why a try found the node busy: another pod holds the lock, or the node's kubelet lags. */
 export type LockWaitReason = LockContentionError | NodeBusyError;
 
 export interface LockWaiterDeps {
-  locks: { acquire(node: string, pod: PodRef, options?: AcquireOptions): Promise<AcquireResult> };
+  locks: { acquire(node: string, pod: LockingPod, options?: AcquireOptions): Promise<AcquireResult> };
   /** Calls `listener` when the state store sees the node's lock (or its holder) change; returns the unsubscribe. */
   onLockChange(node: string, listener: () => void): () => void;
   /** The longest a caller waits for its turn and the lock together. */
@@ -19,7 +19,7 @@ export interface LockWaiterDeps {
 
 export interface LockWaitRequest {
   node: string;
-  pod: PodRef;
+  pod: LockingPod;
   /** The caller's deadline: aborting it ends the wait with its reason. */
   signal: AbortSignal;
   /** Passed to every try (signal aside). */

@@ -1,4 +1,4 @@
-import type { VanishedOwner } from './kubelet-admission.js';
+import type { LockOwnerFacts } from './lock-owner.js';
 import type { PodRef } from './lock-value.js';
 import type { OwnerPod } from './owner-pod.js';
 
@@ -36,17 +36,19 @@ export interface LockView {
   node(name: string): NodeSnapshot | undefined;
   /** The pod as last seen; undefined when the store has no such pod. */
   ownerPod(pod: PodRef): OwnerPod | undefined;
-  /** The last state of a pod of that name the store saw deleted; undefined when it saw none. */
-  vanishedOwner?(pod: PodRef): VanishedOwner | undefined;
+  /**
+   * What the store knows of who the lock value `value` on `node` was written for (lock-owner.ts):
+   * our own write's UID, the version at which it saw the value, the creation of the pod carrying the
+   * name now (`namedUid`), and the incarnations of the name it saw go.
+   */
+  lockOwnerFacts?(node: string, value: string, pod: PodRef, namedUid: string | undefined): Omit<LockOwnerFacts, 'named' | 'lockWrittenAt'>;
   /** When this process first saw `value` as the lock of `node`; undefined when it has not. */
   lockSeenAt(node: string, value: string): Date | undefined;
-  /** Our own write's result, so readers of the view see it before its watch event arrives. */
-  observeWrite(snapshot: NodeSnapshot): void;
   /**
-   * The resourceVersion the pod with this UID was created at, when this process saw its creation
-   * (a watch ADDED event); undefined otherwise (e.g. it arrived in a LIST).
+   * Our own write's result, so readers of the view see it before its watch event arrives;
+   * `writtenFor`: the UID of the pod a lock value was written for.
    */
-  createdVersion?(uid: string): string | undefined;
+  observeWrite(snapshot: NodeSnapshot, writtenFor?: string): void;
   /**
    * False while the view may be behind by more than a watch event: a watch is down or relisting.
    * A lock is then read from the API (its "held" verdict could rest on a pod that is long gone).

@@ -1,6 +1,5 @@
 import { KeyedMutex } from './keyed-mutex.js';
 import { describeError } from '../base/errors.js';
-import { isNewerVersion } from '../base/resource-version.js';
 import {
   LockContentionError,
   LockOutcomeUnknownError,
@@ -15,6 +14,7 @@ import { formatLockValue, isOwnedBy, parseLockValue, type LockValue, type PodRef
 import type { LockView, NodeLockApi, NodeSnapshot } from './node-lock-api.js';
 import { lockWrittenAt } from './lock-written-at.js';
 import type { OwnerPod } from './owner-pod.js';
+import { resolveLockOwner, type LockOwner } from './lock-owner.js';
 import type { ReleasePath, LockEvent, LockObserver, AcquireOptions, ReleaseOptions, AcquireResult, ReleaseResult, ConditionalReleaseResult, LockInspection } from './lock-events.js';
 import { DEFAULT_RETRY, RetryBudget, type RetryPolicy } from './retry-budget.js';
 import { sleep } from '../base/abort.js';
@@ -50,7 +50,17 @@ type LockStep<R> =
   /** The view's answer is not enough to act on: read the node and its owner from the API. */
   | { kind: 'reread-from-api' }
   /** Write `value` (null: remove the lock) over `resourceVersion`; `written` makes the result, `refused` undoes bookkeeping. */
-  | { kind: 'write'; resourceVersion: string; value: string | null; written: (result: NodeSnapshot) => R; refused?: (error: unknown) => void };
+  | {
+    kind: 'write'; resourceVersion: string; value: string | null; written: (result: NodeSnapshot) => R; refused?: (error: unknown) => void;
+    /** The UID of the pod a lock value is written for (the state store remembers it). */
+    writtenFor?: string | undefined;
+  };
+
+/** A pod as acquire takes it: by name, as the lock names it, and by UID, the incarnation the bind is for. */
+export type LockingPod = PodRef & { uid?: string | undefined };
+
+/** The pod whose DELETE is being admitted right now (the webhook): it counts as being deleted. */
+export type DeletedPod = PodRef & { uid: string };
 
 export class NodeLocks {
   private readonly mutex = new KeyedMutex();
@@ -72,7 +82,7 @@ export class NodeLocks {
    * lock's age instead of keeping an old stamp), and throws LockContentionError (without retrying)
    * while another pod holds it. The first read comes from the state store when there is one.
    */
-  acquire(node: string, pod: PodRef, options: AcquireOptions = {}): Promise<AcquireResult> {
+  acquire(node: string, pod: LockingPod, options: AcquireOptions = {}): Promise<AcquireResult> {
     const written: string[] = [];
     return this.mutex.run(node, () => this.acquireLocked(node, pod, options, written)).catch((error: unknown) => {
       // A busy node was read after our writes and shows none of them: nothing of ours is there.
@@ -81,7 +91,7 @@ export class NodeLocks {
     });
   }
 
-  private acquireLocked(node: string, pod: PodRef, options: AcquireOptions, written: string[]): Promise<AcquireResult> {
+  private acquireLocked(node: string, pod: LockingPod, options: AcquireOptions, written: string[]): Promise<AcquireResult> {
     const { signal } = options;
     const what = `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`;
     return this.readClassifyWrite<AcquireResult>(node, signal, this.viewIsCurrent(), what, async (fromView, budget) => {
@@ -91,9 +101,12 @@ export class NodeLocks {
       let previous: string | undefined;
       if (current !== undefined) {
         const value = parseLockValue(current);
-        if (isOwnedBy(value, pod)) {
-          // Our own earlier write whose answer was lost still counts as this call's acquisition.
-          if (written.includes(current)) return { kind: 'done', result: this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined) };
+        // Our own earlier write whose answer was lost still counts as this call's acquisition.
+        if (isOwnedBy(value, pod) && written.includes(current)) return { kind: 'done', result: this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined) };
+        // A lock of this name is ours to re-stamp only when it was written for this very incarnation:
+        // one written for an earlier pod of the name may still be used by kubelet to admit that pod
+        // (invariant 9), so it is judged like any other pod's lock.
+        if (value.kind === 'owned' && isOwnedBy(value, pod) && await this.writtenForThisPod(snapshot, value, pod, fromView, signal)) {
           if (options.mayReenter?.() === false) {
             const classification: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: this.ageOf(node, value) ?? 0 };
             this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification });
@@ -125,6 +138,7 @@ export class NodeLocks {
         kind: 'write',
         resourceVersion: snapshot.resourceVersion,
         value,
+        writtenFor: pod.uid,
         written: (result) => {
           if (previous === undefined) return this.acquired(result, snapshot.resourceVersion, pod, value, budget.attempts, replaced);
           this.emit({ type: 'reentrant', node, pod, value, previous });
@@ -140,7 +154,7 @@ export class NodeLocks {
 
   /**
    * Removes `pod`'s lock from `node`. Owner-checked (another pod's lock is never touched, even one
-   * taken while we retried), RV-guarded and idempotent; `expectValues` and `fence` narrow it further.
+   * taken while we retried), RV-guarded and idempotent; `expectValues` narrows it further.
    */
   release(node: string, pod: PodRef, path: ReleasePath = 'owner', options: ReleaseOptions = {}): Promise<ReleaseResult> {
     const { signal } = options;
@@ -155,7 +169,6 @@ export class NodeLocks {
       const value = parseLockValue(current);
       if (!isOwnedBy(value, pod)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
       if (options.expectValues !== undefined && !options.expectValues.includes(current)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
-      if (options.fence?.(node, current) === false) return { kind: 'done', result: { outcome: 'fenced', node, value: current } };
       return {
         kind: 'write',
         resourceVersion: snapshot.resourceVersion,
@@ -173,14 +186,14 @@ export class NodeLocks {
    * With a state store, a lock the store shows as held costs no API call; one it shows as
    * releasable is confirmed by reading the node and its owner from the API before it is freed.
    */
-  releaseIfReleasable(node: string, path: ReleasePath, options: { signal?: AbortSignal } = {}): Promise<ConditionalReleaseResult> {
-    const { signal } = options;
+  releaseIfReleasable(node: string, path: ReleasePath, options: { signal?: AbortSignal; deleted?: DeletedPod } = {}): Promise<ConditionalReleaseResult> {
+    const { signal, deleted } = options;
     return this.mutex.run(node, () => this.readClassifyWrite<ConditionalReleaseResult>(node, signal, this.viewIsCurrent(), `release the releasable lock on node ${node}`, async (fromView) => {
       const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
       if (snapshot === undefined) return fromView ? { kind: 'reread-from-api' } : { kind: 'done', result: { outcome: 'not-locked', node } };
       const current = snapshot.lock;
       const value = parseLockValue(current);
-      const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
+      const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal, deleted);
       if (classification.state !== 'releasable') {
         if (classification.state === 'stalled') this.emitStalled(node, value, classification);
         return { kind: 'done', result: { outcome: 'kept', node, value: current, classification, resourceVersion: snapshot.resourceVersion } };
@@ -218,7 +231,7 @@ export class NodeLocks {
       }
       try {
         const result = await this.deps.api.writeLock(node, next.resourceVersion, next.value, signal);
-        this.deps.view?.observeWrite(result);
+        this.deps.view?.observeWrite(result, next.writtenFor);
         return next.written(result);
       } catch (error) {
         fromView = false;
@@ -256,33 +269,63 @@ export class NodeLocks {
   }
 
   /**
-   * The lock's holder (read from the view or the API) and what the rules say. Only an `owned` value
-   * names a pod, and parseLockValue makes every owner a possible pod name first, so a malformed
-   * value or an impossible owner costs no API call at all.
+   * The lock's holder (read from the view or the API), whom the lock was written for
+   * (lock-owner.ts), and what the rules say. Only an `owned` value names a pod, and parseLockValue
+   * makes every owner a possible pod name first, so a malformed value or an impossible owner costs
+   * no API call at all. `deleted`: a pod whose DELETE is being admitted, so being deleted already.
    */
-  private async classify(snapshot: NodeSnapshot, value: LockValue, source: 'view' | 'api' = 'api', signal?: AbortSignal): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
+  private async classify(snapshot: NodeSnapshot, value: LockValue, source: 'view' | 'api' = 'api', signal?: AbortSignal, deleted?: DeletedPod): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
     const node = snapshot.name;
     let owner: OwnerPod | null | undefined;
+    let resolved: LockOwner | undefined;
     let goneOwnerMayBeAdmitted = false;
     if (value.kind === 'owned') {
-      owner = (source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? null;
+      let named = (source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? undefined;
+      if (named !== undefined && deleted !== undefined && named.uid === deleted.uid && isOwnedBy(value, deleted)) named = { ...named, deleting: true };
+      resolved = this.resolveOwner(snapshot, value, named);
+      owner = resolved.kind === 'named' ? resolved.owner : null;
       // Only on an API read: a gone owner seen in the view is confirmed by one before anything is freed.
-      if (owner === null && source === 'api' && this.deps.kubeletAdmission !== undefined) {
-        goneOwnerMayBeAdmitted = await this.deps.kubeletAdmission.mayStillAdmit(node, value.owner, value.raw, this.deps.view?.vanishedOwner?.(value.owner), signal, lockWrittenAt(snapshot.object));
+      if (resolved.kind === 'gone' && source === 'api' && this.deps.kubeletAdmission !== undefined) {
+        goneOwnerMayBeAdmitted = await this.deps.kubeletAdmission.mayStillAdmit(node, value.owner, value.raw, resolved.candidates, signal, lockWrittenAt(snapshot.object));
       }
     }
     const now = this.clock();
+    const ownerReplaced = resolved?.kind === 'gone' && resolved.replaced;
     const rules = (kubeletMayAdmitLater: boolean) => classifyLock(
-      value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), this.createdAfter(snapshot, owner), goneOwnerMayBeAdmitted, kubeletMayAdmitLater,
+      value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), { ownerReplaced, goneOwnerMayBeAdmitted, kubeletMayAdmitLater },
     );
     let classification = rules(false);
     // NODELOCK_FORCE_AFTER only where kubelet will not serve a queued pod through a lock naming
     // another (a Lease read and a LIST, only for a lock the rules would force; kubelet-admission.ts).
     if (classification.state === 'releasable' && classification.reason === 'forced-after-stall' && source === 'api' && this.deps.kubeletAdmission !== undefined
-      && value.kind === 'owned' && !await this.deps.kubeletAdmission.mayForce(node, value.owner, lockWrittenAt(snapshot.object) ?? value.time, signal)) {
+      && value.kind === 'owned' && !await this.deps.kubeletAdmission.mayForce(node, value.owner, lockWrittenAt(snapshot.object), signal)) {
       classification = rules(true);
     }
     return { owner, classification };
+  }
+
+  /** Whom the lock value was written for: the pod carrying its name now, or an incarnation that is gone. */
+  private resolveOwner(snapshot: NodeSnapshot, value: Extract<LockValue, { kind: 'owned' }>, named: OwnerPod | undefined): LockOwner {
+    const known = this.deps.view?.lockOwnerFacts?.(snapshot.name, value.raw, value.owner, named?.uid);
+    return resolveLockOwner({
+      gone: [],
+      ...known,
+      named,
+      // The value is on the node at the version read, so it was written no later than that.
+      lockSeenVersion: known?.lockSeenVersion ?? snapshot.resourceVersion,
+      lockWrittenAt: lockWrittenAt(snapshot.object),
+    });
+  }
+
+  /**
+   * Whether a lock naming `pod` was written for this incarnation (its UID), so that a retried bind
+   * may re-stamp it. Without a UID to compare (a caller that knows only the name) the name decides.
+   */
+  private async writtenForThisPod(snapshot: NodeSnapshot, value: Extract<LockValue, { kind: 'owned' }>, pod: LockingPod, fromView: boolean, signal?: AbortSignal): Promise<boolean> {
+    if (pod.uid === undefined) return true;
+    const named = (fromView ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? undefined;
+    const resolved = this.resolveOwner(snapshot, value, named);
+    return resolved.kind === 'named' && resolved.proven && resolved.owner.uid === pod.uid;
   }
 
   private emitStalled(node: string, holder: LockValue, classification: Extract<LockClassification, { state: 'stalled' }>): void {
@@ -296,16 +339,6 @@ export class NodeLocks {
    */
   private viewIsCurrent(): boolean {
     return this.deps.view !== undefined && this.deps.view.current?.() !== false;
-  }
-
-  /**
-   * Was `owner` (this very incarnation) created after the node state in `snapshot`, so after its
-   * lock value was written? Proven by resourceVersions, one counter for all of etcd, so no clock
-   * is involved: the pod's creation version (from the store) is newer than the node's version.
-   */
-  private createdAfter(snapshot: NodeSnapshot, owner: OwnerPod | null | undefined): boolean {
-    const uid = owner?.uid;
-    return uid !== undefined && isNewerVersion(this.deps.view?.createdVersion?.(uid), snapshot.resourceVersion);
   }
 
   /**

@@ -3,21 +3,23 @@ import { nodeOfPod } from '../hami/pod-node.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { failureText } from '../telemetry/api-failure.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
-import { deletionFence, deletionTimestampOf } from '../lock/deletion-fence.js';
-import type { ReleaseOptions, ReleasePath, ReleaseResult } from '../lock/lock-events.js';
+import type { ReleasePath } from '../lock/lock-events.js';
 import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 import { sleep as realSleep } from '../base/abort.js';
 
 export interface WatchReleaser {
-  release(node: string, pod: { namespace: string; name: string }, path: ReleasePath, options?: ReleaseOptions): Promise<ReleaseResult>;
   /** Classifies the node's lock (store first, confirmed by the API) and frees it only if releasable. */
   releaseIfReleasable(node: string, path: ReleasePath): Promise<{ outcome: 'released' | 'kept' | 'not-locked' }>;
 }
 
 /**
  * Frees a pod's node lock when the pod watch shows it DELETED or with deletionTimestamp set, so locks
- * are freed even while the webhook is down; for a pod never bound, the locks the store shows naming it. It checks the cached node first: a pod that holds no lock
- * costs no API call; the release itself is owner-checked and RV-guarded through NodeLocks.
+ * are freed even while the webhook is down: every node whose lock the store shows naming the pod.
+ * It checks the cached node first: a pod that holds no lock costs no API call. The release goes
+ * through the lock rules (NodeLocks releaseIfReleasable, RV-guarded), which decide by UID and
+ * resourceVersion whom the lock was written for (lock/lock-owner.ts): a delete seen late (a lagging
+ * watch) never frees the lock of a later incarnation of the name, and a pod that vanished from a
+ * relist is judged with what kubelet may still admit, not by its stale copy (issue #42).
  *
  * It also frees, at once, a lock left on one node by a pod that the watch shows bound to another
  * (a replica killed mid-bind, then kube-scheduler placed the pod elsewhere): no bind to the first
@@ -38,6 +40,7 @@ export interface PodWatchReleaseDeps {
 export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
   // One check per node at a time: a burst of updates of the same pod must not queue API reads.
   const checking = new Set<string>();
+  /** node|namespace/name: one follower per lock owner and node. */
   const following = new Set<string>();
   const sleep = deps.sleep ?? realSleep;
   const clock = deps.clock ?? Date.now;
@@ -45,14 +48,16 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
   const followForMs = deps.followForMs ?? 300_000;
   let stopped = false;
   /**
-   * A pod that vanished while bound to `node` and waiting for Allocate: kubelet may still admit it
-   * from the watch event it queued, and the plugin would resolve its Allocate through the lock. The
-   * lock is freed only once the rules (lock/kubelet-admission.ts) say kubelet is past the pod; until
-   * then it is checked again, at most every `intervalMs`..4×`intervalMs`, one follower per node.
+   * Frees the lock naming a deleted pod on `node` once the rules allow. A pod that vanished while
+   * bound there and waiting for Allocate may still be admitted by kubelet from the watch event it
+   * queued, and the plugin would resolve its Allocate through the lock: such a lock is freed only
+   * once the rules (lock/kubelet-admission.ts) say kubelet is past the pod; until then it is checked
+   * again, at most every `intervalMs`..4×`intervalMs`, one follower per node and owner name.
    */
   const follow = (node: string, namespace: string, name: string): void => {
-    if (following.has(node)) return;
-    following.add(node);
+    const key = `${node}|${namespace}/${name}`;
+    if (following.has(key)) return;
+    following.add(key);
     void (async () => {
       const until = clock() + followForMs;
       let pause = intervalMs;
@@ -67,7 +72,7 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
         await sleep(pause);
         pause = Math.min(pause * 2, intervalMs * 4);
       }
-    })().finally(() => { following.delete(node); });
+    })().finally(() => { following.delete(key); });
   };
   const releaseLeftBehind = (pod: V1Pod, namespace: string, name: string): void => {
     const boundTo = pod.spec?.nodeName;
@@ -94,22 +99,11 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
     // Still there, bound here and not yet allocated: kubelet may still admit it and the plugin find it
     // through the lock. Its DELETED event (or its allocation) frees the lock.
     if (awaitingAllocation && change !== 'delete') return;
-    // Gone while bound here and waiting for Allocate: freed once kubelet is past it (see follow).
-    if (awaitingAllocation) {
-      follow(node, namespace, name);
-      return;
-    }
-    // A pod never bound has no node to name, but a bind may have locked a node for it and died
-    // before its Binding (a replica killed mid-bind): the store knows which nodes' locks name it.
-    // No bind of it can succeed any more (kube-apiserver refuses to bind a pod being deleted).
-    const fence = deletionFence({ uid: pod.metadata?.uid, deletionTimestamp: deletionTimestampOf(pod.metadata), observedAt: new Date() }, deps.cache);
-    for (const locked of node === undefined ? deps.cache.nodesLockedBy(namespace, name) : [node]) {
-      const lock = deps.cache.node(locked)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
-      if (lock === undefined || !isOwnedBy(parseLockValue(lock), { namespace, name })) continue;
-      void deps.locks.release(locked, { namespace, name }, 'watch', { fence }).catch((error: unknown) => {
-        deps.log?.(`could not release the lock of ${namespace}/${name} on ${locked} after its deletion: ${failureText(error)}`);
-      });
-    }
+    // Every node whose lock names it: a pod never bound has no node to name, but a bind may have
+    // locked a node for it and died before its Binding (a replica killed mid-bind); no bind of it can
+    // succeed any more (kube-apiserver refuses to bind a pod being deleted). Gone while bound here
+    // and waiting for Allocate, its lock is followed until kubelet is past it.
+    for (const locked of deps.cache.nodesLockedBy(namespace, name)) follow(locked, namespace, name);
   });
   return () => {
     stopped = true;

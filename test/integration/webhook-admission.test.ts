@@ -35,7 +35,7 @@ class ConfiguredWebhookFixture extends WebhookFixture {
 }
 
 /**
- * The webhook as serve wires it: with the state store (fence view and stored locks), so a DELETE of a
+ * The webhook as serve wires it: with the state store (its lock view and stored locks), so a DELETE of a
  * pod the store shows holding no lock is answered without touching the API. Counts release calls.
  */
 class StoreWebhookFixture extends WebhookFixture {
@@ -55,8 +55,7 @@ class StoreWebhookFixture extends WebhookFixture {
     const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
     await this.serve(new PodAdmissionHandler({
       mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
-      locks: { release: (...args) => { this.releaseCalls += 1; return locks.release(...args); } },
-      fenceView: cache,
+      locks: { releaseIfReleasable: (...args) => { this.releaseCalls += 1; return locks.releaseIfReleasable(...args); } },
       storedLocks: cache,
       deleteTimeoutMs: 5000,
       onOutcome: (request, outcome) => { this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`); this.outcomes.push({ name: request.name ?? '', outcome }); },

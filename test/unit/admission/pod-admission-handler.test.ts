@@ -3,14 +3,15 @@ import type { AdmissionRequest } from '../../../src/admission/admission-types.js
 import type { LockReleaser, StoredLocks } from '../../../src/admission/delete-release.js';
 import { PodAdmissionHandler, type AdmissionOutcome } from '../../../src/admission/pod-admission-handler.js';
 import type { PodRef } from '../../../src/lock/lock-value.js';
-import type { ReleaseResult } from '../../../src/lock/lock-events.js';
+import type { ConditionalReleaseResult } from '../../../src/lock/lock-events.js';
 
-/** Records release calls; the real NodeLocks is exercised by the integration tests. */
+/** Records release calls (the pod the DELETE is for, by name and UID); the real NodeLocks is exercised by the integration tests. */
 class RecordingReleaser implements LockReleaser {
-  calls: { node: string; pod: PodRef }[] = [];
-  constructor(private readonly behaviour: () => Promise<ReleaseResult> = () => Promise.resolve({ outcome: 'released', node: 'n' })) {}
-  release(node: string, pod: PodRef): Promise<ReleaseResult> {
-    this.calls.push({ node, pod });
+  calls: { node: string; pod: PodRef; uid?: string }[] = [];
+  constructor(private readonly behaviour: () => Promise<ConditionalReleaseResult> = () => Promise.resolve({ outcome: 'released', node: 'n' })) {}
+  releaseIfReleasable(node: string, _path: string, options: { deleted?: PodRef & { uid: string } }): Promise<ConditionalReleaseResult> {
+    const { namespace = '', name = '', uid } = options.deleted ?? {};
+    this.calls.push({ node, pod: { namespace, name }, ...(uid === undefined ? {} : { uid }) });
     return this.behaviour();
   }
 }
@@ -27,7 +28,7 @@ function handlerWith(locks: LockReleaser, deleteTimeoutMs = 1000, storedLocks?: 
   return { handler, outcomes };
 }
 
-const gpuPod = { metadata: { name: 'p', namespace: 'ns' }, spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
+const gpuPod = { metadata: { name: 'p', namespace: 'ns', uid: 'u-p' }, spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
 const deleteRequest = (oldObject: unknown, extra: Partial<AdmissionRequest> = {}): AdmissionRequest =>
   ({ uid: 'del-1', operation: 'DELETE', kind: { kind: 'Pod' }, name: 'p', namespace: 'ns', oldObject, dryRun: false, ...extra });
 
@@ -52,7 +53,7 @@ describe('PodAdmissionHandler', () => {
     const { handler, outcomes } = handlerWith(locks);
     const response = await handler.handle(deleteRequest({ ...gpuPod, spec: { ...gpuPod.spec, nodeName: 'gpu-1' } }));
     expect(response).to.deep.equal({ uid: 'del-1', allowed: true });
-    expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
+    expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' }, uid: 'u-p' }]);
     expect(outcomes[0]).to.deep.include({ operation: 'DELETE' });
   });
 
@@ -79,21 +80,32 @@ describe('PodAdmissionHandler', () => {
       const locks = new RecordingReleaser();
       const { handler } = handlerWith(locks, 1000, store({ 'gpu-1': '2026-12-03T09:00:00Z,ns,p' }));
       await handler.handle(deleteRequest(bound));
-      expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
+      expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' }, uid: 'u-p' }]);
     });
 
     it('asks the API as before while a watch of the store is down (a lock it does not show may be there)', async () => {
       const locks = new RecordingReleaser();
       const { handler } = handlerWith(locks, 1000, store({}, false));
       await handler.handle(deleteRequest(bound));
-      expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
+      expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' }, uid: 'u-p' }]);
     });
   });
 
   it('uses hami.io/vgpu-node when the pod is not bound yet', async () => {
     const locks = new RecordingReleaser();
-    await handlerWith(locks).handler.handle(deleteRequest({ metadata: { name: 'p', namespace: 'ns', annotations: { 'hami.io/vgpu-node': 'gpu-2' } }, spec: {} }));
+    await handlerWith(locks).handler.handle(deleteRequest({ metadata: { name: 'p', namespace: 'ns', uid: 'u-p', annotations: { 'hami.io/vgpu-node': 'gpu-2' } }, spec: {} }));
     expect(locks.calls.map((call) => call.node)).to.deep.equal(['gpu-2']);
+  });
+
+  // Issue #42: a lock names only ns/name; without the pod's UID the webhook cannot tell its lock from
+  // another incarnation's, and leaves it to the pod watch and the sweeper.
+  it('makes no release call for a DELETE whose old object carries no UID', async () => {
+    const locks = new RecordingReleaser();
+    const { handler, outcomes } = handlerWith(locks);
+    const response = await handler.handle(deleteRequest({ metadata: { name: 'p', namespace: 'ns' }, spec: { nodeName: 'gpu-1' } }));
+    expect(response).to.deep.equal({ uid: 'del-1', allowed: true });
+    expect(locks.calls).to.deep.equal([]);
+    expect(outcomes[0]).to.deep.include({ operation: 'DELETE', outcome: { kind: 'skipped', reason: 'no-pod' } });
   });
 
   it('keeps the lock on DELETE of a pod bound there and awaiting allocation, graceful or not (the pod watch frees it once gone)', async () => {
@@ -110,7 +122,7 @@ describe('PodAdmissionHandler', () => {
     ]);
     const allocated = { ...awaiting, metadata: { ...awaiting.metadata, annotations: { 'hami.io/bind-phase': 'success' } } };
     await handler.handle(deleteRequest(allocated));
-    expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' } }]);
+    expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' }, uid: 'u-p' }]);
   });
 
   it('makes no release call for an unbound pod with no node, nor for a dry run', async () => {

@@ -53,18 +53,18 @@ describe('ClusterCache (the state store)', () => {
     expect(cache.usageOn('gpu-1').size).to.equal(0);
   });
 
-  it('remembers the last state of a pod from its DELETED event, and nothing for a pod that only vanished from a relist', async () => {
+  it('remembers the last state of a pod from its DELETED event, and a pod that only vanished from a relist as a stale copy, not its last state', async () => {
     const { pods, cache } = build();
     pods.items = [usedPod('watched', 'w1', 'gpu-1'), usedPod('relisted', 'r1', 'gpu-1')];
     await cache.start();
     pods.emit('DELETED', { ...usedPod('watched', 'w1', 'gpu-1'), metadata: { ...usedPod('watched', 'w1', 'gpu-1').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } } });
     await until('the delete', () => cache.pod('ns', 'watched') === undefined);
-    expect(cache.deletedPod('ns', 'watched')).to.deep.include({ uid: 'w1', boundTo: 'gpu-1', bindPhase: 'allocating' });
+    expect(cache.goneIncarnation('ns', 'watched', 'w1')).to.deep.include({ uid: 'w1', boundTo: 'gpu-1', bindPhase: 'allocating', final: true });
     // Gone while the watch was down: its last state is not known (it may have been bound since).
     pods.items = [];
     pods.fail(new ResourceExpiredError('too old resource version'));
     await until('the relist', () => cache.pod('ns', 'relisted') === undefined);
-    expect(cache.deletedPod('ns', 'relisted')).to.equal(undefined);
+    expect(cache.goneIncarnation('ns', 'relisted', 'r1')).to.deep.include({ uid: 'r1', boundTo: 'gpu-1', final: false });
   });
 
   it('turns stale when a watch stays down longer than the bound, and recovers', async () => {

@@ -12,14 +12,18 @@ describe('LockIndex', () => {
   it('keeps the first time this process saw each value, and forgets it when the value changes', () => {
     const now = { ms: 1000 };
     const locks = index(now);
-    expect(locks.observe('n1', LOCK_A)).to.equal(true);
+    expect(locks.observe('n1', LOCK_A, '40', true)).to.equal(true);
     now.ms = 5000;
-    expect(locks.observe('n1', LOCK_A)).to.equal(false);
-    expect(locks.of('n1')).to.deep.equal({ raw: LOCK_A, firstSeenMs: 1000 });
+    expect(locks.observe('n1', LOCK_A, '52', true), 'another change of the node (kubelet status) keeps the first sight').to.equal(false);
+    expect(locks.of('n1')).to.deep.equal({ raw: LOCK_A, firstSeenMs: 1000, firstSeenVersion: '40', seenExactly: true });
+    locks.markWrittenFor('n1', LOCK_B, 'uid-b');
+    expect(locks.of('n1')?.writtenFor, 'only the value it was written for').to.equal(undefined);
+    locks.markWrittenFor('n1', LOCK_A, 'uid-a');
+    expect(locks.of('n1')?.writtenFor).to.equal('uid-a');
     expect(locks.seenAt('n1', LOCK_A)?.getTime()).to.equal(1000);
     expect(locks.seenAt('n1', LOCK_B)).to.equal(undefined);
-    expect(locks.observe('n1', LOCK_B)).to.equal(true);
-    expect(locks.of('n1')?.firstSeenMs).to.equal(5000);
+    expect(locks.observe('n1', LOCK_B, '60')).to.equal(true);
+    expect(locks.of('n1')).to.deep.equal({ raw: LOCK_B, firstSeenMs: 5000, firstSeenVersion: '60', seenExactly: false });
     expect(locks.observe('n1', undefined)).to.equal(true);
     expect(locks.lockedNodes()).to.deep.equal([]);
   });

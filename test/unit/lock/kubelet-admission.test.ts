@@ -1,12 +1,15 @@
 import { expect } from 'chai';
-import { KubeletAdmission, lastStateMayBeAdmitted, type KubeletEvidenceApi, type VanishedOwner } from '../../../src/lock/kubelet-admission.js';
+import { admissibleCandidates, KubeletAdmission, type KubeletEvidenceApi } from '../../../src/lock/kubelet-admission.js';
+import { mayBeAdmittedOn, type GoneIncarnation } from '../../../src/lock/lock-owner.js';
 
 const NODE = 'gpu-1';
 const OWNER = { namespace: 'ns', name: 'victim' };
 const LOCK = '2026-12-02T10:00:00Z,ns,victim';
-const vanished = (overrides: Partial<VanishedOwner> = {}): VanishedOwner => ({
-  uid: 'uid-victim', boundTo: NODE, bindPhase: 'allocating', vanishedAt: new Date('2026-12-02T10:00:01Z'), ...overrides,
+const incarnation = (overrides: Partial<GoneIncarnation> = {}): GoneIncarnation => ({
+  uid: 'uid-victim', boundTo: NODE, bindPhase: 'allocating', lastVersion: '100', final: true, vanishedAt: new Date('2026-12-02T10:00:01Z'), ...overrides,
 });
+/** The gone incarnations a lock may have been written for: here the one victim. */
+const vanished = (overrides: Partial<GoneIncarnation> = {}): GoneIncarnation[] => [incarnation(overrides)];
 
 /** The kubelet's traces as a test sets them: the node Lease's version (undefined: none) and Events by uid. */
 class Evidence implements KubeletEvidenceApi {
@@ -47,12 +50,39 @@ describe('kubelet admission of a lock owner that is gone', () => {
   it('a last state that leaves kubelet nothing to admit here decides at once, with no API call', async () => {
     const { evidence, check } = setup();
     for (const last of [vanished({ boundTo: undefined }), vanished({ boundTo: 'gpu-2' }), vanished({ bindPhase: 'success' }), vanished({ bindPhase: 'failed' }), vanished({ bindPhase: undefined })]) {
-      expect(lastStateMayBeAdmitted(last, NODE)).to.equal(false);
+      expect(admissibleCandidates(last, NODE)).to.deep.equal([]);
       expect(await check.mayStillAdmit(NODE, OWNER, LOCK, last)).to.equal(false);
     }
     expect(evidence.calls).to.deep.equal([]);
-    expect(lastStateMayBeAdmitted(vanished(), NODE)).to.equal(true);
-    expect(lastStateMayBeAdmitted(undefined, NODE), 'an unknown last state may be anything').to.equal(true);
+    expect(admissibleCandidates(vanished(), NODE)).to.have.length(1);
+    expect(admissibleCandidates([], NODE), 'an unknown last state may be anything').to.equal(undefined);
+  });
+
+  // Issue #42: the store kept one record per name, so a StatefulSet pod recreated and deleted again
+  // (never bound) overwrote the record of the incarnation kubelet may still admit.
+  it('an earlier incarnation left allocating here is not hidden by a later one of the same name that never got bound', async () => {
+    const { check } = setup();
+    const both = [incarnation(), incarnation({ uid: 'uid-second', boundTo: undefined, bindPhase: undefined, lastVersion: '120' })];
+    expect(admissibleCandidates(both, NODE)?.map((one) => one.uid)).to.deep.equal(['uid-victim']);
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, both)).to.equal(true);
+  });
+
+  it('kubelet reporting on one incarnation does not vouch for another that it may still admit', async () => {
+    const { evidence, check } = setup();
+    const both = [incarnation(), incarnation({ uid: 'uid-second', lastVersion: '120' })];
+    evidence.reportedUids.add('uid-second');
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, both)).to.equal(true);
+    evidence.reportedUids.add('uid-victim');
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, both)).to.equal(false);
+  });
+
+  // Issue #42 item 3: a relist's synthesized delete carries a stale copy of the pod.
+  it('a pod that only vanished from a relist may have been bound here in the gap: its stale copy proves nothing but what cannot change', () => {
+    expect(mayBeAdmittedOn(incarnation({ final: false, boundTo: undefined, bindPhase: undefined }), NODE), 'unbound in the stale copy').to.equal(true);
+    expect(mayBeAdmittedOn(incarnation({ final: true, boundTo: undefined, bindPhase: undefined }), NODE), 'unbound in its last state').to.equal(false);
+    expect(mayBeAdmittedOn(incarnation({ final: false, boundTo: 'gpu-2' }), NODE), 'bound elsewhere: nodeName never changes').to.equal(false);
+    expect(mayBeAdmittedOn(incarnation({ final: false, bindPhase: 'success' }), NODE), 'allocated here').to.equal(false);
+    expect(mayBeAdmittedOn(incarnation({ final: false }), NODE), 'allocating here').to.equal(true);
   });
 
   it('a node without a kubelet Lease and without a kubelet version has no kubelet to admit anything (a simulated node)', async () => {
@@ -101,30 +131,30 @@ describe('kubelet admission of a lock owner that is gone', () => {
 
   it('without a last state (this process restarted) only the Lease can tell, and a new lock value starts over', async () => {
     const { evidence, check, advance } = setup();
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined)).to.equal(true);
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [])).to.equal(true);
     expect(evidence.calls.some((call) => call.startsWith('events')), 'no uid, no Event to match').to.equal(false);
     evidence.lease = '101';
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined)).to.equal(true);
+    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [])).to.equal(true);
     const other = '2026-12-02T10:00:09Z,ns,victim';
     advance(6_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, other, undefined), 'a renewal seen for the old value proves nothing about a newer one').to.equal(true);
+    expect(await check.mayStillAdmit(NODE, OWNER, other, []), 'a renewal seen for the old value proves nothing about a newer one').to.equal(true);
     advance(6_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, other, undefined), 'no renewal since this value was first seen').to.equal(true);
+    expect(await check.mayStillAdmit(NODE, OWNER, other, []), 'no renewal since this value was first seen').to.equal(true);
     evidence.lease = '102';
-    await check.mayStillAdmit(NODE, OWNER, other, undefined);
+    await check.mayStillAdmit(NODE, OWNER, other, []);
     advance(5_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, other, undefined)).to.equal(false);
+    expect(await check.mayStillAdmit(NODE, OWNER, other, [])).to.equal(false);
   });
 
   it('remembers at most maxTracked nodes', async () => {
     const evidence = new Evidence();
     const check = new KubeletAdmission({ api: evidence, maxTracked: 2, aliveMarginMs: 0 });
-    await check.mayStillAdmit('n1', OWNER, LOCK, undefined);
-    await check.mayStillAdmit('n2', OWNER, LOCK, undefined);
-    await check.mayStillAdmit('n3', OWNER, LOCK, undefined);
+    await check.mayStillAdmit('n1', OWNER, LOCK, []);
+    await check.mayStillAdmit('n2', OWNER, LOCK, []);
+    await check.mayStillAdmit('n3', OWNER, LOCK, []);
     evidence.lease = '101';
-    expect(await check.mayStillAdmit('n3', OWNER, LOCK, undefined), 'still tracked: the renewal counts').to.equal(false);
-    expect(await check.mayStillAdmit('n1', OWNER, LOCK, undefined), 'dropped: starts over, so it is kept').to.equal(true);
+    expect(await check.mayStillAdmit('n3', OWNER, LOCK, []), 'still tracked: the renewal counts').to.equal(false);
+    expect(await check.mayStillAdmit('n1', OWNER, LOCK, []), 'dropped: starts over, so it is kept').to.equal(true);
   });
 
   describe('without a last state, from the apiserver\'s records (a restart of ours does not start the wait over)', () => {
@@ -135,23 +165,23 @@ describe('kubelet admission of a lock owner that is gone', () => {
       const { evidence, check, advance } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
       advance(10_999);
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written), 'renewed 7 s after the lock, under 6 s ago (its record cuts to the second)').to.equal(true);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), 'renewed 7 s after the lock, under 6 s ago (its record cuts to the second)').to.equal(true);
       advance(1);
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written)).to.equal(false);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(false);
       // A fresh process (no tracks) decides the same at once.
       const fresh = new KubeletAdmission({ api: evidence, clock: () => new Date('2026-12-02T10:00:13Z'), aliveMarginMs: 5_000 });
-      expect(await fresh.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written)).to.equal(false);
+      expect(await fresh.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(false);
     });
 
     it('a renewal within the margin (plus a second of rounding) after the lock proves nothing: kubelet may have been frozen until then', async () => {
       const { evidence, check, advance } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:06Z');
       advance(60_000);
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written)).to.equal(true);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(true);
       evidence.renewedAt = undefined;
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, written), 'no managedFields time on the Lease').to.equal(true);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), 'no managedFields time on the Lease').to.equal(true);
       evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, undefined, undefined, undefined), 'no record of the lock write').to.equal(true);
+      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, undefined), 'no record of the lock write').to.equal(true);
     });
 
     it('is not used when the pod\'s last state is known: then the renewal must follow its disappearance', async () => {
