@@ -5,8 +5,10 @@ import { expect } from 'chai';
 /**
  * The claimed Kubernetes range is exactly the tested one: the compatibility suite runs on the
  * versions of KUBERNETES_COMPAT_VERSIONS (tools/k8s/versions.env), so the README, docs/install.md
- * and the chart's kubeVersion must name its oldest and newest minor, and the kube-scheduler the
- * manifests and the chart ship must be the main suite's version.
+ * and the chart must name its oldest and newest minor (the chart's kubeVersion has the oldest as its
+ * floor and no upper bound, so an upgraded cluster still gets `helm upgrade`; its NOTES.txt warns
+ * above the newest), and the kube-scheduler the manifests ship must be the main suite's version (the
+ * chart's follows the cluster's).
  */
 const repo = resolve(import.meta.dirname, '..', '..', '..');
 const read = (path: string) => readFileSync(resolve(repo, path), 'utf8');
@@ -32,12 +34,14 @@ describe('the claimed Kubernetes versions', () => {
     expect(install).to.include(`${oldest.slice(1)} and ${newest.slice(1)}`);
   });
 
-  it('are the tested range in the chart\'s kubeVersion', () => {
-    expect(read('charts/vgpu-warden/Chart.yaml')).to.include(`kubeVersion: ">=1.${minor(oldest)}.0-0 <1.${minor(newest) + 1}.0-0"`);
+  it('are the chart\'s floor (kubeVersion, no upper bound) and its newest tested version (the annotation NOTES.txt warns above)', () => {
+    const chart = read('charts/vgpu-warden/Chart.yaml');
+    expect(chart).to.match(new RegExp(`\\nkubeVersion: ">=1\\.${minor(oldest)}\\.0-0"\\n`));
+    expect(chart).to.include(`vgpu-warden.io/newest-tested-kubernetes: "1.${minor(newest)}"`);
   });
 
-  it('ship the main suite\'s kube-scheduler in the manifests and the chart', () => {
+  it('ship the main suite\'s kube-scheduler in the manifests; the chart\'s follows the cluster (rendered in test/integration/helm-chart.test.ts)', () => {
     expect(read('manifests/scheduler-deployment.yaml')).to.include(`image: registry.k8s.io/kube-scheduler:${newest}`);
-    expect(read('charts/vgpu-warden/values.yaml')).to.match(new RegExp(`\\n    tag: ${newest.replace(/\./g, '\\.')}\\n`));
+    expect(read('charts/vgpu-warden/values.yaml')).to.match(/\nkubeScheduler:\n {2}replicas: \d+\n {2}image:\n {4}repository: registry\.k8s\.io\/kube-scheduler\n( {4}#.*\n)* {4}tag: ""\n/);
   });
 });
