@@ -50,7 +50,7 @@ function setup() {
 describe('NodeLocks and a pod recreated under the same name (issue #42)', () => {
   it('the new incarnation\'s bind does not re-stamp the lock written for the dead one while kubelet may still admit it: it waits', async () => {
     const { api, kubelet, locks } = setup();
-    const attempt = await locks.acquire(NODE, { namespace: 'ns', name: 'sts-0', uid: 'uid-2' }).then((result) => result.outcome, (error: Error) => error.name);
+    const attempt = await locks.acquire(NODE, { namespace: 'ns', name: 'sts-0', uid: 'uid-2' }).then((result) => result.outcome, (error: unknown) => (error as Error).name);
     expect(attempt).to.equal('LockContentionError');
     expect(api.lock, 'the dead incarnation\'s lock stays').to.equal(LOCK);
     expect(kubelet.asked, 'asked about the incarnation the lock was written for').to.deep.equal([['uid-1']]);
