@@ -4,7 +4,7 @@
 // workload and a seeded fault plan, with the invariants checked continuously.
 //   npm run chaos -- --seed N --minutes M [--nodes 6 | --nodes real | --nodes real:N | --nodes real:N+M] [--keep-logs]
 // With --nodes real the nodes are real (kubelet + containerd each, the stand-in over gRPC, 3 unless
-// real:N says otherwise; root and the packages .ci/run installs), kubelet and plugin faults join the
+// real:N says otherwise; root and the packages npm run setup installs), kubelet and plugin faults join the
 // plan, and every Running GPU container's environment is checked against its pod's allocation.
 // real:N+M adds M simulated nodes beside the N real ones, for a workload larger than N kubelets.
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';

@@ -70,7 +70,7 @@ describe('the container image, built with buildah and run from inside (tools/ima
 
   before(async function () {
     if (!buildahAvailable()) {
-      process.stderr.write('    image tests skipped: buildah is not installed (Debian: apt-get install buildah debootstrap; .ci/run installs them)\n');
+      process.stderr.write('    image tests skipped: buildah is not installed (Debian: apt-get install buildah debootstrap; npm test installs them as root, through npm run setup)\n');
       this.skip();
     }
     // Cold: a Debian root by debootstrap, npm ci of a staging copy, the commit (see docs/install.md).

@@ -44,12 +44,12 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
     how: `labels a namespace with these labels through the API (${NO_KUBECTL}), then the chart's pods are admitted there and a privileged one is refused`,
   },
   {
-    command: 'helm install vgpu-warden charts/vgpu-warden -n vgpu-warden --set image.repository=registry.example.com/gpu/vgpu-warden --set image.tag=0.1.0 --set kubeScheduler.image.tag=v1.31.6',
+    command: 'helm install vgpu-warden charts/vgpu-warden -n vgpu-warden --set image.repository=registry.example.com/gpu/vgpu-warden --set image.tag=0.1.0',
     runBy: [
-      { file: 'test/integration/helm-chart.test.ts', contains: ["'image.repository'", "'image.tag'", "'kubeScheduler.image.tag'"] },
+      { file: 'test/integration/helm-chart.test.ts', contains: ["'image.repository'", "'image.tag'", "tags kube-scheduler with the cluster's version without a distribution suffix"] },
       { file: 'test/integration/hami-migration.test.ts', contains: ["'install', 'vgpu-warden', CHART_DIR"] },
     ],
-    how: 'helm-chart renders the chart with these values and dry-runs it on the real apiserver; hami-migration installs it with the real helm',
+    how: "helm-chart renders the chart with these values, dry-runs it on the real apiserver, and checks kube-scheduler's tag follows the cluster's version with none set; hami-migration installs it with the real helm and no kube-scheduler tag",
   },
   {
     command: 'kubectl -n vgpu-warden rollout status deployment/vgpu-warden deployment/vgpu-warden-scheduler',
@@ -134,7 +134,7 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   // docs/install.md
   {
     command: 'kubectl version | grep Server',
-    illustrative: "reads the reader's cluster version to pin kube-scheduler; the test control plane's version is pinned in tools/k8s/versions.env",
+    illustrative: "reads the reader's cluster version to pin kube-scheduler in a kustomize overlay; the test control plane's version is pinned in tools/k8s/versions.env",
   },
   {
     command: 'docker build -t vgpu-warden:0.1.0 .',
@@ -150,9 +150,9 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
     how: 'pushes the loaded image by that name to a directory, since a test cannot reach or own a registry',
   },
   {
-    command: 'helm install vgpu-warden vgpu-warden-0.1.0.tgz -n vgpu-warden --set image.repository=registry.example.com/gpu/vgpu-warden --set kubeScheduler.image.tag=v1.31.6',
-    runBy: [{ file: 'test/e2e/release.test.ts', contains: ["'install', 'vgpu-warden', join(out, CHART)", "'--dry-run=server'", 'ServerSideApply'] }],
-    how: 'installs the packaged chart on the real apiserver as a server-side dry run (helm install --dry-run=server, and every object applied with dryRun=All)',
+    command: 'helm install vgpu-warden vgpu-warden-0.1.0.tgz -n vgpu-warden --set image.repository=registry.example.com/gpu/vgpu-warden',
+    runBy: [{ file: 'test/e2e/release.test.ts', contains: ["'install', 'vgpu-warden', join(out, CHART)", '`image.repository=${REGISTRY_REPOSITORY}`', "'--dry-run=server'", 'ServerSideApply'] }],
+    how: "installs the packaged chart on the real apiserver as a server-side dry run (helm install --dry-run=server, and every object applied with dryRun=All); it also sets kubeScheduler.image.tag, to the control plane's own version, which is the tag the chart takes without it",
   },
   {
     command: 'buildah push localhost/vgpu-warden:0.1.0 docker://registry.example.com/gpu/vgpu-warden:0.1.0',
@@ -171,7 +171,12 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   },
   {
     command: 'helm template vgpu-warden charts/vgpu-warden --kube-version 1.29.4',
-    runBy: [{ file: 'test/integration/helm-chart.test.ts', contains: ["'--kube-version', '1.29.4'", 'chart requires kubeVersion: >=1.30.0-0 <1.38.0-0 which is incompatible with Kubernetes v1.29.4'] }],
+    runBy: [{ file: 'test/integration/helm-chart.test.ts', contains: ["'--kube-version', '1.29.4'", 'chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.29.4'] }],
+  },
+  {
+    command: 'helm template vgpu-warden charts/vgpu-warden --set locks.expiry=5m',
+    runBy: [{ file: 'test/integration/helm-chart.test.ts', contains: ["'locks.expiry': '5m'", "additional properties 'expiry' not allowed", "values don't meet the specifications of the schema"] }],
+    how: 'renders with that value and expects the schema refusal naming the key (with the other misspellings and wrong types of values.schema.json)',
   },
 
   // docs/migrate-from-hami.md
@@ -231,8 +236,8 @@ export const COMMANDS_RUN_BY: readonly CommandEntry[] = [
   { command: 'npx vgpu-warden --help', runBy: [{ file: 'test/unit/bin.test.ts', contains: ["run(['--help'])"] }], how: 'runs the bin on the pinned Node' },
   {
     command: 'kubectl -n vgpu-warden exec deploy/vgpu-warden -- vgpu-warden locks',
-    runBy: [{ file: 'test/e2e/image.test.ts', contains: ["['vgpu-warden', 'locks']", "target: '/var/run/secrets/kubernetes.io/serviceaccount'", 'KUBERNETES_SERVICE_HOST', 'applyShippedIdentities'] }],
-    how: `runs vgpu-warden locks from the built image's PATH as its USER, with no kubeconfig and the Deployment's ServiceAccount token mounted where the kubelet mounts it (${NO_KUBECTL})`,
+    runBy: [{ file: 'test/e2e/image.test.ts', contains: ["['vgpu-warden', 'locks']", "SERVICE_ACCOUNT_MOUNT = '/run/secrets/kubernetes.io/serviceaccount'", 'target: SERVICE_ACCOUNT_MOUNT', 'KUBERNETES_SERVICE_HOST', 'applyShippedIdentities'] }],
+    how: `runs vgpu-warden locks from the built image's PATH as its USER, with no kubeconfig and the Deployment's ServiceAccount token mounted where the kubelet mounts it (/run/secrets/…, which the image's /var/run links to; ${NO_KUBECTL})`,
   },
   {
     command: 'vgpu-warden locks --context prod',
