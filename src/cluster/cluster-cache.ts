@@ -350,22 +350,30 @@ export class ClusterCache {
   }
 
   /**
-   * The pod's namespace GPU quota: every GPU limit of its ResourceQuotas and what the namespace's
-   * pods use (bound and assumed), the pod itself left out. Undefined when no quota limits GPUs there.
+   * The pod's namespace GPU quota: the GPU limits of the ResourceQuotas whose scopes count `pod`
+   * (quota-scopes.ts), and what the namespace's pods use (bound and assumed), the pod itself left
+   * out; a scoped limit carries the use of only the pods its quota counts. Undefined when no quota
+   * limits the pod's GPUs. Without `pod` (diagnostics): every limit, each against the namespace's
+   * whole use, which never holds back less than the pod's own budget would.
    */
-  quotaBudget(namespace: string, excludeUid?: string): QuotaBudget | undefined {
+  quotaBudget(namespace: string, excludeUid?: string, pod?: unknown): QuotaBudget | undefined {
+    if (pod !== undefined) return this.quotas.budget(namespace, pod, (counted) => this.usage.namespaceUse(namespace, excludeUid, counted));
     const limits = this.quotas.limits(namespace);
     if (limits.length === 0) return undefined;
     return { namespace, limits, used: this.usage.namespaceUse(namespace, excludeUid) };
   }
 
-  /** Per namespace with a GPU quota and per limited resource: its use and tightest limit. */
+  /**
+   * Per namespace with a GPU quota and per limited resource: its tightest limit (the least room
+   * left) and that limit's use: the namespace's, or for a scoped quota the use of the pods it counts.
+   */
   quotaUses(): QuotaUse[] {
     const uses: QuotaUse[] = [];
     for (const namespace of this.quotas.namespaces()) {
       const used = this.usage.namespaceUse(namespace);
-      for (const [field, limit] of tightestLimits(this.quotas.limits(namespace))) {
-        uses.push({ namespace, resource: QUOTA_RESOURCES[field], used: used[field], limit: limit.limit });
+      const limits = this.quotas.limitsWithUse(namespace, (counted) => (counted === undefined ? used : this.usage.namespaceUse(namespace, undefined, counted)));
+      for (const [field, limit] of tightestLimits(limits, used)) {
+        uses.push({ namespace, resource: QUOTA_RESOURCES[field], used: (limit.used ?? used)[field], limit: limit.limit });
       }
     }
     return uses;

@@ -1,6 +1,7 @@
 import { describeOddities, readAllocation } from '../devices/allocation-codec.js';
 import { segmentsByContainer } from '../devices/container-segments.js';
 import { namespaceUseOf, NO_NAMESPACE_USE, type NamespaceUse } from '../devices/gpu-quota.js';
+import { isSidecar, podInitLayout } from '../devices/requests.js';
 import { addUsage, podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { ALLOCATED_ANNOTATION } from '../hami/wire.js';
 import { allocationNodeOf } from '../hami/pod-node.js';
@@ -9,19 +10,23 @@ import { allocationNodeOf } from '../hami/pod-node.js';
 interface PodLike {
   metadata?: { uid?: string; namespace?: string; name?: string; annotations?: Record<string, string> };
   spec?: { nodeName?: string; initContainers?: unknown[]; containers?: unknown[] };
-  status?: { phase?: string; initContainerStatuses?: { state?: { terminated?: { exitCode?: number } } }[] };
+  status?: { phase?: string; initContainerStatuses?: { name?: string; state?: { terminated?: { exitCode?: number } } }[] };
 }
 
 /**
  * HAMi's InitContainersAllSucceeded (pkg/device/initcontainer.go): the pod has init containers and
  * every one of them has terminated with exit code 0, so its app containers have started and the
- * init containers' GPUs are free again. Phase is not consulted (HAMi: unreliable here).
+ * init containers' GPUs are free again. Phase is not consulted (HAMi: unreliable here). A sidecar
+ * (`restartPolicy: Always`) keeps running beside the app containers and never terminates while
+ * they run: its status is not waited for (HAMi's check would wait forever), its share stays counted.
  */
 export function initContainersAllSucceeded(pod: PodLike): boolean {
-  const declared = pod.spec?.initContainers?.length ?? 0;
+  const declared = pod.spec?.initContainers ?? [];
   const statuses = pod.status?.initContainerStatuses ?? [];
-  if (declared === 0 || statuses.length < declared) return false;
-  return statuses.every((status) => status.state?.terminated !== undefined && status.state.terminated.exitCode === 0);
+  if (declared.length === 0 || statuses.length < declared.length) return false;
+  const sidecars = new Set(declared.filter(isSidecar).map((container) => (container as { name?: unknown }).name));
+  return statuses.every((status) => (status.name !== undefined && sidecars.has(status.name))
+    || (status.state?.terminated !== undefined && status.state.terminated.exitCode === 0));
 }
 
 /**
@@ -51,6 +56,11 @@ interface Entry {
   unreadable?: Omit<UnreadableAllocation, 'uid' | 'node'>;
   /** Counted for its app containers only: its init containers have all succeeded. */
   appOnly?: boolean;
+  /**
+   * The pod, for a scoped ResourceQuota deciding whether it counts it (namespaceUse's `counted`);
+   * absent for an assumption made without it, which every scoped quota then counts (the safe side).
+   */
+  pod?: unknown;
 }
 
 /** Every GPU of a node at full use: split count, memory and cores. */
@@ -110,6 +120,8 @@ export class PodUsageIndex {
     // succeeded, and keeps it shrunk (a restarted sandbox re-running them does not grow it back).
     const appOnly = (known?.appOnly === true && known.node === node) || initContainersAllSucceeded(pod);
     if (known !== undefined && known.node === node && known.encoded === encoded && (known.unreadable !== undefined || (known.appOnly === true) === appOnly)) {
+      // The usage stands; the scopes it counts under follow the pod (activeDeadlineSeconds may change).
+      known.pod = pod;
       this.dropAssumed(uid);
       return undefined;
     }
@@ -121,7 +133,7 @@ export class PodUsageIndex {
         : assumed?.node === node ? assumed.usage : undefined;
       const counted: UnreadableCounting = lastReadable === undefined ? 'whole-node' : 'last-readable';
       this.dropPod(uid);
-      this.setPod(uid, { node, ...namespaceOf(pod), usage: lastReadable ?? new Map<string, GpuUse>(), encoded, unreadable: { pod: podName, problem: allocation.error, counted } });
+      this.setPod(uid, { node, ...namespaceOf(pod), usage: lastReadable ?? new Map<string, GpuUse>(), encoded, pod, unreadable: { pod: podName, problem: allocation.error, counted } });
       this.unreadableUids.add(uid);
       this.link(node, uid);
       this.dropAssumed(uid);
@@ -129,11 +141,14 @@ export class PodUsageIndex {
         counted === 'last-readable' ? 'its last readable allocation' : `using every GPU of node ${node} until it is readable or the pod is gone`}`;
     }
     this.dropPod(uid);
-    const initCount = pod.spec?.initContainers?.length ?? 0;
-    // Segments go to containers as the device plugin hands them out, init containers first: app-only drops theirs.
+    const layout = podInitLayout(pod);
+    const initCount = typeof layout === 'number' ? layout : layout.length;
+    // Segments go to containers as the device plugin hands them out, init containers first: app-only
+    // drops the plain init containers' and keeps the sidecars', which run beside the app containers.
     const { containers, realigned } = segmentsByContainer(allocation.containers, pod);
-    const usage = appOnly ? podDeviceUsage(containers.slice(initCount), 0) : podDeviceUsage(containers, initCount);
-    this.setPod(uid, { node, ...namespaceOf(pod), usage, encoded, ...(appOnly ? { appOnly } : {}) });
+    const usage = appOnly ? podDeviceUsage(containers.filter((_, position) => position >= initCount || (typeof layout !== 'number' && layout[position] === true)), 0)
+      : podDeviceUsage(containers, layout);
+    this.setPod(uid, { node, ...namespaceOf(pod), usage, encoded, pod, ...(appOnly ? { appOnly } : {}) });
     this.link(node, uid);
     // The informer now accounts for it: the assumption has done its job.
     this.dropAssumed(uid);
@@ -151,10 +166,13 @@ export class PodUsageIndex {
     this.dropAssumed(uid);
   }
 
-  /** `namespace` makes the assumption count against the namespace's GPU quota until the informer takes over. */
-  assume(uid: string, node: string, usage: Map<string, GpuUse>, namespace?: string): void {
+  /**
+   * `namespace` makes the assumption count against the namespace's GPU quota until the informer
+   * takes over; `pod` lets a scoped quota tell whether it counts it (without it, every one does).
+   */
+  assume(uid: string, node: string, usage: Map<string, GpuUse>, namespace?: string, pod?: unknown): void {
     this.dropAssumed(uid);
-    const entry = { node, usage, expiresAt: this.clock() + this.assumeTtlMs, ...(namespace === undefined ? {} : { namespace }) };
+    const entry = { node, usage, expiresAt: this.clock() + this.assumeTtlMs, ...(namespace === undefined ? {} : { namespace }), ...(pod === undefined ? {} : { pod }) };
     this.assumed.set(uid, entry);
     this.assumedExpiryFloor = Math.min(this.assumedExpiryFloor, entry.expiresAt);
     this.linkNamespace(entry, uid);
@@ -165,13 +183,15 @@ export class PodUsageIndex {
    * What the namespace's GPU pods use (bound and assumed, finished pods excluded), leaving out
    * `excludeUid` (the pod being placed). A pod counted `whole-node` adds its last readable usage
    * (none when it never had one): its node is blocked for everybody, but how much it takes from
-   * its namespace cannot be read.
+   * its namespace cannot be read. `counted` keeps only the pods it accepts (a scoped
+   * ResourceQuota's; an assumption made without its pod is always kept), summed afresh: the cached
+   * sum is the whole namespace's.
    */
-  namespaceUse(namespace: string, excludeUid?: string): Readonly<NamespaceUse> {
+  namespaceUse(namespace: string, excludeUid?: string, counted?: (pod: unknown) => boolean): Readonly<NamespaceUse> {
     this.dropExpiredAssumptions();
     const uids = this.byNamespace.get(namespace);
     if (uids === undefined) return NO_NAMESPACE_USE;
-    if (excludeUid !== undefined && uids.has(excludeUid)) return this.sumNamespace(namespace, uids, excludeUid);
+    if (counted !== undefined || (excludeUid !== undefined && uids.has(excludeUid))) return this.sumNamespace(namespace, uids, excludeUid, counted);
     const generation = this.namespaceGenerations.get(namespace) ?? 0;
     const known = this.namespaceSums.get(namespace);
     if (known?.generation === generation) return known.use;
@@ -181,13 +201,14 @@ export class PodUsageIndex {
   }
 
   /** A pod counts once: as the informer shows it, else as its bind assumed it. */
-  private sumNamespace(namespace: string, uids: ReadonlySet<string>, excludeUid: string | undefined): NamespaceUse {
+  private sumNamespace(namespace: string, uids: ReadonlySet<string>, excludeUid: string | undefined, counted?: (pod: unknown) => boolean): NamespaceUse {
     const total = { gpus: 0, memoryMiB: 0, cores: 0 };
     for (const uid of uids) {
       if (uid === excludeUid) continue;
       const bound = this.pods.get(uid);
       const entry = bound?.namespace === namespace ? bound : this.assumed.get(uid);
       if (entry?.namespace !== namespace) continue;
+      if (counted !== undefined && entry.pod !== undefined && !counted(entry.pod)) continue;
       const own = namespaceUseOf(entry.usage);
       total.gpus += own.gpus;
       total.memoryMiB += own.memoryMiB;

@@ -69,6 +69,20 @@ export class QuotaIndex {
     return limits.length === 0 ? undefined : { namespace, limits, used: useOf(undefined) };
   }
 
+  /**
+   * Every GPU limit of the namespace, each scoped one with the use of the pods its quota counts
+   * (from `useOf`, as in `budget`); an unscoped one has no `used` of its own: the namespace's.
+   */
+  limitsWithUse(namespace: string, useOf: NamespaceUseOf): QuotaLimit[] {
+    const quotas = this.byNamespace.get(namespace);
+    if (quotas === undefined) return [];
+    return [...quotas.values()].flatMap((quota) => {
+      if (quota.scopes.length === 0) return quota.limits;
+      const used = useOf((other) => scopesMatchPod(quota.scopes, other));
+      return quota.limits.map((limit) => ({ ...limit, used }));
+    });
+  }
+
   /** Namespaces with at least one GPU limit. */
   namespaces(): string[] {
     return [...this.byNamespace.keys()];

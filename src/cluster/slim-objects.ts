@@ -9,7 +9,9 @@ import { managesLockAnnotation } from '../lock/lock-written-at.js';
  *   restart policy, node selector, overhead and runtime class, and its containers and init
  *   containers as name, resources and restartPolicy (a sidecar's); of its status the phase, start
  *   time, reason and init container statuses (HAMi frees init containers' GPUs once all succeeded).
- *   What only kubelet and kube-scheduler read (volumes, tolerations, affinity, env, probes,
+ *   What a ResourceQuota's scopes read (quota-scopes.ts) stays too: `activeDeadlineSeconds`,
+ *   the pod-level `resources`, `status.qosClass`, and of `affinity` the pod (anti-)affinity terms.
+ *   What only kubelet and kube-scheduler read (volumes, tolerations, node affinity, env, probes,
  *   conditions, IPs) goes: a real pod's projected service-account volume, env and probes are most
  *   of its size.
  * - A node keeps only the managedFields entries that manage the lock annotation (lockWrittenAt
@@ -24,16 +26,19 @@ export function slimPod(pod: V1Pod): V1Pod {
     slim.metadata = metadata;
   }
   if (pod.spec !== undefined) {
-    const { nodeName, schedulerName, restartPolicy, priority, priorityClassName, nodeSelector, overhead, runtimeClassName } = pod.spec;
+    const { nodeName, schedulerName, restartPolicy, priority, priorityClassName, nodeSelector, overhead, runtimeClassName, activeDeadlineSeconds, resources } = pod.spec;
+    const { podAffinity, podAntiAffinity } = pod.spec.affinity ?? {};
+    const affinity = defined({ podAffinity, podAntiAffinity });
     slim.spec = {
       containers: pod.spec.containers.map(slimContainer),
       ...(pod.spec.initContainers === undefined ? {} : { initContainers: pod.spec.initContainers.map(slimContainer) }),
-      ...defined({ nodeName, schedulerName, restartPolicy, priority, priorityClassName, nodeSelector, overhead, runtimeClassName }),
+      ...defined({ nodeName, schedulerName, restartPolicy, priority, priorityClassName, nodeSelector, overhead, runtimeClassName, activeDeadlineSeconds, resources }),
+      ...(Object.keys(affinity).length === 0 ? {} : { affinity }),
     };
   }
   if (pod.status !== undefined) {
-    const { phase, startTime, initContainerStatuses, reason } = pod.status;
-    slim.status = defined({ phase, startTime, initContainerStatuses, reason });
+    const { phase, startTime, initContainerStatuses, reason, qosClass } = pod.status;
+    slim.status = defined({ phase, startTime, initContainerStatuses, reason, qosClass });
   }
   return slim;
 }

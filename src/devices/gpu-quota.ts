@@ -131,12 +131,18 @@ export function quotaExceeded(budget: QuotaBudget, adding: Readonly<NamespaceUse
   return undefined;
 }
 
-/** Every limit of a namespace, by field, the tightest first: what the quota metrics report. */
-export function tightestLimits(limits: readonly QuotaLimit[]): Map<QuotaField, QuotaLimit> {
+/**
+ * The tightest limit of a namespace per field: what the quota metrics report. With `used` (the
+ * namespace's, for the limits without their own), the one with the least room left, the smaller
+ * limit among equals: a scoped quota counting few pods may have more room than a larger unscoped
+ * one. Without it, the smallest limit.
+ */
+export function tightestLimits(limits: readonly QuotaLimit[], used?: Readonly<NamespaceUse>): Map<QuotaField, QuotaLimit> {
   const tightest = new Map<QuotaField, QuotaLimit>();
+  const room = (limit: QuotaLimit): number => limit.limit - (used === undefined ? 0 : (limit.used ?? used)[limit.field]);
   for (const limit of limits) {
     const known = tightest.get(limit.field);
-    if (known === undefined || limit.limit < known.limit) tightest.set(limit.field, limit);
+    if (known === undefined || room(limit) < room(known) || (room(limit) === room(known) && limit.limit < known.limit)) tightest.set(limit.field, limit);
   }
   return tightest;
 }

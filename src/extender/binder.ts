@@ -4,7 +4,7 @@ import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION, TO_A
 import { kubeletRegistered, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
 import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
 import { encodeAllocation } from '../devices/allocation-codec.js';
-import { describeProblems, gpuRequestProblems } from '../devices/requests.js';
+import { describeProblems, gpuRequestProblems, initLayout } from '../devices/requests.js';
 import { podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { describeError, WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
@@ -186,7 +186,7 @@ export class Binder {
     // the lock. The fit under the lock replaces the reservation (it leaves the pod's own usage out).
     const reservation = evaluateNode(this.deps.cache, args.node, view);
     if (!reservation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${reservation.reason}`);
-    this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(reservation.allocation, view.requests.initContainers.length), args.podNamespace);
+    this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(reservation.allocation, initLayout(view.requests)), args.podNamespace, pod);
     let reservedOnly = true;
     try {
       try {
@@ -199,10 +199,10 @@ export class Binder {
       this.lockOwners.set(args.node, token);
       const usage = await this.usageForBind(args, lock, signal, readForWrite.pods);
       // The quota as it is now, after the lock wait: no await between this fit and the assume below.
-      const evaluation = evaluateNode(this.deps.cache, args.node, { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid) }, usage);
+      const evaluation = evaluateNode(this.deps.cache, args.node, { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid, pod) }, usage);
       if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
       // Synchronously after the fit: the namespace's next quota check already counts this pod.
-      this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, view.requests.initContainers.length), args.podNamespace);
+      this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, initLayout(view.requests)), args.podNamespace, pod);
       reservedOnly = false;
       const encoded = encodeAllocation(evaluation.allocation);
       const seconds = String(Math.floor(this.clock().getTime() / 1000));

@@ -47,7 +47,8 @@ interface PodLike {
 
 /** Where a pod's namespace GPU quota comes from (the state store). */
 export interface QuotaLookup {
-  quotaBudget(namespace: string, excludeUid?: string): QuotaBudget | undefined;
+  /** `pod` decides which of the namespace's ResourceQuotas count it (their scopes). */
+  quotaBudget(namespace: string, excludeUid?: string, pod?: unknown): QuotaBudget | undefined;
 }
 
 /**
@@ -64,7 +65,7 @@ export function viewPod(pod: unknown, defaults: PlacementDefaults, quotas: Quota
   return {
     uid: metadata.uid,
     namespace,
-    quota: quotas.quotaBudget(namespace, metadata.uid),
+    quota: quotas.quotaBudget(namespace, metadata.uid, pod),
     annotations,
     requests,
     policies: 'error' in policies ? { node: defaults.nodePolicy, gpu: asChain(defaults.gpuPolicy) } : policies,

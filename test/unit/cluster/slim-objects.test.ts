@@ -1,6 +1,7 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { slimNode, slimPod } from '../../../src/cluster/slim-objects.js';
+import { podMatchesScope } from '../../../src/devices/quota-scopes.js';
 import { lockWrittenAt } from '../../../src/lock/lock-written-at.js';
 
 const lockEntry = { manager: 'vgpu-warden', operation: 'Update', time: new Date('2026-12-03T09:00:00Z'), fieldsV1: { 'f:metadata': { 'f:annotations': { 'f:hami.io/mutex.lock': {} } } } };
@@ -32,6 +33,30 @@ describe('slimPod and slimNode (what the state store keeps)', () => {
     expect(JSON.stringify(pod), 'the watched object is not changed').to.equal(before);
     expect(slimPod({ metadata: { name: 'q' } })).to.deep.equal({ metadata: { name: 'q' } });
     expect(slimPod(slim), 'slimming twice changes nothing').to.deep.equal(slim);
+  });
+
+  it('keeps what a ResourceQuota\'s scopes read: a slim pod matches the same scopes as the pod', () => {
+    const term = { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'x' } }, namespaces: ['other'] };
+    const pod: V1Pod = {
+      metadata: { name: 'p', namespace: 'ns', uid: 'u' },
+      spec: {
+        priorityClassName: 'high', priority: 1000, activeDeadlineSeconds: 600, resources: { requests: { cpu: '1' } },
+        affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term] }, nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } } },
+        containers: [{ name: 'c', image: 'x', resources: { requests: { memory: '1Gi' }, limits: { 'nvidia.com/gpu': '1' } } }],
+      },
+      status: { phase: 'Pending', qosClass: 'Burstable' },
+    };
+    const slim = slimPod(pod);
+    expect(slim.spec?.affinity, 'pod (anti-)affinity only').to.deep.equal({ podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term] } });
+    expect([slim.spec?.activeDeadlineSeconds, slim.spec?.resources, slim.spec?.priorityClassName, slim.status?.qosClass]).to.deep.equal([600, { requests: { cpu: '1' } }, 'high', 'Burstable']);
+    const scopes = ['Terminating', 'NotTerminating', 'BestEffort', 'NotBestEffort', 'CrossNamespacePodAffinity'].map((scopeName) => ({ scopeName, operator: 'Exists' }));
+    const selectors = [...scopes, { scopeName: 'PriorityClass', operator: 'In', values: ['high'] }, { scopeName: 'PriorityClass', operator: 'NotIn', values: ['high'] }];
+    const withoutQos: V1Pod = { ...pod, status: { phase: 'Pending' } };
+    for (const requirement of selectors) {
+      expect(podMatchesScope(requirement, slim), JSON.stringify(requirement)).to.equal(podMatchesScope(requirement, pod));
+      expect(podMatchesScope(requirement, slimPod(withoutQos)), `${JSON.stringify(requirement)} from the resources`).to.equal(podMatchesScope(requirement, withoutQos));
+    }
+    expect(selectors.filter((requirement) => podMatchesScope(requirement, slim)).length, 'not vacuous').to.equal(4);
   });
 
   it('keeps only the node managedFields entries of the lock annotation (lockWrittenAt still reads them) and drops status.images', () => {

@@ -455,6 +455,25 @@ describe('Binder (bind against a fake API with faults)', () => {
       expect([...cache.usageOn('gpu-1').values()].reduce((sum, use) => sum + use.memoryMiB, 0), 'counted once').to.equal(20_000);
     });
 
+    it('counts a sidecar init container (restartPolicy Always) beside the app container in the reservation and in the usage assumed for the bind', async () => {
+      const gpu = { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '6000' } };
+      const base = gpuPod('side', 'uid-s');
+      // binpack: both on one 24 GiB GPU, where a sidecar's share adds to the app container's.
+      const pod: V1Pod = { ...base, metadata: { ...base.metadata, annotations: { 'hami.io/gpu-scheduler-policy': 'binpack' } },
+        spec: { ...base.spec, initContainers: [{ name: 'sidecar', restartPolicy: 'Always', resources: gpu }], containers: [{ name: 'main', resources: gpu }] } };
+      const { api, cache, binder, podSource, nodeSource } = await setup([pod, gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+      stop = () => cache.stop();
+      await holdLockByAllocatingPod({ api, podSource, nodeSource });
+      const waiting = binder.bind(args('side', 'uid-s'));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect([...cache.usageOn('gpu-1').values()], 'reserved while waiting').to.deep.equal([{ slots: 2, memoryMiB: 12_000, cores: 0 }]);
+      await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
+      nodeSource.emit('MODIFIED', api.node);
+      expect((await waiting).error).to.equal(undefined);
+      expect(cache.usage.isAssumed('uid-s')).to.equal(true);
+      expect([...cache.usageOn('gpu-1').values()], 'assumed as bound').to.deep.equal([{ slots: 2, memoryMiB: 12_000, cores: 0 }]);
+    });
+
     it('forgets the reservation when the wait for the lock runs out', async () => {
       const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('waiter', 'uid-w'), gpuPod('holder', 'uid-h')], { lockWaitMs: 200 });
       stop = () => cache.stop();

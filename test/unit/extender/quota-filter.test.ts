@@ -103,6 +103,27 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
     ]);
   });
 
+  it('a PriorityClass-scoped quota limits only the pods of that class, against the use of that class\'s pods', async () => {
+    const ofClass = <T extends { spec?: object }>(pod: T, priorityClassName: string): T => ({ ...pod, spec: { ...pod.spec, priorityClassName } });
+    const scoped: V1ResourceQuota = { ...quota('high-gpu', { 'limits.nvidia.com/gpumem': '8000' }), spec: { hard: { 'limits.nvidia.com/gpumem': '8000' }, scopeSelector: { matchExpressions: [{ scopeName: 'PriorityClass', operator: 'In', values: ['high'] }] } } };
+    const { service, cache: store } = await build({ quotas: [scoped], pods: [ofClass(boundPod('high-1', 6000, 'n1'), 'high'), ofClass(boundPod('low-1', 6000, 'n2'), 'low')] });
+    // Another class, or none: the quota does not count the pod.
+    expect((await service.filter({ pod: ofClass(gpuPod('low-2', 9000), 'low'), nodeNames: ['n1', 'n2'] })).NodeNames).to.deep.equal(['n1', 'n2']);
+    expect((await service.filter({ pod: gpuPod('plain', 9000), nodeNames: ['n2'] })).NodeNames).to.deep.equal(['n2']);
+    expect(store.quotaBudget('team-a', 'uid-low-2', ofClass(gpuPod('low-2', 9000), 'low'))).to.equal(undefined);
+    // Its class: held to 8000 MiB beside the 6000 its class uses (the low pod's 6000 not counted).
+    expect((await service.filter({ pod: ofClass(gpuPod('high-2', 2000), 'high'), nodeNames: ['n2'] })).NodeNames).to.deep.equal(['n2']);
+    const refused = await service.filter({ pod: ofClass(gpuPod('high-3', 4000), 'high'), nodeNames: ['n1', 'n2'] });
+    expect(refused.Error).to.equal('ResourceQuotaNotFit (ResourceQuota team-a/high-gpu: limits.nvidia.com/gpumem 6000 used + 4000 requested > 8000)');
+    // A bind in flight counts under the scopes of the pod it was assumed for; one assumed without its pod counts everywhere.
+    store.usage.assume('uid-low-3', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 2000, cores: 0 }]]), 'team-a', ofClass(gpuPod('low-3', 2000), 'low'));
+    expect(store.quotaBudget('team-a', 'uid-high-2', ofClass(gpuPod('high-2', 2000), 'high'))?.limits[0]?.used?.memoryMiB).to.equal(6000);
+    store.usage.assume('uid-x', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]), 'team-a');
+    expect(store.quotaBudget('team-a', 'uid-high-2', ofClass(gpuPod('high-2', 2000), 'high'))?.limits[0]?.used?.memoryMiB).to.equal(7000);
+    // The metrics report the scoped quota against its own pods' use.
+    expect(store.quotaUses()).to.deep.equal([{ namespace: 'team-a', resource: 'nvidia.com/gpumem', used: 7000, limit: 8000 }]);
+  });
+
   it('a share the pre-check cannot know (a percentage of a card) is checked per GPU: FailedNodes, as HAMi\'s Fit', async () => {
     const { service } = await build({ quotas: [quota('gpu-quota', { 'limits.nvidia.com/gpumem': '5000' })] });
     const pod = { ...gpuPod('p', 0), spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem-percentage': '50' } } }] } };
