@@ -94,7 +94,10 @@ export class Workload {
       case 'recreate': {
         const gpuPods = ownPods.filter((pod) => pod.gpuCount > 0);
         if (gpuPods.length === 0) return;
-        const victim = random.pick(gpuPods);
+        // Mostly a pod bound and still awaiting its Allocate (issue #42: a StatefulSet replacing a pod
+        // that a lagging or paused kubelet may still admit from its queue; the lock names both).
+        const awaiting = gpuPods.filter((pod) => pod.nodeName !== undefined && pod.annotations['hami.io/bind-phase'] === 'allocating');
+        const victim = random.pick(awaiting.length > 0 && random.chance(0.7) ? awaiting : gpuPods);
         await core.deleteNamespacedPod({ namespace, name: victim.name, gracePeriodSeconds: 0 });
         this.deps.timeline.add([`${namespace}/${victim.name}`], 'workload: force-deleted to recreate under the same name');
         // The same name, a new UID: a StatefulSet replacing its pod. Retried while the old one is still there.
