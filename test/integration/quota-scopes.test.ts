@@ -1,10 +1,19 @@
 import { SchedulingV1Api, type CoreV1Api, type V1Pod, type V1ResourceQuota } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { ClusterCache } from '../../src/cluster/cluster-cache.js';
+import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 import { QuotaIndex, type NamespaceUseOf } from '../../src/cluster/quota-index.js';
 import { NO_NAMESPACE_USE, quotaExceeded, type NamespaceUse } from '../../src/devices/gpu-quota.js';
 import { quotaScopeRequirements, scopesMatchPod } from '../../src/devices/quota-scopes.js';
 import { DEFAULT_REQUEST_DEFAULTS, podGpuRequests } from '../../src/devices/requests.js';
-import { testCluster, uniqueName } from '../support/test-cluster.js';
+import { Binder } from '../../src/extender/binder.js';
+import { ExtenderService } from '../../src/extender/extender-service.js';
+import { GPU_POLICY_ANNOTATION } from '../../src/hami/wire.js';
+import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
+import { KubeNodeLockApi } from '../../src/lock/kube-node-lock-api.js';
+import { NodeLocks } from '../../src/lock/node-locks.js';
+import { EventRecorder } from '../../src/telemetry/events.js';
+import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
 
 /**
  * ResourceQuota scopes on the real kube-apiserver. Its quota admission counts, in each quota's
@@ -25,8 +34,11 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
     }
   }
 
+  const cleanups: (() => Promise<unknown>)[] = [];
+
   // Cluster-scoped: removed by name, whether or not the test got as far as making them.
   afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
     const scheduling = testCluster().kubeConfig.makeApiClient(SchedulingV1Api);
     for (const name of [high, low]) await scheduling.deletePriorityClass({ name }).catch(() => undefined);
   });
@@ -41,9 +53,9 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
 
   const gpuLimits = (gpumem: number): Record<string, string> => ({ 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(gpumem) });
 
-  async function createPod(core: CoreV1Api, namespace: string, name: string, spec: Partial<NonNullable<V1Pod['spec']>>, gpumem = 4000): Promise<void> {
-    await core.createNamespacedPod({ namespace, body: {
-      metadata: { name },
+  async function createPod(core: CoreV1Api, namespace: string, name: string, spec: Partial<NonNullable<V1Pod['spec']>>, gpumem = 4000, annotations?: Record<string, string>): Promise<V1Pod> {
+    return core.createNamespacedPod({ namespace, body: {
+      metadata: { name, ...(annotations === undefined ? {} : { annotations }) },
       spec: {
         // No scheduler of this name runs: the pod stays Pending, as a GPU pod does before its bind.
         schedulerName: 'quota-scopes-nobody',
@@ -112,5 +124,62 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
     // 9000 MiB more: the high class quota (8000) would refuse it for the high pod, not for the low one.
     expect(quotaExceeded(lowBudget, { gpus: 1, memoryMiB: 9000, cores: 0 })).to.equal(undefined);
     expect(quotaExceeded(highBudget, { gpus: 1, memoryMiB: 9000, cores: 0 })).to.contain('high-gpu: limits.nvidia.com/gpumem 1000 used + 9000 requested > 8000');
+  });
+
+  it('the extender and the binder hold a pod to the quotas whose scopes count it, each against its own pods\' use, a sidecar counted beside its app container', async () => {
+    const { core, namespace, kubeConfig } = testCluster();
+    await createPriorityClasses();
+    await createQuota(core, namespace, 'high-gpu', { hard: { 'limits.nvidia.com/gpumem': '8000' }, scopeSelector: { matchExpressions: [{ scopeName: 'PriorityClass', operator: 'In', values: [high] }] } });
+    // One node per bind: no lock left by a bind (no device plugin here) stands in the next one's way.
+    const nodes = [1, 2, 3, 4].map(() => uniqueName('quota-scopes'));
+    for (const name of nodes) {
+      await core.createNode({ body: simulatedGpuNode({ name, gpus: 2 }) });
+      cleanups.push(() => core.deleteNode({ name }));
+    }
+    const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
+    cleanups.push(() => cache.stop());
+    const started = cache.start();
+    expect(await cache.waitForSync(20_000), 'store synced').to.equal(true);
+    await started;
+    const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
+    const events = new EventRecorder(core, 'test');
+    const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
+    const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: 5000, timeoutMs: 8000 });
+    const service = new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 5000 });
+    const storeHas = (name: string, check: (pod: V1Pod) => boolean) => eventually(`the store to have ${name}`, () => {
+      const stored = cache.pod(namespace, name);
+      return Promise.resolve(stored !== undefined && check(stored) ? true : notYet(`${name}: ${stored === undefined ? 'absent' : `node ${stored.spec?.nodeName ?? 'none'}`}`));
+    }, 10_000, 20);
+    // What kube-scheduler sends: the pod as JSON.
+    const filterArgs = (pod: V1Pod) => ({ pod: JSON.parse(JSON.stringify(pod)) as Record<string, unknown>, nodeNames: nodes });
+    const bind = async (pod: V1Pod, node: string) => {
+      const name = pod.metadata?.name ?? '';
+      await storeHas(name, () => true);
+      return binder.bind({ podName: name, podNamespace: namespace, podUid: pod.metadata?.uid ?? '', node });
+    };
+
+    // The high class: a 3000 MiB sidecar beside a 3000 MiB app container on one GPU (binpack) uses 6000.
+    const sidecar = { name: 'sidecar', image: 'busybox', restartPolicy: 'Always', resources: { limits: gpuLimits(3000) } };
+    const high1 = await createPod(core, namespace, 'high-1', { priorityClassName: high, initContainers: [sidecar] }, 3000, { [GPU_POLICY_ANNOTATION]: 'binpack' });
+    expect(await bind(high1, nodes[0] ?? '')).to.deep.equal({});
+    // The low class: 6000 MiB, which the high class's quota does not count.
+    const low1 = await createPod(core, namespace, 'low-1', { priorityClassName: low }, 6000);
+    expect(await bind(low1, nodes[1] ?? '')).to.deep.equal({});
+    for (const name of ['high-1', 'low-1']) await storeHas(name, (pod) => (pod.spec?.nodeName ?? '') !== '');
+    expect(cache.quotaUses().filter((use) => use.namespace === namespace)).to.deep.equal([{ namespace, resource: 'nvidia.com/gpumem', used: 6000, limit: 8000 }]);
+
+    // 9000 MiB more of the low class: no quota counts it.
+    const low2 = await createPod(core, namespace, 'low-2', { priorityClassName: low }, 9000);
+    expect((await service.filter(filterArgs(low2))).NodeNames).to.deep.equal(nodes);
+    expect(await bind(low2, nodes[2] ?? '')).to.deep.equal({});
+    // 4000 MiB more of the high class: over its 8000 beside the sidecar pod's 6000, on every node, in filter and in bind.
+    const high2 = await createPod(core, namespace, 'high-2', { priorityClassName: high }, 4000);
+    const refused = await service.filter(filterArgs(high2));
+    expect(refused.Error).to.equal(`ResourceQuotaNotFit (ResourceQuota ${namespace}/high-gpu: limits.nvidia.com/gpumem 6000 used + 4000 requested > 8000)`);
+    expect((await bind(high2, nodes[2] ?? '')).error).to.match(/no longer fits on node .*ResourceQuotaNotFit/);
+    // 2000 MiB of the high class: exactly its limit, whatever the low class uses.
+    const high3 = await createPod(core, namespace, 'high-3', { priorityClassName: high }, 2000);
+    expect((await service.filter(filterArgs(high3))).NodeNames).to.deep.equal(nodes);
+    expect(await bind(high3, nodes[3] ?? '')).to.deep.equal({});
   });
 });
