@@ -71,6 +71,15 @@ describe('devices: namespace GPU quota (HAMi pkg/device/quota.go)', () => {
     expect([...tightest.entries()]).to.deep.equal([['gpus', { quota: 'b', field: 'gpus', limit: 2 }], ['cores', { quota: 'a', field: 'cores', limit: 50 }]]);
   });
 
+  it('tightestLimits with the namespace\'s use keeps the limit with the least room left, a scoped limit against its own use', () => {
+    const used = { gpus: 0, memoryMiB: 7000, cores: 0 };
+    const scoped = { quota: 'high', field: 'memoryMiB' as const, limit: 4000, used: { gpus: 0, memoryMiB: 1000, cores: 0 } };
+    const whole = { quota: 'all', field: 'memoryMiB' as const, limit: 8000 };
+    expect(tightestLimits([scoped, whole], used).get('memoryMiB')).to.equal(whole);
+    expect(tightestLimits([scoped, whole]).get('memoryMiB'), 'without the use: the smallest limit').to.equal(scoped);
+    expect(tightestLimits([whole, { ...whole, quota: 'small', limit: 7500 }], { ...used, memoryMiB: 0 }).get('memoryMiB')?.quota).to.equal('small');
+  });
+
   it('budgetKey changes with the use and the limits, and is empty without a quota', () => {
     const base: QuotaBudget = { namespace: 'n', used: { gpus: 1, memoryMiB: 10, cores: 0 }, limits: [{ quota: 'q', field: 'gpus', limit: 2 }] };
     expect(budgetKey(undefined)).to.equal('');
