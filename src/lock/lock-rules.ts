@@ -31,6 +31,7 @@ export type ReleaseReason =
   | 'owner-terminal'
   | 'owner-deleting'
   | 'allocation-finished'
+  | 'owner-admitted'
   | 'owner-not-allocating'
   | 'legacy-expired'
   | 'malformed'
@@ -62,6 +63,7 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
   'owner-terminal': 'the pod has Succeeded or Failed',
   'owner-deleting': 'the pod is being deleted',
   'allocation-finished': 'the pod is bound here and its allocation is over (bind-phase success or failed); the lock was left behind',
+  'owner-admitted': 'kubelet has admitted the pod here (status.startTime set, or a container started), so its Allocate was answered, but bind-phase was never set to success: the device plugin left the lock behind',
   'owner-not-allocating': 'the pod is bound here without bind-phase=allocating and the bind grace is over',
   'legacy-expired': 'a legacy lock (no owner) older than the expiry',
   'malformed': 'the value is not a lock any HAMi component can read',
@@ -146,6 +148,10 @@ export function classifyLock(
   // Only a pod bound to this node can have finished allocating *here*; an unbound pod may still
   // carry bind-phase from an earlier attempt while a new bind runs.
   if (boundHere && (owner.bindPhase === 'success' || owner.bindPhase === 'failed')) return releasable('allocation-finished');
+  // kubelet allocates every container's devices when it admits a pod, before it reports any status
+  // of it: a pod it reports on is past its Allocate calls, even when the plugin never flipped
+  // bind-phase (HAMi v2.10 returns early when its re-read of the pod fails, keeping the lock).
+  if (boundHere && owner.bindPhase === 'allocating' && owner.admitted === true) return releasable('owner-admitted');
   if (ageMs < config.bindGraceMs) return { state: 'held', reason: 'bind-in-progress', ageMs, ...skew };
   if (boundHere && owner.bindPhase === 'allocating') {
     if (ageMs <= config.expireMs) return { state: 'held', reason: 'awaiting-allocation', ageMs, ...skew };

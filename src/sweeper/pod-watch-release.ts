@@ -4,6 +4,7 @@ import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { failureText } from '../telemetry/api-failure.js';
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import type { ReleasePath } from '../lock/lock-events.js';
+import { ownerPodFrom } from '../lock/owner-pod.js';
 import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 import { sleep as realSleep } from '../base/abort.js';
 
@@ -77,8 +78,11 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
   const releaseLeftBehind = (pod: V1Pod, namespace: string, name: string): void => {
     const boundTo = pod.spec?.nodeName;
     if (boundTo === undefined || boundTo === '') return;
+    // On its own node the lock is the device plugin's to release, unless kubelet has admitted the pod
+    // (its Allocate answered) while bind-phase still says allocating: the plugin left it behind.
+    const admittedHere = pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating' && ownerPodFrom(pod).admitted === true;
     for (const node of deps.cache.nodesLockedBy(namespace, name)) {
-      if (node === boundTo || checking.has(node)) continue;
+      if ((node === boundTo && !admittedHere) || checking.has(node)) continue;
       checking.add(node);
       void deps.locks.releaseIfReleasable(node, 'watch')
         .catch((error: unknown) => { deps.log?.(`could not release the lock ${namespace}/${name} left on ${node} (the pod is bound to ${boundTo}): ${failureText(error)}`); })

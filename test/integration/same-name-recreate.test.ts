@@ -35,7 +35,7 @@ function gpuPod(name: string): V1Pod {
  * wires them; the node's kubelet traces (its Lease, its Event about a pod) are written by the test as
  * kubelet writes them. On real kubelets with a StatefulSet: test/e2e/real-same-name-recreate.test.ts.
  */
-describe('a pod recreated under the same name (real kube-apiserver, issue #42)', function () {
+describe('lock owners by UID, events by resourceVersion (real kube-apiserver, issue #42)', function () {
   this.timeout(90_000);
   const cleanups: (() => Promise<void> | void)[] = [];
   afterEach(async () => {
@@ -51,12 +51,16 @@ describe('a pod recreated under the same name (real kube-apiserver, issue #42)',
     cleanups.push(() => cache.stop());
     await cache.start();
     const kubeletAdmission = new KubeletAdmission({ api: new KubeKubeletEvidenceApi(core, kubeConfig.makeApiClient(CoordinationV1Api)) });
-    const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: CONFIG, kubeletAdmission });
+    const released: string[] = [];
+    const locks = new NodeLocks({
+      api: new KubeNodeLockApi(core), view: cache.lockView, config: CONFIG, kubeletAdmission,
+      observer: { onLockEvent: (event) => { if (event.type === 'released') released.push(`${event.path}:${event.reason}`); } },
+    });
     const logs: string[] = [];
     const stopWatch = startPodWatchRelease({ cache, locks, log: (message) => { logs.push(message); } });
     cleanups.push(stopWatch);
     const binder = new Binder({ core, cache, locks, events: new EventRecorder(core, 'test'), defaults, lockWaitMs: 3000, timeoutMs: 8000, log: (level, message) => { logs.push(`[bind ${level}] ${message}`); } });
-    return { core, cache, pods, binder, logs };
+    return { core, cache, pods, binder, logs, released };
   }
 
   /** A node as a kubelet registers it: kubelet version reported and its Lease in kube-node-lease. */
@@ -112,6 +116,27 @@ describe('a pod recreated under the same name (real kube-apiserver, issue #42)',
     expect(bound.spec?.nodeName).to.equal(node);
     expect(bound.metadata?.annotations?.[BIND_PHASE_ANNOTATION]).to.equal('allocating');
     expect(await readLock(core, node)).to.match(/,worker-0$/).and.not.equal(lock);
+  });
+
+  it('item 4: a lock whose owner kubelet has admitted (status.startTime) while bind-phase still says allocating is freed by the pod watch, and the release says why', async () => {
+    const { core, namespace } = testCluster();
+    const { cache, binder, logs, released } = await harness();
+    const node = await kubeletNode(core);
+    const uid = await created(core, namespace, 'worker-2');
+    await storeHas(cache, namespace, 'worker-2', uid);
+    expect(await binder.bind({ podName: 'worker-2', podNamespace: namespace, podUid: uid, node }), logs.join('\n')).to.deep.equal({});
+    expect(await readLock(core, node)).to.match(/,worker-2$/);
+    // The plugin answered Allocate and returned before it flipped bind-phase or released the lock
+    // (HAMi v2.10 on a failed re-read); kubelet admitted the pod and reports its first status.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await readLock(core, node), 'kept while kubelet has not admitted it').to.match(/,worker-2$/);
+    const pod = await core.readNamespacedPod({ namespace, name: 'worker-2' });
+    await core.replaceNamespacedPodStatus({ namespace, name: 'worker-2', body: { ...pod, status: { ...pod.status, phase: 'Pending', startTime: new Date() } } });
+    const admitted = Date.now();
+    await eventually('the lock to go', async () => ((await readLock(core, node)) === undefined ? true : notYet('still locked')), 10_000, 50);
+    process.stdout.write(`      kubelet's first status -> lock released: ${Date.now() - admitted} ms\n`);
+    expect(released, 'released by the pod watch, with the reason the Event and metrics carry').to.deep.equal(['watch:owner-admitted']);
+    expect((await core.readNamespacedPod({ namespace, name: 'worker-2' })).metadata?.annotations?.[BIND_PHASE_ANNOTATION], 'bind-phase is the plugin\'s, left as it was').to.equal('allocating');
   });
 
   it('item 2: a delete the pod watch delivers late (after the name was recreated and its new lock written) does not free the new lock', async () => {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { classifyLock, type LockRulesConfig } from '../../../src/lock/lock-rules.js';
 import { formatRfc3339, parseLockValue } from '../../../src/lock/lock-value.js';
-import type { OwnerPod } from '../../../src/lock/owner-pod.js';
+import { ownerPodFrom, type OwnerPod } from '../../../src/lock/owner-pod.js';
 
 const NODE = 'gpu-node-1';
 const NOW = new Date('2026-11-30T12:00:00Z');
@@ -114,6 +114,23 @@ describe('lock rules (ARCHITECTURE.md §5)', () => {
           .to.deep.include({ state: 'releasable', reason: 'allocation-finished' });
       });
     }
+
+    // Issue #42 item 4: HAMi v2.10's Allocate returns early when its re-read of the pod fails, after
+    // answering kubelet: bind-phase stays allocating and the lock would be held until the pod ends.
+    it('releasable: bound here, still allocating, but kubelet has admitted it (its Allocate was answered), even inside the grace', () => {
+      expect(classifyLock(lockAged(1 * SECOND), boundAllocating({ admitted: true }), NODE, NOW, CONFIG))
+        .to.deep.include({ state: 'releasable', reason: 'owner-admitted' });
+      expect(classifyLock(lockAged(1 * SECOND), boundAllocating({ admitted: false }), NODE, NOW, CONFIG).state, 'not admitted yet').to.equal('held');
+      expect(classifyLock(lockAged(1 * SECOND), pod({ admitted: true }), NODE, NOW, CONFIG).state, 'not bound here: a bind in progress').to.equal('held');
+    });
+
+    it('ownerPodFrom: kubelet admitted the pod once it reports status.startTime or a started container', () => {
+      const base = { metadata: { uid: 'u' }, spec: { nodeName: NODE } };
+      expect(ownerPodFrom({ ...base, status: { phase: 'Pending' } }).admitted).to.equal(false);
+      expect(ownerPodFrom({ ...base, status: { phase: 'Pending', startTime: '2026-12-06T10:00:00Z' } }).admitted).to.equal(true);
+      expect(ownerPodFrom({ ...base, status: { phase: 'Pending', containerStatuses: [{ started: false, state: { running: {} } }] } }).admitted).to.equal(true);
+      expect(ownerPodFrom({ ...base, status: { phase: 'Pending', containerStatuses: [{ started: false, state: {} }] } }).admitted).to.equal(false);
+    });
 
     it('bind-phase success from an earlier attempt does not release the lock of a pod not yet bound inside the grace', () => {
       expect(classifyLock(lockAged(1 * SECOND), pod({ bindPhase: 'success' }), NODE, NOW, CONFIG).state).to.equal('held');

@@ -75,6 +75,17 @@ describe('pod-watch release', () => {
     expect(locks.checked).to.deep.equal([]);
   });
 
+  // Issue #42 item 4: the plugin answered Allocate but never flipped bind-phase.
+  it('asks the rules about the lock of a pod bound there once kubelet reports it admitted while bind-phase still says allocating', async () => {
+    const { pods, locks } = await build();
+    locks.answer = () => 'released';
+    pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a', bindPhase: 'allocating' }));
+    expect(locks.checked, 'not admitted yet: the plugin\'s turn').to.deep.equal([]);
+    const admitted = pod('p', '3', { nodeName: 'gpu-a', bindPhase: 'allocating' });
+    pods.emit('MODIFIED', { ...admitted, status: { phase: 'Pending', startTime: new Date('2026-01-01T00:00:05Z') } });
+    expect(locks.checked).to.deep.equal(['gpu-a:watch']);
+  });
+
   // Issue #42 item 2: the release on a delete went by name behind a time fence; it now asks the
   // rules, which decide by UID and resourceVersion whom the lock was written for.
   it('asks the rules to free the lock of a pod being deleted', async () => {
