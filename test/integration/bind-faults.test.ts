@@ -383,6 +383,30 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(lock.kind === 'owned' ? lock.owner.name : lock.kind).to.equal('lockdrop');
   });
 
+  // Issue #42 item 6: a Binding cut off by the bind's deadline may still be committed by the apiserver
+  // after the bind re-read the pod and found it unbound; released then, the lock would be gone when
+  // kubelet calls Allocate for the bound pod (HAMi's plugin finds its pod through the lock).
+  it('a Binding cut off by the deadline and committed afterwards leaves the pod bound with its lock', async () => {
+    const { namespace, core: direct } = testCluster();
+    const { proxy, cache, binder, logs } = await harness();
+    const node = await createGpuNode(direct);
+    const uid = await createGpuPod(direct, namespace, 'late');
+    await cacheHas(cache, node, namespace, 'late', uid);
+    // The bind gives up after 6 s (BIND_TIMEOUT 8 s less its clean-up share); the apiserver commits at 7 s.
+    const rule = proxy.addRule({ match: { method: 'POST', path: /\/pods\/late\/binding$/ }, action: { kind: 'commit-late', ms: 7000 }, times: 1 });
+
+    const outcome = await binder.bind({ podName: 'late', podNamespace: namespace, podUid: uid, node });
+    expect(outcome.error, logs.join('\n')).to.match(/deadline/);
+    expect(rule.hits).to.equal(1);
+    await eventually('the late Binding to commit', async () => {
+      const pod = await direct.readNamespacedPod({ namespace, name: 'late' });
+      return pod.spec?.nodeName === node ? true : notYet(describePod(pod));
+    }, 10_000, 50);
+    const lock = parseLockValue((await readLock(direct, node)) ?? '');
+    expect(lock.kind === 'owned' ? `${lock.owner.namespace}/${lock.owner.name}` : lock.kind, 'the device plugin still finds the pod through the lock').to.equal(`${namespace}/late`);
+    expect(cache.usage.isAssumed(uid) || cache.usageOn(node).size > 0, 'its GPUs still count').to.equal(true);
+  });
+
   it('a Binding refused with 503 (nothing committed) fails the bind and releases the lock', async () => {
     const { namespace, core: direct } = testCluster();
     const { proxy, cache, binder } = await harness();

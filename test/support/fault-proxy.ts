@@ -68,6 +68,11 @@ export type FaultAction =
   | { kind: 'delay'; ms: number }
   /** Never forward nor answer, until the client gives up or the proxy stops. */
   | { kind: 'hang' }
+  /**
+   * Never answer the client, but forward its request `ms` later whatever the client did meanwhile (it
+   * gave up): an apiserver still committing a write whose caller was cut off by its deadline.
+   */
+  | { kind: 'commit-late'; ms: number }
   /** Destroy the client connection at once without forwarding. */
   | { kind: 'reset' }
   /** Answer a watch with one ERROR event carrying a 410 Expired Status and end the stream (a non-watch request gets a 410 answer). */
@@ -424,6 +429,21 @@ export class FaultProxy {
         });
         return;
       }
+      case 'commit-late': {
+        entry.status = 'hung';
+        this.hanging.add(res);
+        res.once('close', () => this.hanging.delete(res));
+        const chunks: Buffer[] = [];
+        req.on('data', (chunk: Buffer) => { chunks.push(chunk); });
+        req.once('end', () => {
+          const timer = setTimeout(() => {
+            this.timers.delete(timer);
+            this.commitLate(req, Buffer.concat(chunks), entry);
+          }, action.ms);
+          this.timers.add(timer);
+        });
+        return;
+      }
       case 'hang':
         entry.status = 'hung';
         this.hanging.add(res);
@@ -463,6 +483,24 @@ export class FaultProxy {
   }
 
   /** Sends the request upstream; `drop` reads the whole answer and then destroys the client connection instead of answering. */
+  /** Sends a request the client has given up on to the upstream, and records its answer only. */
+  private commitLate(req: IncomingMessage, body: Buffer, entry: LoggedRequest): void {
+    const upstreamReq = httpsRequest({
+      protocol: 'https:', hostname: this.upstreamUrl.hostname, port: this.upstreamUrl.port, method: req.method, path: req.url,
+      headers: { ...stripHopByHop(req.headers), host: this.upstreamUrl.host, 'content-length': String(body.length) }, agent: this.agent,
+    });
+    entry.forwarded = true;
+    this.upstreamRequests.add(upstreamReq);
+    upstreamReq.once('close', () => this.upstreamRequests.delete(upstreamReq));
+    upstreamReq.on('response', (upstreamRes: IncomingMessage) => {
+      entry.upstreamStatus = upstreamRes.statusCode;
+      upstreamRes.resume();
+      upstreamRes.once('end', () => { entry.endedAt = Date.now(); });
+    });
+    upstreamReq.once('error', (error: Error) => { entry.error = error.message; });
+    upstreamReq.end(body);
+  }
+
   private forward(req: IncomingMessage, res: ServerResponse, entry: LoggedRequest, mode: 'answer' | 'drop'): void {
     const upstreamReq = httpsRequest({
       protocol: 'https:',
