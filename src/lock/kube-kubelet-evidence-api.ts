@@ -27,11 +27,13 @@ export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
 
   async nodeLease(node: string, signal?: AbortSignal): Promise<NodeLeaseRecord | undefined> {
     try {
-      const lease = await this.coordination.readNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, name: node }, withSignal(this.bounded(signal)));
+      const answer = await this.coordination.readNamespacedLeaseWithHttpInfo({ namespace: NODE_LEASE_NAMESPACE, name: node }, withSignal(this.bounded(signal)));
+      const lease = answer.data;
+      const date = new Date(answer.headers.date ?? '');
       // kubelet is the Lease's one writer: its entry is re-stamped on every renewal.
       const times = (lease.metadata?.managedFields ?? []).map((entry) => entry.time).filter((time) => time instanceof Date && !Number.isNaN(time.getTime()));
       const renewedAt = times.length === 0 ? undefined : new Date(Math.max(...times.map((time) => (time as Date).getTime())));
-      return { resourceVersion: lease.metadata?.resourceVersion ?? '', renewedAt };
+      return { resourceVersion: lease.metadata?.resourceVersion ?? '', renewedAt, readAt: Number.isNaN(date.getTime()) ? undefined : date };
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;

@@ -28,7 +28,8 @@ import { mayBeAdmittedOn, type GoneIncarnation } from './lock-owner.js';
  *   apiserver's own records, so that a restart of ours does not start it over: the Lease was renewed
  *   more than `aliveMarginMs` after the lock was written (both times as the apiserver recorded them in
  *   managedFields, so no clock of ours or kubelet's is compared with another) and at least
- *   `aliveMarginMs` (plus a second of rounding) ago by our clock. Found by chaos on real nodes: with replicas SIGKILLed every few
+ *   `aliveMarginMs` (plus a second of rounding) before the apiserver answered the Lease read (its
+ *   Date header; our clock only when it sends none). Found by chaos on real nodes: with replicas SIGKILLed every few
  *   seconds each new process started its wait for a renewal afresh, and a lock stayed 90 s.
  * Without any of them the lock stays held (and stalls at NODELOCK_EXPIRE like any lock awaiting
  * allocation), which costs the next pod time but never its GPUs.
@@ -39,6 +40,11 @@ export interface NodeLeaseRecord {
   resourceVersion: string;
   /** When the apiserver last recorded a write of it (its newest managedFields time), if it says. */
   renewedAt: Date | undefined;
+  /**
+   * The apiserver's clock when it answered the read (its Date header, whole seconds), so that how
+   * long ago the Lease was renewed is judged on one clock: ours may be off by minutes.
+   */
+  readAt?: Date | undefined;
 }
 
 /** The kubelet's own traces in the API. */
@@ -126,8 +132,11 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     const lease = found?.resourceVersion ?? '';
     if (admissible !== undefined && await this.allReportedOn(node, owner, admissible, signal)) return false;
     const now = this.clock().getTime();
-    // managedFields times are whole seconds, cut down: the renewal may be up to a second later than recorded.
-    if (admissible === undefined && renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) && now - (found?.renewedAt?.getTime() ?? now) >= this.marginMs + 1000) {
+    // managedFields times are whole seconds, cut down: the renewal may be up to a second later than
+    // recorded. How long ago it was is read on the apiserver's clock when it says (Date header, also
+    // whole seconds: the one second more covers both), else on ours.
+    const sinceRenewalMs = (found?.readAt?.getTime() ?? now) - (found?.renewedAt?.getTime() ?? now);
+    if (admissible === undefined && renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) && sinceRenewalMs >= this.marginMs + 1000) {
       this.tracks.delete(node);
       return false;
     }

@@ -2,7 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { nodeOfPod } from '../hami/pod-node.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { failureText } from '../telemetry/api-failure.js';
-import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
+import { parseLockValue } from '../lock/lock-value.js';
 import type { ReleasePath } from '../lock/lock-events.js';
 import { ownerPodFrom } from '../lock/owner-pod.js';
 import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../hami/wire.js';
@@ -41,8 +41,8 @@ export interface PodWatchReleaseDeps {
 export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
   // One check per node at a time: a burst of updates of the same pod must not queue API reads.
   const checking = new Set<string>();
-  /** node|namespace/name: one follower per lock owner and node. */
-  const following = new Set<string>();
+  /** node → the deleted owners (namespace/name) whose lock there is followed: one follower per node. */
+  const following = new Map<string, Set<string>>();
   const sleep = deps.sleep ?? realSleep;
   const clock = deps.clock ?? Date.now;
   const intervalMs = deps.followIntervalMs ?? 250;
@@ -53,27 +53,33 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
    * bound there and waiting for Allocate may still be admitted by kubelet from the watch event it
    * queued, and the plugin would resolve its Allocate through the lock: such a lock is freed only
    * once the rules (lock/kubelet-admission.ts) say kubelet is past the pod; until then it is checked
-   * again, at most every `intervalMs`..4×`intervalMs`, one follower per node and owner name.
+   * again, at most every `intervalMs`..4×`intervalMs`. One follower per node, whatever deleted owner
+   * its lock names now (a same-name recreate or the next pod's delete joins it): the checks of a
+   * node, each a few API reads while kubelet may still admit the owner, are rate limited per node.
    */
   const follow = (node: string, namespace: string, name: string): void => {
-    const key = `${node}|${namespace}/${name}`;
-    if (following.has(key)) return;
-    following.add(key);
+    const owners = following.get(node);
+    if (owners !== undefined) {
+      owners.add(`${namespace}/${name}`);
+      return;
+    }
+    const followed = new Set([`${namespace}/${name}`]);
+    following.set(node, followed);
     void (async () => {
       const until = clock() + followForMs;
       let pause = intervalMs;
       while (!stopped && clock() < until) {
-        const lock = deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
-        if (lock === undefined || !isOwnedBy(parseLockValue(lock), { namespace, name })) return;
+        const lock = parseLockValue(deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '');
+        if (lock.kind !== 'owned' || !followed.has(`${lock.owner.namespace}/${lock.owner.name}`)) return;
         try {
           if ((await deps.locks.releaseIfReleasable(node, 'watch')).outcome !== 'kept') return;
         } catch (error) {
-          deps.log?.(`could not check the lock of ${namespace}/${name} on ${node} after its deletion: ${failureText(error)}`);
+          deps.log?.(`could not check the lock of ${lock.owner.namespace}/${lock.owner.name} on ${node} after its deletion: ${failureText(error)}`);
         }
         await sleep(pause);
         pause = Math.min(pause * 2, intervalMs * 4);
       }
-    })().finally(() => { following.delete(key); });
+    })().finally(() => { following.delete(node); });
   };
   const releaseLeftBehind = (pod: V1Pod, namespace: string, name: string): void => {
     const boundTo = pod.spec?.nodeName;

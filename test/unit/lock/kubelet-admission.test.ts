@@ -16,12 +16,14 @@ class Evidence implements KubeletEvidenceApi {
   lease: string | undefined = '100';
   /** The apiserver's record of the Lease's last write. */
   renewedAt: Date | undefined;
+  /** The apiserver's clock when it answered (Date header); undefined: it sent none. */
+  readAt: Date | undefined;
   registered = true;
   reportedUids = new Set<string>();
   calls: string[] = [];
   nodeLease(node: string) {
     this.calls.push(`lease ${node}`);
-    return Promise.resolve(this.lease === undefined ? undefined : { resourceVersion: this.lease, renewedAt: this.renewedAt });
+    return Promise.resolve(this.lease === undefined ? undefined : { resourceVersion: this.lease, renewedAt: this.renewedAt, readAt: this.readAt });
   }
   kubeletRegistered(node: string) {
     this.calls.push(`node ${node}`);
@@ -182,6 +184,23 @@ describe('kubelet admission of a lock owner that is gone', () => {
       expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), 'no managedFields time on the Lease').to.equal(true);
       evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
       expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, undefined), 'no record of the lock write').to.equal(true);
+    });
+
+    // Issue #42 item 8: our clock compared with the apiserver's managedFields time let a replica whose
+    // clock ran a minute ahead skip kubelet's margin altogether.
+    it('a replica whose clock is a minute off judges how long ago the renewal was on the apiserver\'s clock (its Date header)', async () => {
+      for (const skewMs of [60_000, -60_000]) {
+        const evidence = new Evidence();
+        evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
+        const ours = (apiserverMs: number) => new Date(apiserverMs + skewMs);
+        let apiserverNow = Date.parse('2026-12-02T10:00:08Z');
+        const check = new KubeletAdmission({ api: evidence, clock: () => ours(apiserverNow), aliveMarginMs: 5_000 });
+        evidence.readAt = new Date(apiserverNow);
+        expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), `clock ${skewMs / 1000} s off: renewed 1 s ago`).to.equal(true);
+        apiserverNow = Date.parse('2026-12-02T10:00:13Z');
+        evidence.readAt = new Date(apiserverNow);
+        expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), `clock ${skewMs / 1000} s off: renewed 6 s ago by the apiserver's clock`).to.equal(false);
+      }
     });
 
     it('is not used when the pod\'s last state is known: then the renewal must follow its disappearance', async () => {

@@ -110,6 +110,28 @@ describe('pod-watch release', () => {
     expect(pauses, 'the pause grows to 4x the interval').to.deep.equal([100, 200, 400]);
   });
 
+  // Issue #42 item 8: one follower per node, whichever deleted owner its lock names now; before, a
+  // follower was tied to one name, so the lock of a same-name recreate or of the next deleted pod on
+  // that node was not followed while the first follower slept.
+  it('follows a node\'s lock with one follower, as the lock moves from one deleted owner to another', async () => {
+    const { nodes, pods, locks, nextCheck } = await build();
+    locks.answer = () => 'kept';
+    pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a', bindPhase: 'allocating' }));
+    pods.emit('DELETED', pod('p', '3', { nodeName: 'gpu-a', deleting: true, bindPhase: 'allocating' }));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(locks.checked).to.deep.equal(['gpu-a:watch']);
+    nodes.emit('MODIFIED', lockedNode('gpu-a', '2026-01-01T00:00:09Z,ns,q', '2'));
+    pods.emit('ADDED', pod('q', '4', { nodeName: 'gpu-a', bindPhase: 'allocating' }));
+    pods.emit('DELETED', pod('q', '5', { nodeName: 'gpu-a', deleting: true, bindPhase: 'allocating' }));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(locks.checked, 'no second follower for the node').to.deep.equal(['gpu-a:watch']);
+    await nextCheck();
+    expect(locks.checked, 'the one follower checks q\'s lock at its pace').to.deep.equal(['gpu-a:watch', 'gpu-a:watch']);
+    nodes.emit('MODIFIED', lockedNode('gpu-a', '2026-01-01T00:00:10Z,ns,r', '3'));
+    await nextCheck();
+    expect(locks.checked, 'a lock of a pod nobody deleted is not followed').to.have.length(2);
+  });
+
   it('frees the lock a dead bind left for a pod never bound, found through the store, once the pod is deleted (chaos seed 2)', async () => {
     const { pods, locks } = await build();
     pods.emit('ADDED', pod('p', '2'));
