@@ -13,9 +13,10 @@ import { NodeLocks } from '../../src/lock/node-locks.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { startPodWatchRelease } from '../../src/sweeper/pod-watch-release.js';
 import { EventRecorder } from '../../src/telemetry/events.js';
+import { FaultProxy } from '../support/fault-proxy.js';
 import { LaggingSource } from '../support/lagging-source.js';
 import { readLock, setLock } from '../support/lock-helpers.js';
-import { eventually, notYet, testCluster, uniqueName } from '../support/test-cluster.js';
+import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const CONFIG = { bindGraceMs: 60_000, expireMs: 300_000 };
 const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
@@ -42,8 +43,8 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function harness(podLagMs = 0) {
-    const { kubeConfig } = testCluster();
+  async function harness(podLagMs = 0, proxy?: FaultProxy) {
+    const kubeConfig = proxy?.kubeConfig() ?? testCluster().kubeConfig;
     const core = kubeConfig.makeApiClient(CoreV1Api);
     const sources = kubeSources(kubeConfig);
     const pods = new LaggingSource(sources.pods, podLagMs);
@@ -80,8 +81,8 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
     return pod.metadata?.uid ?? '';
   }
 
-  const storeHas = (cache: ClusterCache, namespace: string, name: string, uid: string | undefined) => eventually(`the store to show ${name} as ${uid ?? 'gone'}`,
-    () => Promise.resolve(cache.pod(namespace, name)?.metadata?.uid === uid ? true : notYet(`uid ${cache.pod(namespace, name)?.metadata?.uid ?? 'none'}`)), 15_000, 20);
+  const storeHas = (cache: ClusterCache, namespace: string, name: string, uid: string | undefined, timeoutMs = 15_000) => eventually(`the store to show ${name} as ${uid ?? 'gone'}`,
+    () => Promise.resolve(cache.pod(namespace, name)?.metadata?.uid === uid ? true : notYet(`uid ${cache.pod(namespace, name)?.metadata?.uid ?? 'none'}`)), timeoutMs, 20);
 
   it('item 1: the recreated pod\'s bind does not adopt the lock of the dead incarnation kubelet may still admit; it binds once kubelet is past it', async () => {
     const { core, namespace } = testCluster();
@@ -137,6 +138,33 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
     process.stdout.write(`      kubelet's first status -> lock released: ${Date.now() - admitted} ms\n`);
     expect(released, 'released by the pod watch, with the reason the Event and metrics carry').to.deep.equal(['watch:owner-admitted']);
     expect((await core.readNamespacedPod({ namespace, name: 'worker-2' })).metadata?.annotations?.[BIND_PHASE_ANNOTATION], 'bind-phase is the plugin\'s, left as it was').to.equal('allocating');
+  });
+
+  it('item 3: a pod that vanished from a relist is judged by what kubelet may still admit, not by its stale copy (unbound when last seen, bound and allocating in the gap)', async () => {
+    const { core, namespace } = testCluster();
+    const proxy = await FaultProxy.start({ upstream: sharedControlPlane() });
+    cleanups.push(() => proxy.stop());
+    const { cache } = await harness(0, proxy);
+    const node = await kubeletNode(core);
+    const uid = await created(core, namespace, 'worker-3');
+    await storeHas(cache, namespace, 'worker-3', uid);
+    // The store's pod watch goes down and its relists fail for a while.
+    const down = proxy.addRule({ match: { method: 'GET', path: /^\/api\/v1\/pods$/ }, action: { kind: 'fail', status: 503 }, times: 2 });
+    proxy.breakWatches();
+    await down.whenHit();
+    // In the gap: a bind of it (another replica's) locks the node and binds it, allocating; then it is
+    // force-deleted before the frozen kubelet admitted it.
+    await setLock(core, node, formatLockValue(new Date(), { namespace, name: 'worker-3' }));
+    await core.createNamespacedPodBinding({ namespace, name: 'worker-3', body: {
+      metadata: { name: 'worker-3', uid, annotations: { [BIND_PHASE_ANNOTATION]: 'allocating', 'hami.io/vgpu-node': node } },
+      target: { apiVersion: 'v1', kind: 'Node', name: node },
+    } });
+    await core.deleteNamespacedPod({ namespace, name: 'worker-3', gracePeriodSeconds: 0 });
+    // The relist: the pod is missing, its stale copy unbound.
+    await storeHas(cache, namespace, 'worker-3', undefined, 40_000);
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    expect(await readLock(core, node), 'kubelet may still admit it: the lock stays').to.match(/,worker-3$/);
+    expect(cache.goneIncarnation(namespace, 'worker-3', uid)).to.deep.include({ final: false, boundTo: undefined });
   });
 
   it('item 2: a delete the pod watch delivers late (after the name was recreated and its new lock written) does not free the new lock', async () => {
