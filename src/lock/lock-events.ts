@@ -74,7 +74,8 @@ export interface ReleaseResult {
 }
 
 export interface ConditionalReleaseResult {
-  outcome: 'released' | 'kept' | 'not-locked';
+  /** not-owner: asked on behalf of a deleted pod, and the lock names another. */
+  outcome: 'released' | 'kept' | 'not-locked' | 'not-owner';
   node: string;
   value?: string;
   classification?: LockClassification;

@@ -193,6 +193,8 @@ export class NodeLocks {
       if (snapshot === undefined) return fromView ? { kind: 'reread-from-api' } : { kind: 'done', result: { outcome: 'not-locked', node } };
       const current = snapshot.lock;
       const value = parseLockValue(current);
+      // On behalf of a pod being deleted, only that pod's lock: another pod's lock is the sweeper's.
+      if (deleted !== undefined && !isOwnedBy(value, deleted)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
       const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal, deleted);
       if (classification.state !== 'releasable') {
         if (classification.state === 'stalled') this.emitStalled(node, value, classification);

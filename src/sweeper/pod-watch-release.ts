@@ -10,7 +10,7 @@ import { sleep as realSleep } from '../base/abort.js';
 
 export interface WatchReleaser {
   /** Classifies the node's lock (store first, confirmed by the API) and frees it only if releasable. */
-  releaseIfReleasable(node: string, path: ReleasePath): Promise<{ outcome: 'released' | 'kept' | 'not-locked' }>;
+  releaseIfReleasable(node: string, path: ReleasePath): Promise<{ outcome: 'released' | 'kept' | 'not-locked' | 'not-owner' }>;
 }
 
 /**
