@@ -135,8 +135,7 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     // managedFields times are whole seconds, cut down: the renewal may be up to a second later than
     // recorded. How long ago it was is read on the apiserver's clock when it says (Date header, also
     // whole seconds: the one second more covers both), else on ours.
-    const sinceRenewalMs = (found?.readAt?.getTime() ?? now) - (found?.renewedAt?.getTime() ?? now);
-    if (admissible === undefined && renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) && sinceRenewalMs >= this.marginMs + 1000) {
+    if (admissible === undefined && renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) && renewedLongAgo(found, now, this.marginMs)) {
       this.tracks.delete(node);
       return false;
     }
@@ -167,10 +166,23 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
   async mayForce(node: string, owner: PodRef, lockWrittenAt: Date | undefined, signal?: AbortSignal): Promise<boolean> {
     const found = await this.deps.api.nodeLease(node, signal);
     if (found === undefined) return !await this.deps.api.kubeletRegistered(node, signal);
-    if (!renewedWellAfter(found.renewedAt, lockWrittenAt, this.marginMs)) return false;
+    // Renewed well after the lock's write, and that renewal at least the margin ago: a kubelet that
+    // was frozen renews its Lease first thing when it runs again, before it admits the pods it
+    // queued; forced at that moment, the lock would name the next pod by the time kubelet calls
+    // Allocate for the owner (seen on a real kubelet under load, real-reordered-admission.test.ts).
+    if (!renewedWellAfter(found.renewedAt, lockWrittenAt, this.marginMs) || !renewedLongAgo(found, this.clock().getTime(), this.marginMs)) return false;
     const waiting = await this.deps.api.awaitingAcknowledgement(node, signal);
     return !waiting.some((pod) => pod.namespace !== owner.namespace || pod.name !== owner.name);
   }
+}
+
+/**
+ * Whether the Lease's last renewal was at least `marginMs` before the apiserver answered its read
+ * (the Date header; our clock `nowMs` only when it sends none): both whole seconds, one more covers it.
+ */
+function renewedLongAgo(lease: NodeLeaseRecord | undefined, nowMs: number, marginMs: number): boolean {
+  const renewedAt = lease?.renewedAt?.getTime();
+  return renewedAt !== undefined && (lease?.readAt?.getTime() ?? nowMs) - renewedAt >= marginMs + 1000;
 }
 
 /**

@@ -214,11 +214,23 @@ describe('kubelet admission of a lock owner that is gone', () => {
   describe('mayForce (before NODELOCK_FORCE_AFTER frees a stalled lock)', () => {
     const lockWritten = new Date('2026-12-02T10:00:00Z');
 
-    it('yes once the Lease was renewed more than the margin (plus a second of rounding) after the lock was written', async () => {
+    it('yes once the Lease was renewed more than the margin (plus a second of rounding) after the lock was written, and that renewal is the margin old', async () => {
       const { evidence, check } = setup();
+      evidence.readAt = new Date('2026-12-02T10:00:30Z');
       evidence.renewedAt = new Date('2026-12-02T10:00:06Z');
       expect(await check.mayForce(NODE, OWNER, lockWritten), 'within margin + 1 s: may have been frozen until just after the write').to.equal(false);
       evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
+      expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(true);
+    });
+
+    // Found beside a chaos run: a frozen kubelet renews its Lease first thing when it runs again,
+    // before it admits the pods it queued; a force at that moment let the next pod take the lock.
+    it('no while the renewal that proves kubelet runs again is younger than the margin (by the apiserver\'s clock): it may not have admitted its queue yet', async () => {
+      const { evidence, check } = setup();
+      evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
+      evidence.readAt = new Date('2026-12-02T10:00:35Z');
+      expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(false);
+      evidence.readAt = new Date('2026-12-02T10:00:36Z');
       expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(true);
     });
 
@@ -235,6 +247,7 @@ describe('kubelet admission of a lock owner that is gone', () => {
     it('no while another pod placed on the node awaits kubelet\'s acknowledgement: the owner is queued behind that pod\'s stuck Allocate', async () => {
       const { evidence, check } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
+      evidence.readAt = new Date('2026-12-02T10:01:00Z');
       evidence.waiting = [OWNER];
       expect(await check.mayForce(NODE, OWNER, lockWritten), 'only the owner itself waits: it is the one inside the stuck call').to.equal(true);
       evidence.waiting = [{ namespace: 'ns', name: 'earlier' }, OWNER];
