@@ -13,6 +13,16 @@ const main = resolve(repoRoot, 'src', 'main.ts');
 /** `vgpu-warden local` from the sources; test/unit/docs/commands-run-by.ts finds the README command by this line. */
 const spawnLocal = (args: string[]) => spawnCaptured(process.execPath, ['--import', 'tsx', main, 'local', ...args]);
 
+/** kubelet and containerd processes of real nodes on this machine (their command lines). */
+function realNodeProcesses(): string[] {
+  return execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => /vgpu-warden-rn-.*(kubelet|containerd)/.test(line));
+}
+
+/** The run folder (vgpu-warden-rn-XXXXXX) a real node's process belongs to. */
+function runFolderOf(line: string): string {
+  return /vgpu-warden-rn-[A-Za-z0-9]+/.exec(line)?.[0] ?? line;
+}
+
 describe('vgpu-warden local on real and simulated nodes (the README main job, headless)', function () {
   this.timeout(180_000);
 
@@ -63,6 +73,8 @@ describe('vgpu-warden local on real and simulated nodes (the README main job, he
   });
 
   it('on real nodes: both variants with kubelet frozen, each replacement Running with the GPU its allocation names; the image a user can run; exits 0 and leaves no node behind', async () => {
+    // Run folders of real nodes that other runs on this machine own (a chaos run beside this one).
+    const othersBefore = new Set(realNodeProcesses().map((line) => runFolderOf(line)));
     const { code, output } = await runLocal(['--nodes', 'real', '--demo', 'seed', '--exit-after-demo', '--gpu-nodes', '1', '--no-view']);
     expect(code, output).to.equal(0);
     expect(output).to.match(/local: real nodes, as --nodes=real asks/);
@@ -74,7 +86,7 @@ describe('vgpu-warden local on real and simulated nodes (the README main job, he
       expect(Number(running?.[1])).to.be.below(30_000);
     }
     expect(output).to.include('demo finished; stopping');
-    const left = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => /vgpu-warden-rn-.*(kubelet|containerd)/.test(line));
+    const left = realNodeProcesses().filter((line) => !othersBefore.has(runFolderOf(line)));
     expect(left, 'no kubelet or containerd of the local nodes left').to.deep.equal([]);
   });
 
