@@ -46,7 +46,10 @@ function hostSnapshot(baseDir: string, marker: string, cgroupNames: readonly str
     if (argv.length === 0 || pid === String(process.pid)) continue;
     const program = basename(argv[0] ?? '');
     const ours = argv.some((arg) => arg.includes(baseDir)) || readOr(`/proc/${pid}/environ`, '').split('\0').includes(marker);
-    if (ours || NODE_PROGRAMS.has(program) || NODE_PROGRAMS.has(comm)) processes.push(`${pid} ${argv.join(' ').slice(0, 200)}`);
+    // A node program of another run on this machine (a chaos or e2e run beside this one) names its
+    // own run folder; one that names none could be an escaped process of ours, and counts.
+    const anotherRun = !ours && argv.some((arg) => arg.includes('/vgpu-warden-rn-'));
+    if (ours || ((NODE_PROGRAMS.has(program) || NODE_PROGRAMS.has(comm)) && !anotherRun)) processes.push(`${pid} ${argv.join(' ').slice(0, 200)}`);
   }
   const cgroups: string[] = [];
   for (const hierarchy of readdirSync('/sys/fs/cgroup')) {
