@@ -246,7 +246,7 @@ export class Binder {
     const { args, view, pod } = attempt;
     const reservation = evaluateNode(this.deps.cache, args.node, view);
     if (!reservation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${reservation.reason}`);
-    this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(reservation.allocation, initLayout(view.requests)), args.podNamespace, pod);
+    this.deps.cache.assumePod(args.podUid, args.node, podDeviceUsage(reservation.allocation, initLayout(view.requests)), args.podNamespace, pod);
     attempt.reserved = true;
   }
 
@@ -276,7 +276,7 @@ export class Binder {
     const usage = await this.usageForBind(args, attempt.lock, signal, attempt.readForWrite.pods);
     const evaluation = evaluateNode(this.deps.cache, args.node, { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid, pod) }, usage);
     if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
-    this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, initLayout(view.requests)), args.podNamespace, pod);
+    this.deps.cache.assumePod(args.podUid, args.node, podDeviceUsage(evaluation.allocation, initLayout(view.requests)), args.podNamespace, pod);
     const encoded = encodeAllocation(evaluation.allocation);
     attempt.encoded = encoded;
     const seconds = String(Math.floor(this.clock().getTime() / 1000));
@@ -333,7 +333,7 @@ export class Binder {
       this.deps.log?.('warn', `kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod may be bound there`);
       return;
     }
-    if (attempt.reserved) this.deps.cache.usage.forget(args.podUid);
+    if (attempt.reserved) this.deps.cache.forgetPod(args.podUid);
     attempt.reserved = false;
     const values = attempt.lockValues;
     attempt.lockValues = [];
