@@ -67,7 +67,7 @@ async function run(gpu: boolean, distinct = false, namespace = 'bench'): Promise
   const times: number[] = [];
   for (let index = 0; index < SAMPLES; index++) {
     // One node changes between samples, as binds land (in the pod's namespace: its quota use grows).
-    cache.usage.assume(`churn-${namespace}-${index}`, nodeNames[index % NODES] ?? '', new Map([[`GPU-${nodeNames[index % NODES] ?? ''}-0`, { slots: 1, memoryMiB: 1, cores: 0 }]]), namespace);
+    cache.assumePod(`churn-${namespace}-${index}`, nodeNames[index % NODES] ?? '', new Map([[`GPU-${nodeNames[index % NODES] ?? ''}-0`, { slots: 1, memoryMiB: 1, cores: 0 }]]), namespace);
     const pod = podOf(index, gpu, distinct, namespace);
     const started = performance.now();
     const filtered = await service.filter({ pod, nodeNames });

@@ -37,12 +37,11 @@ export function timeoutSignal(ms: number, error: () => Error): { signal: AbortSi
   return { signal: controller.signal, clear: () => { clearTimeout(timer); } };
 }
 
-/** A pause of `ms` that keeps the process alive, as setTimeout does. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise<void>((resolve) => setTimeout(resolve, ms));
-}
-
-/** A pause of `ms` that rejects with the signal's reason as soon as it aborts. */
-export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+/**
+ * The one pause of the code base: `ms`, keeping the process alive as setTimeout does; with a
+ * `signal`, it rejects (an AbortError whose cause is the signal's reason) as soon as the signal aborts.
+ */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal === undefined) return new Promise<void>((resolve) => setTimeout(resolve, ms));
   return delay(ms, undefined, { signal });
 }

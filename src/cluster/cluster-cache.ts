@@ -14,7 +14,7 @@ import { kubeletRegistered, UnacknowledgedAllocations, type UnacknowledgedPod } 
 import type { GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
 import { slimNode } from './slim-objects.js';
-import { PodUsageIndex } from './pod-usage-index.js';
+import { PodUsageIndex, type UnreadableAllocation } from './pod-usage-index.js';
 import { QuotaIndex } from './quota-index.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
 import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
@@ -55,7 +55,8 @@ type PodListener = (pod: V1Pod, change: PodChange) => void;
  * the same name while the watch was down is a delete of the old incarnation and an add of the new.
  */
 export class ClusterCache {
-  readonly usage: PodUsageIndex;
+  /** GPU use per node and namespace, bound and assumed pods (pod-usage-index.ts); changed only through the methods below. */
+  private readonly usage: PodUsageIndex;
   /** The store as the lock service sees it (first reads, lock ages, our own writes fed back). */
   readonly lockView: LockView;
   private readonly nodes = new ObjectStore<V1Node>();
@@ -254,6 +255,36 @@ export class ClusterCache {
     return usage;
   }
 
+  /**
+   * A bind's share of `node` counted before the store sees the pod bound (kube-scheduler's
+   * AssumePod): the reservation while it waits for the lock, then the GPUs chosen under it. It
+   * counts against the namespace's GPU quota (`pod` lets a scoped quota tell whether it counts it)
+   * until the pod watch delivers the bound pod, or until it expires.
+   */
+  assumePod(uid: string, node: string, usage: Map<string, GpuUse>, namespace?: string, pod?: unknown): void {
+    this.usage.assume(uid, node, usage, namespace, pod);
+  }
+
+  /** Drops a bind's assumption: the bind failed and nothing of it was bound (kube-scheduler's ForgetPod). */
+  forgetPod(uid: string): void {
+    this.usage.forget(uid);
+  }
+
+  /** Whether a bind's assumption for the pod is still counted. */
+  isAssumed(uid: string): boolean {
+    return this.usage.isAssumed(uid);
+  }
+
+  /** The nodes whose usage counts the pod (bound or assumed). */
+  nodesAccounting(uid: string): string[] {
+    return this.usage.nodesOf(uid);
+  }
+
+  /** Pods whose allocation annotation cannot be read (counted as using their whole node). */
+  unreadableAllocations(): UnreadableAllocation[] {
+    return this.usage.unreadable();
+  }
+
   /** Both collections listed and both watches up: the store is behind by at most the events in flight. */
   watching(): boolean {
     return this.reflectors.every((reflector) => reflector.synced && reflector.downSince === undefined);
@@ -390,7 +421,7 @@ export class ClusterCache {
   }
 
   /** What the store knows of whom `value` on `node` was written for (lock/lock-owner.ts). */
-  lockOwnerFacts(node: string, value: string, ref: PodRef, namedUid: string | undefined): Omit<LockOwnerFacts, 'named' | 'lockWrittenAt'> {
+  private lockOwnerFacts(node: string, value: string, ref: PodRef, namedUid: string | undefined): Omit<LockOwnerFacts, 'named' | 'lockWrittenAt'> {
     const lock = this.locks.of(node);
     const known = lock?.raw === value ? lock : undefined;
     return {
@@ -404,17 +435,17 @@ export class ClusterCache {
   }
 
   /** The pod a lock names, as lock rules see it; undefined when the store has no such pod. */
-  ownerPod(ref: PodRef): OwnerPod | undefined {
+  private ownerPod(ref: PodRef): OwnerPod | undefined {
     const pod = this.pod(ref.namespace, ref.name);
     return pod === undefined ? undefined : ownerPodFrom(pod);
   }
 
 
-  lockSeenAt(nodeName: string, value: string): Date | undefined {
+  private lockSeenAt(nodeName: string, value: string): Date | undefined {
     return this.locks.seenAt(nodeName, value);
   }
 
-  nodeSnapshot(nodeName: string): NodeSnapshot | undefined {
+  private nodeSnapshot(nodeName: string): NodeSnapshot | undefined {
     const node = this.nodes.get(nodeName);
     if (node === undefined) return undefined;
     return { name: nodeName, resourceVersion: node.metadata?.resourceVersion ?? '', lock: node.metadata?.annotations?.[NODE_LOCK_ANNOTATION], object: node };
@@ -424,7 +455,7 @@ export class ClusterCache {
    * Feeds back a node we just wrote (a lock write's answer) so waiters see it before its watch event;
    * `writtenFor` is the UID of the pod its lock value was written for.
    */
-  observeNodeWrite(snapshot: NodeSnapshot, writtenFor?: string): void {
+  private observeNodeWrite(snapshot: NodeSnapshot, writtenFor?: string): void {
     const object = snapshot.object as V1Node | undefined;
     const name = object?.metadata?.name;
     if (object === undefined || name === undefined) return;

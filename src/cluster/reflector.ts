@@ -1,7 +1,8 @@
 import { describeError, WardenError } from '../base/errors.js';
 import { apiCondition, failureText } from '../telemetry/api-failure.js';
 import { ConditionLog, type ConditionReporter } from '../telemetry/condition-log.js';
-import { abortableSleep, until } from '../base/abort.js';
+import { sleep, until } from '../base/abort.js';
+import { Backoff } from '../base/backoff.js';
 
 export interface ListResult<T> {
   items: T[];
@@ -71,34 +72,6 @@ export interface ReflectorDeps<T> {
 }
 
 
-/**
- * Exponential backoff with jitter. The cap applies to the jittered pause too, so no pause is ever
- * longer than `maxBackoffMs` (client-go caps only the base and lets jitter double it).
- */
-class Backoff {
-  private base: number;
-
-  constructor(
-    private readonly options: Required<Pick<ReflectorOptions, 'initialBackoffMs' | 'maxBackoffMs' | 'backoffFactor' | 'jitter'>>,
-    private readonly random: () => number,
-  ) {
-    this.base = options.initialBackoffMs;
-  }
-
-  next(): number {
-    const { maxBackoffMs, backoffFactor, jitter } = this.options;
-    const pause = Math.min(this.base * (1 + jitter * this.random()), maxBackoffMs);
-    this.base = Math.min(this.base * backoffFactor, maxBackoffMs);
-    return pause;
-  }
-
-  reset(): void {
-    this.base = this.options.initialBackoffMs;
-  }
-}
-
-
-
 /** Calls an injected async function, turning a synchronous throw into a rejection. */
 async function attempt<R>(call: () => Promise<R>): Promise<R> {
   return await call();
@@ -144,15 +117,10 @@ export class Reflector<T> {
     this.source = deps.source;
     this.sink = deps.sink;
     this.clock = deps.clock ?? Date.now;
-    this.sleep = deps.sleep ?? abortableSleep;
+    this.sleep = deps.sleep ?? sleep;
     this.log = deps.log ?? (() => undefined);
     this.backoff = new Backoff(
-      {
-        initialBackoffMs: options.initialBackoffMs ?? 1000,
-        maxBackoffMs: options.maxBackoffMs ?? 30_000,
-        backoffFactor: options.backoffFactor ?? 2,
-        jitter: options.jitter ?? 1.0,
-      },
+      { initialMs: options.initialBackoffMs ?? 1000, capMs: options.maxBackoffMs ?? 30_000, factor: options.backoffFactor ?? 2, jitter: options.jitter ?? 1.0 },
       deps.random ?? Math.random,
     );
     this.backoffResetAfterMs = options.backoffResetAfterMs ?? 60_000;

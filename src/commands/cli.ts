@@ -21,6 +21,8 @@ export interface FlagSpec {
   requires?: string;
 }
 
+const USAGE_ERROR = Symbol.for('vgpu-warden.usage-error');
+
 export interface CommandContext {
   io: CliIo;
   flags: Readonly<Record<string, string | boolean | string[] | undefined>>;
@@ -51,7 +53,18 @@ export interface Command {
 }
 
 /** Wrong words on the command line: one line on stderr, exit code 2. */
-export class UsageError extends WardenError {}
+/**
+ * A command line the command cannot run: exit 2. Recognised by a registered symbol rather than by
+ * class identity, because a lazily loaded command (local-run.ts) may see its own copy of this module
+ * where a loader keeps two (tsx under mocha loads the tests' imports as CommonJS, import() as ESM).
+ */
+export class UsageError extends WardenError {
+  readonly [USAGE_ERROR] = true;
+}
+
+export function isUsageError(error: unknown): error is UsageError {
+  return typeof error === 'object' && error !== null && USAGE_ERROR in error;
+}
 
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
@@ -216,8 +229,8 @@ export async function runCli(argv: readonly string[], commands: readonly Command
       config: () => config ?? loadConfig(io.env, configFlagValues, only),
     });
   } catch (error) {
-    const isUsage = error instanceof UsageError || error instanceof ConfigError;
-    io.stderr(`vgpu-warden: ${isUsage ? error.message : describeError(error)}`);
+    const isUsage = isUsageError(error) || error instanceof ConfigError;
+    io.stderr(`vgpu-warden: ${isUsage ? (error).message : describeError(error)}`);
     return isUsage ? EXIT_USAGE : EXIT_FAILURE;
   }
 }

@@ -17,7 +17,7 @@ import { podKey, type PodRef } from '../lock/lock-value.js';
 import type { NodeSnapshot } from '../lock/node-lock-api.js';
 import type { LockingPod, NodeLocks } from '../lock/node-locks.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
-import { evaluateNode, viewPod, type PlacementDefaults } from './gpu-placement.js';
+import { evaluateNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
 import type { BindingArgs } from './protocol.js';
 import type { AcquireResult } from '../lock/lock-events.js';
 import type { BoundPod } from './binding-label-follow-up.js';
@@ -26,8 +26,14 @@ export class BindError extends WardenError {}
 /** The bind ran out of its one deadline. */
 export class BindDeadlineError extends BindError {}
 
+/**
+ * The binder's narrow port to the API: the pod read (the incarnation check and the re-read after a
+ * failed Binding), the Binding, and the node's pods where the store may lag.
+ */
+export type BindingApi = Pick<CoreV1Api, 'readNamespacedPod' | 'createNamespacedPodBinding' | 'listPodForAllNamespaces'>;
+
 export interface BinderDeps {
-  core: CoreV1Api;
+  core: BindingApi;
   cache: ClusterCache;
   locks: NodeLocks;
   events: EventRecorder;
@@ -74,6 +80,30 @@ export type BindOutcome = { error?: string };
 const DEFAULT_ACKNOWLEDGEMENT_MAX_AGE_MS = 5 * 60_000;
 const DEFAULT_LOCK_WAIT_EVENT_AFTER_MS = 5000;
 const DEFAULT_PLUGIN_RELEASE_WAIT_MS = 2000;
+
+/** One bind attempt: what it validated and what it holds, so that unreserve undoes exactly that. */
+interface BindAttempt {
+  args: BindingArgs;
+  target: EventTarget;
+  signal: AbortSignal;
+  pod: V1Pod;
+  view: PodView;
+  ref: LockingPod;
+  /** Marks this call as the owner of the node's lock in this process (lockOwners). */
+  token: symbol;
+  /** The pod's share is assumed in the store (the reservation, then the fit under the lock). */
+  reserved: boolean;
+  /** The lock this attempt took. */
+  lock?: AcquireResult;
+  /** The lock values this attempt wrote or may have written: what unreserve releases. */
+  lockValues: readonly string[];
+  /** The Binding: not sent, refused for sure, or possibly committed (then nothing is undone). */
+  binding: 'not-sent' | 'sent' | 'refused' | 'maybe-bound';
+  /** The node's pods read from the API before the lock write, when the store lagged. */
+  readForWrite: { pods?: PodsReadForWrite };
+  /** The allocation as HAMi's annotation encodes it, once assumed. */
+  encoded?: string;
+}
 
 /** The node's pods as read from the API for one lock write, and the node state they were read against. */
 interface PodsReadForWrite {
@@ -159,89 +189,155 @@ export class Binder {
     }
   }
 
+  /**
+   * The bind's named steps over one attempt record (kube-scheduler's Reserve → Permit → PreBind →
+   * Bind → PostBind): reserve, acquire, assume, bind, postBind; any failure runs the one unreserve,
+   * which undoes exactly what the attempt holds.
+   */
   private async bindWithin(args: BindingArgs, target: EventTarget, signal: AbortSignal): Promise<BindOutcome> {
+    const attempt = await this.prepare(args, target, signal);
+    if (attempt === undefined) return {};
+    try {
+      this.reserve(attempt);
+      await this.acquire(attempt);
+      const annotations = await this.assume(attempt);
+      await this.bindPod(attempt, annotations);
+    } catch (error) {
+      await this.unreserve(attempt);
+      throw error;
+    } finally {
+      if (this.lockOwners.get(args.node) === attempt.token) this.lockOwners.delete(args.node);
+    }
+    this.postBind(attempt, attempt.encoded ?? '');
+    return {};
+  }
+
+  /**
+   * The pod as this bind validates it; undefined when there is nothing more to do: already bound
+   * here, or a pod that names no GPU (kube-scheduler sends only pods with a managed resource), which
+   * gets a plain Binding. Bound elsewhere or an unreadable request: an error, nothing written.
+   */
+  private async prepare(args: BindingArgs, target: EventTarget, signal: AbortSignal): Promise<BindAttempt | undefined> {
     const pod = await this.currentPod(args, signal);
     const boundTo = pod.spec?.nodeName;
     if (boundTo !== undefined && boundTo !== '') {
-      if (boundTo === args.node) return {};
+      if (boundTo === args.node) return undefined;
       throw new BindError(`pod is already bound to node ${boundTo}`);
     }
     const problems = gpuRequestProblems(pod, this.deps.defaults.requestDefaults);
     if (problems.length > 0) throw new BindError(`unreadable GPU request: ${describeProblems(problems)}`);
     const view = viewPod(pod, this.deps.defaults, this.deps.cache);
     if (!view.wantsGpu) {
-      // kube-scheduler sends only pods with a managed resource; a pod that names none gets a plain bind.
       await this.createBinding(args, {}, signal);
-      return {};
+      return undefined;
     }
-
     // The UID too: a lock of this name is re-stamped only when it was written for this incarnation.
     const ref: LockingPod = { namespace: args.podNamespace, name: args.podName, uid: args.podUid };
-    const token = Symbol(args.podUid);
-    let lock: AcquireResult | undefined;
-    const readForWrite: { pods?: PodsReadForWrite } = {};
-    // The pod's share is reserved on the node while the bind waits for the lock, so that filter and
-    // prioritize of the pods kube-scheduler places meanwhile count it: a burst would otherwise send
-    // a node more pods than it has room for, and their binds would fail one by one once each got
-    // the lock. The fit under the lock replaces the reservation (it leaves the pod's own usage out).
+    return { args, target, signal, pod, view, ref, token: Symbol(args.podUid), reserved: false, lockValues: [], binding: 'not-sent', readForWrite: {} };
+  }
+
+  /**
+   * Reserve: the pod's share is counted on the node while the bind waits for the lock, so that
+   * filter and prioritize of the pods kube-scheduler places meanwhile count it: a burst would
+   * otherwise send a node more pods than it has room for, and their binds would fail one by one once
+   * each got the lock. The fit under the lock (assume) replaces the reservation.
+   */
+  private reserve(attempt: BindAttempt): void {
+    const { args, view, pod } = attempt;
     const reservation = evaluateNode(this.deps.cache, args.node, view);
     if (!reservation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${reservation.reason}`);
-    this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(reservation.allocation, initLayout(view.requests)), args.podNamespace, pod);
-    let reservedOnly = true;
+    this.deps.cache.assumePod(args.podUid, args.node, podDeviceUsage(reservation.allocation, initLayout(view.requests)), args.podNamespace, pod);
+    attempt.reserved = true;
+  }
+
+  /** Acquire: the node's lock in its FIFO turn, with the kubelet precondition (acquireInTurn). */
+  private async acquire(attempt: BindAttempt): Promise<void> {
     try {
-      try {
-        lock = await this.acquireInTurn(args, ref, token, target, signal, pod.metadata?.resourceVersion, readForWrite);
-      } catch (error) {
-        // A lock write that may have landed: ours to clean up, the pod is certainly not bound yet.
-        if (error instanceof LockOutcomeUnknownError) await this.release(args, ref, error.written);
-        throw error;
-      }
-      this.lockOwners.set(args.node, token);
-      const usage = await this.usageForBind(args, lock, signal, readForWrite.pods);
-      // The quota as it is now, after the lock wait: no await between this fit and the assume below.
-      const evaluation = evaluateNode(this.deps.cache, args.node, { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid, pod) }, usage);
-      if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
-      // Synchronously after the fit: the namespace's next quota check already counts this pod.
-      this.deps.cache.usage.assume(args.podUid, args.node, podDeviceUsage(evaluation.allocation, initLayout(view.requests)), args.podNamespace, pod);
-      reservedOnly = false;
-      const encoded = encodeAllocation(evaluation.allocation);
-      const seconds = String(Math.floor(this.clock().getTime() / 1000));
-      const annotations = {
-        [VGPU_NODE_ANNOTATION]: args.node,
-        [VGPU_TIME_ANNOTATION]: seconds,
-        [TO_ALLOCATE_ANNOTATION]: encoded,
-        [ALLOCATED_ANNOTATION]: encoded,
-        [BIND_PHASE_ANNOTATION]: 'allocating',
-        [BIND_TIME_ANNOTATION]: seconds,
-      };
-      try {
-        await this.createBinding(args, annotations, signal, { [VGPU_NODE_ANNOTATION]: args.node });
-      } catch (error) {
-        const bound = await this.boundHereAfterAll(args);
-        if (bound !== true) {
-          // A Binding the apiserver may still be committing (cut off by the deadline, a lost answer,
-          // a 5xx) can bind the pod after this re-read: its lock is then the one the device plugin
-          // needs. Only a definite refusal frees it here; otherwise the lock rules do, once the bind
-          // grace is over and the pod is not bound here (issue #42 item 6).
-          await this.undo(args, ref, [lock.value], refusedForSure(error) ? bound : undefined);
-          lock = undefined;
-          throw error;
-        }
-        this.deps.log?.('warn', `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
-      }
-      lock = undefined;
-      this.deps.labels?.follow({ namespace: args.podNamespace, name: args.podName, uid: args.podUid, node: args.node });
-      this.deps.log?.('info', `bound ${args.podNamespace}/${args.podName} to ${args.node} with GPUs ${encoded}`);
-      return {};
+      const lock = await this.acquireInTurn(attempt);
+      attempt.lock = lock;
+      attempt.lockValues = [lock.value];
     } catch (error) {
-      // Before its Binding was sent this bind cannot have bound the pod here (a second bind of it
-      // waits for this one's lock), so nothing needs re-reading.
-      if (lock !== undefined) await this.undo(args, ref, [lock.value], false);
-      else if (reservedOnly) this.deps.cache.usage.forget(args.podUid);
+      // A lock write that may have landed: ours to clean up (the pod is certainly not bound yet).
+      if (error instanceof LockOutcomeUnknownError) attempt.lockValues = error.written;
       throw error;
-    } finally {
-      if (this.lockOwners.get(args.node) === token) this.lockOwners.delete(args.node);
     }
+    this.lockOwners.set(attempt.args.node, attempt.token);
+  }
+
+  /**
+   * Assume: the GPUs chosen under the lock, from the store's usage (and the node's pods read from
+   * the API where the store may lag), and counted at once: no await between this fit and the
+   * assumption, so the namespace's next quota check already counts this pod. Returns HAMi's
+   * annotations for the Binding.
+   */
+  private async assume(attempt: BindAttempt): Promise<Record<string, string>> {
+    const { args, view, pod, signal } = attempt;
+    if (attempt.lock === undefined) throw new BindError('assume without the lock');
+    const usage = await this.usageForBind(args, attempt.lock, signal, attempt.readForWrite.pods);
+    const evaluation = evaluateNode(this.deps.cache, args.node, { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid, pod) }, usage);
+    if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
+    this.deps.cache.assumePod(args.podUid, args.node, podDeviceUsage(evaluation.allocation, initLayout(view.requests)), args.podNamespace, pod);
+    const encoded = encodeAllocation(evaluation.allocation);
+    attempt.encoded = encoded;
+    const seconds = String(Math.floor(this.clock().getTime() / 1000));
+    return {
+      [VGPU_NODE_ANNOTATION]: args.node,
+      [VGPU_TIME_ANNOTATION]: seconds,
+      [TO_ALLOCATE_ANNOTATION]: encoded,
+      [ALLOCATED_ANNOTATION]: encoded,
+      [BIND_PHASE_ANNOTATION]: 'allocating',
+      [BIND_TIME_ANNOTATION]: seconds,
+    };
+  }
+
+  /**
+   * Bind: one Binding carrying HAMi's annotations and the hami.io/vgpu-node label, with the pod's
+   * UID as precondition. After an error the pod is re-read: bound here after all (its answer was
+   * lost) is a success; a definite refusal leaves nothing bound; anything else (cut off by the
+   * deadline, a lost answer, a 5xx) may still be committed by the apiserver after the re-read
+   * (issue #42 item 6), and unreserve then leaves the lock to the rules.
+   */
+  private async bindPod(attempt: BindAttempt, annotations: Record<string, string>): Promise<void> {
+    const { args, signal } = attempt;
+    attempt.binding = 'sent';
+    try {
+      await this.createBinding(args, annotations, signal, { [VGPU_NODE_ANNOTATION]: args.node });
+    } catch (error) {
+      const bound = await this.boundHereAfterAll(args);
+      if (bound === true) {
+        this.deps.log?.('warn', `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
+        return;
+      }
+      attempt.binding = bound === false && refusedForSure(error) ? 'refused' : 'maybe-bound';
+      throw error;
+    }
+  }
+
+  /** PostBind: the label follow-up (where the apiserver drops a Binding's labels) and the log line. */
+  private postBind(attempt: BindAttempt, encoded: string): void {
+    const { args } = attempt;
+    this.deps.labels?.follow({ namespace: args.podNamespace, name: args.podName, uid: args.podUid, node: args.node });
+    this.deps.log?.('info', `bound ${args.podNamespace}/${args.podName} to ${args.node} with GPUs ${encoded}`);
+  }
+
+  /**
+   * Unreserve, the one undo of a failed attempt: idempotent, it undoes what the attempt holds. A pod
+   * that is or may be bound here keeps everything (the device plugin needs its lock; the assumed
+   * usage expires by itself). Otherwise the assumed usage is forgotten and exactly the lock values
+   * this attempt wrote are released: before its Binding was sent the bind cannot have bound the pod
+   * (a second bind of it waits for this one's lock), so nothing needs re-reading.
+   */
+  private async unreserve(attempt: BindAttempt): Promise<void> {
+    const { args, ref } = attempt;
+    if (attempt.binding === 'maybe-bound') {
+      this.deps.log?.('warn', `kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod may be bound there`);
+      return;
+    }
+    if (attempt.reserved) this.deps.cache.forgetPod(args.podUid);
+    attempt.reserved = false;
+    const values = attempt.lockValues;
+    attempt.lockValues = [];
+    if (values.length > 0) await this.release(args, ref, values);
   }
 
   /**
@@ -334,7 +430,9 @@ export class Binder {
    * the pod is still the incarnation the bind validated; one event per kind of wait (a held lock,
    * then a node whose kubelet lags, say different things).
    */
-  private async acquireInTurn(args: BindingArgs, ref: PodRef, token: symbol, target: EventTarget, signal: AbortSignal, validatedVersion: string | undefined, readForWrite: { pods?: PodsReadForWrite }): Promise<AcquireResult> {
+  private async acquireInTurn(attempt: BindAttempt): Promise<AcquireResult> {
+    const { args, ref, token, target, signal, readForWrite } = attempt;
+    const validatedVersion = attempt.pod.metadata?.resourceVersion;
     const node = args.node;
     const announced = new Set<string>();
     const waitStarted = this.clock().getTime();
@@ -410,20 +508,6 @@ export class Binder {
     } finally {
       budget.clear();
     }
-  }
-
-  /**
-   * After a failure with the lock taken: if the pod is or may be bound here (`bound` true or
-   * undefined), keep everything (the device plugin needs the lock; the assumed usage expires by
-   * itself); otherwise forget the assumed usage and release exactly the values we wrote.
-   */
-  private async undo(args: BindingArgs, ref: PodRef, values: readonly string[], bound: boolean | undefined): Promise<void> {
-    if (bound !== false) {
-      this.deps.log?.('warn', `kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod ${bound === true ? 'is' : 'may be'} bound there`);
-      return;
-    }
-    this.deps.cache.usage.forget(args.podUid);
-    await this.release(args, ref, values);
   }
 
   private async release(args: BindingArgs, ref: PodRef, values: readonly string[]): Promise<void> {

@@ -316,8 +316,8 @@ export class ExtenderService {
   /** The nodes binpack fills now with pods like this one (packing-plan.ts). `usable` takes the index of a name. */
   private packingPlan(args: FilterArgs, pod: PodView, verdicts: readonly NodeVerdict[], usable: (index: number) => boolean): Set<string> {
     const shape = shapeOf(pod);
-    const usage = this.deps.cache.usage;
-    const pending = this.deps.pending?.count(burstKeyOf(shape, args.pod), (uid) => usage.isAssumed(uid), PENDING_COUNT_LIMIT) ?? 1;
+    const cache = this.deps.cache;
+    const pending = this.deps.pending?.count(burstKeyOf(shape, args.pod), (uid) => cache.isAssumed(uid), PENDING_COUNT_LIMIT) ?? 1;
     if (pending <= 0) return new Set();
     const names = args.nodeNames;
     // One typed array per call, nothing per name (packing-plan.ts: negative = not a candidate).
@@ -393,7 +393,7 @@ export class ExtenderService {
 
   /** The nodes the pod is already counted on (bound or assumed), usually none. */
   private nodesAccounting(pod: PodView): string[] {
-    return pod.uid === undefined ? [] : this.deps.cache.usage.nodesOf(pod.uid);
+    return pod.uid === undefined ? [] : this.deps.cache.nodesAccounting(pod.uid);
   }
 
   /** Whether `shape` was seen recently (then its evaluations are worth caching); records it. */

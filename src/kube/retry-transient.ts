@@ -1,5 +1,6 @@
 import { isTransientApiError } from './errors.js';
-import { abortReason, until } from '../base/abort.js';
+import { abortReason, sleep as realSleep, until } from '../base/abort.js';
+import { Backoff } from '../base/backoff.js';
 
 export interface UntilNotTransientOptions {
   deadlineMs: number;
@@ -13,11 +14,6 @@ export interface UntilNotTransientOptions {
 
 const isAborted = (signal: AbortSignal): boolean => signal.aborted;
 
-const realSleep = (ms: number, signal: AbortSignal): Promise<void> => new Promise<void>((resolve) => {
-  const timer = setTimeout(() => { signal.removeEventListener('abort', wake); resolve(); }, ms);
-  const wake = (): void => { clearTimeout(timer); resolve(); };
-  signal.addEventListener('abort', wake, { once: true });
-});
 
 
 /**
@@ -32,13 +28,16 @@ export async function untilNotTransient<T>(attempt: () => Promise<T>, options: U
   const sleep = options.sleep ?? realSleep;
   const signal = options.signal ?? new AbortController().signal;
   const giveUpAt = now() + options.deadlineMs;
-  for (let pauseMs = 500; ; pauseMs = Math.min(pauseMs * 2, 8_000)) {
+  const backoff = new Backoff({ initialMs: 500, factor: 2, capMs: 8_000 });
+  for (;;) {
     try {
       return await until(attempt(), signal);
     } catch (error) {
+      const pauseMs = backoff.next();
       if (signal.aborted || !isTransientApiError(error) || now() + pauseMs > giveUpAt) throw error;
       options.onRetry(error, pauseMs);
-      await sleep(pauseMs, signal);
+      // Cut short by a stop: the stop's own reason is thrown below.
+      await sleep(pauseMs, signal).catch(() => undefined);
       // A call, so the check is not narrowed away by the one before the pause.
       if (isAborted(signal)) throw abortReason(signal);
     }

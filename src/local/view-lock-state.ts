@@ -14,6 +14,6 @@ export function lockRowFromView(view: Pick<LockView, 'node' | 'ownerPod' | 'lock
   if (snapshot?.lock === undefined) return undefined;
   const value = parseLockValue(snapshot.lock);
   const owner = value.kind === 'owned' ? (view.ownerPod(value.owner) ?? null) : undefined;
-  const classification = classifyLock(value, owner ?? undefined, node, now, config, view.lockSeenAt(node, snapshot.lock));
+  const classification = classifyLock({ lock: value, owner: owner ?? undefined, node, now, config, seenAt: view.lockSeenAt(node, snapshot.lock) });
   return lockRowOf({ node, resourceVersion: snapshot.resourceVersion, raw: snapshot.lock, value, owner, classification });
 }

@@ -46,8 +46,16 @@ export type LockClassification =
   }
   | { state: 'releasable'; reason: ReleaseReason; ageMs: number | undefined; clockSkewMs?: number };
 
-/** What NodeLocks found out about the lock's owner beyond the pod itself. */
+/** Everything classifyLock decides from, as one value (see classifyLock). */
 export interface LockFacts {
+  lock: LockValue;
+  /** The incarnation the lock was written for (lock-owner.ts); undefined when it is gone. */
+  owner: OwnerPod | undefined;
+  node: string;
+  now: Date;
+  config: LockRulesConfig;
+  /** When this process first saw this exact value (the state store); undefined for a one-off read. */
+  seenAt?: Date | undefined;
   /** The owner is gone and a later incarnation carries its name (lock-owner.ts). */
   ownerReplaced?: boolean;
   /** The owner is gone, but the node's kubelet may still admit it (kubelet-admission.ts). */
@@ -71,8 +79,8 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
 };
 
 /**
- * Classifies `lock` on node `nodeName` at `now`. `owner` is the pod the lock names (undefined when
- * it does not exist); it is ignored for legacy and malformed values, which name no pod.
+ * Classifies `lock` on `node` at `now`, from one facts value. `owner` is ignored for legacy and
+ * malformed values, which name no pod.
  *
  * `seenAt` is when this process first saw this exact lock value (the state store records it). Age
  * is judged from it, by our own clock, so a writer whose clock runs behind cannot make a fresh lock
@@ -82,9 +90,9 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  *
  * `owner` is the incarnation the lock was written for (lock-owner.ts decides it by UID and
  * resourceVersion): undefined when that incarnation is gone, even if a later pod carries the name
- * now (`facts.ownerReplaced` then says so in the reason).
+ * now (`ownerReplaced` then says so in the reason).
  *
- * `facts.goneOwnerMayBeAdmitted` is true when the owner is gone from the API but the node's kubelet may
+ * `goneOwnerMayBeAdmitted` is true when the owner is gone from the API but the node's kubelet may
  * still admit it (see kubelet-admission.ts): it vanished while bound here and allocating, and kubelet
  * has not yet shown that it is past it. kubelet admits such a pod from the watch event it queued and
  * calls Allocate for it; the device plugin resolves "the pod" through this lock, so a lock naming the
@@ -92,23 +100,15 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  * plugin: the next pod then failed with UnexpectedAdmissionError). While the lock still names the
  * dead pod, its Allocate fails harmlessly with `pods "…" not found`.
  *
- * `facts.kubeletMayAdmitLater` is true when the node's kubelet may still admit the owner from its queue
+ * `kubeletMayAdmitLater` is true when the node's kubelet may still admit the owner from its queue
  * (kubelet-admission.ts mayForce: its Lease not renewed since the lock was written, or another pod
  * there awaiting its Allocate). NODELOCK_FORCE_AFTER is then withheld: measured on a real kubelet, a
  * lock forced while kubelet was frozen let the next pod be bound, and once kubelet ran it admitted
  * the two in creation order, so HAMi's plugin gave the first the second's GPU, and with v2.10's
  * pod-list fallback the second the first's (3 of 3 runs; real-reordered-admission.test.ts).
  */
-export function classifyLock(
-  lock: LockValue,
-  owner: OwnerPod | undefined,
-  nodeName: string,
-  now: Date,
-  config: LockRulesConfig,
-  seenAt?: Date,
-  facts: LockFacts = {},
-): LockClassification {
-  const { ownerReplaced = false, goneOwnerMayBeAdmitted = false, kubeletMayAdmitLater = false } = facts;
+export function classifyLock(facts: LockFacts): LockClassification {
+  const { lock, owner, node: nodeName, now, config, seenAt, ownerReplaced = false, goneOwnerMayBeAdmitted = false, kubeletMayAdmitLater = false } = facts;
   if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
 
   const stampAgeMs = now.getTime() - lock.time.getTime();

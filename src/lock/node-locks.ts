@@ -293,9 +293,7 @@ export class NodeLocks {
     }
     const now = this.clock();
     const ownerReplaced = resolved?.kind === 'gone' && resolved.replaced;
-    const rules = (kubeletMayAdmitLater: boolean) => classifyLock(
-      value, owner ?? undefined, node, now, this.deps.config, this.seenAt(snapshot, value, now), { ownerReplaced, goneOwnerMayBeAdmitted, kubeletMayAdmitLater },
-    );
+    const rules = (kubeletMayAdmitLater: boolean) => classifyLock({ lock: value, owner: owner ?? undefined, node, now, config: this.deps.config, seenAt: this.seenAt(snapshot, value, now), ownerReplaced, goneOwnerMayBeAdmitted, kubeletMayAdmitLater });
     let classification = rules(false);
     // NODELOCK_FORCE_AFTER only where kubelet will not serve a queued pod through a lock naming
     // another (a Lease read and a LIST, only for a lock the rules would force; kubelet-admission.ts).

@@ -1,9 +1,10 @@
+import { Backoff } from '../base/backoff.js';
 import { LockUnavailableError, NodeNotFoundError, WriteConflictError, WriteRejectedError } from './lock-errors.js';
 
 export interface RetryPolicy {
   /** Writes with an unknown outcome (timeouts, resets, 5xx) tolerated per call before giving up. */
   attempts: number;
-  /** Pause after the first unknown outcome; doubles each time. */
+  /** Pause after the first unknown outcome; doubles each time (one Backoff, base/backoff.ts). */
   errorDelayMs: number;
   /**
    * 409s tolerated per call. A conflict is progress by someone else (another replica, the device
@@ -26,32 +27,31 @@ export const DEFAULT_RETRY: RetryPolicy = {
 
 /** Counts one call's retries; says how long to pause, or throws when the budget is spent. */
 export class RetryBudget {
-  private errors = 0;
-  private conflicts = 0;
+  private readonly errors: Backoff;
+  private readonly conflicts: Backoff;
 
-  constructor(private readonly policy: RetryPolicy, private readonly random: () => number) {}
+  constructor(private readonly policy: RetryPolicy, random: () => number) {
+    const jitter = policy.jitter;
+    this.errors = new Backoff({ initialMs: policy.errorDelayMs, factor: 2, capMs: Number.POSITIVE_INFINITY, jitter }, random);
+    this.conflicts = new Backoff({ initialMs: policy.conflictDelayMs, factor: 1.5, capMs: policy.maxConflictDelayMs, jitter }, random);
+  }
 
   get attempts(): number {
-    return this.errors + this.conflicts + 1;
+    return this.errors.steps + this.conflicts.steps + 1;
   }
 
   /** Rethrows definite failures; otherwise returns the pause before the next read. */
   next(error: unknown, what: string): number {
     if (error instanceof WriteRejectedError || error instanceof NodeNotFoundError) throw error;
-    let base: number;
     if (error instanceof WriteConflictError) {
-      this.conflicts++;
-      if (this.conflicts >= this.policy.conflictAttempts) {
-        throw new LockUnavailableError(`could not ${what}: ${this.conflicts} conflicting writes in a row`, { cause: error });
+      if (this.conflicts.steps + 1 >= this.policy.conflictAttempts) {
+        throw new LockUnavailableError(`could not ${what}: ${this.conflicts.steps + 1} conflicting writes in a row`, { cause: error });
       }
-      base = Math.min(this.policy.maxConflictDelayMs, this.policy.conflictDelayMs * 1.5 ** (this.conflicts - 1));
-    } else {
-      this.errors++;
-      if (this.errors >= this.policy.attempts) {
-        throw new LockUnavailableError(`could not ${what} after ${this.errors} failed attempts`, { cause: error });
-      }
-      base = this.policy.errorDelayMs * 2 ** (this.errors - 1);
+      return this.conflicts.next();
     }
-    return base * (1 + this.policy.jitter * this.random());
+    if (this.errors.steps + 1 >= this.policy.attempts) {
+      throw new LockUnavailableError(`could not ${what} after ${this.errors.steps + 1} failed attempts`, { cause: error });
+    }
+    return this.errors.next();
   }
 }

@@ -169,9 +169,9 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
     // Metrics, Kubernetes Events and one JSON log line per lock decision.
     observer: lockTelemetry,
   });
-  const lockSamples = cachedLockSource(cache, lockConfig);
+  const lockSamples = cachedLockSource({ lockedNodes: () => cache.lockedNodes(), node: (name) => cache.node(name), pod: (namespace, name) => cache.pod(namespace, name), lockSeenAt: (node, value) => cache.lockView.lockSeenAt(node, value) }, lockConfig);
   metrics.setLockSource(() => (cache.synced ? lockSamples() : undefined));
-  metrics.setUnreadableAllocationSource(() => (cache.synced ? cache.usage.unreadable() : undefined));
+  metrics.setUnreadableAllocationSource(() => (cache.synced ? cache.unreadableAllocations() : undefined));
   metrics.setGpuSource(() => (cache.synced ? gpuSamples(cache) : undefined));
   metrics.setContainerAllocationSource(() => (cache.synced ? containerAllocationSamples(cache) : undefined));
   metrics.setQuotaSource(() => (cache.synced ? cache.quotaUses() : undefined));

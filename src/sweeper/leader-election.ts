@@ -1,3 +1,4 @@
+import { Backoff } from '../base/backoff.js';
 import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
 import { WardenError } from '../base/errors.js';
 import { withSignal } from '../kube/call-options.js';
@@ -68,6 +69,8 @@ export class LeaderElector {
   private stopped = true;
   private failure: Failure | undefined;
   private failures = 0;
+  /** A follower's pause after failed rounds: the retry period, doubling up to a lease duration. */
+  private readonly followerBackoff: Backoff;
   private readonly conditions: ConditionReporter;
   private readonly clock: () => number;
   private readonly leaseDurationMs: number;
@@ -82,6 +85,7 @@ export class LeaderElector {
     this.retryPeriodMs = deps.retryPeriodMs ?? 2_000;
     this.roundTimeoutMs = deps.roundTimeoutMs ?? this.renewDeadlineMs / 2;
     this.conditions = deps.conditions ?? new ConditionLog({ clock: this.clock, emit: (_level, message) => { deps.log?.(message); } }).reporter('leader election');
+    this.followerBackoff = new Backoff({ initialMs: this.retryPeriodMs, factor: 2, capMs: Math.max(this.retryPeriodMs, this.leaseDurationMs) });
   }
 
   get identity(): string {
@@ -158,8 +162,11 @@ export class LeaderElector {
    * can take over faster than that anyway). A leader must retry within its renew deadline: no backoff.
    */
   private nextPauseMs(): number {
-    if (this.leading || this.failures === 0) return this.retryPeriodMs;
-    return Math.min(this.retryPeriodMs * 2 ** Math.min(this.failures - 1, 16), Math.max(this.retryPeriodMs, this.leaseDurationMs));
+    if (this.leading || this.failures === 0) {
+      this.followerBackoff.reset();
+      return this.retryPeriodMs;
+    }
+    return this.followerBackoff.next();
   }
 
   private succeeded(): void {

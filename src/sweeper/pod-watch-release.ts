@@ -1,3 +1,4 @@
+import { Backoff } from '../base/backoff.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import { nodeOfPod } from '../hami/pod-node.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
@@ -67,7 +68,7 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
     following.set(node, followed);
     void (async () => {
       const until = clock() + followForMs;
-      let pause = intervalMs;
+      const pauses = new Backoff({ initialMs: intervalMs, factor: 2, capMs: intervalMs * 4 });
       while (!stopped && clock() < until) {
         const lock = parseLockValue(deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '');
         if (lock.kind !== 'owned' || !followed.has(`${lock.owner.namespace}/${lock.owner.name}`)) return;
@@ -76,8 +77,7 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
         } catch (error) {
           deps.log?.(`could not check the lock of ${lock.owner.namespace}/${lock.owner.name} on ${node} after its deletion: ${failureText(error)}`);
         }
-        await sleep(pause);
-        pause = Math.min(pause * 2, intervalMs * 4);
+        await sleep(pauses.next());
       }
     })().finally(() => { following.delete(node); });
   };

@@ -1,3 +1,4 @@
+import { Backoff } from '../base/backoff.js';
 import { formatAge } from '../base/human-age.js';
 
 /**
@@ -40,8 +41,8 @@ interface Episode {
   message: string;
   /** When the next warning may be logged. */
   nextAt: number;
-  /** Wait after the next warning. */
-  intervalMs: number;
+  /** The waits after each warning: the first repeat, doubling up to the longest. */
+  repeats: Backoff;
   /** Reports not logged since the last line. */
   unlogged: number;
   /** When the condition was last held; a long quiet period afterwards forgets its backoff. */
@@ -90,7 +91,7 @@ export class ConditionLog {
     // Quiet for longer than the longest repeat: a new occurrence starts from the first backoff step.
     if (episode !== undefined && episode.holders.size === 0 && now - episode.lastHeldAt >= this.maxRepeatMs) episode = undefined;
     if (episode === undefined) {
-      episode = { holders: new Set(), since: undefined, announced: false, message, nextAt: now, intervalMs: this.firstRepeatMs, unlogged: 0, lastHeldAt: now };
+      episode = { holders: new Set(), since: undefined, announced: false, message, nextAt: now, repeats: new Backoff({ initialMs: this.firstRepeatMs, factor: 2, capMs: this.maxRepeatMs }), unlogged: 0, lastHeldAt: now };
       this.episodes.set(condition, episode);
     }
     episode.holders.add(component);
@@ -105,8 +106,7 @@ export class ConditionLog {
     this.deps.emit('warn', `${message}${context === undefined ? '' : ` ${context}`}${this.repeatNote(episode, now)}`, condition);
     episode.announced = true;
     episode.unlogged = 0;
-    episode.nextAt = now + episode.intervalMs;
-    episode.intervalMs = Math.min(episode.intervalMs * 2, this.maxRepeatMs);
+    episode.nextAt = now + episode.repeats.next();
   }
 
   private repeatNote(episode: Episode, now: number): string {

@@ -37,7 +37,7 @@ export function cachedLockSource(view: LockedNodeView, config: LockRulesConfig, 
       if (raw === undefined) continue;
       const value = parseLockValue(raw);
       const pod = value.kind === 'owned' ? view.pod(value.owner.namespace, value.owner.name) : undefined;
-      const { ageMs, state } = classifyLock(value, pod === undefined ? undefined : ownerPodFrom(pod), node, now, config, view.lockSeenAt?.(node, raw));
+      const { ageMs, state } = classifyLock({ lock: value, owner: pod === undefined ? undefined : ownerPodFrom(pod), node, now, config, seenAt: view.lockSeenAt?.(node, raw) });
       samples.push({ node, ageSeconds: ageMs === undefined ? undefined : ageMs / 1000, state });
     }
     return samples;

@@ -1,3 +1,4 @@
+import { Backoff } from '../base/backoff.js';
 /**
  * Which stalled locks have been announced, so that a lock every sweep finds stalled (every 30 s by
  * default, and on each bind refused by it) is one warning line and one Event when it stalls, then
@@ -34,7 +35,8 @@ export interface Stall {
   since: number;
   lastReportAt: number;
   nextAt: number;
-  intervalMs: number;
+  /** The waits between announcements: the first repeat, doubling up to the longest. */
+  repeats: Backoff;
   /** Reports since the last announcement. */
   unlogged: number;
 }
@@ -66,7 +68,8 @@ export class StalledLocks {
     let stall = replaced === undefined ? previous : undefined;
     this.stalls.delete(node);
     if (stall === undefined) {
-      stall = { node, value, since: now, lastReportAt: now, nextAt: now + this.limits.firstRepeatMs, intervalMs: this.limits.firstRepeatMs, unlogged: 0 };
+      const repeats = new Backoff({ initialMs: this.limits.firstRepeatMs, factor: 2, capMs: this.limits.maxRepeatMs });
+      stall = { node, value, since: now, lastReportAt: now, nextAt: now + repeats.next(), repeats, unlogged: 0 };
       this.stalls.set(node, stall);
       this.evictOverCap();
       return { announce: 'first', stall, unlogged: 0, replaced };
@@ -79,8 +82,7 @@ export class StalledLocks {
     }
     const unlogged = stall.unlogged;
     stall.unlogged = 0;
-    stall.intervalMs = Math.min(stall.intervalMs * 2, this.limits.maxRepeatMs);
-    stall.nextAt = now + stall.intervalMs;
+    stall.nextAt = now + stall.repeats.next();
     return { announce: 'reminder', stall, unlogged, replaced };
   }
 

@@ -4,7 +4,7 @@ import type { ConditionReporter } from '../telemetry/condition-log.js';
 import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { driftedWebhooks, type WebhookConfigurationView } from './ca-bundle-drift.js';
 import { TlsError } from './tls-errors.js';
-import { abortableSleep } from '../base/abort.js';
+import { sleep } from '../base/abort.js';
 
 /** The watch's settings cannot work. */
 export class CaBundleWatchError extends TlsError {}
@@ -94,7 +94,7 @@ export class CaBundleWatch {
     }
     this.clock = deps.clock ?? Date.now;
     this.random = deps.random ?? Math.random;
-    this.sleep = deps.sleep ?? abortableSleep;
+    this.sleep = deps.sleep ?? sleep;
     this.log = deps.log ?? (() => undefined);
     const name = deps.configurationName;
     this.reflector = new Reflector<WebhookConfigurationView>({

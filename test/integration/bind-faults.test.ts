@@ -336,7 +336,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(Object.keys(after.metadata?.annotations ?? {}).filter((key) => key.startsWith('hami.io/'))).to.deep.equal([]);
     expect(after.metadata?.labels?.[VGPU_NODE_ANNOTATION]).to.equal(undefined);
     expect(await readLock(direct, node), 'the old bind released the lock it took').to.equal(undefined);
-    expect(cache.usage.isAssumed(uidA)).to.equal(false);
+    expect(cache.isAssumed(uidA)).to.equal(false);
 
     await cacheHas(cache, node, namespace, 'sts-0', uidB);
     const newOutcome = await binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidB, node });
@@ -404,7 +404,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     }, 10_000, 50);
     const lock = parseLockValue((await readLock(direct, node)) ?? '');
     expect(lock.kind === 'owned' ? `${lock.owner.namespace}/${lock.owner.name}` : lock.kind, 'the device plugin still finds the pod through the lock').to.equal(`${namespace}/late`);
-    expect(cache.usage.isAssumed(uid) || cache.usageOn(node).size > 0, 'its GPUs still count').to.equal(true);
+    expect(cache.isAssumed(uid) || cache.usageOn(node).size > 0, 'its GPUs still count').to.equal(true);
   });
 
   it('a Binding refused with 503 (nothing committed) fails the bind and releases the lock', async () => {
@@ -420,7 +420,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(await readLock(direct, node)).to.equal(undefined);
     const pod = await direct.readNamespacedPod({ namespace, name: 'refused' });
     expect(pod.spec?.nodeName ?? '').to.equal('');
-    expect(cache.usage.isAssumed(uid)).to.equal(false);
+    expect(cache.isAssumed(uid)).to.equal(false);
     // A retry binds.
     expect(await binder.bind({ podName: 'refused', podNamespace: namespace, podUid: uid, node })).to.deep.equal({});
   });

@@ -87,6 +87,6 @@ describe('pods HAMi v2.10 placed before the switch: vgpu-warden counts what HAMi
       return Promise.resolve(describeUsage(usage) === describeUsage(expected) ? true : notYet(`counted ${describeUsage(usage)}`));
     }, 20_000, 50);
     // Readable: neither pod is counted as taking the whole node.
-    expect(running.cache.usage.unreadable().filter((entry) => entry.node === node)).to.deep.equal([]);
+    expect(running.cache.unreadableAllocations().filter((entry) => entry.node === node)).to.deep.equal([]);
   });
 });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { abortableSleep, abortReason, timeoutSignal, until } from '../../../src/base/abort.js';
+import { abortReason, sleep, timeoutSignal, until } from '../../../src/base/abort.js';
 import { WardenError } from '../../../src/base/errors.js';
 
 describe('abort helpers', () => {
@@ -54,9 +54,9 @@ describe('abort helpers', () => {
     expect(cleared.signal.aborted).to.equal(false);
   });
 
-  it('abortableSleep rejects with an AbortError carrying the reason when the signal aborts', async () => {
+  it('sleep with a signal rejects with an AbortError carrying the reason when the signal aborts', async () => {
     const controller = new AbortController();
-    const sleeping = abortableSleep(60_000, controller.signal);
+    const sleeping = sleep(60_000, controller.signal);
     controller.abort(new Error('stop'));
     const error = (await sleeping.catch((reason: unknown) => reason)) as Error;
     expect(error.name).to.equal('AbortError');

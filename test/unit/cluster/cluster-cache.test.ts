@@ -92,7 +92,7 @@ describe('ClusterCache (the state store)', () => {
     expect(cache.lockOf('gpu-1')?.firstSeen.getTime()).to.equal(5_000);
     now = 9_000;
     nodes.emit('MODIFIED', locked('2020-01-01T00:00:00Z,ns,p', '3'));
-    expect(cache.lockSeenAt('gpu-1', '2020-01-01T00:00:00Z,ns,p')?.getTime()).to.equal(5_000);
+    expect(cache.lockView.lockSeenAt('gpu-1', '2020-01-01T00:00:00Z,ns,p')?.getTime()).to.equal(5_000);
     expect(woken).to.equal(1);
     expect(cache.lockedNodes()).to.deep.equal(['gpu-1']);
   });
@@ -133,7 +133,7 @@ describe('ClusterCache (the state store)', () => {
       ['GPU-gpu-1-0', { slots: 10, memoryMiB: 24576, cores: 100 }],
       ['GPU-gpu-1-1', { slots: 10, memoryMiB: 24576, cores: 100 }],
     ]));
-    expect(cache.usage.unreadable().map((pod) => [pod.pod, pod.counted])).to.deep.equal([['ns/broken', 'whole-node']]);
+    expect(cache.unreadableAllocations().map((pod) => [pod.pod, pod.counted])).to.deep.equal([['ns/broken', 'whole-node']]);
     expect(logged.filter((line) => line.includes('unreadable'))).to.deep.equal([
       'pod ns/broken: unreadable hami.io/vgpu-devices-allocated (container 0, device 0: pod annotation format error, missing fields, do not use nodeName in task spec ("garbage,x")); counted as using every GPU of node gpu-1 until it is readable or the pod is gone',
     ]);

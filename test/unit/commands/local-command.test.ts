@@ -36,7 +36,7 @@ describe('vgpu-warden local flags', () => {
     const code = await runCli(['local', `--nodes=${'x'.repeat(500)}`, '--no-view'], [localCommand({ repoRoot: '/nonexistent', shutdownTarget: untouchable })], {
       env: {}, stdout: () => undefined, stderr: (line) => { stderr.push(line); },
     });
-    expect(code).to.equal(EXIT_USAGE);
+    expect(code, stderr.join('\n')).to.equal(EXIT_USAGE);
     expect(stderr).to.have.length(1);
     expect(stderr[0]).to.match(/^vgpu-warden: invalid --nodes="x{40}": expected "real" or "simulated"/);
   });

@@ -88,7 +88,7 @@ function rowFor(node: V1Node, pods: readonly V1Pod[]): LockRow | undefined {
   const value = parseLockValue(raw);
   const ownerObject = value.kind === 'owned' ? pods.find((pod) => pod.metadata?.namespace === value.owner.namespace && pod.metadata.name === value.owner.name) : undefined;
   const owner = value.kind === 'owned' ? (ownerObject === undefined ? null : ownerPodFrom(ownerObject)) : undefined;
-  return lockRowOf({ node: name, resourceVersion: '1', raw, value, owner, classification: classifyLock(value, owner ?? undefined, name, NOW, RULES) });
+  return lockRowOf({ node: name, resourceVersion: '1', raw, value, owner, classification: classifyLock({ lock: value, owner: owner ?? undefined, node: name, now: NOW, config: RULES }) });
 }
 
 /** The command's pipeline without the API: snapshot store, filter's verdicts, lock rows, explanation. */

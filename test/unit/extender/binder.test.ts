@@ -274,7 +274,7 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(api.pods.get('ns/a')?.spec?.nodeName).to.equal('gpu-1');
     expect(api.pods.get('ns/a')?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.be.a('string');
     expect(api.lock).to.match(/,ns,a$/);
-    expect(cache.usage.isAssumed('uid-a')).to.equal(true);
+    expect(cache.isAssumed('uid-a')).to.equal(true);
   });
 
   it('a Binding refused for another incarnation releases exactly our lock and forgets the usage', async () => {
@@ -286,7 +286,7 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(result.error).to.match(/Precondition failed: UID/);
     expect(api.lock).to.equal(undefined);
     expect(api.pods.get('ns/a')?.metadata?.annotations).to.equal(undefined);
-    expect(cache.usage.isAssumed('uid-a')).to.equal(false);
+    expect(cache.isAssumed('uid-a')).to.equal(false);
   });
 
   // Issue #42 item 6: the apiserver may still commit a Binding whose request was cut off; released
@@ -301,7 +301,7 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(Date.now() - started).to.be.lessThan(2500);
     expect(result.error).to.match(/deadline/);
     expect(api.lock, 'kept: the cut-off Binding may still commit').to.match(/,ns,a$/);
-    expect(cache.usage.isAssumed('uid-a'), 'the pod still counts where it may be bound').to.equal(true);
+    expect(cache.isAssumed('uid-a'), 'the pod still counts where it may be bound').to.equal(true);
   });
 
   it('a lock write whose answer is lost and whose re-read fails leaves no lock behind', async () => {
@@ -336,7 +336,7 @@ describe('Binder (bind against a fake API with faults)', () => {
     const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
     stop = () => cache.stop();
     api.node = { ...api.node, metadata: { ...api.node.metadata, annotations: { ...api.node.metadata?.annotations, [NODE_LOCK_ANNOTATION]: '2020-01-01T00:00:00Z,ns,a' } } };
-    cache.observeNodeWrite({ ...api.snapshot(), object: { ...api.node, metadata: { ...api.node.metadata, resourceVersion: '10' } } });
+    cache.lockView.observeWrite({ ...api.snapshot(), object: { ...api.node, metadata: { ...api.node.metadata, resourceVersion: '10' } } });
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
     expect(api.lock).to.not.equal('2020-01-01T00:00:00Z,ns,a');
     expect(api.calls[0]).to.equal('PATCH node');
@@ -444,14 +444,14 @@ describe('Binder (bind against a fake API with faults)', () => {
       await holdLockByAllocatingPod({ api, podSource, nodeSource });
       const waiting = binder.bind(args('waiter', 'uid-w'));
       await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(cache.usage.isAssumed('uid-w'), 'reserved while waiting').to.equal(true);
+      expect(cache.isAssumed('uid-w'), 'reserved while waiting').to.equal(true);
       const reserved = [...cache.usageOn('gpu-1').values()].reduce((sum, use) => sum + use.memoryMiB, 0);
       expect(reserved).to.equal(20_000);
       await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
       nodeSource.emit('MODIFIED', api.node);
       const result = await waiting;
       expect(result.error).to.equal(undefined);
-      expect(cache.usage.isAssumed('uid-w'), 'assumed as bound').to.equal(true);
+      expect(cache.isAssumed('uid-w'), 'assumed as bound').to.equal(true);
       expect([...cache.usageOn('gpu-1').values()].reduce((sum, use) => sum + use.memoryMiB, 0), 'counted once').to.equal(20_000);
     });
 
@@ -470,7 +470,7 @@ describe('Binder (bind against a fake API with faults)', () => {
       await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
       nodeSource.emit('MODIFIED', api.node);
       expect((await waiting).error).to.equal(undefined);
-      expect(cache.usage.isAssumed('uid-s')).to.equal(true);
+      expect(cache.isAssumed('uid-s')).to.equal(true);
       expect([...cache.usageOn('gpu-1').values()], 'assumed as bound').to.deep.equal([{ slots: 2, memoryMiB: 12_000, cores: 0 }]);
     });
 
@@ -480,7 +480,7 @@ describe('Binder (bind against a fake API with faults)', () => {
       await holdLockByAllocatingPod({ api, podSource, nodeSource });
       const result = await binder.bind(args('waiter', 'uid-w'));
       expect(result.error).to.match(/is locked by pod ns\/holder.*must wait/);
-      expect(cache.usage.isAssumed('uid-w')).to.equal(false);
+      expect(cache.isAssumed('uid-w')).to.equal(false);
       expect(cache.usageOn('gpu-1').size).to.equal(0);
     });
 
@@ -496,7 +496,7 @@ describe('Binder (bind against a fake API with faults)', () => {
       const third = await binder.bind(args('third', 'uid-3'));
       expect(third.error).to.match(/no longer fits on node gpu-1/);
       expect(api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST')), 'no write').to.deep.equal([]);
-      expect(cache.usage.isAssumed('uid-3')).to.equal(false);
+      expect(cache.isAssumed('uid-3')).to.equal(false);
       await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
       nodeSource.emit('MODIFIED', api.node);
       // The first takes the lock; the second waits behind it until the test's end.

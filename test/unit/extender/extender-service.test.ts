@@ -60,7 +60,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
 
   it('passes nodes where the share fits and names why the others fail', async () => {
     const { cache, service } = await build();
-    cache.usage.assume('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 20_000, cores: 0 }]]));
+    cache.assumePod('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 20_000, cores: 0 }]]));
     const result = await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'n2', 'n3'] });
     expect(result.Error).to.equal('');
     expect(result.NodeNames).to.deep.equal(['n1', 'n3']);
@@ -82,7 +82,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
 
   it('prioritize scores from filter\'s verdicts what a fresh fit would score, and follows node changes', async () => {
     const { cache, service } = await build();
-    cache.usage.assume('a', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 12_000, cores: 0 }]]));
+    cache.assumePod('a', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 12_000, cores: 0 }]]));
     const pod = gpuPod('p', 4000);
     await service.filter({ pod, nodeNames: ['n1', 'n2'] });
     const fromFilter = await service.prioritize({ pod, nodeNames: ['n1', 'n2'] });
@@ -92,7 +92,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(fromFilter).to.deep.equal(fresh);
 
     // n1 fills up after filter: prioritize must not reuse the old verdict for it.
-    cache.usage.assume('b', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: GPU_MIB - 12_000, cores: 0 }]]));
+    cache.assumePod('b', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: GPU_MIB - 12_000, cores: 0 }]]));
     const after = await service.prioritize({ pod, nodeNames: ['n1', 'n2'] });
     expect(after[0]).to.deep.equal({ Host: 'n1', Score: 0 });
   });
@@ -100,7 +100,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   it('replicas of one shape are served from the per-node cache, which a node change invalidates', async () => {
     const { cache, service } = await build();
     for (const name of ['r1', 'r2', 'r3']) expect((await service.filter({ pod: gpuPod(name, 20_000), nodeNames: ['n1', 'n2'] })).NodeNames).to.deep.equal(['n1', 'n2']);
-    cache.usage.assume('big', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 10_000, cores: 0 }]]));
+    cache.assumePod('big', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 10_000, cores: 0 }]]));
     const result = await service.filter({ pod: gpuPod('r4', 20_000), nodeNames: ['n1', 'n2'] });
     expect(result.NodeNames).to.deep.equal(['n1']);
     expect(result.FailedNodes?.get('n2')).to.match(/CardInsufficientMemory/);
@@ -130,7 +130,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
       // 10 slots per GPU and 2000 MiB each: 10 pods per node, so 15 pending pods need 2 nodes.
       for (let index = 0; index < 15; index++) pods.emit('ADDED', pendingPod(`r${index}`, 2000));
       expect(bursts.size).to.equal(15);
-      cache!.usage.assume('older', 'n3', new Map([['GPU-n3-0', { slots: 1, memoryMiB: 2000, cores: 0 }]]));
+      cache!.assumePod('older', 'n3', new Map([['GPU-n3-0', { slots: 1, memoryMiB: 2000, cores: 0 }]]));
       const pod = pendingPod('r0', 2000);
       const names = ['n1', 'n2', 'n3', 'n4'];
       await service.filter({ pod, nodeNames: names });
@@ -148,7 +148,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
       for (let index = 1; index < 15; index++) {
         const node = index < 10 ? 'n1' : 'n2';
         pods.emit('MODIFIED', { ...pendingPod(`r${index}`, 2000), spec: { ...gpuPod(`r${index}`, 2000).spec, nodeName: node } });
-        cache!.usage.assume(`uid-r${index}`, node, new Map([[`GPU-${node}-0`, { slots: 1, memoryMiB: 2000, cores: 0 }]]));
+        cache!.assumePod(`uid-r${index}`, node, new Map([[`GPU-${node}-0`, { slots: 1, memoryMiB: 2000, cores: 0 }]]));
       }
       const pod = pendingPod('r0', 2000);
       const scores = scoresOf(await service.prioritize({ pod, nodeNames: ['n1', 'n2', 'n3', 'n4'] }));
@@ -197,7 +197,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
 
   it('with successEvents records HAMi\'s FilteringSucceed (and no FilteringFailed) when some node fits, counting fit and not-fit nodes', async () => {
     const { cache, service, events, messages } = await build({ successEvents: true });
-    cache.usage.assume('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 20_000, cores: 0 }]]));
+    cache.assumePod('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 20_000, cores: 0 }]]));
     await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'n2', 'n3'] });
     expect(events).to.deep.equal(['FilteringSucceed']);
     expect(messages).to.deep.equal(['find fit nodes, 1 nodes not fit, 2 nodes fit(n1,n3)']);
@@ -347,7 +347,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
 
     it('mutex: passes only nodes with an idle GPU, and names ExclusiveDeviceAllocateConflict elsewhere', async () => {
       const { cache, service } = await build();
-      cache.usage.assume('other', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]));
+      cache.assumePod('other', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]));
       const plain = await service.filter({ pod: gpuPod('p', 1000), nodeNames: ['n1', 'n2'] });
       expect(plain.NodeNames).to.deep.equal(['n1', 'n2']);
       const result = await service.filter({ pod: withAnnotations(gpuPod('q', 1000), { 'hami.io/gpu-scheduler-policy': 'mutex' }), nodeNames: ['n1', 'n2'] });

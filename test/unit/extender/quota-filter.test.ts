@@ -72,7 +72,7 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
     const first = await service.filter({ pod: gpuPod('a', 1000), nodeNames: ['n1', 'n2'] });
     expect(first.NodeNames).to.deep.equal(['n1', 'n2']);
     // A bind in flight (assumed) counts at once; the next pod of the same shape is refused.
-    store.usage.assume('uid-a', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]), 'team-a');
+    store.assumePod('uid-a', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]), 'team-a');
     expect((await service.filter({ pod: gpuPod('b', 1000), nodeNames: ['n1', 'n2'] })).Error).to.match(/^ResourceQuotaNotFit/);
     // The quota is raised: the same shape fits again.
     quotas.emit('MODIFIED', quota('gpu-quota', { 'limits.nvidia.com/gpu': '2' }));
@@ -82,11 +82,11 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
     // The pod finishes: its share is free again.
     pods.emit('ADDED', boundPod('a', 1000, 'n1'));
     pods.emit('MODIFIED', { ...boundPod('a', 1000, 'n1'), status: { phase: 'Succeeded' } });
-    store.usage.forget('uid-a');
+    store.forgetPod('uid-a');
     expect((await service.filter({ pod: gpuPod('e', 1000), nodeNames: ['n2'] })).NodeNames).to.deep.equal(['n2']);
     // The quota is deleted: nothing limits the namespace.
     quotas.emit('DELETED', quota('gpu-quota', { 'limits.nvidia.com/gpu': '1' }));
-    store.usage.assume('uid-x', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]), 'team-a');
+    store.assumePod('uid-x', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]), 'team-a');
     expect((await service.filter({ pod: gpuPod('f', 1000), nodeNames: ['n2'] })).NodeNames).to.deep.equal(['n2']);
   });
 
@@ -116,9 +116,9 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
     const refused = await service.filter({ pod: ofClass(gpuPod('high-3', 4000), 'high'), nodeNames: ['n1', 'n2'] });
     expect(refused.Error).to.equal('ResourceQuotaNotFit (ResourceQuota team-a/high-gpu: limits.nvidia.com/gpumem 6000 used + 4000 requested > 8000)');
     // A bind in flight counts under the scopes of the pod it was assumed for; one assumed without its pod counts everywhere.
-    store.usage.assume('uid-low-3', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 2000, cores: 0 }]]), 'team-a', ofClass(gpuPod('low-3', 2000), 'low'));
+    store.assumePod('uid-low-3', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 2000, cores: 0 }]]), 'team-a', ofClass(gpuPod('low-3', 2000), 'low'));
     expect(store.quotaBudget('team-a', 'uid-high-2', ofClass(gpuPod('high-2', 2000), 'high'))?.limits[0]?.used?.memoryMiB).to.equal(6000);
-    store.usage.assume('uid-x', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]), 'team-a');
+    store.assumePod('uid-x', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]), 'team-a');
     expect(store.quotaBudget('team-a', 'uid-high-2', ofClass(gpuPod('high-2', 2000), 'high'))?.limits[0]?.used?.memoryMiB).to.equal(7000);
     // The metrics report the scoped quota against its own pods' use.
     expect(store.quotaUses()).to.deep.equal([{ namespace: 'team-a', resource: 'nvidia.com/gpumem', used: 7000, limit: 8000 }]);
