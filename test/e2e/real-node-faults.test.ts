@@ -159,6 +159,10 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     }, 30_000, 100);
     expect(failed.status?.reason).to.equal('UnexpectedAdmissionError');
     await nodeUnlocked(core, node, 30_000);
+    // kubelet publishes the drop with its next status: wait for it, so that the 20 below is the
+    // plugin's new registration and not the status from before the cut (a pod admitted in between
+    // is refused with "no healthy devices present"; seen here on 06987fc as on this tree).
+    await cluster.allocatable(node, 0);
 
     await cluster.pluginServers.get(node)?.start();
     await cluster.allocatable(node, 20);
