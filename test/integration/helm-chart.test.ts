@@ -9,13 +9,27 @@ import { expect } from 'chai';
 import { apiStatusOf } from '../../src/kube/errors.js';
 import { applyComponent } from '../support/kustomize-component.js';
 import { loadManifestObjects, MANIFESTS_DIR } from '../support/manifests.js';
-import { CHART_DIR, comparable, helm, helmBinary, objectKey, renderChart, renderChartError, type AnyObject } from '../support/helm.js';
+import { CHART_DIR, comparable, helm, helmBinary, objectKey, renderChart, renderChartError, renderKubeVersion, type AnyObject } from '../support/helm.js';
 import { testCluster, uniqueName } from '../support/test-cluster.js';
 
 const BASE_NAMESPACE = 'vgpu-warden';
 const MIGRATION_VALUES = resolve(CHART_DIR, 'values-hami-migration.yaml');
 
-const base = (): AnyObject[] => loadManifestObjects().map(({ object }) => object);
+/**
+ * The kustomize base as the chart should render it for the test control plane: the base pins
+ * kube-scheduler to the newest Kubernetes claimed, the chart follows the cluster's version (on the
+ * compatibility suite's older control plane the two differ by design).
+ */
+const base = (): AnyObject[] => loadManifestObjects().map(({ object }) => withClusterScheduler(object));
+
+function withClusterScheduler(object: AnyObject): AnyObject {
+  if (object.kind !== 'Deployment' || object.metadata?.name !== 'vgpu-warden-scheduler') return object;
+  const copy = structuredClone(object) as AnyObject & { spec: { template: { spec: { containers: { name: string; image: string }[] } } } };
+  for (const container of copy.spec.template.spec.containers) {
+    if (container.name === 'kube-scheduler') container.image = container.image.replace(/:[^:]+$/, `:v${renderKubeVersion().replace(/^v/, '')}`);
+  }
+  return copy;
+}
 const withoutNamespace = (objects: AnyObject[]) => objects.filter((object) => object.kind !== 'Namespace');
 
 const chartYaml = loadYaml<{ version: string; appVersion: string; annotations: Record<string, string> }>(readFileSync(resolve(CHART_DIR, 'Chart.yaml'), 'utf8'));
@@ -475,8 +489,8 @@ webhook:
         const rendered = await template({ kubeVersion });
         expect(kubeSchedulerImage(rendered.objects), kubeVersion).to.equal(`registry.k8s.io/kube-scheduler:${tag}`);
       }
-      // The test control plane's own version, as the base ships it (the base comparison above relies on it).
-      expect(kubeSchedulerImage(await renderChart({ namespace: BASE_NAMESPACE }))).to.equal('registry.k8s.io/kube-scheduler:v1.37.2');
+      // The test control plane's own version (v1.37.2 in the main suite, v1.30.14 in the compatibility suite's first run).
+      expect(kubeSchedulerImage(await renderChart({ namespace: BASE_NAMESPACE }))).to.equal(`registry.k8s.io/kube-scheduler:v${renderKubeVersion().replace(/^v/, '')}`);
       const pinned = await template({ kubeVersion: 'v1.31.6+k3s1', set: { 'kubeScheduler.image.tag': 'v1.31.5', 'kubeScheduler.image.repository': 'mirror.example/k8s/kube-scheduler' } });
       expect(kubeSchedulerImage(pinned.objects)).to.equal('mirror.example/k8s/kube-scheduler:v1.31.5');
     });
