@@ -52,9 +52,8 @@ export interface Command {
   run: (context: CommandContext) => Promise<number>;
 }
 
-/** Wrong words on the command line: one line on stderr, exit code 2. */
 /**
- * A command line the command cannot run: exit 2. Recognised by a registered symbol rather than by
+ * Wrong words on the command line: one line on stderr, exit code 2. Recognised by a registered symbol rather than by
  * class identity, because a lazily loaded command (local-run.ts) may see its own copy of this module
  * where a loader keeps two (tsx under mocha loads the tests' imports as CommonJS, import() as ESM).
  */

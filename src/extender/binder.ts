@@ -75,8 +75,6 @@ export interface BinderDeps {
 
 export type BindOutcome = { error?: string };
 
-/** Why a bind waits for the lock: another pod holds it, or the node is not ready for the next pod. */
-
 const DEFAULT_ACKNOWLEDGEMENT_MAX_AGE_MS = 5 * 60_000;
 const DEFAULT_LOCK_WAIT_EVENT_AFTER_MS = 5000;
 const DEFAULT_PLUGIN_RELEASE_WAIT_MS = 2000;

@@ -13,6 +13,7 @@
  * share of the room at the same moment (the store counts an assumed pod on its node and no longer
  * as pending), so the set grows only when the burst grows or a node fills with other pods.
  */
+
 /**
  * The nodes a plan may use, as two parallel arrays (no object per node: prioritize builds this from
  * thousands of names for every pod, and passes kube-scheduler's names as they are).

@@ -5,7 +5,6 @@ import { ConfigError } from '../config/setting-spec.js';
 import { clip } from '../base/user-text.js';
 import type { KubeconfigSetting } from '../config/kubeconfig-setting.js';
 
-/** Where a kubeconfig was asked for: KUBECONFIG's list, or the one file of --kubeconfig. */
 /** What resolution reads; injected so tests use temp files and never the real home or service account. */
 export interface KubeconfigSources {
   /** HOME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT. */

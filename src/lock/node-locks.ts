@@ -19,7 +19,7 @@ import type { ReleasePath, LockEvent, LockObserver, AcquireOptions, ReleaseOptio
 import { DEFAULT_RETRY, RetryBudget, type RetryPolicy } from './retry-budget.js';
 import { sleep } from '../base/abort.js';
 
-/** Who released a lock: metrics and events report releases by path. */
+/** What NodeLocks works with: the API port, the state store's view, the rules' settings and the kubelet checks. */
 export interface NodeLocksDeps {
   api: NodeLockApi;
   /** The state store: first reads come from it, and our writes are fed back to it. */
@@ -38,12 +38,6 @@ export interface NodeLocksDeps {
 }
 
 
-/**
- * HAMi's node lock over the Kubernetes API, with the rules of lock-rules.ts deciding takeovers and
- * releases. Every write is an RV-guarded merge patch; after a 409 or a lost response the node is
- * read again and the decision made anew. Calls on one node are serialised in this process; other
- * processes are kept honest by the resourceVersion.
- */
 /** What one pass of the read-classify-write loop decided. */
 type LockStep<R> =
   | { kind: 'done'; result: R }
@@ -62,6 +56,12 @@ export type LockingPod = PodRef & { uid?: string | undefined };
 /** The pod whose DELETE is being admitted right now (the webhook): it counts as being deleted. */
 export type DeletedPod = PodRef & { uid: string };
 
+/**
+ * HAMi's node lock over the Kubernetes API, with the rules of lock-rules.ts deciding takeovers and
+ * releases. Every write is an RV-guarded merge patch; after a 409 or a lost response the node is
+ * read again and the decision made anew. Calls on one node are serialised in this process; other
+ * processes are kept honest by the resourceVersion.
+ */
 export class NodeLocks {
   private readonly mutex = new KeyedMutex();
   private readonly clock: () => Date;
