@@ -134,6 +134,8 @@ function lockOwner(raw: string): { namespace: string; name: string } | undefined
   return parts.length === 3 && parts[1] && parts[2] ? { namespace: parts[1], name: parts[2] } : undefined;
 }
 
+const REPLACED = 'was replaced by a new pod of the same name';
+
 /**
  * Follows every node's lock across snapshots: a lock whose owner is gone, terminal, replaced, bound
  * elsewhere or being deleted (unless still awaiting Allocate on this node) must be gone within
@@ -155,7 +157,12 @@ export class LockTracker {
     const allocated = new Set(records.map((record) => record.resolvedTo?.uid).filter((uid): uid is string => uid !== undefined));
     for (const node of snapshot.nodes) {
       const tracked = this.locks.get(node.name);
-      const sameOwner = tracked?.owner !== undefined && node.lock !== undefined && podKey(tracked.owner) === podKey(lockOwner(node.lock) ?? { namespace: '', name: '' });
+      // A re-stamp by the owner's own (retried) bind keeps its name and its incarnation: a new value of
+      // the same name written while another incarnation carries it is that one's lock (invariant 9;
+      // two snapshots can straddle a release and the next incarnation's take).
+      const trackedOwner = tracked?.owner;
+      const sameName = trackedOwner !== undefined && node.lock !== undefined && podKey(trackedOwner) === podKey(lockOwner(node.lock) ?? { namespace: '', name: '' });
+      const sameOwner = sameName && (tracked?.ownerUid === undefined || byName.get(podKey(trackedOwner))?.uid === tracked.ownerUid);
       if (tracked !== undefined && tracked.raw !== node.lock && sameOwner) {
         // A re-stamp by the owner's own (retried) bind: the same lock, younger.
         tracked.raw = node.lock ?? tracked.raw;
@@ -177,7 +184,9 @@ export class LockTracker {
         continue;
       }
       current.badSince ??= snapshot.at;
-      const allowed = this.options.staleAfterMs + (why === 'was gone' ? this.options.goneOwnerExtraMs ?? 0 : 0);
+      // An owner replaced by a new pod of its name is gone too: kubelet may still admit it (lock-owner.ts).
+      const gone = why === 'was gone' || why === REPLACED;
+      const allowed = this.options.staleAfterMs + (gone ? this.options.goneOwnerExtraMs ?? 0 : 0);
       if (!current.reported && snapshot.at - current.badSince > allowed + excused(current.badSince, snapshot.at)) {
         current.reported = true;
         violations.push({
@@ -223,7 +232,7 @@ export class LockTracker {
     if (lock.owner === undefined) return undefined;
     const pod = byName.get(podKey(lock.owner));
     if (pod === undefined) return 'was gone';
-    if (lock.ownerUid !== undefined && pod.uid !== lock.ownerUid) return 'was replaced by a new pod of the same name';
+    if (lock.ownerUid !== undefined && pod.uid !== lock.ownerUid) return REPLACED;
     if (isTerminal(pod)) return `was ${pod.phase ?? 'terminal'}`;
     // Being deleted while bound here and awaiting Allocate, the lock must stay: kubelet may still
     // admit the pod and the plugin find it through the lock.

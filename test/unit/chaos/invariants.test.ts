@@ -87,6 +87,16 @@ describe('chaos invariants', () => {
     restamp.observe(at(0, [bound], [node('n1', lock)]), []);
     expect(restamp.observe(at(1_000, [bound], [node('n1', '2026-01-01T00:00:05Z,ns,p')]), []), 'a re-stamp is not a release').to.deep.equal([]);
 
+    // Found by the 30-minute chaos run on real nodes (seed 7): the old incarnation's lock released and
+    // the recreated pod's bind writing its own within one snapshot interval looked like a re-stamp of
+    // the old one, and the new lock was reported stale ("replaced") while its bind was in progress.
+    const recreated = new LockTracker({ staleAfterMs: 1_000 });
+    const unbound = pod('p', { uid: 'uid-old' });
+    recreated.observe(at(0, [unbound], [node('n1', lock)]), []);
+    const next = pod('p', { uid: 'uid-new' });
+    expect(recreated.observe(at(500, [next], [node('n1', '2026-01-01T00:00:09Z,ns,p')]), []), 'the new incarnation\'s own lock').to.deep.equal([]);
+    expect(recreated.observe(at(5_000, [next], [node('n1', '2026-01-01T00:00:09Z,ns,p')]), []), 'held by its bind, not stale').to.deep.equal([]);
+
     const deleting = new LockTracker({ staleAfterMs: 10_000 });
     const boundDeleting = { ...bound, deleting: true };
     deleting.observe(at(0, [boundDeleting], [node('n1', lock)]), []);
