@@ -48,7 +48,10 @@ function hostSnapshot(baseDir: string, marker: string, cgroupNames: readonly str
     const ours = argv.some((arg) => arg.includes(baseDir)) || readOr(`/proc/${pid}/environ`, '').split('\0').includes(marker);
     // A node program of another run on this machine (a chaos or e2e run beside this one) names its
     // own run folder; one that names none could be an escaped process of ours, and counts.
-    const anotherRun = !ours && argv.some((arg) => arg.includes('/vgpu-warden-rn-'));
+    // A `runc init` names nothing: its cgroup (under another run's node root) tells.
+    const cgroup = readOr(`/proc/${pid}/cgroup`, '');
+    const otherNodeCgroup = cgroup.includes('/vgpu-warden-') && !cgroupNames.some((name) => cgroup.includes(`/${name}`));
+    const anotherRun = !ours && (argv.some((arg) => arg.includes('/vgpu-warden-rn-')) || otherNodeCgroup);
     if (ours || ((NODE_PROGRAMS.has(program) || NODE_PROGRAMS.has(comm)) && !anotherRun)) processes.push(`${pid} ${argv.join(' ').slice(0, 200)}`);
   }
   const cgroups: string[] = [];
