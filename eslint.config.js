@@ -28,12 +28,24 @@ const relativeSpecifiers = (context, check) => {
     check(literal, specifier, resolve(dirname(context.filename), specifier));
   };
   return {
-    ImportDeclaration: (node) => { visit(node.source); },
-    ExportNamedDeclaration: (node) => { visit(node.source); },
-    ExportAllDeclaration: (node) => { visit(node.source); },
-    ImportExpression: (node) => { visit(node.source); },
-    TSExternalModuleReference: (node) => { visit(node.expression); },
-    TSImportType: (node) => { visit(node.argument); },
+    ImportDeclaration: (node) => {
+      visit(node.source);
+    },
+    ExportNamedDeclaration: (node) => {
+      visit(node.source);
+    },
+    ExportAllDeclaration: (node) => {
+      visit(node.source);
+    },
+    ImportExpression: (node) => {
+      visit(node.source);
+    },
+    TSExternalModuleReference: (node) => {
+      visit(node.expression);
+    },
+    TSImportType: (node) => {
+      visit(node.argument);
+    },
   };
 };
 
@@ -50,7 +62,10 @@ const noSrcImports = {
     type: 'problem',
     docs: { description: 'forbid modules that resolve into src/, except the HAMi stand-in' },
     schema: [],
-    messages: { intoSrc: '"{{specifier}}" resolves into src/; this code must share nothing with src/ but the HAMi stand-in (write it from the wire contract).' },
+    messages: {
+      intoSrc:
+        '"{{specifier}}" resolves into src/; this code must share nothing with src/ but the HAMi stand-in (write it from the wire contract).',
+    },
   },
   create(context) {
     return relativeSpecifiers(context, (literal, specifier, target) => {
@@ -60,7 +75,6 @@ const noSrcImports = {
     });
   },
 };
-
 
 /**
  * The layers of src/ (docs/architecture.md, "Layers"), bottom first. A module may import from its
@@ -89,7 +103,13 @@ export const LAYERS = [
 const ENTRY = '(entry)';
 
 /** The layer index of a src/ folder (ENTRY: last), or undefined for a folder not in LAYERS. */
-const layerOf = (folder) => (folder === ENTRY ? LAYERS.length : (() => { const index = LAYERS.findIndex((layer) => layer.includes(folder)); return index < 0 ? undefined : index; })());
+const layerOf = (folder) =>
+  folder === ENTRY
+    ? LAYERS.length
+    : (() => {
+        const index = LAYERS.findIndex((layer) => layer.includes(folder));
+        return index < 0 ? undefined : index;
+      })();
 
 /** The first folder under src/ of a path inside it, or ENTRY for a file directly in src/. */
 const srcFolderOf = (target) => {
@@ -104,8 +124,10 @@ const layeredImports = {
     docs: { description: 'imports in src/ follow the layer table: only earlier layers, features never each other' },
     schema: [],
     messages: {
-      upward: '"{{specifier}}" reaches {{target}}/, a layer above {{folder}}/ (docs/architecture.md, "Layers"): move the shared part down, or invert the dependency through a port.',
-      sibling: '"{{specifier}}" reaches {{target}}/, which shares a layer with {{folder}}/: features never import each other; move the shared part to a layer below both.',
+      upward:
+        '"{{specifier}}" reaches {{target}}/, a layer above {{folder}}/ (docs/architecture.md, "Layers"): move the shared part down, or invert the dependency through a port.',
+      sibling:
+        '"{{specifier}}" reaches {{target}}/, which shares a layer with {{folder}}/: features never import each other; move the shared part to a layer below both.',
       unlisted: '{{folder}}/ is not in the layer table (LAYERS in eslint.config.js): give it its place.',
     },
   },
@@ -117,10 +139,17 @@ const layeredImports = {
       const target = srcFolderOf(resolved);
       if (target === folder) return;
       const [from, to] = [layerOf(folder), layerOf(target)];
-      if (from === undefined) { context.report({ node: literal, messageId: 'unlisted', data: { folder } }); return; }
-      if (to === undefined) { context.report({ node: literal, messageId: 'unlisted', data: { folder: target } }); return; }
+      if (from === undefined) {
+        context.report({ node: literal, messageId: 'unlisted', data: { folder } });
+        return;
+      }
+      if (to === undefined) {
+        context.report({ node: literal, messageId: 'unlisted', data: { folder: target } });
+        return;
+      }
       if (to > from) context.report({ node: literal, messageId: 'upward', data: { specifier, target, folder } });
-      else if (to === from) context.report({ node: literal, messageId: 'sibling', data: { specifier, target, folder } });
+      else if (to === from)
+        context.report({ node: literal, messageId: 'sibling', data: { specifier, target, folder } });
     });
   },
 };

@@ -16,7 +16,8 @@ import { simulatedGpuNode } from '../src/local/simulated-gpu-node.js';
 const repoRoot = resolve(import.meta.dirname, '..');
 const worker = resolve(repoRoot, 'test', 'support', 'fixtures', 'lock-worker.ts');
 const cycles = Number(process.argv[2] ?? 300);
-if (!Number.isInteger(cycles) || cycles < 1) throw new Error(`cycles must be a positive integer, got ${String(process.argv[2])}`);
+if (!Number.isInteger(cycles) || cycles < 1)
+  throw new Error(`cycles must be a positive integer, got ${String(process.argv[2])}`);
 
 interface Report {
   sections: unknown[];
@@ -26,14 +27,25 @@ interface Report {
 
 function runWorker(input: Record<string, unknown>): Promise<Report> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', worker], { env: { ...process.env, LOCK_WORKER: JSON.stringify(input) }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', worker], {
+      env: { ...process.env, LOCK_WORKER: JSON.stringify(input) },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let stdout = '';
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
-    child.once('exit', (code) => { if (code === 0) done(JSON.parse(stdout) as Report); else fail(new Error(`worker exited ${String(code)}`)); });
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.once('exit', (code) => {
+      if (code === 0) done(JSON.parse(stdout) as Report);
+      else fail(new Error(`worker exited ${String(code)}`));
+    });
   });
 }
 
-const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process) });
+const plane = await ControlPlane.start({
+  binaries: locateBinaries({ repoRoot, env: process.env }),
+  shutdownHooks: new ShutdownHooks(process),
+});
 try {
   const core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
   const namespace = `bench-${randomBytes(3).toString('hex')}`;
@@ -41,7 +53,10 @@ try {
   const nodes = ['bench-node-1', 'bench-node-2'];
   for (const name of nodes) await core.createNode({ body: simulatedGpuNode({ name, gpus: 4 }) });
   for (const name of ['worker-a', 'worker-b']) {
-    await core.createNamespacedPod({ namespace, body: { metadata: { name }, spec: { schedulerName: 'none', containers: [{ name: 'c', image: 'x' }] } } });
+    await core.createNamespacedPod({
+      namespace,
+      body: { metadata: { name }, spec: { schedulerName: 'none', containers: [{ name: 'c', image: 'x' }] } },
+    });
   }
   const base = { kubeconfig: plane.kubeconfigPath, namespace, cycles, holdMs: 0 };
 
@@ -50,8 +65,20 @@ try {
 
   const scenarios: { name: string; workers: Record<string, unknown>[] }[] = [
     { name: '1 process, 1 node (baseline)', workers: [{ ...base, pod: 'worker-a', nodes: [nodes[0]] }] },
-    { name: '2 processes, same node', workers: [{ ...base, pod: 'worker-a', nodes: [nodes[0]] }, { ...base, pod: 'worker-b', nodes: [nodes[0]] }] },
-    { name: '2 processes, separate nodes', workers: [{ ...base, pod: 'worker-a', nodes: [nodes[0]] }, { ...base, pod: 'worker-b', nodes: [nodes[1]] }] },
+    {
+      name: '2 processes, same node',
+      workers: [
+        { ...base, pod: 'worker-a', nodes: [nodes[0]] },
+        { ...base, pod: 'worker-b', nodes: [nodes[0]] },
+      ],
+    },
+    {
+      name: '2 processes, separate nodes',
+      workers: [
+        { ...base, pod: 'worker-a', nodes: [nodes[0]] },
+        { ...base, pod: 'worker-b', nodes: [nodes[1]] },
+      ],
+    },
   ];
   let baseline: number | undefined;
   console.log(`node-lock benchmark: ${cycles} acquire+release cycles per worker, real kube-apiserver ${plane.server}`);
@@ -63,7 +90,9 @@ try {
     const rate = total / seconds;
     baseline ??= rate;
     const contentions = reports.reduce((sum, report) => sum + report.contentions, 0);
-    console.log(`${scenario.name.padEnd(32)} ${rate.toFixed(1).padStart(9)} ${(rate / baseline).toFixed(2).padStart(7)}x ${String(contentions).padStart(12)}`);
+    console.log(
+      `${scenario.name.padEnd(32)} ${rate.toFixed(1).padStart(9)} ${(rate / baseline).toFixed(2).padStart(7)}x ${String(contentions).padStart(12)}`,
+    );
   }
 } finally {
   await plane.stop();

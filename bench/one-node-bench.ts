@@ -32,7 +32,10 @@ const rounds = Number(process.argv[2] ?? 3);
 const repoRoot = resolve(import.meta.dirname, '..');
 const node = 'busy-node';
 
-const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process) });
+const plane = await ControlPlane.start({
+  binaries: locateBinaries({ repoRoot, env: process.env }),
+  shutdownHooks: new ShutdownHooks(process),
+});
 const certDir = mkdtempSync(join(tmpdir(), 'bench-certs-'));
 try {
   const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
@@ -42,12 +45,27 @@ try {
   await core.createNode({ body: simulatedGpuNode({ name: node, gpus: 8 }) });
 
   const extenderPort = await findFreePort();
-  const server = await startServer(loadConfig({
-    KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(await findFreePort()), EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', METRICS_PORT: String(await findFreePort()),
-  }), createLogger('warn'));
+  const server = await startServer(
+    loadConfig({
+      KUBECONFIG: plane.kubeconfigPath,
+      CERT_DIR: certDir,
+      WEBHOOK_HOST: '127.0.0.1',
+      WEBHOOK_PORT: String(await findFreePort()),
+      EXTENDER_PORT: String(extenderPort),
+      CERT_HOSTS: '127.0.0.1',
+      METRICS_PORT: String(await findFreePort()),
+    }),
+    createLogger('warn'),
+  );
   await server.cache.waitForSync(60_000);
   const caPem = server.keeper.current()?.caBundlePem;
-  const scheduler = await plane.startScheduler(kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extenderPort}`, ...(caPem ? { caPem } : {}) }));
+  const scheduler = await plane.startScheduler(
+    kubeSchedulerConfiguration({
+      schedulerName: 'hami-scheduler',
+      extenderUrl: `https://127.0.0.1:${extenderPort}`,
+      ...(caPem ? { caPem } : {}),
+    }),
+  );
 
   const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
   await simulatorCache.start();
@@ -55,17 +73,42 @@ try {
 
   // One round: create PODS pods at once, wait until the simulator has allocated all of them.
   const round = async (label: string, allocateMs: number): Promise<number> => {
-    const simulator = new DevicePluginSimulator({ core, cache: simulatorCache, locks, allocationDelayMs: allocateMs, isSimulated: (name) => name === node });
+    const simulator = new DevicePluginSimulator({
+      core,
+      cache: simulatorCache,
+      locks,
+      allocationDelayMs: allocateMs,
+      isSimulated: (name) => name === node,
+    });
     simulator.start();
     try {
       const names = Array.from({ length: PODS }, (_, index) => `${label}-${index}`);
       const started = performance.now();
-      await Promise.all(names.map((name) => core.createNamespacedPod({ namespace: 'bench', body: {
-        metadata: { name },
-        spec: { schedulerName: 'hami-scheduler', containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000', 'nvidia.com/gpucores': '5' } } }] },
-      } })));
+      await Promise.all(
+        names.map((name) =>
+          core.createNamespacedPod({
+            namespace: 'bench',
+            body: {
+              metadata: { name },
+              spec: {
+                schedulerName: 'hami-scheduler',
+                containers: [
+                  {
+                    name: 'c',
+                    image: 'x',
+                    resources: {
+                      limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000', 'nvidia.com/gpucores': '5' },
+                    },
+                  },
+                ],
+              },
+            },
+          }),
+        ),
+      );
       while (simulator.allocated.length < PODS) {
-        if (performance.now() - started > 120_000) throw new Error(`${label}: ${simulator.allocated.length}/${PODS} allocated after 120 s`);
+        if (performance.now() - started > 120_000)
+          throw new Error(`${label}: ${simulator.allocated.length}/${PODS} allocated after 120 s`);
         await new Promise((done) => setTimeout(done, 2));
       }
       return performance.now() - started;
@@ -76,7 +119,12 @@ try {
       for (;;) {
         const current = await core.readNode({ name: node });
         const left = (await core.listNamespacedPod({ namespace: 'bench' })).items.length;
-        if (current.metadata?.annotations?.[NODE_LOCK_ANNOTATION] === undefined && left === 0 && server.cache.usageOn(node).size === 0) break;
+        if (
+          current.metadata?.annotations?.[NODE_LOCK_ANNOTATION] === undefined &&
+          left === 0 &&
+          server.cache.usageOn(node).size === 0
+        )
+          break;
         await new Promise((done) => setTimeout(done, 50));
       }
     }
@@ -92,9 +140,15 @@ try {
   const floor = PODS * ALLOCATE_MS;
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
   console.log(`${PODS} GPU pods created at once for one node, through the real kube-scheduler, ${rounds} rounds each:`);
-  console.log(`  0 ms Allocate (hand-over cost only)    ${zero.map((ms) => ms.toFixed(0)).join(' / ')} ms  median ${median(zero).toFixed(0)} ms  (${(median(zero) / PODS).toFixed(1)} ms per pod)`);
-  console.log(`  ${ALLOCATE_MS} ms Allocate                        ${real.map((ms) => ms.toFixed(0)).join(' / ')} ms  median ${median(real).toFixed(0)} ms`);
-  console.log(`  serial floor ${PODS} x ${ALLOCATE_MS} ms = ${floor} ms  ->  ${(median(real) / floor).toFixed(2)}x the floor`);
+  console.log(
+    `  0 ms Allocate (hand-over cost only)    ${zero.map((ms) => ms.toFixed(0)).join(' / ')} ms  median ${median(zero).toFixed(0)} ms  (${(median(zero) / PODS).toFixed(1)} ms per pod)`,
+  );
+  console.log(
+    `  ${ALLOCATE_MS} ms Allocate                        ${real.map((ms) => ms.toFixed(0)).join(' / ')} ms  median ${median(real).toFixed(0)} ms`,
+  );
+  console.log(
+    `  serial floor ${PODS} x ${ALLOCATE_MS} ms = ${floor} ms  ->  ${(median(real) / floor).toFixed(2)}x the floor`,
+  );
   await scheduler.stop();
   await simulatorCache.stop();
   await server.stop();

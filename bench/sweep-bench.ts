@@ -24,34 +24,63 @@ const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const NODES = 1000;
 
 async function inBatches<T>(items: T[], width: number, work: (item: T) => Promise<unknown>): Promise<void> {
-  for (let index = 0; index < items.length; index += width) await Promise.all(items.slice(index, index + width).map(work));
+  for (let index = 0; index < items.length; index += width)
+    await Promise.all(items.slice(index, index + width).map(work));
 }
 
-const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process) });
+const plane = await ControlPlane.start({
+  binaries: locateBinaries({ repoRoot, env: process.env }),
+  shutdownHooks: new ShutdownHooks(process),
+});
 try {
   const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
   const core = kubeConfig.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: 'bench' } } });
-  await core.createNamespacedPod({ namespace: 'bench', body: { metadata: { name: 'holder' }, spec: { schedulerName: 'none', containers: [{ name: 'c', image: 'x' }] } } });
+  await core.createNamespacedPod({
+    namespace: 'bench',
+    body: { metadata: { name: 'holder' }, spec: { schedulerName: 'none', containers: [{ name: 'c', image: 'x' }] } },
+  });
   const nodes = Array.from({ length: NODES }, (_, index) => `s-node-${String(index).padStart(4, '0')}`);
   await inBatches(nodes, 32, (name) => core.createNode({ body: simulatedGpuNode({ name, gpus: 8 }) }));
-  const lockAll = (owner: string) => inBatches(nodes, 32, (name) => core.patchNode(
-    { name, body: { metadata: { annotations: { [NODE_LOCK_ANNOTATION]: formatLockValue(new Date(), { namespace: 'bench', name: owner }) } } } }, mergePatch));
+  const lockAll = (owner: string) =>
+    inBatches(nodes, 32, (name) =>
+      core.patchNode(
+        {
+          name,
+          body: {
+            metadata: {
+              annotations: { [NODE_LOCK_ANNOTATION]: formatLockValue(new Date(), { namespace: 'bench', name: owner }) },
+            },
+          },
+        },
+        mergePatch,
+      ),
+    );
   const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
   await cache.start();
   // Every API call the lock service makes, counted.
   const api = new KubeNodeLockApi(core);
   let apiCalls = 0;
   const counted: NodeLockApi = {
-    readNode: (name, signal) => { apiCalls++; return api.readNode(name, signal); },
-    writeLock: (name, rv, value, signal) => { apiCalls++; return api.writeLock(name, rv, value, signal); },
-    readPod: (pod, signal) => { apiCalls++; return api.readPod(pod, signal); },
+    readNode: (name, signal) => {
+      apiCalls++;
+      return api.readNode(name, signal);
+    },
+    writeLock: (name, rv, value, signal) => {
+      apiCalls++;
+      return api.writeLock(name, rv, value, signal);
+    },
+    readPod: (pod, signal) => {
+      apiCalls++;
+      return api.readPod(pod, signal);
+    },
   };
   const config = { bindGraceMs: 60_000, expireMs: 300_000 };
   const fromApi = new NodeLocks({ api: counted, config });
   const fromStore = new NodeLocks({ api: counted, view: cache.lockView, config });
   const pass = async (locks: NodeLocks, expectLocked: number) => {
-    for (let waited = 0; cache.lockedNodes().length !== expectLocked && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+    for (let waited = 0; cache.lockedNodes().length !== expectLocked && waited < 30_000; waited += 100)
+      await new Promise((r) => setTimeout(r, 100));
     apiCalls = 0;
     const started = performance.now();
     const report = await sweepOnce({ targets: cache, locks, concurrency: 16, stillLeading: () => true });
@@ -68,7 +97,13 @@ try {
   console.log(`sweep pass over ${NODES} locked nodes (16 at a time), default interval 30 s:`);
   console.log(row('all held, classified from API reads (baseline)', baseline, `kept ${baseline.report.kept}`));
   console.log(row('all held, classified from the state store', held, `kept ${held.report.kept}`));
-  console.log(row('all releasable (owner gone), confirmed by API reads', releasable, `released ${releasable.report.released.length}`));
+  console.log(
+    row(
+      'all releasable (owner gone), confirmed by API reads',
+      releasable,
+      `released ${releasable.report.released.length}`,
+    ),
+  );
   await cache.stop();
 } finally {
   await plane.stop();

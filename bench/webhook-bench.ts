@@ -26,8 +26,13 @@ function review(operation: string, object: unknown): string {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
     request: {
-      uid: '5f7a1c8e-0000-4000-8000-000000000001', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' },
-      name: pod.metadata.name, namespace: pod.metadata.namespace, operation, dryRun: false,
+      uid: '5f7a1c8e-0000-4000-8000-000000000001',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      name: pod.metadata.name,
+      namespace: pod.metadata.namespace,
+      operation,
+      dryRun: false,
       userInfo: { username: 'system:serviceaccount:kube-system:job-controller' },
       ...(operation === 'DELETE' ? { oldObject: object, object: null } : { object, oldObject: null }),
     },
@@ -36,41 +41,83 @@ function review(operation: string, object: unknown): string {
 
 function podObject(name: string, limits: Record<string, string> | undefined, nodeName?: string): unknown {
   return {
-    apiVersion: 'v1', kind: 'Pod',
-    metadata: { name, namespace: 'bench', labels: { app: 'trainer', 'pod-template-hash': '5d8f7c9b6' }, annotations: { 'kubectl.kubernetes.io/default-container': 'main' } },
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name,
+      namespace: 'bench',
+      labels: { app: 'trainer', 'pod-template-hash': '5d8f7c9b6' },
+      annotations: { 'kubectl.kubernetes.io/default-container': 'main' },
+    },
     spec: {
-      schedulerName: 'default-scheduler', ...(nodeName ? { nodeName } : {}),
+      schedulerName: 'default-scheduler',
+      ...(nodeName ? { nodeName } : {}),
       containers: [
-        { name: 'main', image: 'nvcr.io/nvidia/pytorch:24.01-py3', command: ['python', 'train.py'], env: [{ name: 'EPOCHS', value: '10' }], ...(limits ? { resources: { limits } } : { resources: {} }) },
+        {
+          name: 'main',
+          image: 'nvcr.io/nvidia/pytorch:24.01-py3',
+          command: ['python', 'train.py'],
+          env: [{ name: 'EPOCHS', value: '10' }],
+          ...(limits ? { resources: { limits } } : { resources: {} }),
+        },
         { name: 'sidecar', image: 'busybox', resources: { limits: { cpu: '100m', memory: '64Mi' } } },
       ],
-      tolerations: [{ key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 }],
+      tolerations: [
+        { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
+      ],
     },
   };
 }
 
-interface Result { count: number; rate: number; p50: number; p99: number }
+interface Result {
+  count: number;
+  rate: number;
+  p50: number;
+  p99: number;
+}
 
-async function load(port: number, caPem: string, concurrency: number, make: () => { method: string; path: string; body?: string }): Promise<Result> {
+async function load(
+  port: number,
+  caPem: string,
+  concurrency: number,
+  make: () => { method: string; path: string; body?: string },
+): Promise<Result> {
   if (port <= 0) throw new Error('no port');
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency, ca: caPem });
   const latencies: number[] = [];
   const deadline = performance.now() + seconds * 1000;
-  const once = () => new Promise<void>((done, fail) => {
-    const { method, path, body } = make();
-    const started = performance.now();
-    const req = request({ host: '127.0.0.1', port, method, path, agent, headers: body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on('end', () => {
-        if (res.statusCode !== 200) { fail(new Error(`HTTP ${String(res.statusCode)} for ${method} ${path}`)); return; }
-        latencies.push(performance.now() - started);
-        done();
-      });
+  const once = () =>
+    new Promise<void>((done, fail) => {
+      const { method, path, body } = make();
+      const started = performance.now();
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          method,
+          path,
+          agent,
+          headers:
+            body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => {
+            if (res.statusCode !== 200) {
+              fail(new Error(`HTTP ${String(res.statusCode)} for ${method} ${path}`));
+              return;
+            }
+            latencies.push(performance.now() - started);
+            done();
+          });
+        },
+      );
+      req.on('error', fail);
+      req.end(body);
     });
-    req.on('error', fail);
-    req.end(body);
-  });
-  const worker = async () => { while (performance.now() < deadline) await once(); };
+  const worker = async () => {
+    while (performance.now() < deadline) await once();
+  };
   // Open the connections before measuring: TLS handshakes are not what this measures.
   await Promise.all(Array.from({ length: concurrency }, () => once()));
   latencies.length = 0;
@@ -83,15 +130,30 @@ async function load(port: number, caPem: string, concurrency: number, make: () =
   return { count: latencies.length, rate: latencies.length / elapsed, p50: at(0.5), p99: at(0.99) };
 }
 
-const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process) });
-const server = spawn(process.execPath, ['--import', 'tsx', resolve(repoRoot, 'bench', 'support', 'webhook-server-process.ts')], {
-  env: { ...process.env, KUBECONFIG_PATH: plane.kubeconfigPath }, stdio: ['ignore', 'pipe', 'inherit'],
+const plane = await ControlPlane.start({
+  binaries: locateBinaries({ repoRoot, env: process.env }),
+  shutdownHooks: new ShutdownHooks(process),
 });
+const server = spawn(
+  process.execPath,
+  ['--import', 'tsx', resolve(repoRoot, 'bench', 'support', 'webhook-server-process.ts')],
+  {
+    env: { ...process.env, KUBECONFIG_PATH: plane.kubeconfigPath },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  },
+);
 try {
   const core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
   await core.createNode({ body: simulatedGpuNode({ name: 'bench-node', gpus: 8 }) });
-  const first = await new Promise<string>((done) => { createInterface({ input: server.stdout }).once('line', done); });
-  const { port, withoutStorePort, echoPort, caPem } = JSON.parse(first) as { port: number; withoutStorePort: number; echoPort: number; caPem: string };
+  const first = await new Promise<string>((done) => {
+    createInterface({ input: server.stdout }).once('line', done);
+  });
+  const { port, withoutStorePort, echoPort, caPem } = JSON.parse(first) as {
+    port: number;
+    withoutStorePort: number;
+    echoPort: number;
+    caPem: string;
+  };
 
   const gpuCreate = review('CREATE', podObject('trainer-0', { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '8000' }));
   const plainCreate = review('CREATE', podObject('web-0', undefined));
@@ -102,7 +164,11 @@ try {
     ['CREATE GPU pod', port, () => ({ method: 'POST', path: '/mutate', body: gpuCreate })],
     ['CREATE non-GPU pod', port, () => ({ method: 'POST', path: '/mutate', body: plainCreate })],
     ['DELETE GPU pod, no lock (store)', port, () => ({ method: 'POST', path: '/mutate', body: gpuDelete })],
-    ['DELETE GPU pod, no lock (API read)', withoutStorePort, () => ({ method: 'POST', path: '/mutate', body: gpuDelete })],
+    [
+      'DELETE GPU pod, no lock (API read)',
+      withoutStorePort,
+      () => ({ method: 'POST', path: '/mutate', body: gpuDelete }),
+    ],
   ];
   console.log(`webhook benchmark: TLS + keep-alive, ${seconds}s per scenario, server in its own process`);
   console.log('scenario                             clients  samples    req/s   p50 ms   p99 ms  req/s vs baseline');
@@ -111,7 +177,9 @@ try {
     for (const [name, target, make] of scenarios) {
       const result = await load(target, caPem, concurrency, make);
       baseline ??= result.rate;
-      console.log(`${name.padEnd(36)} ${String(concurrency).padStart(7)} ${String(result.count).padStart(8)} ${result.rate.toFixed(0).padStart(8)} ${result.p50.toFixed(2).padStart(8)} ${result.p99.toFixed(2).padStart(8)} ${(result.rate / baseline).toFixed(2).padStart(10)}x`);
+      console.log(
+        `${name.padEnd(36)} ${String(concurrency).padStart(7)} ${String(result.count).padStart(8)} ${result.rate.toFixed(0).padStart(8)} ${result.p50.toFixed(2).padStart(8)} ${result.p99.toFixed(2).padStart(8)} ${(result.rate / baseline).toFixed(2).padStart(10)}x`,
+      );
     }
   }
 } finally {

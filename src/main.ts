@@ -21,7 +21,10 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
 // Installed only by commands that run until stopped, so the others keep Node's default Ctrl-C.
 function waitForStopSignal(): Promise<string> {
   return new Promise((resolveSignal) => {
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => { resolveSignal(signal); });
+    for (const signal of ['SIGTERM', 'SIGINT'] as const)
+      process.once(signal, () => {
+        resolveSignal(signal);
+      });
   });
 }
 
@@ -36,8 +39,17 @@ const commands = [
   localCommand({ repoRoot, shutdownTarget: process }),
 ];
 
-process.exitCode = await runCli(process.argv.slice(2), commands, {
-  env: process.env,
-  stdout: (line) => { process.stdout.write(`${line}\n`); },
-  stderr: (line) => { process.stderr.write(`${line}\n`); },
-}, { version });
+process.exitCode = await runCli(
+  process.argv.slice(2),
+  commands,
+  {
+    env: process.env,
+    stdout: (line) => {
+      process.stdout.write(`${line}\n`);
+    },
+    stderr: (line) => {
+      process.stderr.write(`${line}\n`);
+    },
+  },
+  { version },
+);

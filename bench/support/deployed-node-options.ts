@@ -9,8 +9,13 @@ const DEPLOYMENT = resolve(import.meta.dirname, '..', '..', 'manifests', 'deploy
 
 export function deployedNodeOptions(): string {
   const objects = loadAllYaml(readFileSync(DEPLOYMENT, 'utf8')) as { kind?: string }[];
-  const warden = objects.find((object): object is V1Deployment => object.kind === 'Deployment' && (object as V1Deployment).metadata?.name === 'vgpu-warden');
-  const container = warden?.spec?.template.spec?.containers.find((candidate) => candidate.name === 'vgpu-warden') ?? warden?.spec?.template.spec?.containers[0];
+  const warden = objects.find(
+    (object): object is V1Deployment =>
+      object.kind === 'Deployment' && (object as V1Deployment).metadata?.name === 'vgpu-warden',
+  );
+  const container =
+    warden?.spec?.template.spec?.containers.find((candidate) => candidate.name === 'vgpu-warden') ??
+    warden?.spec?.template.spec?.containers[0];
   const value = container?.env?.find((variable) => variable.name === 'NODE_OPTIONS')?.value;
   if (value === undefined) throw new Error(`${DEPLOYMENT}: the vgpu-warden Deployment sets no NODE_OPTIONS`);
   return value;

@@ -21,8 +21,20 @@ export class InspectorSession {
   static async connect(url: string): Promise<InspectorSession> {
     const socket = new WebSocket(url);
     await new Promise<void>((resolve, reject) => {
-      socket.addEventListener('open', () => { resolve(); }, { once: true });
-      socket.addEventListener('error', () => { reject(new Error(`inspector: cannot connect to ${url}`)); }, { once: true });
+      socket.addEventListener(
+        'open',
+        () => {
+          resolve();
+        },
+        { once: true },
+      );
+      socket.addEventListener(
+        'error',
+        () => {
+          reject(new Error(`inspector: cannot connect to ${url}`));
+        },
+        { once: true },
+      );
     });
     return new InspectorSession(socket);
   }
@@ -30,7 +42,12 @@ export class InspectorSession {
   send<T>(method: string, params: Record<string, unknown> = {}): Promise<T> {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
-      this.waiting.set(id, { resolve: (result) => { resolve(result as T); }, reject });
+      this.waiting.set(id, {
+        resolve: (result) => {
+          resolve(result as T);
+        },
+        reject,
+      });
       this.socket.send(JSON.stringify({ id, method, params }));
     });
   }

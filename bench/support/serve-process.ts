@@ -44,32 +44,54 @@ function nodeOptionsEnv(): { NODE_OPTIONS?: string } {
 }
 
 /** `inspect`: start serve with the V8 inspector on a free loopback port, for liveHeapBytes. */
-export async function startServeProcess(env: Record<string, string>, options: { readyTimeoutMs?: number; inspect?: boolean } = {}): Promise<ServeProcess> {
+export async function startServeProcess(
+  env: Record<string, string>,
+  options: { readyTimeoutMs?: number; inspect?: boolean } = {},
+): Promise<ServeProcess> {
   const metricsPort = env.METRICS_PORT;
   if (metricsPort === undefined) throw new TypeError('startServeProcess needs METRICS_PORT');
   // BENCH_SERVE_PROFILE=<dir>: a CPU profile of serve, written there when it stops.
   const profile = process.env.BENCH_SERVE_PROFILE;
-  const child: ChildProcess = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), ...(options.inspect === true ? ['--inspect=127.0.0.1:0'] : []), ...serveCommand()], {
-    env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...nodeOptionsEnv(), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [
+      ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []),
+      ...(options.inspect === true ? ['--inspect=127.0.0.1:0'] : []),
+      ...serveCommand(),
+    ],
+    {
+      env: { ...process.env, LOG_LEVEL: 'warn', METRICS_HOST: '127.0.0.1', ...nodeOptionsEnv(), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   // The last lines of its log (stdout) and stderr, for the error when it does not come up.
   let output = '';
   let inspectorUrl: string | undefined;
-  const keep = (chunk: Buffer) => { output = (output + chunk.toString()).slice(-4000); };
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-4000);
+  };
   child.stdout?.on('data', keep);
-  child.stderr?.on('data', (chunk: Buffer) => { keep(chunk); inspectorUrl ??= inspectorUrlIn(output); });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    keep(chunk);
+    inspectorUrl ??= inspectorUrlIn(output);
+  });
   const metricsUrl = `http://127.0.0.1:${metricsPort}`;
   let lastReadiness: string;
   const deadline = Date.now() + (options.readyTimeoutMs ?? 120_000);
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`serve exited before it was ready: ${output}`);
-    const answer = await fetch(`${metricsUrl}/readyz`).then(async (response) => ({ status: response.status, text: await response.text() }), (error: unknown) => ({ status: 0, text: String(error) }));
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`serve exited before it was ready: ${output}`);
+    const answer = await fetch(`${metricsUrl}/readyz`).then(
+      async (response) => ({ status: response.status, text: await response.text() }),
+      (error: unknown) => ({ status: 0, text: String(error) }),
+    );
     if (answer.status === 200) break;
     lastReadiness = `${answer.status}: ${answer.text.slice(0, 500)}`;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`serve not ready after ${options.readyTimeoutMs ?? 120_000} ms (readyz ${lastReadiness}): ${output}`);
+      throw new Error(
+        `serve not ready after ${options.readyTimeoutMs ?? 120_000} ms (readyz ${lastReadiness}): ${output}`,
+      );
     }
     await sleep(100);
   }
@@ -78,7 +100,8 @@ export async function startServeProcess(env: Record<string, string>, options: { 
     pid: child.pid ?? 0,
     metrics: async () => (await fetch(`${metricsUrl}/metrics`)).text(),
     liveHeapBytes: async () => {
-      if (inspectorUrl === undefined) throw new Error('serve was not started with inspect, or has not printed its inspector address');
+      if (inspectorUrl === undefined)
+        throw new Error('serve was not started with inspect, or has not printed its inspector address');
       const session = await InspectorSession.connect(inspectorUrl);
       try {
         return await session.liveHeapBytes();

@@ -20,11 +20,20 @@ import { createCertificateAuthority, issueCertificate } from '../../src/tls/cert
 const kubeConfig = loadKubeConfig(process.env.KUBECONFIG_PATH);
 const core = kubeConfig.makeApiClient(CoreV1Api);
 const ca = createCertificateAuthority({ commonName: 'bench-ca', validityDays: 1 });
-const leaf = issueCertificate(ca, { commonName: 'bench', subjectAltNames: ['127.0.0.1'], usage: 'server', validityDays: 1 });
+const leaf = issueCertificate(ca, {
+  commonName: 'bench',
+  subjectAltNames: ['127.0.0.1'],
+  usage: 'server',
+  validityDays: 1,
+});
 const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
 await cache.start();
 const webhook = async (withStore: boolean) => {
-  const locks = new NodeLocks({ api: new KubeNodeLockApi(core), ...(withStore ? { view: cache.lockView } : {}), config: { bindGraceMs: 60_000, expireMs: 300_000 } });
+  const locks = new NodeLocks({
+    api: new KubeNodeLockApi(core),
+    ...(withStore ? { view: cache.lockView } : {}),
+    config: { bindGraceMs: 60_000, expireMs: 300_000 },
+  });
   const handler = new PodAdmissionHandler({
     mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
     locks,
@@ -45,8 +54,12 @@ const echo = createServer({ cert: leaf.certPem, key: leaf.keyPem }, (req, res) =
     res.end(body);
   });
 });
-await new Promise<void>((done) => { echo.listen(0, '127.0.0.1', done); });
-process.stdout.write(`${JSON.stringify({ port: listener.port, withoutStorePort: withoutStore.port, echoPort: (echo.address() as AddressInfo).port, caPem: ca.certPem })}\n`);
+await new Promise<void>((done) => {
+  echo.listen(0, '127.0.0.1', done);
+});
+process.stdout.write(
+  `${JSON.stringify({ port: listener.port, withoutStorePort: withoutStore.port, echoPort: (echo.address() as AddressInfo).port, caPem: ca.certPem })}\n`,
+);
 process.on('SIGTERM', () => {
   echo.close();
   void Promise.all([listener.close(), withoutStore.close(), cache.stop()]).then(() => process.exit(0));

@@ -54,7 +54,14 @@ export const respond = {
     return { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message } };
   },
   errored(uid: string, code: number, message: string): AdmissionResponse {
-    const reason = code === 413 ? 'RequestEntityTooLarge' : code === 415 ? 'UnsupportedMediaType' : code >= 500 ? 'InternalError' : 'BadRequest';
+    const reason =
+      code === 413
+        ? 'RequestEntityTooLarge'
+        : code === 415
+          ? 'UnsupportedMediaType'
+          : code >= 500
+            ? 'InternalError'
+            : 'BadRequest';
     return { uid, allowed: false, status: { code, reason, message } };
   },
   patched(uid: string, ops: readonly JsonPatchOp[], warnings: string[] = []): AdmissionResponse {

@@ -9,7 +9,11 @@ export interface LockReleaser {
    * Frees the node's lock only if the rules say nobody will use it; `deleted` is the pod whose DELETE
    * is being admitted, which counts as being deleted (lock/node-locks.ts).
    */
-  releaseIfReleasable(node: string, path: ReleasePath, options: { signal?: AbortSignal; deleted?: PodRef & { uid: string } }): Promise<ConditionalReleaseResult>;
+  releaseIfReleasable(
+    node: string,
+    path: ReleasePath,
+    options: { signal?: AbortSignal; deleted?: PodRef & { uid: string } },
+  ): Promise<ConditionalReleaseResult>;
 }
 
 /** The state store's node locks, for a DELETE answered without an API call. */
@@ -24,7 +28,6 @@ export type DeleteOutcome =
   | { kind: 'done'; node: string; result: ConditionalReleaseResult }
   | { kind: 'failed'; node: string; error: unknown }
   | { kind: 'timed-out'; node: string };
-
 
 /**
  * Whether kubelet may still admit and allocate the pod: bound to its node with
@@ -66,22 +69,37 @@ export async function releaseLockOfDeletedPod(
   const namespace = typeof metadata.namespace === 'string' ? metadata.namespace : request.namespace;
   const uid = typeof metadata.uid === 'string' ? metadata.uid : undefined;
   // Without a UID the lock cannot be told apart from another incarnation's: the other paths free it.
-  if (name === undefined || name === '' || namespace === undefined || namespace === '' || uid === undefined || uid === '') return { kind: 'skipped', reason: 'no-pod' };
+  if (
+    name === undefined ||
+    name === '' ||
+    namespace === undefined ||
+    namespace === '' ||
+    uid === undefined ||
+    uid === ''
+  )
+    return { kind: 'skipped', reason: 'no-pod' };
   const node = nodeOfPod(oldObject);
   if (node === undefined) return { kind: 'skipped', reason: 'no-node' };
   if (mayStillBeAllocated(oldObject, node)) return { kind: 'skipped', reason: 'awaiting-allocation' };
   if (deps.storedLocks?.watching() === true) {
     const stored = deps.storedLocks.lockOf(node);
-    if (stored === undefined || !isOwnedBy(parseLockValue(stored.raw), { namespace, name })) return { kind: 'skipped', reason: 'not-holder' };
+    if (stored === undefined || !isOwnedBy(parseLockValue(stored.raw), { namespace, name }))
+      return { kind: 'skipped', reason: 'not-holder' };
   }
 
   let timer: NodeJS.Timeout | undefined;
   const abort = new AbortController();
   const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => { abort.abort(new Error(`the lock release took longer than ${deps.timeoutMs} ms`)); resolve('timeout'); }, deps.timeoutMs);
+    timer = setTimeout(() => {
+      abort.abort(new Error(`the lock release took longer than ${deps.timeoutMs} ms`));
+      resolve('timeout');
+    }, deps.timeoutMs);
   });
   try {
-    const release = deps.locks.releaseIfReleasable(node, 'webhook', { signal: abort.signal, deleted: { namespace, name, uid } });
+    const release = deps.locks.releaseIfReleasable(node, 'webhook', {
+      signal: abort.signal,
+      deleted: { namespace, name, uid },
+    });
     const outcome = await Promise.race([release, timeout]);
     if (outcome === 'timeout') {
       release.catch(() => undefined);

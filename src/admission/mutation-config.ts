@@ -1,7 +1,15 @@
 import type { Config } from '../config/setting-spec.js';
 import type { PodMutationConfig } from './pod-mutation.js';
 
-type MutationSettings = Pick<Config, 'schedulerName' | 'overwriteDefaultScheduler' | 'defaultGpuCount' | 'overwriteEnv' | 'runtimeClassName' | 'gpuCorePolicy'>;
+type MutationSettings = Pick<
+  Config,
+  | 'schedulerName'
+  | 'overwriteDefaultScheduler'
+  | 'defaultGpuCount'
+  | 'overwriteEnv'
+  | 'runtimeClassName'
+  | 'gpuCorePolicy'
+>;
 
 /**
  * The webhook's CREATE rules from the `webhook` setting group, in one place so that `serve` and

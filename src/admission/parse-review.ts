@@ -14,13 +14,17 @@ export type ParsedReview =
 
 const DEFAULT_VERSION: AdmissionVersion = 'admission.k8s.io/v1';
 
-
 export function mediaTypeOf(contentType: string | undefined): string | undefined {
   return contentType?.split(';')[0]?.trim().toLowerCase();
 }
 
 export function parseAdmissionReview(body: Buffer | undefined, contentType: string | undefined): ParsedReview {
-  const fail = (code: number, message: string, uid?: string, version: AdmissionVersion = DEFAULT_VERSION): ParsedReview => ({
+  const fail = (
+    code: number,
+    message: string,
+    uid?: string,
+    version: AdmissionVersion = DEFAULT_VERSION,
+  ): ParsedReview => ({
     ok: false,
     httpStatus: uid === undefined ? (code === 413 ? 413 : 400) : 200,
     version,
@@ -31,7 +35,10 @@ export function parseAdmissionReview(body: Buffer | undefined, contentType: stri
 
   const mediaType = mediaTypeOf(contentType);
   if (mediaType !== 'application/json') {
-    return fail(415, `Content-Type must be application/json, got ${contentType === undefined ? 'none' : quoted(contentType)}`);
+    return fail(
+      415,
+      `Content-Type must be application/json, got ${contentType === undefined ? 'none' : quoted(contentType)}`,
+    );
   }
   if (body === undefined || body.length === 0) return fail(400, 'request body is empty');
 
@@ -47,7 +54,11 @@ export function parseAdmissionReview(body: Buffer | undefined, contentType: stri
   const uid = isRecord(request) && typeof request.uid === 'string' && request.uid !== '' ? request.uid : undefined;
   const version = ADMISSION_VERSIONS.find((known) => known === decoded.apiVersion);
   if (version === undefined) {
-    return fail(400, `unsupported AdmissionReview apiVersion ${quoted(decoded.apiVersion)}; expected ${ADMISSION_VERSIONS.join(' or ')}`, uid);
+    return fail(
+      400,
+      `unsupported AdmissionReview apiVersion ${quoted(decoded.apiVersion)}; expected ${ADMISSION_VERSIONS.join(' or ')}`,
+      uid,
+    );
   }
   if (decoded.kind !== 'AdmissionReview') {
     return fail(400, `expected kind AdmissionReview, got ${quoted(decoded.kind)}`, uid, version);

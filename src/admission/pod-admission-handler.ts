@@ -35,14 +35,17 @@ export class PodAdmissionHandler {
         case 'skip':
           return respond.allowed(request.uid);
         case 'deny':
-          return decision.code === 403 ? respond.denied(request.uid, decision.message) : respond.errored(request.uid, decision.code, decision.message);
+          return decision.code === 403
+            ? respond.denied(request.uid, decision.message)
+            : respond.errored(request.uid, decision.code, decision.message);
         case 'patch':
           return respond.patched(request.uid, decision.ops, decision.warnings);
       }
     }
     if (request.operation === 'DELETE' && isPod) {
       const outcome = await releaseLockOfDeletedPod(request.oldObject, request, {
-        locks: this.deps.locks, timeoutMs: this.deps.deleteTimeoutMs,
+        locks: this.deps.locks,
+        timeoutMs: this.deps.deleteTimeoutMs,
         ...(this.deps.storedLocks ? { storedLocks: this.deps.storedLocks } : {}),
       });
       this.report(request, { operation: 'DELETE', outcome });

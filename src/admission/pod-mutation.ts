@@ -1,8 +1,23 @@
 import { INT32_MAX, int32Quantity } from '../devices/quantity.js';
-import { containerName, DEFAULT_REQUEST_DEFAULTS, describeProblems, gpuRequestProblems, quantityProblem, type RequestDefaults } from '../devices/requests.js';
+import {
+  containerName,
+  DEFAULT_REQUEST_DEFAULTS,
+  describeProblems,
+  gpuRequestProblems,
+  quantityProblem,
+  type RequestDefaults,
+} from '../devices/requests.js';
 import { clip, LABEL_CHARS, quoted } from '../base/user-text.js';
 import { pointer, type JsonPatchOp } from './json-patch.js';
-import { GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, GPU_PRIORITY, isSchedulerOwnedAnnotation, type GpuCorePolicy } from '../hami/wire.js';
+import {
+  GPU_CORES,
+  GPU_COUNT,
+  GPU_MEMORY,
+  GPU_MEMORY_PERCENTAGE,
+  GPU_PRIORITY,
+  isSchedulerOwnedAnnotation,
+  type GpuCorePolicy,
+} from '../hami/wire.js';
 import { isRecord } from '../base/json.js';
 
 /**
@@ -55,7 +70,6 @@ interface ContainerLike {
   securityContext?: { privileged?: unknown };
 }
 
-
 /** A resource as written (limits, else requests): the raw JSON value, or undefined when absent. */
 function resource(limits: Json | undefined, requests: Json | undefined, name: string): unknown {
   const fromLimits = limits?.[name];
@@ -90,7 +104,13 @@ const PRIORITY_BOUNDS = { min: 0, max: INT32_MAX };
  * Applies HAMi's per-container NVIDIA rules to a container whose GPU shares gpuRequestProblems has
  * already found readable; returns the plan or a denial message.
  */
-function planContainer(list: ContainerPlan['list'], index: number, container: ContainerLike, config: PodMutationConfig, warnings: string[]): ContainerPlan | string {
+function planContainer(
+  list: ContainerPlan['list'],
+  index: number,
+  container: ContainerLike,
+  config: PodMutationConfig,
+  warnings: string[],
+): ContainerPlan | string {
   const name = containerName(container as Json, index);
   const limits = isRecord(container.resources?.limits) ? container.resources.limits : undefined;
   const requests = isRecord(container.resources?.requests) ? container.resources.requests : undefined;
@@ -105,7 +125,8 @@ function planContainer(list: ContainerPlan['list'], index: number, container: Co
   const hasPriorityEnv = env.some((entry) => isRecord(entry) && entry.name === TASK_PRIORITY_ENV);
   if (priority !== undefined && priority !== null && !hasPriorityEnv) {
     const problem = quantityProblem(priority, PRIORITY_BOUNDS);
-    if (problem !== undefined) return `invalid ${GPU_RESOURCES.priority} value ${quoted(priority)} in ${list === 'initContainers' ? 'init container' : 'container'} ${name}: ${problem}`;
+    if (problem !== undefined)
+      return `invalid ${GPU_RESOURCES.priority} value ${quoted(priority)} in ${list === 'initContainers' ? 'init container' : 'container'} ${name}: ${problem}`;
     plan.addEnv.push({ name: TASK_PRIORITY_ENV, value: String(int32Quantity(priority)) });
   }
 
@@ -114,17 +135,21 @@ function planContainer(list: ContainerPlan['list'], index: number, container: Co
   if (count === undefined && asksForShare && config.defaultGpuCount > 0) {
     count = config.defaultGpuCount;
     plan.addLimits[GPU_RESOURCES.count] = String(count);
-    warnings.push(`container ${name}: ${GPU_RESOURCES.count} set to ${count} because it asks for GPU memory or cores without a count`);
+    warnings.push(
+      `container ${name}: ${GPU_RESOURCES.count} set to ${count} because it asks for GPU memory or cores without a count`,
+    );
   }
   if (count === undefined || count <= 0) {
     // HAMi's overwriteEnv: a container without a GPU must not see the node's GPUs through the
     // NVIDIA runtime's default (all devices). Only such containers, exactly as HAMi.
-    if (config.overwriteEnv === true && !envEndsWith(env, VISIBLE_DEVICES_ENV, 'none')) plan.addEnv.push({ name: VISIBLE_DEVICES_ENV, value: 'none' });
+    if (config.overwriteEnv === true && !envEndsWith(env, VISIBLE_DEVICES_ENV, 'none'))
+      plan.addEnv.push({ name: VISIBLE_DEVICES_ENV, value: 'none' });
     return plan;
   }
   plan.hasGpu = true;
   const policy = config.gpuCorePolicy ?? 'default';
-  if (policy !== 'default' && !envEndsWith(env, CORE_POLICY_ENV, policy)) plan.addEnv.push({ name: CORE_POLICY_ENV, value: policy });
+  if (policy !== 'default' && !envEndsWith(env, CORE_POLICY_ENV, policy))
+    plan.addEnv.push({ name: CORE_POLICY_ENV, value: policy });
 
   // Exclusive by default: a count with no memory share (or 100 %) gets all cores, as HAMi does.
   const exclusive = int32Quantity(percentage) === 100 || (memory === undefined && percentage === undefined);
@@ -145,7 +170,8 @@ function containerOps(plan: ContainerPlan): JsonPatchOp[] {
     } else if (!isRecord(container.resources.limits)) {
       ops.push({ op: 'add', path: pointer(...base, 'resources', 'limits'), value: plan.addLimits });
     } else {
-      for (const [key, value] of Object.entries(plan.addLimits)) ops.push({ op: 'add', path: pointer(...base, 'resources', 'limits', key), value });
+      for (const [key, value] of Object.entries(plan.addLimits))
+        ops.push({ op: 'add', path: pointer(...base, 'resources', 'limits', key), value });
     }
   }
   if (plan.addEnv.length > 0) {
@@ -163,9 +189,16 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
   const annotations = isRecord(metadata.annotations) ? Object.keys(metadata.annotations) : [];
   const forged = annotations.filter(isSchedulerOwnedAnnotation);
   if (forged.length > 0) {
-    const named = forged.slice(0, 5).map((key) => clip(key, LABEL_CHARS)).join(', ');
+    const named = forged
+      .slice(0, 5)
+      .map((key) => clip(key, LABEL_CHARS))
+      .join(', ');
     const more = forged.length > 5 ? ` and ${forged.length - 5} more` : '';
-    return { kind: 'deny', code: 403, message: `pod carries scheduler-owned annotations (${named}${more}); only the scheduler may set them` };
+    return {
+      kind: 'deny',
+      code: 403,
+      message: `pod carries scheduler-owned annotations (${named}${more}); only the scheduler may set them`,
+    };
   }
 
   const spec = pod.spec;
@@ -174,8 +207,12 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
   if (containers.length === 0) return { kind: 'deny', code: 403, message: 'pod has no containers' };
 
   const current = typeof spec.schedulerName === 'string' ? spec.schedulerName : '';
-  const targetsOther = current !== '' && current !== config.schedulerName && !(current === 'default-scheduler' && config.overwriteDefaultScheduler);
-  if (targetsOther) return { kind: 'skip', reason: `pod already has different scheduler assigned (${clip(current, LABEL_CHARS)})` };
+  const targetsOther =
+    current !== '' &&
+    current !== config.schedulerName &&
+    !(current === 'default-scheduler' && config.overwriteDefaultScheduler);
+  if (targetsOther)
+    return { kind: 'skip', reason: `pod already has different scheduler assigned (${clip(current, LABEL_CHARS)})` };
 
   // One validation for the webhook, filter and bind: a share that cannot be read is refused here
   // rather than dropped (HAMi would then bind the pod with no GPU). kube-apiserver already refuses
@@ -185,7 +222,10 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
 
   const warnings: string[] = [];
   const plans: ContainerPlan[] = [];
-  const all: [ContainerPlan['list'], unknown[]][] = [['initContainers', initContainers], ['containers', containers]];
+  const all: [ContainerPlan['list'], unknown[]][] = [
+    ['initContainers', initContainers],
+    ['containers', containers],
+  ];
   for (const [list, items] of all) {
     for (const [index, item] of items.entries()) {
       const planned = planContainer(list, index, isRecord(item) ? item : {}, config, warnings);
@@ -196,16 +236,26 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
   if (!plans.some((plan) => plan.hasGpu)) {
     // HAMi patches such pods too when overwriteEnv is on; the scheduler and everything else stay as written.
     const envOps = plans.flatMap(containerOps);
-    return envOps.length === 0 ? { kind: 'skip', reason: 'pod requests no GPU' } : { kind: 'patch', ops: envOps, warnings };
+    return envOps.length === 0
+      ? { kind: 'skip', reason: 'pod requests no GPU' }
+      : { kind: 'patch', ops: envOps, warnings };
   }
 
   const privileged = plans.find((plan) => plan.container.securityContext?.privileged === true);
   if (privileged) {
     const name = containerName(privileged.container as Json, privileged.index);
-    return { kind: 'deny', code: 403, message: `container ${name} is privileged; privileged containers cannot share GPUs` };
+    return {
+      kind: 'deny',
+      code: 403,
+      message: `container ${name} is privileged; privileged containers cannot share GPUs`,
+    };
   }
   if (typeof spec.nodeName === 'string' && spec.nodeName !== '') {
-    return { kind: 'deny', code: 403, message: `pod has node assigned (${clip(spec.nodeName)}); GPU pods must be placed by ${config.schedulerName}` };
+    return {
+      kind: 'deny',
+      code: 403,
+      message: `pod has node assigned (${clip(spec.nodeName)}); GPU pods must be placed by ${config.schedulerName}`,
+    };
   }
 
   const ops = plans.flatMap(containerOps);
@@ -215,7 +265,11 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
     ops.push({ op: 'add', path: '/spec/runtimeClassName', value: runtimeClassName });
   }
   if (current !== config.schedulerName) {
-    ops.push({ op: 'schedulerName' in spec ? 'replace' : 'add', path: '/spec/schedulerName', value: config.schedulerName });
+    ops.push({
+      op: 'schedulerName' in spec ? 'replace' : 'add',
+      path: '/spec/schedulerName',
+      value: config.schedulerName,
+    });
   }
   return { kind: 'patch', ops, warnings };
 }

@@ -20,11 +20,19 @@ export function until<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
     return Promise.reject(abortReason(signal));
   }
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => { reject(abortReason(signal)); };
+    const onAbort = (): void => {
+      reject(abortReason(signal));
+    };
     signal.addEventListener('abort', onAbort, { once: true });
     promise.then(
-      (value) => { signal.removeEventListener('abort', onAbort); resolve(value); },
-      (error: unknown) => { signal.removeEventListener('abort', onAbort); reject(error instanceof Error ? error : new WardenError('rejected', { cause: error })); },
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error instanceof Error ? error : new WardenError('rejected', { cause: error }));
+      },
     );
   });
 }
@@ -32,9 +40,19 @@ export function until<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 /** A signal that aborts with `error()` after `ms` (an unref'd timer); `clear` stops the timer. */
 export function timeoutSignal(ms: number, error: () => Error): { signal: AbortSignal; clear: () => void } {
   const controller = new AbortController();
-  const timer = setTimeout(() => { controller.abort(error()); }, Math.max(0, ms));
+  const timer = setTimeout(
+    () => {
+      controller.abort(error());
+    },
+    Math.max(0, ms),
+  );
   timer.unref();
-  return { signal: controller.signal, clear: () => { clearTimeout(timer); } };
+  return {
+    signal: controller.signal,
+    clear: () => {
+      clearTimeout(timer);
+    },
+  };
 }
 
 /**

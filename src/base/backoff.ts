@@ -20,7 +20,10 @@ export class Backoff {
   private base: number;
   private given = 0;
 
-  constructor(private readonly spec: BackoffSpec, private readonly random: () => number = Math.random) {
+  constructor(
+    private readonly spec: BackoffSpec,
+    private readonly random: () => number = Math.random,
+  ) {
     this.base = spec.initialMs;
   }
 

@@ -32,7 +32,12 @@ export function formatDuration(ms: number): string {
   if (ms === 0) return '0s';
   let rest = ms;
   let out = '';
-  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000], ['ms', 1]] as const) {
+  for (const [unit, size] of [
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+    ['ms', 1],
+  ] as const) {
     const whole = Math.floor(rest / size);
     if (whole > 0) {
       out += `${whole}${unit}`;

@@ -15,7 +15,7 @@ export function isLoopbackHost(host: string): boolean {
   const canonical = new URL(`http://[${lowered}]/`).hostname.slice(1, -1);
   if (canonical === '::1') return true;
   const mapped = /^::ffff:([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(canonical);
-  return mapped !== null && (Number.parseInt(mapped[1] ?? '', 16) >> 8) === 127;
+  return mapped !== null && Number.parseInt(mapped[1] ?? '', 16) >> 8 === 127;
 }
 
 const WILDCARD_HOSTS = new Set(['', '0.0.0.0', '::', '::0']);

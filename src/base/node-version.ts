@@ -32,6 +32,8 @@ export function isAtLeast(found: string, minimum: string): boolean {
 export function nodeVersionProblem(found: string, minimum: string = MINIMUM_NODE_VERSION): string | undefined {
   if (isAtLeast(found, minimum)) return undefined;
   const shown = found.slice(0, 40);
-  return `vgpu-warden needs Node.js >= ${minimum} (found ${shown}): install Node.js ${TESTED_NODE_MAJOR}, `
-    + `or run it from the repository with npx vgpu-warden, which uses the pinned node@${TESTED_NODE_MAJOR}`;
+  return (
+    `vgpu-warden needs Node.js >= ${minimum} (found ${shown}): install Node.js ${TESTED_NODE_MAJOR}, ` +
+    `or run it from the repository with npx vgpu-warden, which uses the pinned node@${TESTED_NODE_MAJOR}`
+  );
 }

@@ -6,7 +6,8 @@
 
 /** Is resourceVersion `candidate` newer than `current`? */
 export function isNewerVersion(candidate: string | undefined, current: string | undefined): boolean {
-  if (candidate === undefined || current === undefined || !/^\d+$/.test(candidate) || !/^\d+$/.test(current)) return false;
+  if (candidate === undefined || current === undefined || !/^\d+$/.test(candidate) || !/^\d+$/.test(current))
+    return false;
   return BigInt(candidate) > BigInt(current);
 }
 

@@ -12,7 +12,11 @@ export const SLICE_MS = 4;
 const CHECK_EVERY = 64;
 
 /** Calls `work` for each item in order, yielding to the event loop between slices of `sliceMs`. */
-export async function forEachInSlices<T>(items: readonly T[], work: (item: T, index: number) => void, sliceMs: number = SLICE_MS): Promise<void> {
+export async function forEachInSlices<T>(
+  items: readonly T[],
+  work: (item: T, index: number) => void,
+  sliceMs: number = SLICE_MS,
+): Promise<void> {
   let sliceStart = performance.now();
   for (let index = 0; index < items.length; index += 1) {
     work(items[index] as T, index);
@@ -24,9 +28,19 @@ export async function forEachInSlices<T>(items: readonly T[], work: (item: T, in
 }
 
 /** `items` mapped by `work`, in slices like forEachInSlices. */
-export async function mapInSlices<T, R>(items: readonly T[], work: (item: T, index: number) => R, sliceMs: number = SLICE_MS): Promise<R[]> {
+export async function mapInSlices<T, R>(
+  items: readonly T[],
+  work: (item: T, index: number) => R,
+  sliceMs: number = SLICE_MS,
+): Promise<R[]> {
   const results: R[] = new Array<R>(items.length);
-  await forEachInSlices(items, (item, index) => { results[index] = work(item, index); }, sliceMs);
+  await forEachInSlices(
+    items,
+    (item, index) => {
+      results[index] = work(item, index);
+    },
+    sliceMs,
+  );
   return results;
 }
 

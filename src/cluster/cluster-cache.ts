@@ -42,8 +42,6 @@ export type PodChange = 'add' | 'update' | 'delete';
 type NodeListener = (node: V1Node, change: PodChange) => void;
 type PodListener = (pod: V1Pod, change: PodChange) => void;
 
-
-
 /**
  * The one cluster state store (ARCHITECTURE §3 `cluster/`): nodes with their parsed GPU inventory,
  * pods, GPU usage per node (bound plus assumed pods), and each node's lock with the time this
@@ -64,7 +62,10 @@ export class ClusterCache {
   private readonly quotaObjects = new ObjectStore<V1ResourceQuota>();
   private readonly quotas: QuotaIndex;
   private readonly nodeStates: NodeStates;
-  private readonly usageSums = new Map<string, { generation: number; usage: ReadonlyMap<string, GpuUse>; validUntil: number | undefined }>();
+  private readonly usageSums = new Map<
+    string,
+    { generation: number; usage: ReadonlyMap<string, GpuUse>; validUntil: number | undefined }
+  >();
   private readonly nodeListeners = new Set<NodeListener>();
   private readonly podListeners = new Set<PodListener>();
   /** Each node's lock with its first-seen time, the holder index and the parked lock waiters. */
@@ -85,69 +86,122 @@ export class ClusterCache {
 
   // Bound once: nodeGeneration runs for every name of every filter call.
   private readonly storedNode = (name: string): V1Node | undefined => this.nodes.get(name);
-  private readonly bumpNode = (name: string): void => { this.bump(name); };
+  private readonly bumpNode = (name: string): void => {
+    this.bump(name);
+  };
 
   constructor(private readonly deps: ClusterCacheDeps) {
     this.clock = deps.clock ?? Date.now;
     this.nodeStates = new NodeStates(this.clock);
-    this.locks = new LockIndex(this.clock, (listeners) => { this.emit(listeners, (listener) => { listener(); }); });
+    this.locks = new LockIndex(this.clock, (listeners) => {
+      this.emit(listeners, (listener) => {
+        listener();
+      });
+    });
     this.unacknowledged = new UnacknowledgedAllocations(this.clock);
-    this.usage = new PodUsageIndex(this.clock, undefined, (node) => { this.bump(node); }, (node) => this.fullCapacity(node));
+    this.usage = new PodUsageIndex(
+      this.clock,
+      undefined,
+      (node) => {
+        this.bump(node);
+      },
+      (node) => this.fullCapacity(node),
+    );
     const log = deps.log;
     this.reflectors = [
       new Reflector<V1Node>({
-        what: 'nodes', source: deps.sources.nodes, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
+        what: 'nodes',
+        source: deps.sources.nodes,
+        clock: this.clock,
+        ...(log ? { log } : {}),
+        ...(deps.reflector ? { options: deps.reflector } : {}),
         ...(deps.conditions ? { conditions: deps.conditions.reporter('nodes reflector') } : {}),
-        sink: { replace: (items) => { this.applyNodes(this.nodes.replace(items), false); }, apply: (type, node) => { this.applyNodes(this.nodes.apply(type, node), true); } },
+        sink: {
+          replace: (items) => {
+            this.applyNodes(this.nodes.replace(items), false);
+          },
+          apply: (type, node) => {
+            this.applyNodes(this.nodes.apply(type, node), true);
+          },
+        },
       }),
       new Reflector<V1Pod>({
-        what: 'pods', source: deps.sources.pods, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
+        what: 'pods',
+        source: deps.sources.pods,
+        clock: this.clock,
+        ...(log ? { log } : {}),
+        ...(deps.reflector ? { options: deps.reflector } : {}),
         ...(deps.conditions ? { conditions: deps.conditions.reporter('pods reflector') } : {}),
-        sink: { replace: (items, listVersion) => {
-          const changes = this.pods.replace(items);
-          for (const change of changes) {
-            const uid = change.object.metadata?.uid;
-            // A pod missing from a relist went while the watch was down; its stored copy is not its
-            // last state (it may have been bound in the gap), and is remembered as such.
-            if (change.type === 'delete') this.gone.remember(change.object, new Date(this.clock()), false);
-            else if (change.type === 'add' && uid !== undefined) this.seenVersions.set(uid, listVersion);
-          }
-          this.applyPods(changes);
-        }, apply: (type, pod) => {
-          // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
-          const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
-          if (type === 'ADDED' && uid !== undefined && version !== undefined) {
-            this.createdVersions.set(uid, version);
-            this.seenVersions.set(uid, version);
-          }
-          const changes = this.pods.apply(type, pod);
-          // A DELETED event carries the pod's very last state; a MODIFIED event of a new UID under a
-          // known name ends the old incarnation without one.
-          for (const change of changes) {
-            if (change.type === 'delete') this.gone.remember(change.object, new Date(this.clock()), type === 'DELETED' && change.object === pod);
-            else if (change.type === 'add' && uid !== undefined && version !== undefined && !this.seenVersions.has(uid)) this.seenVersions.set(uid, version);
-          }
-          this.applyPods(changes);
-        } },
+        sink: {
+          replace: (items, listVersion) => {
+            const changes = this.pods.replace(items);
+            for (const change of changes) {
+              const uid = change.object.metadata?.uid;
+              // A pod missing from a relist went while the watch was down; its stored copy is not its
+              // last state (it may have been bound in the gap), and is remembered as such.
+              if (change.type === 'delete') this.gone.remember(change.object, new Date(this.clock()), false);
+              else if (change.type === 'add' && uid !== undefined) this.seenVersions.set(uid, listVersion);
+            }
+            this.applyPods(changes);
+          },
+          apply: (type, pod) => {
+            // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
+            const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
+            if (type === 'ADDED' && uid !== undefined && version !== undefined) {
+              this.createdVersions.set(uid, version);
+              this.seenVersions.set(uid, version);
+            }
+            const changes = this.pods.apply(type, pod);
+            // A DELETED event carries the pod's very last state; a MODIFIED event of a new UID under a
+            // known name ends the old incarnation without one.
+            for (const change of changes) {
+              if (change.type === 'delete')
+                this.gone.remember(change.object, new Date(this.clock()), type === 'DELETED' && change.object === pod);
+              else if (
+                change.type === 'add' &&
+                uid !== undefined &&
+                version !== undefined &&
+                !this.seenVersions.has(uid)
+              )
+                this.seenVersions.set(uid, version);
+            }
+            this.applyPods(changes);
+          },
+        },
       }),
     ];
-    this.quotas = new QuotaIndex(deps.quotaMemoryFactor ?? 1, (message) => { log?.('warn', message); });
-    const quotaSource = deps.sources.quotas;
-    this.quotaReflector = quotaSource === undefined ? undefined : new Reflector<V1ResourceQuota>({
-      what: 'resourcequotas', source: quotaSource, clock: this.clock, ...(log ? { log } : {}), ...(deps.reflector ? { options: deps.reflector } : {}),
-      ...(deps.conditions ? { conditions: deps.conditions.reporter('resourcequotas reflector') } : {}),
-      sink: {
-        replace: (items) => { this.quotas.apply(this.quotaObjects.replace(items)); },
-        apply: (type, quota) => { this.quotas.apply(this.quotaObjects.apply(type, quota)); },
-      },
+    this.quotas = new QuotaIndex(deps.quotaMemoryFactor ?? 1, (message) => {
+      log?.('warn', message);
     });
+    const quotaSource = deps.sources.quotas;
+    this.quotaReflector =
+      quotaSource === undefined
+        ? undefined
+        : new Reflector<V1ResourceQuota>({
+            what: 'resourcequotas',
+            source: quotaSource,
+            clock: this.clock,
+            ...(log ? { log } : {}),
+            ...(deps.reflector ? { options: deps.reflector } : {}),
+            ...(deps.conditions ? { conditions: deps.conditions.reporter('resourcequotas reflector') } : {}),
+            sink: {
+              replace: (items) => {
+                this.quotas.apply(this.quotaObjects.replace(items));
+              },
+              apply: (type, quota) => {
+                this.quotas.apply(this.quotaObjects.apply(type, quota));
+              },
+            },
+          });
     this.lockView = {
       node: (name) => this.nodeSnapshot(name),
       ownerPod: (ref) => this.ownerPod(ref),
       lockOwnerFacts: (node, value, ref, namedUid) => this.lockOwnerFacts(node, value, ref, namedUid),
       lockSeenAt: (node, value) => this.lockSeenAt(node, value),
       current: () => this.watching(),
-      observeWrite: (snapshot, writtenFor) => { this.observeNodeWrite(snapshot, writtenFor); },
+      observeWrite: (snapshot, writtenFor) => {
+        this.observeNodeWrite(snapshot, writtenFor);
+      },
     };
   }
 
@@ -245,13 +299,25 @@ export class ClusterCache {
    * Callers must not modify the map.
    */
   usageOn(nodeName: string, excludeUid?: string): ReadonlyMap<string, GpuUse> {
-    if (excludeUid !== undefined && this.usage.isOn(nodeName, excludeUid)) return this.usage.usageOn(nodeName, excludeUid);
+    if (excludeUid !== undefined && this.usage.isOn(nodeName, excludeUid))
+      return this.usage.usageOn(nodeName, excludeUid);
     const generation = this.nodeStates.generation(nodeName);
     const cached = this.usageSums.get(nodeName);
     const now = this.clock();
-    if (cached !== undefined && generation !== undefined && cached.generation === generation && (cached.validUntil === undefined || now < cached.validUntil)) return cached.usage;
+    if (
+      cached !== undefined &&
+      generation !== undefined &&
+      cached.generation === generation &&
+      (cached.validUntil === undefined || now < cached.validUntil)
+    )
+      return cached.usage;
     const usage = this.usage.usageOn(nodeName);
-    if (generation !== undefined) this.usageSums.set(nodeName, { generation: this.nodeStates.generation(nodeName) ?? generation, usage, validUntil: this.usage.nextExpiryOn(nodeName) });
+    if (generation !== undefined)
+      this.usageSums.set(nodeName, {
+        generation: this.nodeStates.generation(nodeName) ?? generation,
+        usage,
+        validUntil: this.usage.nextExpiryOn(nodeName),
+      });
     return usage;
   }
 
@@ -316,7 +382,8 @@ export class ClusterCache {
   /** Every GPU of the node at full use: what a pod with an allocation we cannot read is counted as. */
   private fullCapacity(nodeName: string): Map<string, GpuUse> {
     const full = new Map<string, GpuUse>();
-    for (const device of this.inventory(nodeName)?.devices ?? []) full.set(device.uuid, { slots: device.count, memoryMiB: device.memoryMiB, cores: device.cores });
+    for (const device of this.inventory(nodeName)?.devices ?? [])
+      full.set(device.uuid, { slots: device.count, memoryMiB: device.memoryMiB, cores: device.cores });
     return full;
   }
 
@@ -329,13 +396,17 @@ export class ClusterCache {
   /** Calls `listener` on every node add, update or delete until the returned function is called. */
   onNodeChange(listener: NodeListener): () => void {
     this.nodeListeners.add(listener);
-    return () => { this.nodeListeners.delete(listener); };
+    return () => {
+      this.nodeListeners.delete(listener);
+    };
   }
 
   /** Calls `listener` on every pod add, update or delete until the returned function is called. */
   onPodChange(listener: PodListener): () => void {
     this.podListeners.add(listener);
-    return () => { this.podListeners.delete(listener); };
+    return () => {
+      this.podListeners.delete(listener);
+    };
   }
 
   /**
@@ -345,7 +416,6 @@ export class ClusterCache {
   onLockChange(nodeName: string, listener: () => void): () => void {
     return this.locks.onChange(nodeName, listener);
   }
-
 
   /**
    * Pods bound to `nodeName` whose allocation its kubelet has not acknowledged for at most
@@ -388,7 +458,8 @@ export class ClusterCache {
    * whole use, which never holds back less than the pod's own budget would.
    */
   quotaBudget(namespace: string, excludeUid?: string, pod?: unknown): QuotaBudget | undefined {
-    if (pod !== undefined) return this.quotas.budget(namespace, pod, (counted) => this.usage.namespaceUse(namespace, excludeUid, counted));
+    if (pod !== undefined)
+      return this.quotas.budget(namespace, pod, (counted) => this.usage.namespaceUse(namespace, excludeUid, counted));
     const limits = this.quotas.limits(namespace);
     if (limits.length === 0) return undefined;
     return { namespace, limits, used: this.usage.namespaceUse(namespace, excludeUid) };
@@ -402,9 +473,16 @@ export class ClusterCache {
     const uses: QuotaUse[] = [];
     for (const namespace of this.quotas.namespaces()) {
       const used = this.usage.namespaceUse(namespace);
-      const limits = this.quotas.limitsWithUse(namespace, (counted) => (counted === undefined ? used : this.usage.namespaceUse(namespace, undefined, counted)));
+      const limits = this.quotas.limitsWithUse(namespace, (counted) =>
+        counted === undefined ? used : this.usage.namespaceUse(namespace, undefined, counted),
+      );
       for (const [field, limit] of tightestLimits(limits, used)) {
-        uses.push({ namespace, resource: QUOTA_RESOURCES[field], used: (limit.used ?? used)[field], limit: limit.limit });
+        uses.push({
+          namespace,
+          resource: QUOTA_RESOURCES[field],
+          used: (limit.used ?? used)[field],
+          limit: limit.limit,
+        });
       }
     }
     return uses;
@@ -421,7 +499,12 @@ export class ClusterCache {
   }
 
   /** What the store knows of whom `value` on `node` was written for (lock/lock-owner.ts). */
-  private lockOwnerFacts(node: string, value: string, ref: PodRef, namedUid: string | undefined): Omit<LockOwnerFacts, 'named' | 'lockWrittenAt'> {
+  private lockOwnerFacts(
+    node: string,
+    value: string,
+    ref: PodRef,
+    namedUid: string | undefined,
+  ): Omit<LockOwnerFacts, 'named' | 'lockWrittenAt'> {
     const lock = this.locks.of(node);
     const known = lock?.raw === value ? lock : undefined;
     return {
@@ -440,7 +523,6 @@ export class ClusterCache {
     return pod === undefined ? undefined : ownerPodFrom(pod);
   }
 
-
   private lockSeenAt(nodeName: string, value: string): Date | undefined {
     return this.locks.seenAt(nodeName, value);
   }
@@ -448,7 +530,12 @@ export class ClusterCache {
   private nodeSnapshot(nodeName: string): NodeSnapshot | undefined {
     const node = this.nodes.get(nodeName);
     if (node === undefined) return undefined;
-    return { name: nodeName, resourceVersion: node.metadata?.resourceVersion ?? '', lock: node.metadata?.annotations?.[NODE_LOCK_ANNOTATION], object: node };
+    return {
+      name: nodeName,
+      resourceVersion: node.metadata?.resourceVersion ?? '',
+      lock: node.metadata?.annotations?.[NODE_LOCK_ANNOTATION],
+      object: node,
+    };
   }
 
   /**
@@ -460,7 +547,8 @@ export class ClusterCache {
     const name = object?.metadata?.name;
     if (object === undefined || name === undefined) return;
     this.applyNodes(this.nodes.observeWrite(slimNode(object)), true);
-    if (writtenFor !== undefined && snapshot.lock !== undefined) this.locks.markWrittenFor(name, snapshot.lock, writtenFor);
+    if (writtenFor !== undefined && snapshot.lock !== undefined)
+      this.locks.markWrittenFor(name, snapshot.lock, writtenFor);
   }
 
   private bump(nodeName: string): void {
@@ -483,7 +571,9 @@ export class ClusterCache {
       } else {
         this.updateNodeState(name, node, change.type === 'update' ? change.previous : undefined, exactly);
       }
-      this.emit(this.nodeListeners, (listener) => { listener(node, change.type); });
+      this.emit(this.nodeListeners, (listener) => {
+        listener(node, change.type);
+      });
     }
   }
 
@@ -517,7 +607,9 @@ export class ClusterCache {
       if (namespace !== undefined && name !== undefined) this.locks.notifyHolder(namespace, name);
       // A bind waiting for kubelet to acknowledge this pod parks with the lock waiters.
       if (acknowledgedOn !== undefined) this.locks.notify(acknowledgedOn);
-      this.emit(this.podListeners, (listener) => { listener(pod, change.type); });
+      this.emit(this.podListeners, (listener) => {
+        listener(pod, change.type);
+      });
     }
   }
 

@@ -44,7 +44,7 @@ export class GoneIncarnations {
   /** The incarnations of that name the store saw go, oldest first (empty when none). */
   of(namespace: string, name: string): readonly GoneIncarnation[] {
     const key = keyOf(namespace, name);
-    return key === undefined ? [] : this.byName.get(key) ?? [];
+    return key === undefined ? [] : (this.byName.get(key) ?? []);
   }
 
   /** The record of this very incarnation, if it went. */

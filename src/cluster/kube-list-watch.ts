@@ -59,7 +59,8 @@ function statusError(path: string, object: unknown): Error {
 function requestError(path: string, error: unknown): Error {
   const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
   if (statusCode === 410) return new ResourceExpiredError(`watch ${path}: HTTP 410 Gone`, { cause: error });
-  const detail = typeof statusCode === 'number' ? `HTTP ${statusCode}` : error instanceof Error ? error.message : String(error);
+  const detail =
+    typeof statusCode === 'number' ? `HTTP ${statusCode}` : error instanceof Error ? error.message : String(error);
   return new WatchFailedError(`watch ${path} failed: ${detail}`, { cause: error });
 }
 
@@ -86,8 +87,16 @@ export function kubeListWatchSource<T>(
   return {
     async list(signal) {
       const items: T[] = [];
-      const resourceVersion = await readPages(readPage, (item) => { items.push(transform(item)); }, signal, options.pageSize);
-      if (resourceVersion === undefined || resourceVersion === '') throw new ListWithoutVersionError(`list ${path} returned no resourceVersion`);
+      const resourceVersion = await readPages(
+        readPage,
+        (item) => {
+          items.push(transform(item));
+        },
+        signal,
+        options.pageSize,
+      );
+      if (resourceVersion === undefined || resourceVersion === '')
+        throw new ListWithoutVersionError(`list ${path} returned no resourceVersion`);
       return { items, resourceVersion };
     },
 
@@ -109,7 +118,9 @@ export function kubeListWatchSource<T>(
           if (error === undefined) resolve();
           else reject(error);
         };
-        const onAbort = () => { finish(abortError(signal)); };
+        const onAbort = () => {
+          finish(abortError(signal));
+        };
         signal.addEventListener('abort', onAbort, { once: true });
 
         const onObject = (type: string, object: unknown) => {
@@ -121,7 +132,8 @@ export function kubeListWatchSource<T>(
               handlers.onEvent(type, transform(object as T));
               return;
             case 'BOOKMARK': {
-              const bookmarkVersion = (object as { metadata?: { resourceVersion?: unknown } } | null)?.metadata?.resourceVersion;
+              const bookmarkVersion = (object as { metadata?: { resourceVersion?: unknown } } | null)?.metadata
+                ?.resourceVersion;
               if (typeof bookmarkVersion === 'string' && bookmarkVersion !== '') handlers.onBookmark(bookmarkVersion);
               return;
             }
@@ -159,7 +171,9 @@ export function kubeListWatchSource<T>(
             connected = true;
             if (settled) watchController.abort();
           },
-          (error: unknown) => { finish(requestError(path, error)); },
+          (error: unknown) => {
+            finish(requestError(path, error));
+          },
         );
       });
     },
@@ -171,10 +185,19 @@ export function kubeListWatchSource<T>(
  * LISTs are read as plain JSON (kube/raw-list.ts), the form the watch delivers too.
  */
 export function kubeSources(kubeConfig: KubeConfig): ClusterCacheDeps['sources'] {
-  const rawReader = <T>(path: string): PageReader<T> => (page, signal) => readRawListPage<T>(kubeConfig, path, page, signal);
+  const rawReader =
+    <T>(path: string): PageReader<T> =>
+    (page, signal) =>
+      readRawListPage<T>(kubeConfig, path, page, signal);
   return {
-    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', rawReader('/api/v1/nodes'), { transform: slimNode }),
+    nodes: kubeListWatchSource<V1Node>(kubeConfig, '/api/v1/nodes', rawReader('/api/v1/nodes'), {
+      transform: slimNode,
+    }),
     pods: kubeListWatchSource<V1Pod>(kubeConfig, '/api/v1/pods', rawReader('/api/v1/pods'), { transform: slimPod }),
-    quotas: kubeListWatchSource<V1ResourceQuota>(kubeConfig, '/api/v1/resourcequotas', rawReader('/api/v1/resourcequotas')),
+    quotas: kubeListWatchSource<V1ResourceQuota>(
+      kubeConfig,
+      '/api/v1/resourcequotas',
+      rawReader('/api/v1/resourcequotas'),
+    ),
   };
 }

@@ -48,7 +48,14 @@ export function parseHandshake(value: string | undefined): Handshake {
     const underscore = value.indexOf('_');
     const match = underscore < 0 ? null : REQUESTING.exec(value.slice(underscore + 1));
     if (match === null) return { kind: 'requesting', at: undefined };
-    const [year, month, day, hour, minute, second] = match.slice(1).map(Number) as [number, number, number, number, number, number];
+    const [year, month, day, hour, minute, second] = match.slice(1).map(Number) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
     const at = new Date(year, month - 1, day, hour, minute, second);
     // Date rolls 2026-02-31 over into March; Go's parser refuses it.
     return { kind: 'requesting', at: at.getDate() === day && at.getMonth() === month - 1 ? at : undefined };
@@ -56,7 +63,9 @@ export function parseHandshake(value: string | undefined): Handshake {
   const reported = REPORTED.exec(value);
   if (reported !== null) {
     const [, date, time, fraction, sign, hours, minutes] = reported;
-    const at = new Date(`${date ?? ''}T${time ?? ''}${(fraction ?? '').slice(0, 4)}${sign ?? '+'}${hours ?? '00'}:${minutes ?? '00'}`);
+    const at = new Date(
+      `${date ?? ''}T${time ?? ''}${(fraction ?? '').slice(0, 4)}${sign ?? '+'}${hours ?? '00'}:${minutes ?? '00'}`,
+    );
     return { kind: 'reported', at: Number.isNaN(at.getTime()) ? undefined : at };
   }
   return value.startsWith('Reported') ? { kind: 'reported', at: undefined } : { kind: 'other' };
@@ -88,13 +97,13 @@ export interface LivenessInput {
 
 export type GpuLiveness =
   | {
-    ready: true;
-    via: 'allocatable' | 'handshake';
-    /** Worth knowing, not a reason to refuse the node (e.g. allocatable and inventory disagree). */
-    note?: string;
-    /** When this verdict expires without any change to the node (the end of a handshake grace). */
-    validUntil?: number;
-  }
+      ready: true;
+      via: 'allocatable' | 'handshake';
+      /** Worth knowing, not a reason to refuse the node (e.g. allocatable and inventory disagree). */
+      note?: string;
+      /** When this verdict expires without any change to the node (the end of a handshake grace). */
+      validUntil?: number;
+    }
   | { ready: false; reason: string; since: Date | undefined };
 
 const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -110,23 +119,40 @@ export function gpuLiveness(input: LivenessInput): GpuLiveness {
   if (allocatable !== undefined && allocatable > 0) {
     // HAMi treats a changed count as "healthy, refresh the inventory", never as a reason to refuse:
     // kube-scheduler (or, with ignoredByScheduler, kubelet) checks the count itself.
-    const note = input.registeredShares !== undefined && input.registeredShares !== allocatable
-      ? `${GPU_ALLOCATABLE_RESOURCE} allocatable ${allocatable} differs from the ${input.registeredShares} shares hami.io/node-nvidia-register lists`
-      : undefined;
+    const note =
+      input.registeredShares !== undefined && input.registeredShares !== allocatable
+        ? `${GPU_ALLOCATABLE_RESOURCE} allocatable ${allocatable} differs from the ${input.registeredShares} shares hami.io/node-nvidia-register lists`
+        : undefined;
     return { ready: true, via: 'allocatable', ...(note === undefined ? {} : { note }) };
   }
   const handshake = parseHandshake(input.handshake);
-  const stampAt = handshake.kind === 'requesting' || handshake.kind === 'reported' ? handshake.at?.getTime() : undefined;
+  const stampAt =
+    handshake.kind === 'requesting' || handshake.kind === 'reported' ? handshake.at?.getTime() : undefined;
   if (!input.reportedBefore && stampAt !== undefined && now < stampAt + HANDSHAKE_WINDOW_MS) {
     return { ready: true, via: 'handshake', validUntil: stampAt + HANDSHAKE_WINDOW_MS };
   }
-  const count = allocatable === undefined ? `no status.allocatable["${GPU_ALLOCATABLE_RESOURCE}"]` : `status.allocatable["${GPU_ALLOCATABLE_RESOURCE}"] is 0`;
-  const shake = handshake.kind === 'absent' ? 'no handshake'
-    : handshake.kind === 'requesting' ? (stampAt === undefined ? 'handshake request with an unreadable stamp' : `handshake requested at ${iso(stampAt)} and not answered within ${HANDSHAKE_WINDOW_MS / 1000}s`)
-      : handshake.kind === 'reported' ? (stampAt === undefined ? 'handshake reported at an unreadable time' : `last handshake reported at ${iso(stampAt)}`)
-        : 'handshake not in a form HAMi writes';
+  const count =
+    allocatable === undefined
+      ? `no status.allocatable["${GPU_ALLOCATABLE_RESOURCE}"]`
+      : `status.allocatable["${GPU_ALLOCATABLE_RESOURCE}"] is 0`;
+  const shake =
+    handshake.kind === 'absent'
+      ? 'no handshake'
+      : handshake.kind === 'requesting'
+        ? stampAt === undefined
+          ? 'handshake request with an unreadable stamp'
+          : `handshake requested at ${iso(stampAt)} and not answered within ${HANDSHAKE_WINDOW_MS / 1000}s`
+        : handshake.kind === 'reported'
+          ? stampAt === undefined
+            ? 'handshake reported at an unreadable time'
+            : `last handshake reported at ${iso(stampAt)}`
+          : 'handshake not in a form HAMi writes';
   const since = input.notReportingSince;
   const when = since === undefined ? '' : ` since ${iso(since)}`;
   const how = input.reportedBefore ? 'stopped reporting' : 'not reporting';
-  return { ready: false, reason: `device plugin ${how}${when} (${count}, ${shake})`, since: since === undefined ? undefined : new Date(since) };
+  return {
+    ready: false,
+    reason: `device plugin ${how}${when} (${count}, ${shake})`,
+    since: since === undefined ? undefined : new Date(since),
+  };
 }

@@ -86,7 +86,11 @@ export class NodeStates {
    * store then moves the generation). One map lookup for a node whose verdict holds: filter asks
    * this for every name kube-scheduler sends.
    */
-  currentGeneration(name: string, nodeOf: (name: string) => V1Node | undefined, onRejudged: (name: string) => void): number | undefined {
+  currentGeneration(
+    name: string,
+    nodeOf: (name: string) => V1Node | undefined,
+    onRejudged: (name: string) => void,
+  ): number | undefined {
     const state = this.states.get(name);
     if (state === undefined) return undefined;
     const validUntil = state.liveness.verdict.ready ? state.liveness.verdict.validUntil : undefined;
@@ -109,13 +113,19 @@ export class NodeStates {
     const allocatable = allocatableGpus(node.status?.allocatable);
     const reporting = allocatable !== undefined && allocatable > 0;
     const reportedBefore = (before?.reportedBefore ?? false) || reporting;
-    const notReportingSince = reporting ? undefined : before?.notReportingSince ?? now;
-    const registeredShares = inventory.devices.length === 0 ? undefined
-      : inventory.devices.reduce((sum, device) => sum + (device.healthy ? device.count : 0), 0);
+    const notReportingSince = reporting ? undefined : (before?.notReportingSince ?? now);
+    const registeredShares =
+      inventory.devices.length === 0
+        ? undefined
+        : inventory.devices.reduce((sum, device) => sum + (device.healthy ? device.count : 0), 0);
     const verdict = gpuLiveness({
-      allocatable, handshake: node.metadata?.annotations?.[NODE_HANDSHAKE_ANNOTATION], registeredShares,
+      allocatable,
+      handshake: node.metadata?.annotations?.[NODE_HANDSHAKE_ANNOTATION],
+      registeredShares,
       // The verdict for this version of the node: "before" it, not counting what it reports now.
-      reportedBefore: before?.reportedBefore ?? false, notReportingSince, now,
+      reportedBefore: before?.reportedBefore ?? false,
+      notReportingSince,
+      now,
     });
     return { reportedBefore, notReportingSince, verdict };
   }

@@ -13,9 +13,7 @@ export interface StoredObject {
 }
 
 export type ObjectChange<T> =
-  | { type: 'add'; object: T }
-  | { type: 'update'; object: T; previous: T }
-  | { type: 'delete'; object: T };
+  { type: 'add'; object: T } | { type: 'update'; object: T; previous: T } | { type: 'delete'; object: T };
 
 export function objectKey(object: StoredObject): string | undefined {
   const name = object.metadata?.name;
@@ -52,7 +50,11 @@ export class ObjectStore<T extends StoredObject> {
     }
     this.objects.set(key, object);
     if (previous === undefined) return [{ type: 'add', object }];
-    if (previous.metadata?.uid !== object.metadata?.uid) return [{ type: 'delete', object: previous }, { type: 'add', object }];
+    if (previous.metadata?.uid !== object.metadata?.uid)
+      return [
+        { type: 'delete', object: previous },
+        { type: 'add', object },
+      ];
     return [{ type: 'update', object, previous }];
   }
 
@@ -67,12 +69,15 @@ export class ObjectStore<T extends StoredObject> {
     const upserts: ObjectChange<T>[] = [];
     for (const [key, previous] of this.objects) {
       const next = fresh.get(key);
-      if (next === undefined || next.metadata?.uid !== previous.metadata?.uid) deletes.push({ type: 'delete', object: previous });
+      if (next === undefined || next.metadata?.uid !== previous.metadata?.uid)
+        deletes.push({ type: 'delete', object: previous });
     }
     for (const [key, object] of fresh) {
       const previous = this.objects.get(key);
-      if (previous === undefined || previous.metadata?.uid !== object.metadata?.uid) upserts.push({ type: 'add', object });
-      else if (previous.metadata?.resourceVersion !== object.metadata?.resourceVersion) upserts.push({ type: 'update', object, previous });
+      if (previous === undefined || previous.metadata?.uid !== object.metadata?.uid)
+        upserts.push({ type: 'add', object });
+      else if (previous.metadata?.resourceVersion !== object.metadata?.resourceVersion)
+        upserts.push({ type: 'update', object, previous });
     }
     this.objects.clear();
     for (const [key, object] of fresh) this.objects.set(key, object);

@@ -14,7 +14,10 @@ export interface ListPage<T> {
 }
 
 /** Reads one page: `limit` items from `continueToken` on (undefined: the first page). */
-export type PageReader<T> = (page: { limit: number; continueToken: string | undefined }, signal: AbortSignal) => Promise<ListPage<T>>;
+export type PageReader<T> = (
+  page: { limit: number; continueToken: string | undefined },
+  signal: AbortSignal,
+) => Promise<ListPage<T>>;
 
 /** client-go's pager default (k8s.io/client-go/tools/pager, defaultPageSize). */
 export const DEFAULT_PAGE_SIZE = 500;
@@ -25,7 +28,12 @@ export const DEFAULT_PAGE_SIZE = 500;
  * expired (the snapshot was compacted mid-list, HTTP 410) fails the whole LIST: the caller lists
  * again from the start, as it does after any failed LIST.
  */
-export async function readPages<T>(read: PageReader<T>, each: (item: T) => void, signal: AbortSignal, pageSize = DEFAULT_PAGE_SIZE): Promise<string | undefined> {
+export async function readPages<T>(
+  read: PageReader<T>,
+  each: (item: T) => void,
+  signal: AbortSignal,
+  pageSize = DEFAULT_PAGE_SIZE,
+): Promise<string | undefined> {
   let resourceVersion: string | undefined;
   let continueToken: string | undefined;
   do {
@@ -40,6 +48,9 @@ export async function readPages<T>(read: PageReader<T>, each: (item: T) => void,
 }
 
 /** The paging options of a typed client-node LIST call (`limit`, `_continue`). */
-export function pageQuery(page: { limit: number; continueToken: string | undefined }): { limit: number; _continue?: string } {
+export function pageQuery(page: { limit: number; continueToken: string | undefined }): {
+  limit: number;
+  _continue?: string;
+} {
   return { limit: page.limit, ...(page.continueToken === undefined ? {} : { _continue: page.continueToken }) };
 }

@@ -6,11 +6,13 @@ import { addUsage, podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { ALLOCATED_ANNOTATION } from '../hami/wire.js';
 import { allocationNodeOf } from '../hami/pod-node.js';
 
-
 interface PodLike {
   metadata?: { uid?: string; namespace?: string; name?: string; annotations?: Record<string, string> };
   spec?: { nodeName?: string; initContainers?: unknown[]; containers?: unknown[] };
-  status?: { phase?: string; initContainerStatuses?: { name?: string; state?: { terminated?: { exitCode?: number } } }[] };
+  status?: {
+    phase?: string;
+    initContainerStatuses?: { name?: string; state?: { terminated?: { exitCode?: number } } }[];
+  };
 }
 
 /**
@@ -25,8 +27,11 @@ export function initContainersAllSucceeded(pod: PodLike): boolean {
   const statuses = pod.status?.initContainerStatuses ?? [];
   if (declared.length === 0 || statuses.length < declared.length) return false;
   const sidecars = new Set(declared.filter(isSidecar).map((container) => (container as { name?: unknown }).name));
-  return statuses.every((status) => (status.name !== undefined && sidecars.has(status.name))
-    || (status.state?.terminated !== undefined && status.state.terminated.exitCode === 0));
+  return statuses.every(
+    (status) =>
+      (status.name !== undefined && sidecars.has(status.name)) ||
+      (status.state?.terminated !== undefined && status.state.terminated.exitCode === 0),
+  );
 }
 
 /**
@@ -119,7 +124,12 @@ export class PodUsageIndex {
     // HAMi shrinks a pod's usage to its app containers the first time it sees every init container
     // succeeded, and keeps it shrunk (a restarted sandbox re-running them does not grow it back).
     const appOnly = (known?.appOnly === true && known.node === node) || initContainersAllSucceeded(pod);
-    if (known !== undefined && known.node === node && known.encoded === encoded && (known.unreadable !== undefined || (known.appOnly === true) === appOnly)) {
+    if (
+      known !== undefined &&
+      known.node === node &&
+      known.encoded === encoded &&
+      (known.unreadable !== undefined || (known.appOnly === true) === appOnly)
+    ) {
       // The usage stands; the scopes it counts under follow the pod (activeDeadlineSeconds may change).
       known.pod = pod;
       this.dropAssumed(uid);
@@ -129,16 +139,30 @@ export class PodUsageIndex {
     if ('error' in allocation) {
       const podName = `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
       const assumed = this.assumed.get(uid);
-      const lastReadable = known?.node === node && known.unreadable?.counted !== 'whole-node' ? known.usage
-        : assumed?.node === node ? assumed.usage : undefined;
+      const lastReadable =
+        known?.node === node && known.unreadable?.counted !== 'whole-node'
+          ? known.usage
+          : assumed?.node === node
+            ? assumed.usage
+            : undefined;
       const counted: UnreadableCounting = lastReadable === undefined ? 'whole-node' : 'last-readable';
       this.dropPod(uid);
-      this.setPod(uid, { node, ...namespaceOf(pod), usage: lastReadable ?? new Map<string, GpuUse>(), encoded, pod, unreadable: { pod: podName, problem: allocation.error, counted } });
+      this.setPod(uid, {
+        node,
+        ...namespaceOf(pod),
+        usage: lastReadable ?? new Map<string, GpuUse>(),
+        encoded,
+        pod,
+        unreadable: { pod: podName, problem: allocation.error, counted },
+      });
       this.unreadableUids.add(uid);
       this.link(node, uid);
       this.dropAssumed(uid);
       return `pod ${podName}: unreadable ${ALLOCATED_ANNOTATION} (${allocation.error}); counted as ${
-        counted === 'last-readable' ? 'its last readable allocation' : `using every GPU of node ${node} until it is readable or the pod is gone`}`;
+        counted === 'last-readable'
+          ? 'its last readable allocation'
+          : `using every GPU of node ${node} until it is readable or the pod is gone`
+      }`;
     }
     this.dropPod(uid);
     const layout = podInitLayout(pod);
@@ -146,7 +170,13 @@ export class PodUsageIndex {
     // Segments go to containers as the device plugin hands them out, init containers first: app-only
     // drops the plain init containers' and keeps the sidecars', which run beside the app containers.
     const { containers, realigned } = segmentsByContainer(allocation.containers, pod);
-    const usage = appOnly ? podDeviceUsage(containers.filter((_, position) => position >= initCount || (typeof layout !== 'number' && layout[position] === true)), 0)
+    const usage = appOnly
+      ? podDeviceUsage(
+          containers.filter(
+            (_, position) => position >= initCount || (typeof layout !== 'number' && layout[position] === true),
+          ),
+          0,
+        )
       : podDeviceUsage(containers, layout);
     this.setPod(uid, { node, ...namespaceOf(pod), usage, encoded, pod, ...(appOnly ? { appOnly } : {}) });
     this.link(node, uid);
@@ -155,8 +185,14 @@ export class PodUsageIndex {
     if (known?.encoded === encoded || (allocation.oddities.length === 0 && !realigned)) return undefined;
     const podName = `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
     const notes = [
-      ...(allocation.oddities.length > 0 ? [`read as HAMi v2.10 reads it (${describeOddities(allocation.oddities)})`] : []),
-      ...(realigned ? ['its GPU segments do not line up with the containers asking for nvidia.com/gpu; counted in the order the device plugin hands them out (a value written without the empty segments of GPU-less containers, HAMi #2899)'] : []),
+      ...(allocation.oddities.length > 0
+        ? [`read as HAMi v2.10 reads it (${describeOddities(allocation.oddities)})`]
+        : []),
+      ...(realigned
+        ? [
+            'its GPU segments do not line up with the containers asking for nvidia.com/gpu; counted in the order the device plugin hands them out (a value written without the empty segments of GPU-less containers, HAMi #2899)',
+          ]
+        : []),
     ];
     return `pod ${podName}: ${ALLOCATED_ANNOTATION} ${notes.join('; ')}`;
   }
@@ -172,7 +208,13 @@ export class PodUsageIndex {
    */
   assume(uid: string, node: string, usage: Map<string, GpuUse>, namespace?: string, pod?: unknown): void {
     this.dropAssumed(uid);
-    const entry = { node, usage, expiresAt: this.clock() + this.assumeTtlMs, ...(namespace === undefined ? {} : { namespace }), ...(pod === undefined ? {} : { pod }) };
+    const entry = {
+      node,
+      usage,
+      expiresAt: this.clock() + this.assumeTtlMs,
+      ...(namespace === undefined ? {} : { namespace }),
+      ...(pod === undefined ? {} : { pod }),
+    };
     this.assumed.set(uid, entry);
     this.assumedExpiryFloor = Math.min(this.assumedExpiryFloor, entry.expiresAt);
     this.linkNamespace(entry, uid);
@@ -191,7 +233,8 @@ export class PodUsageIndex {
     this.dropExpiredAssumptions();
     const uids = this.byNamespace.get(namespace);
     if (uids === undefined) return NO_NAMESPACE_USE;
-    if (counted !== undefined || (excludeUid !== undefined && uids.has(excludeUid))) return this.sumNamespace(namespace, uids, excludeUid, counted);
+    if (counted !== undefined || (excludeUid !== undefined && uids.has(excludeUid)))
+      return this.sumNamespace(namespace, uids, excludeUid, counted);
     const generation = this.namespaceGenerations.get(namespace) ?? 0;
     const known = this.namespaceSums.get(namespace);
     if (known?.generation === generation) return known.use;
@@ -201,7 +244,12 @@ export class PodUsageIndex {
   }
 
   /** A pod counts once: as the informer shows it, else as its bind assumed it. */
-  private sumNamespace(namespace: string, uids: ReadonlySet<string>, excludeUid: string | undefined, counted?: (pod: unknown) => boolean): NamespaceUse {
+  private sumNamespace(
+    namespace: string,
+    uids: ReadonlySet<string>,
+    excludeUid: string | undefined,
+    counted?: (pod: unknown) => boolean,
+  ): NamespaceUse {
     const total = { gpus: 0, memoryMiB: 0, cores: 0 };
     for (const uid of uids) {
       if (uid === excludeUid) continue;
@@ -280,7 +328,8 @@ export class PodUsageIndex {
     let earliest: number | undefined;
     for (const uid of this.byNode.get(node) ?? []) {
       const assumed = this.assumed.get(uid);
-      if (assumed?.node === node && (earliest === undefined || assumed.expiresAt < earliest)) earliest = assumed.expiresAt;
+      if (assumed?.node === node && (earliest === undefined || assumed.expiresAt < earliest))
+        earliest = assumed.expiresAt;
     }
     return earliest;
   }
@@ -350,7 +399,6 @@ export class PodUsageIndex {
     this.assumedExpiryFloor = floor;
   }
 
-
   private dropPod(uid: string): void {
     const entry = this.pods.get(uid);
     if (!entry) return;
@@ -378,8 +426,15 @@ function namespaceOf(pod: PodLike): { namespace?: string } {
 function saturate(into: Map<string, GpuUse>, capacity: ReadonlyMap<string, GpuUse>): void {
   for (const [uuid, full] of capacity) {
     const current = into.get(uuid);
-    into.set(uuid, current === undefined ? { ...full } : {
-      slots: Math.max(current.slots, full.slots), memoryMiB: Math.max(current.memoryMiB, full.memoryMiB), cores: Math.max(current.cores, full.cores),
-    });
+    into.set(
+      uuid,
+      current === undefined
+        ? { ...full }
+        : {
+            slots: Math.max(current.slots, full.slots),
+            memoryMiB: Math.max(current.memoryMiB, full.memoryMiB),
+            cores: Math.max(current.cores, full.cores),
+          },
+    );
   }
 }

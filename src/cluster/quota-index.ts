@@ -30,7 +30,10 @@ export class QuotaIndex {
   private readonly reported = new Set<string>();
 
   /** `memoryFactor` scales memory limits as it scales requests; `log` hears of unreadable values. */
-  constructor(private readonly memoryFactor: number = 1, private readonly log: (message: string) => void = () => undefined) {}
+  constructor(
+    private readonly memoryFactor: number = 1,
+    private readonly log: (message: string) => void = () => undefined,
+  ) {}
 
   apply(changes: readonly ObjectChange<V1ResourceQuota>[]): void {
     for (const change of changes) {

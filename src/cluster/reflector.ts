@@ -71,7 +71,6 @@ export interface ReflectorDeps<T> {
   options?: ReflectorOptions;
 }
 
-
 /** Calls an injected async function, turning a synchronous throw into a rejection. */
 async function attempt<R>(call: () => Promise<R>): Promise<R> {
   return await call();
@@ -120,13 +119,25 @@ export class Reflector<T> {
     this.sleep = deps.sleep ?? sleep;
     this.log = deps.log ?? (() => undefined);
     this.backoff = new Backoff(
-      { initialMs: options.initialBackoffMs ?? 1000, capMs: options.maxBackoffMs ?? 30_000, factor: options.backoffFactor ?? 2, jitter: options.jitter ?? 1.0 },
+      {
+        initialMs: options.initialBackoffMs ?? 1000,
+        capMs: options.maxBackoffMs ?? 30_000,
+        factor: options.backoffFactor ?? 2,
+        jitter: options.jitter ?? 1.0,
+      },
       deps.random ?? Math.random,
     );
     this.backoffResetAfterMs = options.backoffResetAfterMs ?? 60_000;
     this.listTimeoutMs = options.listTimeoutMs ?? 60_000;
     this.shortWatchMs = options.shortWatchMs ?? 1000;
-    this.conditions = deps.conditions ?? new ConditionLog({ clock: this.clock, emit: (level, message) => { this.log(level, message); } }).reporter(deps.what);
+    this.conditions =
+      deps.conditions ??
+      new ConditionLog({
+        clock: this.clock,
+        emit: (level, message) => {
+          this.log(level, message);
+        },
+      }).reporter(deps.what);
   }
 
   /** Why the last list or watch failed, on one line; undefined once a LIST has succeeded since. */
@@ -177,12 +188,20 @@ export class Reflector<T> {
   async waitForSync(timeoutMs: number): Promise<boolean> {
     if (this.isSynced) return true;
     const timer = new AbortController();
-    const wake = () => { timer.abort(); };
+    const wake = () => {
+      timer.abort();
+    };
     this.syncWaiters.add(wake);
-    const onStop = () => { timer.abort(); };
+    const onStop = () => {
+      timer.abort();
+    };
     this.abort.signal.addEventListener('abort', onStop, { once: true });
     try {
-      if (!this.abort.signal.aborted) await until(attempt(() => this.sleep(timeoutMs, timer.signal)), timer.signal);
+      if (!this.abort.signal.aborted)
+        await until(
+          attempt(() => this.sleep(timeoutMs, timer.signal)),
+          timer.signal,
+        );
     } catch {
       // The pause was cut short by a sync or a stop; `isSynced` tells which.
     } finally {
@@ -222,13 +241,18 @@ export class Reflector<T> {
     let listed: ListResult<T>;
     try {
       const bounded = AbortSignal.any([signal, AbortSignal.timeout(this.listTimeoutMs)]);
-      listed = await until(attempt(() => this.source.list(bounded)), bounded);
+      listed = await until(
+        attempt(() => this.source.list(bounded)),
+        bounded,
+      );
     } catch (error) {
       if (!signal.aborted) this.failed(apiCondition(`${this.deps.what} list`, error));
       return undefined;
     }
     // A sink that throws here still counts as delivered: listing the same data again would not help.
-    this.deliver('replace', () => { this.sink.replace(listed.items, listed.resourceVersion); });
+    this.deliver('replace', () => {
+      this.sink.replace(listed.items, listed.resourceVersion);
+    });
     this.seen = listed.resourceVersion;
     this.lastFailure = undefined;
     this.conditions.ok();
@@ -236,12 +260,19 @@ export class Reflector<T> {
     this.isSynced = true;
     this.down = undefined;
     for (const wake of this.syncWaiters) wake();
-    if (first) this.log('info', `${this.deps.what}: synced, ${listed.items.length} items at resourceVersion ${listed.resourceVersion}`);
+    if (first)
+      this.log(
+        'info',
+        `${this.deps.what}: synced, ${listed.items.length} items at resourceVersion ${listed.resourceVersion}`,
+      );
     return listed.resourceVersion;
   }
 
   /** One WATCH from `from`; reports how it ended and the last resourceVersion it saw. */
-  private async watch(from: string, signal: AbortSignal): Promise<{ outcome: WatchOutcome; resourceVersion: string; endedAt: number }> {
+  private async watch(
+    from: string,
+    signal: AbortSignal,
+  ): Promise<{ outcome: WatchOutcome; resourceVersion: string; endedAt: number }> {
     const startedAt = this.clock();
     let resourceVersion = from;
     let events = 0;
@@ -252,7 +283,9 @@ export class Reflector<T> {
       onEvent: (type, object) => {
         if (!live) return;
         events++;
-        this.deliver(type, () => { this.sink.apply(type, object); });
+        this.deliver(type, () => {
+          this.sink.apply(type, object);
+        });
         resourceVersion = resourceVersionOf(object) ?? resourceVersion;
         this.seen = resourceVersion;
       },
@@ -264,12 +297,18 @@ export class Reflector<T> {
     };
     let outcome: WatchOutcome;
     try {
-      await until(attempt(() => this.source.watch(from, handlers, signal)), signal);
+      await until(
+        attempt(() => this.source.watch(from, handlers, signal)),
+        signal,
+      );
       outcome = 'ended';
     } catch (error) {
       if (signal.aborted) outcome = 'failed';
       else if (error instanceof ResourceExpiredError) {
-        this.log('info', `${this.deps.what}: resourceVersion ${resourceVersion} expired, relisting: ${failureText(error)}`);
+        this.log(
+          'info',
+          `${this.deps.what}: resourceVersion ${resourceVersion} expired, relisting: ${failureText(error)}`,
+        );
         outcome = 'expired';
       } else {
         this.failed(apiCondition(`${this.deps.what} watch`, error));
@@ -283,7 +322,11 @@ export class Reflector<T> {
     if (lived >= this.backoffResetAfterMs) this.backoff.reset();
     if (outcome === 'ended' && events === 0 && lived < this.shortWatchMs) {
       // A server that closes every watch at once would otherwise be hammered in a tight loop.
-      if (!signal.aborted) this.failed({ condition: `${this.deps.what} watch closing at once`, message: `${this.deps.what}: watch closed after ${lived} ms without events, relisting after a pause` });
+      if (!signal.aborted)
+        this.failed({
+          condition: `${this.deps.what} watch closing at once`,
+          message: `${this.deps.what}: watch closed after ${lived} ms without events, relisting after a pause`,
+        });
       outcome = 'failed';
     }
     return { outcome, resourceVersion, endedAt };
@@ -296,7 +339,10 @@ export class Reflector<T> {
 
   private async pause(signal: AbortSignal): Promise<void> {
     try {
-      await until(attempt(() => this.sleep(this.backoff.next(), signal)), signal);
+      await until(
+        attempt(() => this.sleep(this.backoff.next(), signal)),
+        signal,
+      );
     } catch {
       // Only a stop cuts a pause short, and the loop checks for that.
     }

@@ -26,13 +26,35 @@ export function slimPod(pod: V1Pod): V1Pod {
     slim.metadata = metadata;
   }
   if (pod.spec !== undefined) {
-    const { nodeName, schedulerName, restartPolicy, priority, priorityClassName, nodeSelector, overhead, runtimeClassName, activeDeadlineSeconds, resources } = pod.spec;
+    const {
+      nodeName,
+      schedulerName,
+      restartPolicy,
+      priority,
+      priorityClassName,
+      nodeSelector,
+      overhead,
+      runtimeClassName,
+      activeDeadlineSeconds,
+      resources,
+    } = pod.spec;
     const { podAffinity, podAntiAffinity } = pod.spec.affinity ?? {};
     const affinity = defined({ podAffinity, podAntiAffinity });
     slim.spec = {
       containers: pod.spec.containers.map(slimContainer),
       ...(pod.spec.initContainers === undefined ? {} : { initContainers: pod.spec.initContainers.map(slimContainer) }),
-      ...defined({ nodeName, schedulerName, restartPolicy, priority, priorityClassName, nodeSelector, overhead, runtimeClassName, activeDeadlineSeconds, resources }),
+      ...defined({
+        nodeName,
+        schedulerName,
+        restartPolicy,
+        priority,
+        priorityClassName,
+        nodeSelector,
+        overhead,
+        runtimeClassName,
+        activeDeadlineSeconds,
+        resources,
+      }),
       ...(Object.keys(affinity).length === 0 ? {} : { affinity }),
     };
   }
@@ -44,7 +66,10 @@ export function slimPod(pod: V1Pod): V1Pod {
 }
 
 function slimContainer(container: V1Container): V1Container {
-  return { name: container.name, ...defined({ resources: container.resources, restartPolicy: container.restartPolicy }) };
+  return {
+    name: container.name,
+    ...defined({ resources: container.resources, restartPolicy: container.restartPolicy }),
+  };
 }
 
 /** The fields that have a value: an absent field stays absent, as in the object it came from. */

@@ -57,7 +57,12 @@ export class UnacknowledgedAllocations {
     if (node !== undefined) {
       let pods = this.byNode.get(node);
       if (!pods) this.byNode.set(node, (pods = new Map<string, UnacknowledgedPod>()));
-      pods.set(uid, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', uid, sinceMs: this.clock() });
+      pods.set(uid, {
+        namespace: pod.metadata?.namespace ?? '',
+        name: pod.metadata?.name ?? '',
+        uid,
+        sinceMs: this.clock(),
+      });
       this.nodeOfUid.set(uid, node);
     }
     return left;

@@ -36,12 +36,17 @@ export function certsCommand(): Command {
       'cert-dir': configFlag('cert-dir'),
       'service-name': configFlag('service-name'),
       namespace: configFlag('namespace'),
-      host: { type: 'string', multiple: true, description: 'extra DNS name or IP address for the certificate, added to CERT_HOSTS' },
+      host: {
+        type: 'string',
+        multiple: true,
+        description: 'extra DNS name or IP address for the certificate, added to CERT_HOSTS',
+      },
       'cert-validity': configFlag('cert-validity'),
       'cert-renew-before': configFlag('cert-renew-before'),
       force: {
         type: 'boolean',
-        description: 'make a new CA and serving certificate even if the current ones are valid (the old CA is kept as ca-previous.crt while it is valid)',
+        description:
+          'make a new CA and serving certificate even if the current ones are valid (the old CA is kept as ca-previous.crt while it is valid)',
       },
     },
     run: async ({ io, flags, config }) => {
@@ -73,7 +78,8 @@ export function certsCommand(): Command {
         renewBeforeMs: settings.certRenewBeforeMs,
       });
       await (flags.force === true ? keeper.rotateNow('all') : keeper.ensure());
-      if (written === 0) io.stdout(`${settings.certDir} already holds a valid set for ${names.join(', ')} (use --force for a new one)`);
+      if (written === 0)
+        io.stdout(`${settings.certDir} already holds a valid set for ${names.join(', ')} (use --force for a new one)`);
       return EXIT_OK;
     },
   };

@@ -88,7 +88,10 @@ export function configFlag(name: string): FlagSpec {
  * --context: a flag of every command that talks to a cluster. Not a setting: kubectl has no
  * environment variable for it either, and `serve` in a cluster never needs it.
  */
-const CONTEXT_FLAG: FlagSpec = { type: 'string', description: 'the kubeconfig context to use instead of its current-context (as kubectl --context)' };
+const CONTEXT_FLAG: FlagSpec = {
+  type: 'string',
+  description: 'the kubeconfig context to use instead of its current-context (as kubectl --context)',
+};
 
 export function contextFlag(): FlagSpec {
   return CONTEXT_FLAG;
@@ -105,7 +108,13 @@ export interface CliAbout {
 }
 
 function commandHelp(command: Command): string[] {
-  const lines = [`Usage: vgpu-warden ${command.name}${command.arguments === undefined ? '' : ` ${command.arguments}`} [flags]`, '', command.summary, '', 'Flags:'];
+  const lines = [
+    `Usage: vgpu-warden ${command.name}${command.arguments === undefined ? '' : ` ${command.arguments}`} [flags]`,
+    '',
+    command.summary,
+    '',
+    'Flags:',
+  ];
   const help: FlagSpec = { type: 'boolean', description: 'show this help' };
   const entries = Object.entries({ ...command.flags, help });
   const width = Math.max(...entries.map(([name, spec]) => name.length + (spec.type === 'string' ? 8 : 0)));
@@ -129,8 +138,10 @@ function topHelp(commands: readonly Command[]): string[] {
     'scheduler extender and node-lock sweeper.',
     '',
     'Commands:',
-    ...commands.map((command) =>
-      `  ${command.name.padEnd(width)}  ${command.summary}${command.plannedIn ? ` (not available yet: issue #${command.plannedIn})` : ''}`),
+    ...commands.map(
+      (command) =>
+        `  ${command.name.padEnd(width)}  ${command.summary}${command.plannedIn ? ` (not available yet: issue #${command.plannedIn})` : ''}`,
+    ),
     '',
     'Run "vgpu-warden <command> --help" for the flags of a command, "vgpu-warden --version" for the version.',
   ];
@@ -142,12 +153,23 @@ interface ParsedCommandLine {
 }
 
 function parseCommandLine(command: Command, argv: readonly string[]): ParsedCommandLine {
-  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = { help: { type: 'boolean' } };
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {
+    help: { type: 'boolean' },
+  };
   for (const [name, spec] of Object.entries(command.flags)) {
-    options[name] = { type: spec.type, multiple: spec.multiple ?? false, ...(spec.short === undefined ? {} : { short: spec.short }) };
+    options[name] = {
+      type: spec.type,
+      multiple: spec.multiple ?? false,
+      ...(spec.short === undefined ? {} : { short: spec.short }),
+    };
   }
   try {
-    const parsed = parseArgs({ args: [...argv], options, strict: true, allowPositionals: command.arguments !== undefined });
+    const parsed = parseArgs({
+      args: [...argv],
+      options,
+      strict: true,
+      allowPositionals: command.arguments !== undefined,
+    });
     return { flags: parsed.values as ParsedCommandLine['flags'], positionals: parsed.positionals };
   } catch (error) {
     throw new UsageError(usageMessage(command, error), { cause: error });
@@ -159,7 +181,9 @@ function checkRequiredFlags(command: Command, values: Readonly<Record<string, un
   for (const [name, spec] of Object.entries(command.flags)) {
     if (spec.requires === undefined || values[name] === undefined || values[name] === false) continue;
     if (values[spec.requires] === undefined || values[spec.requires] === false) {
-      throw new UsageError(`--${name} needs --${spec.requires} for "${command.name}"; see "vgpu-warden ${command.name} --help"`);
+      throw new UsageError(
+        `--${name} needs --${spec.requires} for "${command.name}"; see "vgpu-warden ${command.name} --help"`,
+      );
     }
   }
 }
@@ -183,15 +207,24 @@ function usageMessage(command: Command, error: unknown): string {
 }
 
 /** Runs the CLI and returns the process exit code; never throws. */
-export async function runCli(argv: readonly string[], commands: readonly Command[], io: CliIo, about: CliAbout = {}): Promise<number> {
+export async function runCli(
+  argv: readonly string[],
+  commands: readonly Command[],
+  io: CliIo,
+  about: CliAbout = {},
+): Promise<number> {
   const [first, ...rest] = argv;
   if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
-    topHelp(commands).forEach((line) => { io.stdout(line); });
+    topHelp(commands).forEach((line) => {
+      io.stdout(line);
+    });
     return first === undefined ? EXIT_USAGE : EXIT_OK;
   }
   if (first === '--version') {
     if (rest.length > 0) {
-      io.stderr(`vgpu-warden: --version takes no arguments (got ${JSON.stringify(rest.join(' ').slice(0, 60))}); see "vgpu-warden --help"`);
+      io.stderr(
+        `vgpu-warden: --version takes no arguments (got ${JSON.stringify(rest.join(' ').slice(0, 60))}); see "vgpu-warden --help"`,
+      );
       return EXIT_USAGE;
     }
     io.stdout(about.version ?? 'unknown');
@@ -206,13 +239,18 @@ export async function runCli(argv: readonly string[], commands: readonly Command
   try {
     const { flags, positionals } = parseCommandLine(command, rest);
     if (flags.help === true) {
-      commandHelp(command).forEach((line) => { io.stdout(line); });
+      commandHelp(command).forEach((line) => {
+        io.stdout(line);
+      });
       return EXIT_OK;
     }
     checkRequiredFlags(command, flags);
     let config: Config | undefined;
     const configFlagValues = Object.fromEntries(
-      SETTINGS.map((spec) => [spec.flag, typeof flags[spec.flag] === 'string' ? (flags[spec.flag] as string) : undefined]),
+      SETTINGS.map((spec) => [
+        spec.flag,
+        typeof flags[spec.flag] === 'string' ? (flags[spec.flag] as string) : undefined,
+      ]),
     );
     // Validate once, up front, so a bad value fails before anything starts.
     const only = command.settings === undefined ? undefined : settingsOf(command.settings);
@@ -229,7 +267,7 @@ export async function runCli(argv: readonly string[], commands: readonly Command
     });
   } catch (error) {
     const isUsage = isUsageError(error) || error instanceof ConfigError;
-    io.stderr(`vgpu-warden: ${isUsage ? (error).message : describeError(error)}`);
+    io.stderr(`vgpu-warden: ${isUsage ? error.message : describeError(error)}`);
     return isUsage ? EXIT_USAGE : EXIT_FAILURE;
   }
 }

@@ -1,6 +1,15 @@
 import { podMutationConfig } from '../admission/mutation-config.js';
 import { CoreV1Api, type CoreV1Event, type V1Node, type V1Pod, type V1ResourceQuota } from '@kubernetes/client-node';
-import { configFlag, contextFlag, contextOf, EXIT_FAILURE, EXIT_OK, UsageError, type Command, type CommandContext } from './cli.js';
+import {
+  configFlag,
+  contextFlag,
+  contextOf,
+  EXIT_FAILURE,
+  EXIT_OK,
+  UsageError,
+  type Command,
+  type CommandContext,
+} from './cli.js';
 import type { Config } from '../config/setting-spec.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../devices/requests.js';
 import { describeError, WardenError } from '../base/errors.js';
@@ -31,18 +40,19 @@ const EVENT_PAGES = 10;
 
 const ARGUMENT = '<namespace>/<pod>';
 
-
 function outputOf(value: string | boolean | string[] | undefined): Output {
   if (value === undefined) return 'text';
   const found = OUTPUTS.find((output) => output === value);
-  if (found === undefined) throw new UsageError(`unknown output format ${quoted(value)} for "explain"; expected one of ${OUTPUTS.join(', ')}`);
+  if (found === undefined)
+    throw new UsageError(`unknown output format ${quoted(value)} for "explain"; expected one of ${OUTPUTS.join(', ')}`);
   return found;
 }
 
 /** `team-a/train-0` → the pod; anything else is a usage error that quotes (clipped) what was given. */
 export function parsePodArgument(args: readonly string[]): PodRef {
   const [given, ...extra] = args;
-  if (given === undefined) throw new UsageError(`"explain" needs one argument ${ARGUMENT}, e.g. explain team-a/train-0`);
+  if (given === undefined)
+    throw new UsageError(`"explain" needs one argument ${ARGUMENT}, e.g. explain team-a/train-0`);
   if (extra.length > 0) throw new UsageError(`"explain" takes one argument ${ARGUMENT}, got ${args.length}`);
   const parts = given.split('/');
   const [namespace = '', name = ''] = parts;
@@ -57,7 +67,11 @@ interface Page<T> {
   metadata?: { _continue?: string };
 }
 
-async function listPages<T>(what: string, fetch: (next: string | undefined) => Promise<Page<T>>, maxPages = Infinity): Promise<T[]> {
+async function listPages<T>(
+  what: string,
+  fetch: (next: string | undefined) => Promise<Page<T>>,
+  maxPages = Infinity,
+): Promise<T[]> {
   const items: T[] = [];
   let next: string | undefined;
   let pages = 0;
@@ -90,9 +104,15 @@ interface ClusterRead {
  * The namespace's ResourceQuotas (the GPU quota filter checks), or undefined with one line on
  * stderr when the caller may not list them: the rest of the explanation is still worth having.
  */
-async function readQuotas(core: CoreV1Api, namespace: string, stderr: (line: string) => void): Promise<V1ResourceQuota[] | undefined> {
+async function readQuotas(
+  core: CoreV1Api,
+  namespace: string,
+  stderr: (line: string) => void,
+): Promise<V1ResourceQuota[] | undefined> {
   try {
-    return await listPages(`the ResourceQuotas of namespace ${namespace}`, (next) => core.listNamespacedResourceQuota({ namespace, ...paged(next) }));
+    return await listPages(`the ResourceQuotas of namespace ${namespace}`, (next) =>
+      core.listNamespacedResourceQuota({ namespace, ...paged(next) }),
+    );
   } catch (error) {
     if (!(error instanceof ExplainReadError) || httpStatusOf(error.cause) !== 403) throw error;
     stderr(`vgpu-warden: may not list the ResourceQuotas of namespace ${namespace}; the GPU quota is not judged`);
@@ -105,17 +125,31 @@ async function readCluster(core: CoreV1Api, ref: PodRef, stderr: (line: string) 
   const [nodes, pods, events, quotas] = await Promise.all([
     listPages('nodes', (next) => core.listNode(paged(next))),
     // Finished pods hold no GPUs: the state store drops them anyway.
-    listPages('pods', (next) => core.listPodForAllNamespaces({ ...paged(next), fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed' })),
-    listPages(`the events of pod ${ref.namespace}/${ref.name}`, (next) => core.listNamespacedEvent({
-      namespace: ref.namespace, ...paged(next), fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${ref.name}`,
-    }), EVENT_PAGES),
+    listPages('pods', (next) =>
+      core.listPodForAllNamespaces({ ...paged(next), fieldSelector: 'status.phase!=Succeeded,status.phase!=Failed' }),
+    ),
+    listPages(
+      `the events of pod ${ref.namespace}/${ref.name}`,
+      (next) =>
+        core.listNamespacedEvent({
+          namespace: ref.namespace,
+          ...paged(next),
+          fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${ref.name}`,
+        }),
+      EVENT_PAGES,
+    ),
     readQuotas(core, ref.namespace, stderr),
   ]);
   return { nodes, pods, events, quotas };
 }
 
 /** The locks on `nodes`, inspected and rowed exactly as `vgpu-warden locks` does. */
-async function inspectLocks(locks: NodeLocks, nodes: readonly V1Node[], names: readonly string[], stderr: (line: string) => void): Promise<LockRow[]> {
+async function inspectLocks(
+  locks: NodeLocks,
+  nodes: readonly V1Node[],
+  names: readonly string[],
+  stderr: (line: string) => void,
+): Promise<LockRow[]> {
   const rows: LockRow[] = [];
   for (const node of names) {
     try {
@@ -123,8 +157,12 @@ async function inspectLocks(locks: NodeLocks, nodes: readonly V1Node[], names: r
       if (row !== undefined) rows.push(row);
     } catch (error) {
       if (error instanceof NodeNotFoundError) continue;
-      const raw = nodes.find((candidate) => candidate.metadata?.name === node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '';
-      const problem = describeError(new ExplainReadError(`could not inspect the lock on node ${node}`, { cause: error }));
+      const raw =
+        nodes.find((candidate) => candidate.metadata?.name === node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ??
+        '';
+      const problem = describeError(
+        new ExplainReadError(`could not inspect the lock on node ${node}`, { cause: error }),
+      );
       stderr(`vgpu-warden: ${problem}`);
       rows.push(failedLockRow(node, raw, parseLockValue(raw), problem));
     }
@@ -134,7 +172,11 @@ async function inspectLocks(locks: NodeLocks, nodes: readonly V1Node[], names: r
 
 function settingsOf(config: Config): ExplainSettings {
   return {
-    defaults: { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS },
+    defaults: {
+      nodePolicy: config.nodeSchedulerPolicy,
+      gpuPolicy: config.gpuSchedulerPolicy,
+      requestDefaults: DEFAULT_REQUEST_DEFAULTS,
+    },
     mutation: podMutationConfig(config),
   };
 }
@@ -192,13 +234,25 @@ export function explainCommand(): Command {
         const placement = placementFor(pod, cache, settings);
         const locks = new NodeLocks({
           api: new KubeNodeLockApi(core),
-          config: { bindGraceMs: config.bindGraceMs, expireMs: config.nodeLockExpireMs, forceAfterMs: config.nodeLockForceAfterMs },
+          config: {
+            bindGraceMs: config.bindGraceMs,
+            expireMs: config.nodeLockExpireMs,
+            forceAfterMs: config.nodeLockForceAfterMs,
+          },
         });
-        const lockRows = await inspectLocks(locks, read.nodes, lockNodesToInspect(pod, cache, read.events, placement), io.stderr);
+        const lockRows = await inspectLocks(
+          locks,
+          read.nodes,
+          lockNodesToInspect(pod, cache, read.events, placement),
+          io.stderr,
+        );
         const now = new Date();
         const explanation = explainPod({ pod, placement, events: read.events, locks: lockRows, now, settings });
         if (output === 'json') io.stdout(explanationJson(explanation));
-        else explanationText(explanation, now).forEach((line) => { io.stdout(line); });
+        else
+          explanationText(explanation, now).forEach((line) => {
+            io.stdout(line);
+          });
         return EXIT_OK;
       } finally {
         await kubeConfig.close();

@@ -1,7 +1,13 @@
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  CoreV1Api,
+  loadYaml,
+  type KubeConfig,
+  type V1MutatingWebhookConfiguration,
+} from '@kubernetes/client-node';
 import { type CommandContext, UsageError } from './cli.js';
 import { loadConfig } from '../config/load.js';
 import { ClusterCache } from '../cluster/cluster-cache.js';
@@ -34,7 +40,12 @@ import { GPU_COUNT, GPU_MEMORY } from '../hami/wire.js';
 import { sleep } from '../base/abort.js';
 import { kubeSources } from '../cluster/kube-list-watch.js';
 
-function positiveInteger(flag: string, value: string | boolean | string[] | undefined, fallback: number, max = 1000): number {
+function positiveInteger(
+  flag: string,
+  value: string | boolean | string[] | undefined,
+  fallback: number,
+  max = 1000,
+): number {
   if (value === undefined) return fallback;
   const text = String(value);
   if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > max) {
@@ -45,7 +56,6 @@ function positiveInteger(flag: string, value: string | boolean | string[] | unde
 
 /** The digest behind the view: the newest Events for "recent events", and pending reasons of this many pods. */
 const EVENT_LIMITS = { recent: 200, pods: 1000 };
-
 
 interface ViewInputs {
   kubeConfig: KubeConfig;
@@ -63,19 +73,28 @@ function liveViewOf(inputs: ViewInputs, log: (line: string) => void): { view: Li
   const feed = new EventFeed({
     source: liveEventSource(inputs.kubeConfig, kubeEventPages(inputs.core), EVENT_LIMITS),
     limits: EVENT_LIMITS,
-    log: (level, message) => { if (level === 'warn') log(`events: ${message}`); },
+    log: (level, message) => {
+      if (level === 'warn') log(`events: ${message}`);
+    },
   });
   const view = new LiveView({
     screen: new AlternateScreen(inputs.terminal),
     kubeconfigExport: inputs.kubeconfigExport,
     sources: {
-      nodes: (now) => inputs.store.nodeNames().sort().map((name) => ({
-        name,
-        inventory: inputs.store.inventory(name),
-        usage: inputs.store.usageOn(name),
-        lock: lockRowFromView(inputs.store.lockView, name, now, inputs.lockRules),
-      })),
-      pending: () => inputs.pending.list().map((pod) => ({ ...pod, reason: feed.digest.reasonFor(pod.namespace, pod.name, pod.uid) })),
+      nodes: (now) =>
+        inputs.store
+          .nodeNames()
+          .sort()
+          .map((name) => ({
+            name,
+            inventory: inputs.store.inventory(name),
+            usage: inputs.store.usageOn(name),
+            lock: lockRowFromView(inputs.store.lockView, name, now, inputs.lockRules),
+          })),
+      pending: () =>
+        inputs.pending
+          .list()
+          .map((pod) => ({ ...pod, reason: feed.digest.reasonFor(pod.namespace, pod.name, pod.uid) })),
       events: () => feed.digest.recent(),
     },
   });
@@ -93,17 +112,26 @@ function realNodeToolsProblem(binaries: Parameters<typeof locateRealNodeTools>[0
 }
 
 /** A GPU pod for the local nodes: on real nodes it must use the image they hold and the host network. */
-function localGpuPod(mode: NodeMode, container: { image?: string; imagePullPolicy?: string; command: readonly string[] } | undefined) {
+function localGpuPod(
+  mode: NodeMode,
+  container: { image?: string; imagePullPolicy?: string; command: readonly string[] } | undefined,
+) {
   return (name: string, node: string) => ({
     metadata: { name, labels: { app: 'seed-demo' } },
     spec: {
       nodeSelector: { 'kubernetes.io/hostname': node },
-      ...(mode === 'real' ? { hostNetwork: true, automountServiceAccountToken: false, terminationGracePeriodSeconds: 5 } : {}),
-      containers: [{
-        name: 'cuda',
-        ...(container === undefined ? { image: 'nvidia/cuda:12.4.0-base' } : { ...container, command: [...container.command] }),
-        resources: { limits: { [GPU_COUNT]: '1', [GPU_MEMORY]: '4000' } },
-      }],
+      ...(mode === 'real'
+        ? { hostNetwork: true, automountServiceAccountToken: false, terminationGracePeriodSeconds: 5 }
+        : {}),
+      containers: [
+        {
+          name: 'cuda',
+          ...(container === undefined
+            ? { image: 'nvidia/cuda:12.4.0-base' }
+            : { ...container, command: [...container.command] }),
+          resources: { limits: { [GPU_COUNT]: '1', [GPU_MEMORY]: '4000' } },
+        },
+      ],
     },
   });
 }
@@ -146,35 +174,71 @@ export interface LocalDeps {
 export async function runLocal(deps: LocalDeps, { io, flags, config }: CommandContext): Promise<number> {
   const nodeCount = positiveInteger('gpu-nodes', flags['gpu-nodes'], 2);
   const gpusPerNode = positiveInteger('gpus-per-node', flags['gpus-per-node'], 4);
-  const gpuMemoryMiB = flags['gpu-memory'] === undefined ? 24576 : positiveInteger('gpu-memory', flags['gpu-memory'], 24576, 1_048_576);
+  const gpuMemoryMiB =
+    flags['gpu-memory'] === undefined ? 24576 : positiveInteger('gpu-memory', flags['gpu-memory'], 24576, 1_048_576);
   const demo = flags.demo;
-  if (demo !== undefined && demo !== 'seed') throw new UsageError(`invalid --demo=${JSON.stringify(demo)}: the only demo is "seed"`);
+  if (demo !== undefined && demo !== 'seed')
+    throw new UsageError(`invalid --demo=${JSON.stringify(demo)}: the only demo is "seed"`);
   const askedNodes = flags.nodes;
   const asked = askedNodes === undefined ? undefined : parseNodeMode(String(askedNodes));
-  if (askedNodes !== undefined && asked === undefined) throw new UsageError(`invalid --nodes=${JSON.stringify(String(askedNodes).slice(0, 40))}: expected "real" or "simulated"`);
+  if (askedNodes !== undefined && asked === undefined)
+    throw new UsageError(
+      `invalid --nodes=${JSON.stringify(String(askedNodes).slice(0, 40))}: expected "real" or "simulated"`,
+    );
   const settings = config();
   const binaries = locateBinaries({ repoRoot: deps.repoRoot, env: io.env });
-  const nodeMode = chooseNodeMode({ asked, isRoot: process.getuid?.() === 0, toolsProblem: asked === 'simulated' ? undefined : realNodeToolsProblem(binaries) });
+  const nodeMode = chooseNodeMode({
+    asked,
+    isRoot: process.getuid?.() === 0,
+    toolsProblem: asked === 'simulated' ? undefined : realNodeToolsProblem(binaries),
+  });
   const terminal = deps.terminal ?? process.stdout;
   // While the live view is up, what would be printed goes into it (and is printed again when it
   // ends); before and after, it is printed as usual.
   let live: { view: LiveView; feed: EventFeed } | undefined;
-  const print = (line: string) => { if (live?.view.isActive === true) live.view.note(line); else io.stdout(line); };
-  const leaveView = () => { for (const line of live?.view.stop() ?? []) io.stdout(line); };
-  const say = (line: string) => { print(`local: ${line}`); };
-  const hooks = new ShutdownHooks(deps.shutdownTarget, 20_000, (line) => { leaveView(); io.stdout(`local: ${line}`); });
+  const print = (line: string) => {
+    if (live?.view.isActive === true) live.view.note(line);
+    else io.stdout(line);
+  };
+  const leaveView = () => {
+    for (const line of live?.view.stop() ?? []) io.stdout(line);
+  };
+  const say = (line: string) => {
+    print(`local: ${line}`);
+  };
+  const hooks = new ShutdownHooks(deps.shutdownTarget, 20_000, (line) => {
+    leaveView();
+    io.stdout(`local: ${line}`);
+  });
   say(nodeMode.why);
   const plane = await ControlPlane.start({ binaries, shutdownHooks: hooks, progress: say });
   const certDir = mkdtempSync(join(tmpdir(), 'vgpu-warden-local-certs-'));
   try {
     const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
-    const server = await startServer(loadConfig({
-      ...io.env, KUBECONFIG: plane.kubeconfigPath, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort),
-      EXTENDER_HOST: '127.0.0.1', EXTENDER_PORT: String(extenderPort), CERT_HOSTS: '127.0.0.1', SCHEDULER_NAME: settings.schedulerName,
-      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), POD_NAMESPACE: 'default', NODE_SCHEDULER_POLICY: settings.nodeSchedulerPolicy,
-    }), createLogger(settings.logLevel === 'info' ? 'warn' : settings.logLevel, lineStream((line) => {
-      if (live?.view.isActive === true) live.view.note(logNoteText(line)); else io.stdout(line);
-    })));
+    const server = await startServer(
+      loadConfig({
+        ...io.env,
+        KUBECONFIG: plane.kubeconfigPath,
+        CERT_DIR: certDir,
+        WEBHOOK_HOST: '127.0.0.1',
+        WEBHOOK_PORT: String(webhookPort),
+        EXTENDER_HOST: '127.0.0.1',
+        EXTENDER_PORT: String(extenderPort),
+        CERT_HOSTS: '127.0.0.1',
+        SCHEDULER_NAME: settings.schedulerName,
+        METRICS_HOST: '127.0.0.1',
+        METRICS_PORT: String(metricsPort),
+        POD_NAMESPACE: 'default',
+        NODE_SCHEDULER_POLICY: settings.nodeSchedulerPolicy,
+      }),
+      createLogger(
+        settings.logLevel === 'info' ? 'warn' : settings.logLevel,
+        lineStream((line) => {
+          if (live?.view.isActive === true) live.view.note(logNoteText(line));
+          else io.stdout(line);
+        }),
+      ),
+    );
     // Filled in as they start, so a stop at any point stops what is up.
     const started: { simulator?: DevicePluginSimulator; simulatorCache?: ClusterCache } = {};
     const wardenHook = {
@@ -188,7 +252,10 @@ export async function runLocal(deps: LocalDeps, { io, flags, config }: CommandCo
         rmSync(certDir, { recursive: true, force: true });
       },
       // The process is going: at least give the terminal back as it was.
-      killSync: () => { leaveView(); rmSync(certDir, { recursive: true, force: true }); },
+      killSync: () => {
+        leaveView();
+        rmSync(certDir, { recursive: true, force: true });
+      },
     };
     // Registered now, so a failure further on stops the server too; registered again once the
     // nodes are up, so that vgpu-warden, the newest, stops first and sees no node vanish.
@@ -198,11 +265,19 @@ export async function runLocal(deps: LocalDeps, { io, flags, config }: CommandCo
     const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
     const core = kubeConfig.makeApiClient(CoreV1Api);
     const caPem = server.keeper.current()?.caBundlePem ?? '';
-    const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(join(deps.repoRoot, 'manifests', 'webhook.yaml'), 'utf8'));
+    const shipped = loadYaml<V1MutatingWebhookConfiguration>(
+      readFileSync(join(deps.repoRoot, 'manifests', 'webhook.yaml'), 'utf8'),
+    );
     await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({
       body: {
         metadata: { name: 'vgpu-warden' },
-        webhooks: (shipped.webhooks ?? []).map((webhook) => ({ ...webhook, clientConfig: { url: `https://127.0.0.1:${webhookPort}/mutate`, caBundle: Buffer.from(caPem).toString('base64') } })),
+        webhooks: (shipped.webhooks ?? []).map((webhook) => ({
+          ...webhook,
+          clientConfig: {
+            url: `https://127.0.0.1:${webhookPort}/mutate`,
+            caBundle: Buffer.from(caPem).toString('base64'),
+          },
+        })),
       },
     });
     const nodeNames = Array.from({ length: nodeCount }, (_, index) => `gpu-node-${index + 1}`);
@@ -212,38 +287,61 @@ export async function runLocal(deps: LocalDeps, { io, flags, config }: CommandCo
       // Loaded here only: `serve` and simulated runs never load gRPC.
       const real = await import('../local/real-gpu-fleet.js');
       fleet = await real.RealGpuFleet.start({
-        names: nodeNames, gpusPerNode, gpuMemoryMiB, cluster: plane, kubeConfig, core, binaries, shutdownHooks: hooks, progress: say,
+        names: nodeNames,
+        gpusPerNode,
+        gpuMemoryMiB,
+        cluster: plane,
+        kubeConfig,
+        core,
+        binaries,
+        shutdownHooks: hooks,
+        progress: say,
       });
       realContainer = real.REAL_NODE_CONTAINER;
       unregisterWarden();
       hooks.register(wardenHook);
     } else {
-      for (const name of nodeNames) await core.createNode({ body: simulatedGpuNode({ name, gpus: gpusPerNode, gpuMemoryMiB }) });
+      for (const name of nodeNames)
+        await core.createNode({ body: simulatedGpuNode({ name, gpus: gpusPerNode, gpuMemoryMiB }) });
     }
     const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
     started.simulatorCache = simulatorCache;
     // Subscribed before the first LIST, so the pods already there count too.
     const pending = new PendingPods();
-    simulatorCache.onPodChange((pod, change) => { pending.apply(pod, change); });
+    simulatorCache.onPodChange((pod, change) => {
+      pending.apply(pod, change);
+    });
     await simulatorCache.start();
     const simulator = new DevicePluginSimulator({
       core,
       cache: simulatorCache,
-      locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs } }),
+      locks: new NodeLocks({
+        api: new KubeNodeLockApi(core),
+        config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs },
+      }),
       isSimulated: (node) => node.startsWith('gpu-node-'),
       // The seed demo's victims must hold their lock as a pod still waiting for Allocate would.
       behaviour: (pod) => (pod.metadata?.name?.startsWith(SEED_VICTIM) === true ? 'stall' : 'allocate'),
     });
     started.simulator = simulator;
     if (nodeMode.mode === 'simulated') simulator.start();
-    await plane.startScheduler(kubeSchedulerConfiguration({
-      schedulerName: settings.schedulerName, extenderUrl: `https://127.0.0.1:${extenderPort}`, caPem, includeDefaultProfile: true,
-      nodePolicy: settings.nodeSchedulerPolicy,
-    }));
-    say(`kube-scheduler with profiles default-scheduler and ${settings.schedulerName} (extender: filter, prioritize, bind)`);
-    say(nodeMode.mode === 'real'
-      ? `${nodeCount} real GPU nodes (kubelet + containerd) with ${gpusPerNode} mock GPUs each, the HAMi device-plugin stand-in registered on each`
-      : `${nodeCount} simulated GPU nodes with ${gpusPerNode} GPUs each, and a device-plugin simulator`);
+    await plane.startScheduler(
+      kubeSchedulerConfiguration({
+        schedulerName: settings.schedulerName,
+        extenderUrl: `https://127.0.0.1:${extenderPort}`,
+        caPem,
+        includeDefaultProfile: true,
+        nodePolicy: settings.nodeSchedulerPolicy,
+      }),
+    );
+    say(
+      `kube-scheduler with profiles default-scheduler and ${settings.schedulerName} (extender: filter, prioritize, bind)`,
+    );
+    say(
+      nodeMode.mode === 'real'
+        ? `${nodeCount} real GPU nodes (kubelet + containerd) with ${gpusPerNode} mock GPUs each, the HAMi device-plugin stand-in registered on each`
+        : `${nodeCount} simulated GPU nodes with ${gpusPerNode} GPUs each, and a device-plugin simulator`,
+    );
     let kubeconfigPath = plane.kubeconfigPath;
     const out = flags['kubeconfig-out'];
     if (typeof out === 'string') {
@@ -252,32 +350,62 @@ export async function runLocal(deps: LocalDeps, { io, flags, config }: CommandCo
     }
     say(`ready; use it with: export KUBECONFIG=${kubeconfigPath}`);
     if (nodeMode.mode === 'real') {
-      say(`the real nodes hold image ${TEST_IMAGE} (no registry: imagePullPolicy Never) and have loopback networking only (hostNetwork: true)`);
-      say(`try: kubectl apply -f ${join(deps.repoRoot, 'examples', 'real-node-gpu-pod.yaml')}; kubectl logs gpu-demo shows the GPU it was given`);
+      say(
+        `the real nodes hold image ${TEST_IMAGE} (no registry: imagePullPolicy Never) and have loopback networking only (hostNetwork: true)`,
+      );
+      say(
+        `try: kubectl apply -f ${join(deps.repoRoot, 'examples', 'real-node-gpu-pod.yaml')}; kubectl logs gpu-demo shows the GPU it was given`,
+      );
     } else {
-      say('try: a pod with limits nvidia.com/gpu: 1 and nvidia.com/gpumem: 4000 (the webhook sends it to the extender)');
+      say(
+        'try: a pod with limits nvidia.com/gpu: 1 and nvidia.com/gpumem: 4000 (the webhook sends it to the extender)',
+      );
     }
     const exitAfterDemo = flags['exit-after-demo'] === true;
-    const offReason = liveViewOffReason({ noViewFlag: flags['no-view'] === true, stdoutIsTTY: terminal.isTTY === true, term: io.env.TERM });
-    if (offReason !== undefined && !exitAfterDemo) io.stderr(`local: live view off: ${offReason}; printing progress lines only`);
+    const offReason = liveViewOffReason({
+      noViewFlag: flags['no-view'] === true,
+      stdoutIsTTY: terminal.isTTY === true,
+      term: io.env.TERM,
+    });
+    if (offReason !== undefined && !exitAfterDemo)
+      io.stderr(`local: live view off: ${offReason}; printing progress lines only`);
     if (offReason === undefined && !exitAfterDemo) {
-      live = liveViewOf({
-        kubeConfig, core, store: server.cache, pending, terminal, kubeconfigExport: `export KUBECONFIG=${kubeconfigPath}`,
-        lockRules: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs, forceAfterMs: settings.nodeLockForceAfterMs },
-      }, say);
+      live = liveViewOf(
+        {
+          kubeConfig,
+          core,
+          store: server.cache,
+          pending,
+          terminal,
+          kubeconfigExport: `export KUBECONFIG=${kubeconfigPath}`,
+          lockRules: {
+            bindGraceMs: settings.bindGraceMs,
+            expireMs: settings.nodeLockExpireMs,
+            forceAfterMs: settings.nodeLockForceAfterMs,
+          },
+        },
+        say,
+      );
       live.feed.start();
       live.view.start();
     }
     if (demo === 'seed') {
-      const demoSay = (line: string) => { if (live?.view.isActive === true) live.view.setDemo(line, `local: ${line}`); else say(line); };
+      const demoSay = (line: string) => {
+        if (live?.view.isActive === true) live.view.setDemo(line, `local: ${line}`);
+        else say(line);
+      };
       const demoNode = nodeNames[0] ?? 'gpu-node-1';
       const podFor = localGpuPod(nodeMode.mode, realContainer);
       const seedNode: SeedDemoNode = {
         mode: nodeMode.mode,
         name: demoNode,
         gpuPod: (name) => podFor(name, demoNode),
-        freezeKubelet: () => { fleet?.node(demoNode).pause(); },
-        resumeKubelet: () => { fleet?.node(demoNode).resume(); },
+        freezeKubelet: () => {
+          fleet?.node(demoNode).pause();
+        },
+        resumeKubelet: () => {
+          fleet?.node(demoNode).resume();
+        },
         visibleDevices: (pod) => visibleDevicesOf(core, 'default', pod.metadata?.name ?? ''),
       };
       await runSeedDemo({ core, namespace: 'default', node: seedNode, say: demoSay });

@@ -23,7 +23,10 @@ const CONCURRENCY = 8;
 function outputOf(value: string | boolean | string[] | undefined): Output {
   if (value === undefined) return 'table';
   const found = OUTPUTS.find((output) => output === value);
-  if (found === undefined) throw new UsageError(`unknown output format ${JSON.stringify(value)} for "locks"; expected one of ${OUTPUTS.join(', ')}`);
+  if (found === undefined)
+    throw new UsageError(
+      `unknown output format ${JSON.stringify(value)} for "locks"; expected one of ${OUTPUTS.join(', ')}`,
+    );
   return found;
 }
 
@@ -88,7 +91,11 @@ export function locksCommand(): Command {
         const core = kubeConfig.makeApiClient(CoreV1Api);
         const locks = new NodeLocks({
           api: new KubeNodeLockApi(core),
-          config: { bindGraceMs: settings.bindGraceMs, expireMs: settings.nodeLockExpireMs, forceAfterMs: settings.nodeLockForceAfterMs },
+          config: {
+            bindGraceMs: settings.bindGraceMs,
+            expireMs: settings.nodeLockExpireMs,
+            forceAfterMs: settings.nodeLockForceAfterMs,
+          },
         });
         let listed: ListedLock[];
         try {
@@ -105,14 +112,19 @@ export function locksCommand(): Command {
             if (error instanceof NodeNotFoundError) return undefined;
             // One node that cannot be inspected (its owner unreadable, a timeout) is reported in its
             // row and on stderr; it never hides the other nodes' locks or fails the whole listing.
-            const problem = describeError(new LockListError(`could not inspect the lock on node ${node}`, { cause: error }));
+            const problem = describeError(
+              new LockListError(`could not inspect the lock on node ${node}`, { cause: error }),
+            );
             io.stderr(`vgpu-warden: ${problem}`);
             return failedLockRow(node, raw, parseLockValue(raw), problem);
           }
         });
         const present = rows.filter((row): row is LockRow => row !== undefined);
         if (output === 'json') io.stdout(formatLockJson(present));
-        else formatLockTable(present).forEach((line) => { io.stdout(line); });
+        else
+          formatLockTable(present).forEach((line) => {
+            io.stdout(line);
+          });
         return EXIT_OK;
       } finally {
         await kubeConfig.close();

@@ -34,7 +34,14 @@ function startFailureLine(error: unknown): string {
 function aborted(signal: AbortSignal): Promise<void> {
   return new Promise<void>((resolve) => {
     if (signal.aborted) resolve();
-    else signal.addEventListener('abort', () => { resolve(); }, { once: true });
+    else
+      signal.addEventListener(
+        'abort',
+        () => {
+          resolve();
+        },
+        { once: true },
+      );
   });
 }
 
@@ -58,7 +65,9 @@ export function serveCommand(deps: ServeDeps): Command {
       const done = (code: number): number => {
         if (deps.forceExit !== undefined) {
           const forceExit = deps.forceExit;
-          setTimeout(() => { forceExit(code); }, FORCE_EXIT_AFTER_MS).unref();
+          setTimeout(() => {
+            forceExit(code);
+          }, FORCE_EXIT_AFTER_MS).unref();
         }
         return code;
       };
@@ -83,7 +92,10 @@ export function serveCommand(deps: ServeDeps): Command {
       log.info({ signal }, 'stopping');
       const report = await server.stop();
       if (report.timedOut) {
-        log.warn({ unfinished: report.unfinished }, `stopped with parts still stopping after ${GRACEFUL_SHUTDOWN_MS / 1000} s`);
+        log.warn(
+          { unfinished: report.unfinished },
+          `stopped with parts still stopping after ${GRACEFUL_SHUTDOWN_MS / 1000} s`,
+        );
         return done(EXIT_FAILURE);
       }
       log.info({ signal }, 'stopped');

@@ -2,7 +2,15 @@ import { clip } from '../base/user-text.js';
 import { WardenError } from '../base/errors.js';
 import { givenValue, originText, VALUE_CHARS, type Loaded } from './loaded.js';
 import { checkRelations } from './relations.js';
-import { ConfigError, type Config, type Environment, type FlagValues, type Origin, type SettingKey, type SettingSpec } from './setting-spec.js';
+import {
+  ConfigError,
+  type Config,
+  type Environment,
+  type FlagValues,
+  type Origin,
+  type SettingKey,
+  type SettingSpec,
+} from './setting-spec.js';
 import { SETTINGS } from './settings.js';
 
 /**
@@ -26,7 +34,10 @@ export function loadConfig(env: Environment, flags: FlagValues = {}, only?: read
     try {
       loaded.values[spec.key] = spec.parse(raw, origin);
     } catch (error) {
-      throw new ConfigError(`invalid ${spec.env} (${originText(spec, origin)}) = ${JSON.stringify(clip(raw, VALUE_CHARS))}: ${spec.allowed}`, { cause: error });
+      throw new ConfigError(
+        `invalid ${spec.env} (${originText(spec, origin)}) = ${JSON.stringify(clip(raw, VALUE_CHARS))}: ${spec.allowed}`,
+        { cause: error },
+      );
     }
     if (given) loaded.given[spec.key] = given;
   }
@@ -40,7 +51,9 @@ function guarded(loaded: Loaded): Config {
     if (loaded.selected.has(spec.key)) continue;
     Object.defineProperty(config, spec.key, {
       enumerable: false,
-      get: () => { throw new WardenError(`internal error: setting ${spec.env} read by a command that does not declare it`); },
+      get: () => {
+        throw new WardenError(`internal error: setting ${spec.env} read by a command that does not declare it`);
+      },
     });
   }
   return config as unknown as Config;

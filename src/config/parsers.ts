@@ -30,7 +30,8 @@ export const positiveDuration: Parser<number> = (raw) => {
   return value;
 };
 
-export const optionalPositiveDuration: Parser<number | undefined> = (raw) => (raw === '' ? undefined : positiveDuration(raw));
+export const optionalPositiveDuration: Parser<number | undefined> = (raw) =>
+  raw === '' ? undefined : positiveDuration(raw);
 
 export const boolean: Parser<boolean> = (raw) => {
   const lowered = raw.toLowerCase();
@@ -70,9 +71,13 @@ export const optionalDnsSubdomain: Parser<string | undefined> = (raw) => (raw ==
 // Checked with the same rules the certificate code applies, so a bad host fails here at start
 // and not later inside the certificate keeper.
 export const hostList: Parser<string[]> = (raw) => {
-  const hosts = raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  const hosts = raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
   const bad = hosts.find((entry) => canonicalHostOrUndefined(entry) === undefined);
-  if (bad !== undefined) throw new InvalidValue(`invalid host ${JSON.stringify(bad)}: expected a DNS name or an IP address`);
+  if (bad !== undefined)
+    throw new InvalidValue(`invalid host ${JSON.stringify(bad)}: expected a DNS name or an IP address`);
   return hosts;
 };
 
@@ -102,7 +107,8 @@ export const logLevel: Parser<LogLevel> = (raw) => {
 // kubectl's rules: KUBECONFIG is a list (path.delimiter, ':' on Linux) whose empty entries are
 // skipped, and an empty KUBECONFIG counts as unset; --kubeconfig is one file, taken as written.
 export const kubeconfigSetting: Parser<KubeconfigSetting | undefined> = (raw, origin) => {
-  if (origin?.kind === 'flag') return raw === '' ? undefined : { paths: [raw], origin: `KUBECONFIG (flag --${origin.name})`, explicit: true };
+  if (origin?.kind === 'flag')
+    return raw === '' ? undefined : { paths: [raw], origin: `KUBECONFIG (flag --${origin.name})`, explicit: true };
   const paths = raw.split(delimiter).filter((path) => path !== '');
   return paths.length === 0 ? undefined : { paths, origin: 'KUBECONFIG (env)', explicit: false };
 };

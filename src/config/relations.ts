@@ -15,9 +15,17 @@ interface Ordering {
 const ORDERINGS: readonly Ordering[] = [
   { shorter: 'bindGraceMs', longer: 'nodeLockExpireMs', why: ', or a bind in progress would count as expired' },
   { shorter: 'bindLockWaitMs', longer: 'bindTimeoutMs', why: ': the lock wait is part of the bind' },
-  { shorter: 'bindTimeoutMs', longer: 'bindGraceMs', why: ', or the sweeper could free a lock while its bind still runs' },
+  {
+    shorter: 'bindTimeoutMs',
+    longer: 'bindGraceMs',
+    why: ', or the sweeper could free a lock while its bind still runs',
+  },
   { shorter: 'certRenewBeforeMs', longer: 'certValidityMs', why: ', or every certificate would be renewed at once' },
-  { shorter: 'nodeLockExpireMs', longer: 'nodeLockForceAfterMs', why: ': forcing applies to locks already past expiry' },
+  {
+    shorter: 'nodeLockExpireMs',
+    longer: 'nodeLockForceAfterMs',
+    why: ': forcing applies to locks already past expiry',
+  },
 ];
 
 /**
@@ -30,7 +38,9 @@ function orderingError(ordering: Ordering, loaded: Loaded): ConfigError {
     ? [ordering.longer, ordering.shorter, 'longer than', 'raise it']
     : [ordering.shorter, ordering.longer, 'shorter than', 'lower it'];
   const remedy = loaded.given[other] === undefined ? `${fix} or set ${specOf(other).env}` : 'change one of them';
-  return new ConfigError(`${describe(subject, loaded)} must be ${relation} ${describe(other, loaded)}${ordering.why}; ${remedy}`);
+  return new ConfigError(
+    `${describe(subject, loaded)} must be ${relation} ${describe(other, loaded)}${ordering.why}; ${remedy}`,
+  );
 }
 
 export function checkRelations(loaded: Loaded): void {
@@ -40,7 +50,8 @@ export function checkRelations(loaded: Loaded): void {
     if (!uses(loaded, ordering.shorter, ordering.longer)) continue;
     const shorter = loaded.values[ordering.shorter];
     const longer = loaded.values[ordering.longer];
-    if (typeof shorter === 'number' && typeof longer === 'number' && shorter >= longer) throw orderingError(ordering, loaded);
+    if (typeof shorter === 'number' && typeof longer === 'number' && shorter >= longer)
+      throw orderingError(ordering, loaded);
   }
 }
 
@@ -53,16 +64,24 @@ function checkExtenderExposure(loaded: Loaded): void {
   if (!uses(loaded, 'extenderHost', 'extenderClientAuth', 'extenderClientSecretName', 'certSecretName')) return;
   const config = loaded.values as Partial<Config>;
   if (config.extenderClientAuth !== true && !isLoopbackHost(config.extenderHost ?? '')) {
-    throw new ConfigError(`${describe('extenderHost', loaded)} is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods`);
+    throw new ConfigError(
+      `${describe('extenderHost', loaded)} is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods`,
+    );
   }
   if (config.extenderClientAuth !== true) return;
   if (config.certSecretName === undefined) {
-    throw new ConfigError(`${describe('extenderClientAuth', loaded)} needs CERT_SECRET_NAME: kube-scheduler's client certificate is issued from the CA kept in that Secret`);
+    throw new ConfigError(
+      `${describe('extenderClientAuth', loaded)} needs CERT_SECRET_NAME: kube-scheduler's client certificate is issued from the CA kept in that Secret`,
+    );
   }
   if (config.extenderClientSecretName === config.certSecretName) {
     const blameCa = loaded.given.extenderClientSecretName === undefined;
-    const [subject, other] = blameCa ? ['certSecretName', 'extenderClientSecretName'] as const : ['extenderClientSecretName', 'certSecretName'] as const;
-    throw new ConfigError(`${describe(subject, loaded)} must differ from ${describe(other, loaded)}: kube-scheduler mounts the client Secret and must never see the CA key`);
+    const [subject, other] = blameCa
+      ? (['certSecretName', 'extenderClientSecretName'] as const)
+      : (['extenderClientSecretName', 'certSecretName'] as const);
+    throw new ConfigError(
+      `${describe(subject, loaded)} must differ from ${describe(other, loaded)}: kube-scheduler mounts the client Secret and must never see the CA key`,
+    );
   }
 }
 
@@ -80,10 +99,13 @@ function checkListeners(loaded: Loaded): void {
     for (const second of active.slice(index + 1)) {
       const [firstHost, secondHost] = [String(config[first.host]), String(config[second.host])];
       if (config[first.port] !== config[second.port] || !listenAddressesOverlap(firstHost, secondHost)) continue;
-      const [subject, other] = loaded.given[second.port] === undefined && loaded.given[first.port] !== undefined ? [first, second] : [second, first];
+      const [subject, other] =
+        loaded.given[second.port] === undefined && loaded.given[first.port] !== undefined
+          ? [first, second]
+          : [second, first];
       throw new ConfigError(
-        `${describe(subject.port, loaded)} is also ${describe(other.port, loaded)}: the ${subject.name} and ${other.name} listeners cannot share a port `
-        + `on overlapping addresses (${clip(String(config[subject.host]), VALUE_CHARS)} and ${clip(String(config[other.host]), VALUE_CHARS)}); choose another port`,
+        `${describe(subject.port, loaded)} is also ${describe(other.port, loaded)}: the ${subject.name} and ${other.name} listeners cannot share a port ` +
+          `on overlapping addresses (${clip(String(config[subject.host]), VALUE_CHARS)} and ${clip(String(config[other.host]), VALUE_CHARS)}); choose another port`,
       );
     }
   }

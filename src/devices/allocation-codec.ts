@@ -64,7 +64,10 @@ const INT32_MAX = 2 ** 31 - 1;
 
 export function encodeAllocation(allocation: PodAllocation): string {
   return allocation
-    .map((container) => `${container.map((device) => `${device.uuid},${device.type},${device.memoryMiB},${device.cores}:`).join('')};`)
+    .map(
+      (container) =>
+        `${container.map((device) => `${device.uuid},${device.type},${device.memoryMiB},${device.cores}:`).join('')};`,
+    )
     .join('');
 }
 
@@ -122,22 +125,41 @@ class OddityList {
   }
 }
 
-function decodeDevice(piece: string, container: number, device: number, reading: AllocationReading, oddities: OddityList): AllocatedDevice | AllocationDecodeError {
+function decodeDevice(
+  piece: string,
+  container: number,
+  device: number,
+  reading: AllocationReading,
+  oddities: OddityList,
+): AllocatedDevice | AllocationDecodeError {
   const where = `container ${container}, device ${device}`;
-  const fail = (field: AllocationField, problem: string): AllocationDecodeError => ({ error: `${where}: ${problem}`, container, device, field });
+  const fail = (field: AllocationField, problem: string): AllocationDecodeError => ({
+    error: `${where}: ${problem}`,
+    container,
+    device,
+    field,
+  });
   const fields = piece.split(',');
   if (fields.length < 4) return fail('fields', `${MISSING_FIELDS_ERROR} (${quote(piece)})`);
   if (fields.length > 4) {
     if (reading === 'strict') return fail('fields', `${quote(piece)} has ${fields.length} fields, expected 4`);
-    oddities.add({ kind: 'extra-fields', container, device, note: `${where}: ${fields.length - 4} field(s) after the fourth ignored` });
+    oddities.add({
+      kind: 'extra-fields',
+      container,
+      device,
+      note: `${where}: ${fields.length - 4} field(s) after the fourth ignored`,
+    });
   }
   const [uuid = '', type = '', memoryText = '', coresText = ''] = fields;
   if (!isDeviceUuid(uuid)) return fail('uuid', `uuid ${quote(uuid)} is empty or not printable ASCII`);
-  if (type !== NVIDIA_DEVICE_TYPE) return fail('type', `type ${quote(type)} of ${quote(uuid)} is not ${NVIDIA_DEVICE_TYPE}`);
+  if (type !== NVIDIA_DEVICE_TYPE)
+    return fail('type', `type ${quote(type)} of ${quote(uuid)} is not ${NVIDIA_DEVICE_TYPE}`);
   const memoryMiB = integerIn(memoryText, 1, INT32_MAX);
-  if (memoryMiB === undefined) return fail('memory', `memory ${quote(memoryText)} of ${quote(uuid)} is not an integer MiB in 1..${INT32_MAX}`);
+  if (memoryMiB === undefined)
+    return fail('memory', `memory ${quote(memoryText)} of ${quote(uuid)} is not an integer MiB in 1..${INT32_MAX}`);
   const cores = integerIn(coresText, 0, MAX_CORES);
-  if (cores === undefined) return fail('cores', `cores ${quote(coresText)} of ${quote(uuid)} is not an integer in 0..${MAX_CORES}`);
+  if (cores === undefined)
+    return fail('cores', `cores ${quote(coresText)} of ${quote(uuid)} is not an integer in 0..${MAX_CORES}`);
   return { uuid, type, memoryMiB, cores };
 }
 
@@ -145,21 +167,49 @@ function decodeDevice(piece: string, container: number, device: number, reading:
  * One container's devices: `(<device>:)*`, the `;` already taken off. HAMi: split on `:`, keep the
  * pieces with a `,`. `device` counts pieces, so an error names the piece it is about.
  */
-function decodeContainer(segment: string, container: number, reading: AllocationReading, oddities: OddityList): AllocatedDevice[] | AllocationDecodeError {
+function decodeContainer(
+  segment: string,
+  container: number,
+  reading: AllocationReading,
+  oddities: OddityList,
+): AllocatedDevice[] | AllocationDecodeError {
   const pieces = segment.split(':');
   // The text after the last ':' is empty when every device ends with ':'.
   const tail = pieces.pop() ?? '';
   if (tail !== '') {
-    if (reading === 'strict') return { error: `container ${container}, device ${pieces.length}: ${quote(tail)} does not end with ":"`, container, device: pieces.length, field: 'terminator' };
+    if (reading === 'strict')
+      return {
+        error: `container ${container}, device ${pieces.length}: ${quote(tail)} does not end with ":"`,
+        container,
+        device: pieces.length,
+        field: 'terminator',
+      };
     // HAMi reads the text after the last ':' like any other piece (without a ',' it is skipped below).
-    if (tail.includes(',')) oddities.add({ kind: 'device-terminator', container, device: pieces.length, note: `container ${container}, device ${pieces.length}: no ":" after the last device` });
+    if (tail.includes(','))
+      oddities.add({
+        kind: 'device-terminator',
+        container,
+        device: pieces.length,
+        note: `container ${container}, device ${pieces.length}: no ":" after the last device`,
+      });
     pieces.push(tail);
   }
   const devices: AllocatedDevice[] = [];
   for (const [position, piece] of pieces.entries()) {
     if (!piece.includes(',')) {
-      if (reading === 'strict') return { error: `container ${container}, device ${position}: ${quote(piece)} is not a device "<uuid>,NVIDIA,<memory MiB>,<cores>"`, container, device: position, field: 'fields' };
-      oddities.add({ kind: 'skipped-piece', container, device: position, note: `container ${container}, device ${position}: ${piece === '' ? 'an empty piece' : `${quote(piece)} (no ",")`} skipped` });
+      if (reading === 'strict')
+        return {
+          error: `container ${container}, device ${position}: ${quote(piece)} is not a device "<uuid>,NVIDIA,<memory MiB>,<cores>"`,
+          container,
+          device: position,
+          field: 'fields',
+        };
+      oddities.add({
+        kind: 'skipped-piece',
+        container,
+        device: position,
+        note: `container ${container}, device ${position}: ${piece === '' ? 'an empty piece' : `${quote(piece)} (no ",")`} skipped`,
+      });
       continue;
     }
     const device = decodeDevice(piece, container, position, reading, oddities);
@@ -176,13 +226,25 @@ function decodeContainer(segment: string, container: number, reading: Allocation
  * last container lacks its `;` is read as HAMi reads it (that piece is a container too), or
  * refused by the strict reading (a truncated write).
  */
-export function readAllocation(text: string, reading: AllocationReading = 'hami'): DecodedAllocation | AllocationDecodeError {
+export function readAllocation(
+  text: string,
+  reading: AllocationReading = 'hami',
+): DecodedAllocation | AllocationDecodeError {
   const oddities = new OddityList();
   const segments = text.split(';');
   const last = segments.pop() ?? '';
   if (last !== '') {
-    if (reading === 'strict') return { error: `container ${segments.length}: ${quote(last)} does not end with ";"`, container: segments.length, field: 'terminator' };
-    oddities.add({ kind: 'container-terminator', container: segments.length, note: `container ${segments.length}: no ";" after the last container` });
+    if (reading === 'strict')
+      return {
+        error: `container ${segments.length}: ${quote(last)} does not end with ";"`,
+        container: segments.length,
+        field: 'terminator',
+      };
+    oddities.add({
+      kind: 'container-terminator',
+      container: segments.length,
+      note: `container ${segments.length}: no ";" after the last container`,
+    });
     segments.push(last);
   }
   const containers: PodAllocation = [];
@@ -195,7 +257,10 @@ export function readAllocation(text: string, reading: AllocationReading = 'hami'
 }
 
 /** readAllocation without the oddities: one array entry per container, init containers first. */
-export function decodeAllocation(text: string, reading: AllocationReading = 'hami'): PodAllocation | AllocationDecodeError {
+export function decodeAllocation(
+  text: string,
+  reading: AllocationReading = 'hami',
+): PodAllocation | AllocationDecodeError {
   const decoded = readAllocation(text, reading);
   return 'error' in decoded ? decoded : decoded.containers;
 }

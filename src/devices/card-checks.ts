@@ -1,7 +1,13 @@
 import type { GpuDevice } from './inventory.js';
 import { memoryOnGpu, type ContainerGpuRequest } from './requests.js';
 import type { GpuUse } from './usage.js';
-import { USE_GPU_UUID_ANNOTATION, NOUSE_GPU_UUID_ANNOTATION, USE_GPU_TYPE_ANNOTATION, NOUSE_GPU_TYPE_ANNOTATION, VGPU_MODE_ANNOTATION } from '../hami/wire.js';
+import {
+  USE_GPU_UUID_ANNOTATION,
+  NOUSE_GPU_UUID_ANNOTATION,
+  USE_GPU_TYPE_ANNOTATION,
+  NOUSE_GPU_TYPE_ANNOTATION,
+  VGPU_MODE_ANNOTATION,
+} from '../hami/wire.js';
 
 /**
  * Whether one GPU can take one share of one container request, and if not the HAMi reason name
@@ -44,7 +50,10 @@ export interface CardFilters {
 // model and so would match every GPU, which nobody means.
 function list(value: string | undefined, normalise: (entry: string) => string = (entry) => entry): string[] {
   if (value === undefined) return [];
-  return value.split(',').map((entry) => normalise(entry.trim())).filter((entry) => entry !== '');
+  return value
+    .split(',')
+    .map((entry) => normalise(entry.trim()))
+    .filter((entry) => entry !== '');
 }
 
 export function cardFilters(annotations: Readonly<Record<string, string>>): CardFilters {
@@ -66,9 +75,10 @@ function typeAllowed(device: GpuDevice, filters: CardFilters): boolean {
   let allowed = filters.modelVerdicts.get(key);
   if (allowed === undefined) {
     const model = device.type.toUpperCase();
-    allowed = (filters.useTypes.length === 0 || filters.useTypes.some((type) => model.includes(type)))
-      && !filters.nouseTypes.some((type) => model.includes(type))
-      && (filters.mode === undefined || filters.mode.includes(device.mode));
+    allowed =
+      (filters.useTypes.length === 0 || filters.useTypes.some((type) => model.includes(type))) &&
+      !filters.nouseTypes.some((type) => model.includes(type)) &&
+      (filters.mode === undefined || filters.mode.includes(device.mode));
     filters.modelVerdicts.set(key, allowed);
   }
   return allowed;
@@ -84,7 +94,13 @@ function uuidAllowed(device: GpuDevice, filters: CardFilters): boolean {
  * `exclusive` is the `mutex` GPU policy: a GPU anyone uses is refused with
  * ExclusiveDeviceAllocateConflict, right after the slot check as in HAMi's Fit (`isMutex && dev.Used > 0`).
  */
-export function checkCard(device: GpuDevice, use: GpuUse, request: ContainerGpuRequest, filters: CardFilters, exclusive = false): CardReason | undefined {
+export function checkCard(
+  device: GpuDevice,
+  use: GpuUse,
+  request: ContainerGpuRequest,
+  filters: CardFilters,
+  exclusive = false,
+): CardReason | undefined {
   if (!device.healthy) return 'CardNotHealth';
   if (device.cordoned) return 'CardCordoned';
   if (!typeAllowed(device, filters)) return 'CardTypeMismatch';

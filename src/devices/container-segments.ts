@@ -60,6 +60,8 @@ export function segmentsByContainer(allocation: PodAllocation, pod: unknown): Co
   if (askers.length === 0 || askers.length !== filled.length) return positional;
   if (askers.every((position, k) => filled[k] === position)) return positional;
   const containers: PodAllocation = all.map(() => []);
-  askers.forEach((position, k) => { containers[position] = allocation[filled[k] ?? -1] ?? []; });
+  askers.forEach((position, k) => {
+    containers[position] = allocation[filled[k] ?? -1] ?? [];
+  });
   return { containers, realigned: true };
 }

@@ -2,7 +2,13 @@ import { NVIDIA_DEVICE_TYPE, type AllocatedDevice, type PodAllocation } from './
 import { cardFilters, checkCard, MIG_MODE, type CardFilters, type CardReason } from './card-checks.js';
 import { orderGpus } from './gpu-order.js';
 import { asChain, type GpuPolicy, type GpuPolicyChain } from './gpu-policy.js';
-import { namespaceUseOf, quotaExceeded, RESOURCE_QUOTA_NOT_FIT, type NamespaceUse, type QuotaBudget } from './gpu-quota.js';
+import {
+  namespaceUseOf,
+  quotaExceeded,
+  RESOURCE_QUOTA_NOT_FIT,
+  type NamespaceUse,
+  type QuotaBudget,
+} from './gpu-quota.js';
 import { type GpuDevice, type LinkScores } from './inventory.js';
 import { groupByNuma, parseNumaBind } from './numa.js';
 import { initLayout, memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from './requests.js';
@@ -40,7 +46,8 @@ export interface FitInput {
 }
 
 /** What a fit reads from the pod's annotations, parsed once per pod rather than once per node. */
-export type PreparedFit = { filters: CardFilters; weights: ScoringWeights; numaBind: boolean } | { error: string; code: string };
+export type PreparedFit =
+  { filters: CardFilters; weights: ScoringWeights; numaBind: boolean } | { error: string; code: string };
 
 /**
  * A vgpu-mode that no hami-core or mps GPU can satisfy but a MIG GPU could: the pod asks for MIG,
@@ -48,7 +55,8 @@ export type PreparedFit = { filters: CardFilters; weights: ScoringWeights; numaB
  */
 function migOnlyProblem(annotations: Readonly<Record<string, string>>): string | undefined {
   const mode = annotations[VGPU_MODE_ANNOTATION];
-  if (mode === undefined || !mode.includes(MIG_MODE) || mode.includes('hami-core') || mode.includes('mps')) return undefined;
+  if (mode === undefined || !mode.includes(MIG_MODE) || mode.includes('hami-core') || mode.includes('mps'))
+    return undefined;
   return `unsupported ${VGPU_MODE_ANNOTATION} ${quoted(mode)}: vgpu-warden does not place MIG instances (only hami-core and mps GPUs)`;
 }
 
@@ -103,7 +111,12 @@ interface FitContext {
   quotaBreak: ((devices: readonly AllocatedDevice[]) => string | undefined) | undefined;
 }
 
-type ReasonCounts = Partial<Record<CardReason | typeof ALLOCATED_CARDS_INSUFFICIENT_REQUEST | typeof NUMA_NOT_FIT | typeof RESOURCE_QUOTA_NOT_FIT, number>>;
+type ReasonCounts = Partial<
+  Record<
+    CardReason | typeof ALLOCATED_CARDS_INSUFFICIENT_REQUEST | typeof NUMA_NOT_FIT | typeof RESOURCE_QUOTA_NOT_FIT,
+    number
+  >
+>;
 
 /**
  * Which `count` of the fitting GPUs (in policy order) to take, or undefined when no acceptable set
@@ -116,7 +129,9 @@ type ReasonCounts = Partial<Record<CardReason | typeof ALLOCATED_CARDS_INSUFFICI
 function selectGpus(candidates: readonly GpuDevice[], count: number, context: FitContext): GpuDevice[] | undefined {
   const position = new Map(candidates.map((device, index) => [device, index]));
   const reach = (group: readonly GpuDevice[]): number => position.get(group[count - 1] as GpuDevice) ?? Infinity;
-  const groups = (context.numaBind ? groupByNuma(candidates) : [[...candidates]]).filter((group) => group.length >= count).sort((a, b) => reach(a) - reach(b));
+  const groups = (context.numaBind ? groupByNuma(candidates) : [[...candidates]])
+    .filter((group) => group.length >= count)
+    .sort((a, b) => reach(a) - reach(b));
   const scores = context.linkScores;
   if (groups.length === 0) return undefined;
   if (!context.policy.topologyAware || scores === undefined) return groups[0]?.slice(0, count);
@@ -138,7 +153,12 @@ function failure(reason: string, reasonCounts: Record<string, number>): FitFailu
 }
 
 function shareOf(device: GpuDevice, request: ContainerGpuRequest): AllocatedDevice {
-  return { uuid: device.uuid, type: NVIDIA_DEVICE_TYPE, memoryMiB: memoryOnGpu(request, device.memoryMiB), cores: request.cores };
+  return {
+    uuid: device.uuid,
+    type: NVIDIA_DEVICE_TYPE,
+    memoryMiB: memoryOnGpu(request, device.memoryMiB),
+    cores: request.cores,
+  };
 }
 
 /** HAMi's "n/m Reason" list, followed by the quota sentence when a GPU was refused for the quota. */
@@ -151,13 +171,18 @@ function reasonText(reasonCounts: ReasonCounts, gpus: number, quotaDetail: strin
  * Takes `request.count` distinct GPUs for one container, trying them in policy order, and adds the
  * shares to `usage` on success. Each GPU rejected counts once under its first failing reason.
  */
-function fitContainer(context: FitContext, usage: UsageOverlay, request: ContainerGpuRequest): AllocatedDevice[] | FitFailure {
+function fitContainer(
+  context: FitContext,
+  usage: UsageOverlay,
+  request: ContainerGpuRequest,
+): AllocatedDevice[] | FitFailure {
   const { gpus, policy } = context;
   if (request.count > gpus.length) {
     // HAMi reports this one bare, without a GPU count.
     return failure(NODE_INSUFFICIENT_DEVICE, { [NODE_INSUFFICIENT_DEVICE]: 1 });
   }
-  if (policy.topologyAware && context.linkScores === undefined) return failure(TOPOLOGY_UNKNOWN_REASON, { [NODE_TOPOLOGY_UNKNOWN]: 1 });
+  if (policy.topologyAware && context.linkScores === undefined)
+    return failure(TOPOLOGY_UNKNOWN_REASON, { [NODE_TOPOLOGY_UNKNOWN]: 1 });
   // numa-bind and topology-aware choose among every fitting GPU; otherwise the first ones will do.
   const needsAll = context.numaBind || policy.topologyAware;
   const candidates: GpuDevice[] = [];
@@ -200,7 +225,11 @@ function fitContainer(context: FitContext, usage: UsageOverlay, request: Contain
   }
   for (const device of taken) {
     const current = usage.get(device.uuid) ?? NO_USE;
-    usage.set(device.uuid, { slots: current.slots + 1, memoryMiB: current.memoryMiB + device.memoryMiB, cores: current.cores + device.cores });
+    usage.set(device.uuid, {
+      slots: current.slots + 1,
+      memoryMiB: current.memoryMiB + device.memoryMiB,
+      cores: current.cores + device.cores,
+    });
   }
   return taken;
 }
@@ -211,7 +240,11 @@ function isNvidiaGpu(device: GpuDevice): boolean {
   return NVIDIA_IN_TYPE.test(device.type);
 }
 
-const plus = (a: NamespaceUse, b: NamespaceUse): NamespaceUse => ({ gpus: a.gpus + b.gpus, memoryMiB: a.memoryMiB + b.memoryMiB, cores: a.cores + b.cores });
+const plus = (a: NamespaceUse, b: NamespaceUse): NamespaceUse => ({
+  gpus: a.gpus + b.gpus,
+  memoryMiB: a.memoryMiB + b.memoryMiB,
+  cores: a.cores + b.cores,
+});
 
 /**
  * The least the pod adds to its namespace whatever GPUs it gets, field by field: kube-scheduler's
@@ -221,8 +254,10 @@ const plus = (a: NamespaceUse, b: NamespaceUse): NamespaceUse => ({ gpus: a.gpus
  * Memory given as a percentage is counted per GPU during the fit instead.
  */
 export function leastQuotaUse(requests: PodGpuRequests): NamespaceUse {
-  const use = (request: ContainerGpuRequest | undefined): NamespaceUse => (request === undefined ? { gpus: 0, memoryMiB: 0, cores: 0 }
-    : { gpus: request.count, memoryMiB: request.memoryMiB * request.count, cores: request.cores * request.count });
+  const use = (request: ContainerGpuRequest | undefined): NamespaceUse =>
+    request === undefined
+      ? { gpus: 0, memoryMiB: 0, cores: 0 }
+      : { gpus: request.count, memoryMiB: request.memoryMiB * request.count, cores: request.cores * request.count };
   let sidecars: NamespaceUse = { gpus: 0, memoryMiB: 0, cores: 0 };
   const peak: NamespaceUse = { gpus: 0, memoryMiB: 0, cores: 0 };
   for (const [position, init] of requests.initContainers.entries()) {
@@ -236,7 +271,11 @@ export function leastQuotaUse(requests: PodGpuRequests): NamespaceUse {
     peak.cores = Math.max(peak.cores, phase.cores);
   }
   const running = requests.containers.map(use).reduce(plus, sidecars);
-  return { gpus: Math.max(running.gpus, peak.gpus), memoryMiB: Math.max(running.memoryMiB, peak.memoryMiB), cores: Math.max(running.cores, peak.cores) };
+  return {
+    gpus: Math.max(running.gpus, peak.gpus),
+    memoryMiB: Math.max(running.memoryMiB, peak.memoryMiB),
+    cores: Math.max(running.cores, peak.cores),
+  };
 }
 
 /**
@@ -246,15 +285,25 @@ export function leastQuotaUse(requests: PodGpuRequests): NamespaceUse {
  * is a percentage of a card's memory.
  */
 function quotaUseIsFixed(requests: PodGpuRequests): boolean {
-  return requests.initContainers.every((request, position) => request === undefined || requests.sidecars?.[position] === true)
-    && requests.containers.every((request) => request === undefined || request.memoryMiB > 0 || request.memoryPercentage === undefined);
+  return (
+    requests.initContainers.every(
+      (request, position) => request === undefined || requests.sidecars?.[position] === true,
+    ) &&
+    requests.containers.every(
+      (request) => request === undefined || request.memoryMiB > 0 || request.memoryPercentage === undefined,
+    )
+  );
 }
 
 /**
  * The quota check of one fit: `allocation` holds the containers fitted so far when a container
  * asks. A function of its own, so fitPod's locals are not captured by a closure on every call.
  */
-function quotaChecker(quota: QuotaBudget, allocation: PodAllocation, layout: InitLayout): (devices: readonly AllocatedDevice[]) => string | undefined {
+function quotaChecker(
+  quota: QuotaBudget,
+  allocation: PodAllocation,
+  layout: InitLayout,
+): (devices: readonly AllocatedDevice[]) => string | undefined {
   return (devices) => quotaExceeded(quota, namespaceUseOf(podDeviceUsage([...allocation, [...devices]], layout)));
 }
 
@@ -284,7 +333,8 @@ export function fitPod(input: FitInput): FitResult {
     weights: prepared.weights,
     numaBind: prepared.numaBind,
     linkScores: input.linkScores,
-    quotaBreak: quota === undefined || quotaUseIsFixed(input.requests) ? undefined : quotaChecker(quota, allocation, layout),
+    quotaBreak:
+      quota === undefined || quotaUseIsFixed(input.requests) ? undefined : quotaChecker(quota, allocation, layout),
   };
 
   // Init containers run one after another: each sees the node as it is, with the sidecars started

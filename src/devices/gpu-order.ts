@@ -19,7 +19,12 @@ function ratio(used: number, total: number): number {
 }
 
 /** 10 × weighted utilisation of the GPU once this container's share is on it. */
-export function gpuScore(device: GpuDevice, use: GpuUse, request: ContainerGpuRequest, weights: ScoringWeights): number {
+export function gpuScore(
+  device: GpuDevice,
+  use: GpuUse,
+  request: ContainerGpuRequest,
+  weights: ScoringWeights,
+): number {
   const slots = ratio(use.slots + 1, device.count);
   const cores = ratio(use.cores + request.cores, device.cores);
   const memory = ratio(use.memoryMiB + memoryOnGpu(request, device.memoryMiB), device.memoryMiB);
@@ -41,8 +46,12 @@ export function orderGpus(
   policy: GpuPolicy | GpuPolicyChain,
   weights: ScoringWeights,
 ): GpuDevice[] {
-  const keys: readonly GpuSortKey[] = typeof policy === 'string' ? [policy] : policy.keys.length > 0 ? policy.keys : ['spread'];
-  const scored = devices.map((device) => ({ device, score: gpuScore(device, usage.get(device.uuid) ?? NO_USE, request, weights) }));
+  const keys: readonly GpuSortKey[] =
+    typeof policy === 'string' ? [policy] : policy.keys.length > 0 ? policy.keys : ['spread'];
+  const scored = devices.map((device) => ({
+    device,
+    score: gpuScore(device, usage.get(device.uuid) ?? NO_USE, request, weights),
+  }));
   const compareKey = (key: GpuSortKey, a: (typeof scored)[number], b: (typeof scored)[number]): number => {
     if (key === 'numa') return a.device.numa - b.device.numa;
     return key === 'binpack' ? b.score - a.score : a.score - b.score;

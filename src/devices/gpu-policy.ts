@@ -54,7 +54,9 @@ export function parseGpuPolicy(value: string): GpuPolicyChain | { error: string 
     } else if (entry === 'topology-aware') {
       topologyAware = true;
     } else {
-      return { error: `unsupported ${GPU_POLICY_ANNOTATION} ${quoted(value)}: unknown policy ${quoted(entry)} (HAMi's policies: ${GPU_POLICY_NAMES.join(', ')}, comma-separated)` };
+      return {
+        error: `unsupported ${GPU_POLICY_ANNOTATION} ${quoted(value)}: unknown policy ${quoted(entry)} (HAMi's policies: ${GPU_POLICY_NAMES.join(', ')}, comma-separated)`,
+      };
     }
   }
   return { keys, mutex, topologyAware };

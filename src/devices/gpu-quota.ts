@@ -24,7 +24,11 @@ export const NO_NAMESPACE_USE: Readonly<NamespaceUse> = Object.freeze({ gpus: 0,
 export type QuotaField = keyof NamespaceUse;
 
 /** The resource each usage field is limited as (the quota key without `limits.`). */
-export const QUOTA_RESOURCES: Readonly<Record<QuotaField, string>> = Object.freeze({ memoryMiB: GPU_MEMORY, cores: GPU_CORES, gpus: GPU_COUNT });
+export const QUOTA_RESOURCES: Readonly<Record<QuotaField, string>> = Object.freeze({
+  memoryMiB: GPU_MEMORY,
+  cores: GPU_CORES,
+  gpus: GPU_COUNT,
+});
 
 /** The keys read, by the usage field each limits. */
 export const QUOTA_KEYS: Readonly<Record<QuotaField, string>> = Object.freeze({
@@ -68,7 +72,10 @@ interface ResourceQuotaLike {
  * (HAMi's AsInt64 ignores those too; we also say so). The memory limit is multiplied by
  * `memoryFactor` when it is above 1, as HAMi does, because requests are multiplied by it as well.
  */
-export function quotaLimits(quota: ResourceQuotaLike, memoryFactor: number): { limits: QuotaLimit[]; problems: string[] } {
+export function quotaLimits(
+  quota: ResourceQuotaLike,
+  memoryFactor: number,
+): { limits: QuotaLimit[]; problems: string[] } {
   const name = clip(quota.metadata?.name ?? '', NAME_CHARS);
   const limits: QuotaLimit[] = [];
   const problems: string[] = [];
@@ -77,13 +84,19 @@ export function quotaLimits(quota: ResourceQuotaLike, memoryFactor: number): { l
     if (field === undefined) continue;
     const value = integerQuantity(raw);
     if (value === undefined || value < 0n) {
-      problems.push(`ResourceQuota ${quota.metadata?.namespace ?? ''}/${name}: ${key} ${clip(String(raw), LABEL_CHARS)} is not a whole number; ignored`);
+      problems.push(
+        `ResourceQuota ${quota.metadata?.namespace ?? ''}/${name}: ${key} ${clip(String(raw), LABEL_CHARS)} is not a whole number; ignored`,
+      );
       continue;
     }
     const factor = field === 'memoryMiB' && memoryFactor > 1 ? BigInt(Math.floor(memoryFactor)) : 1n;
     // Beyond 2^53 a limit cannot be reached by any count of int32 requests: clamp, exactly enough.
     const scaled = value * factor;
-    limits.push({ quota: name, field, limit: scaled > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(scaled) });
+    limits.push({
+      quota: name,
+      field,
+      limit: scaled > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(scaled),
+    });
   }
   return { limits, problems };
 }
@@ -137,12 +150,17 @@ export function quotaExceeded(budget: QuotaBudget, adding: Readonly<NamespaceUse
  * limit among equals: a scoped quota counting few pods may have more room than a larger unscoped
  * one. Without it, the smallest limit.
  */
-export function tightestLimits(limits: readonly QuotaLimit[], used?: Readonly<NamespaceUse>): Map<QuotaField, QuotaLimit> {
+export function tightestLimits(
+  limits: readonly QuotaLimit[],
+  used?: Readonly<NamespaceUse>,
+): Map<QuotaField, QuotaLimit> {
   const tightest = new Map<QuotaField, QuotaLimit>();
-  const room = (limit: QuotaLimit): number => limit.limit - (used === undefined ? 0 : (limit.used ?? used)[limit.field]);
+  const room = (limit: QuotaLimit): number =>
+    limit.limit - (used === undefined ? 0 : (limit.used ?? used)[limit.field]);
   for (const limit of limits) {
     const known = tightest.get(limit.field);
-    if (known === undefined || room(limit) < room(known) || (room(limit) === room(known) && limit.limit < known.limit)) tightest.set(limit.field, limit);
+    if (known === undefined || room(limit) < room(known) || (room(limit) === room(known) && limit.limit < known.limit))
+      tightest.set(limit.field, limit);
   }
   return tightest;
 }

@@ -18,7 +18,11 @@ import { NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION, NODE_SCORE_ANNOTATI
 import { isRecord } from '../base/json.js';
 
 /** Every node annotation the inventory is read from: a change to any of them calls for a re-parse. */
-export const INVENTORY_ANNOTATIONS: readonly string[] = [NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION, NODE_SCORE_ANNOTATION];
+export const INVENTORY_ANNOTATIONS: readonly string[] = [
+  NODE_REGISTER_ANNOTATION,
+  DEVICE_CORDON_ANNOTATION,
+  NODE_SCORE_ANNOTATION,
+];
 
 /** GPU UUID → peer UUID → link score (higher is better); a pair not listed scores 0, as in HAMi. */
 export type LinkScores = ReadonlyMap<string, ReadonlyMap<string, number>>;
@@ -52,7 +56,6 @@ export interface NodeInventory {
 
 type Parsed = { device: Omit<GpuDevice, 'cordoned'> } | { problem: string };
 
-
 const INT32_MAX = 2 ** 31 - 1;
 
 function isInt32(value: unknown): value is number {
@@ -70,7 +73,13 @@ function badId(label: string, id: string): string {
 
 type IntegerField = 'index' | 'count' | 'devmem' | 'devcore' | 'numa';
 // NUMA may legitimately be -1 (unknown) on some hosts; the rest are counts and sizes.
-const INTEGER_FIELDS: readonly (readonly [IntegerField, number])[] = [['index', 0], ['count', 0], ['devmem', 0], ['devcore', 0], ['numa', -1]];
+const INTEGER_FIELDS: readonly (readonly [IntegerField, number])[] = [
+  ['index', 0],
+  ['count', 0],
+  ['devmem', 0],
+  ['devcore', 0],
+  ['numa', -1],
+];
 
 /** One JSON entry; absent fields take Go's zero value, present ones must have the right type. */
 function parseJsonEntry(entry: unknown, position: number): Parsed {
@@ -80,18 +89,28 @@ function parseJsonEntry(entry: unknown, position: number): Parsed {
   if (!isDeviceUuid(entry.id)) return { problem: badId(label, entry.id) };
   const uuid = entry.id;
   const invalid = INTEGER_FIELDS.find(([key, min]) => !isInt32AtLeast(entry[key] ?? 0, min));
-  if (invalid) return { problem: `${label} (${uuid}) has an invalid ${invalid[0]}: ${JSON.stringify(entry[invalid[0]])}` };
+  if (invalid)
+    return { problem: `${label} (${uuid}) has an invalid ${invalid[0]}: ${JSON.stringify(entry[invalid[0]])}` };
   // Validated just above; absent means Go's zero value.
   const integer = (key: IntegerField): number => (entry[key] ?? 0) as number;
   const type = entry.type ?? '';
   const mode = entry.mode ?? '';
-  if (typeof type !== 'string' || typeof mode !== 'string') return { problem: `${label} (${uuid}) has a non-string type or mode` };
+  if (typeof type !== 'string' || typeof mode !== 'string')
+    return { problem: `${label} (${uuid}) has a non-string type or mode` };
   const health = entry.health ?? false;
-  if (typeof health !== 'boolean') return { problem: `${label} (${uuid}) has an invalid health: ${JSON.stringify(health)}` };
+  if (typeof health !== 'boolean')
+    return { problem: `${label} (${uuid}) has an invalid health: ${JSON.stringify(health)}` };
   return {
     device: {
-      uuid, index: integer('index'), count: integer('count'), memoryMiB: integer('devmem'), cores: integer('devcore'),
-      type, numa: integer('numa'), mode, healthy: health,
+      uuid,
+      index: integer('index'),
+      count: integer('count'),
+      memoryMiB: integer('devmem'),
+      cores: integer('devcore'),
+      type,
+      numa: integer('numa'),
+      mode,
+      healthy: health,
     },
   };
 }
@@ -111,8 +130,19 @@ function legacyInt(text: string, min: number): number | undefined {
 function parseLegacyEntry(entry: string, position: number): Parsed {
   const label = `device #${position}`;
   const fields = entry.split(',');
-  if (fields.length !== 7 && fields.length !== 9) return { problem: `${label} has ${fields.length} fields, expected 7 or 9` };
-  const [uuid = '', countText = '', memoryText = '', coresText = '', type = '', numaText = '', healthText = '', indexText = '0', mode = 'hami-core'] = fields;
+  if (fields.length !== 7 && fields.length !== 9)
+    return { problem: `${label} has ${fields.length} fields, expected 7 or 9` };
+  const [
+    uuid = '',
+    countText = '',
+    memoryText = '',
+    coresText = '',
+    type = '',
+    numaText = '',
+    healthText = '',
+    indexText = '0',
+    mode = 'hami-core',
+  ] = fields;
   if (uuid.trim() === '') return { problem: `${label} has no id` };
   if (!isDeviceUuid(uuid)) return { problem: badId(label, uuid) };
   const count = legacyInt(countText, 0);
@@ -120,10 +150,17 @@ function parseLegacyEntry(entry: string, position: number): Parsed {
   const cores = legacyInt(coresText, 0);
   const numa = legacyInt(numaText, -1);
   const index = legacyInt(indexText, 0);
-  if (count === undefined || memoryMiB === undefined || cores === undefined || numa === undefined || index === undefined) {
+  if (
+    count === undefined ||
+    memoryMiB === undefined ||
+    cores === undefined ||
+    numa === undefined ||
+    index === undefined
+  ) {
     return { problem: `${label} (${uuid}) has a non-integer count, devmem, devcore, numa or index` };
   }
-  if (!GO_TRUE.has(healthText) && !GO_FALSE.has(healthText)) return { problem: `${label} (${uuid}) has an invalid health: ${JSON.stringify(healthText)}` };
+  if (!GO_TRUE.has(healthText) && !GO_FALSE.has(healthText))
+    return { problem: `${label} (${uuid}) has an invalid health: ${JSON.stringify(healthText)}` };
   return { device: { uuid, index, count, memoryMiB, cores, type, numa, mode, healthy: GO_TRUE.has(healthText) } };
 }
 
@@ -139,20 +176,35 @@ function parseEntries(raw: string): Parsed[] | string {
     if (!Array.isArray(decoded)) return `${NODE_REGISTER_ANNOTATION} is not a JSON array`;
     return (decoded as unknown[]).map((entry, position) => parseJsonEntry(entry, position));
   }
-  if (!text.includes(':')) return `${NODE_REGISTER_ANNOTATION} is neither a JSON array nor the legacy ':'-terminated form`;
+  if (!text.includes(':'))
+    return `${NODE_REGISTER_ANNOTATION} is neither a JSON array nor the legacy ':'-terminated form`;
   // Like HAMi, pieces without a comma (the empty tail after the last ':') are not devices; any
   // other text there is named, so a damaged value does not pass for a shorter inventory.
   const pieces = text.split(':');
-  const stray: Parsed[] = pieces.filter((piece) => !piece.includes(',') && piece.trim() !== '').map((piece) => ({ problem: `stray text ${quoted(piece, LABEL_CHARS)} between devices` }));
-  return [...pieces.filter((piece) => piece.includes(',')).map((piece, position) => parseLegacyEntry(piece, position)), ...stray];
+  const stray: Parsed[] = pieces
+    .filter((piece) => !piece.includes(',') && piece.trim() !== '')
+    .map((piece) => ({ problem: `stray text ${quoted(piece, LABEL_CHARS)} between devices` }));
+  return [
+    ...pieces.filter((piece) => piece.includes(',')).map((piece, position) => parseLegacyEntry(piece, position)),
+    ...stray,
+  ];
 }
 
 function cordonedIds(annotations: Readonly<Record<string, string>>): Set<string> {
   const value = annotations[DEVICE_CORDON_ANNOTATION] ?? '';
-  return new Set(value.split(',').map((id) => id.trim()).filter((id) => id !== ''));
+  return new Set(
+    value
+      .split(',')
+      .map((id) => id.trim())
+      .filter((id) => id !== ''),
+  );
 }
 
-function parseScoreEntry(entry: unknown, position: number, problems: string[]): [string, Map<string, number>] | undefined {
+function parseScoreEntry(
+  entry: unknown,
+  position: number,
+  problems: string[],
+): [string, Map<string, number>] | undefined {
   const label = `${NODE_SCORE_ANNOTATION} entry #${position}`;
   if (!isRecord(entry) || typeof entry.uuid !== 'string' || entry.uuid === '') {
     problems.push(`${label} has no uuid`);
@@ -167,7 +219,9 @@ function parseScoreEntry(entry: unknown, position: number, problems: string[]): 
   }
   for (const [peer, value] of Object.entries(score)) {
     if (!isInt32(value)) {
-      problems.push(`${label} (${quoted(entry.uuid, LABEL_CHARS)}) has a non-integer score for ${quoted(peer, LABEL_CHARS)}`);
+      problems.push(
+        `${label} (${quoted(entry.uuid, LABEL_CHARS)}) has a non-integer score for ${quoted(peer, LABEL_CHARS)}`,
+      );
       return undefined;
     }
     peers.set(peer, value);
@@ -182,7 +236,9 @@ export function parseLinkScores(raw: string | undefined, problems: string[]): Li
   try {
     decoded = JSON.parse(raw);
   } catch (error) {
-    problems.push(`${NODE_SCORE_ANNOTATION} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+    problems.push(
+      `${NODE_SCORE_ANNOTATION} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`,
+    );
     return undefined;
   }
   if (!Array.isArray(decoded)) {
@@ -237,7 +293,10 @@ export function parseNodeInventory(annotations: Readonly<Record<string, string>>
 
 // Go's encoding/json escapes these for HTML safety; JSON.stringify does not.
 function goJsonString(value: string): string {
-  return JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(value).replace(
+    /[<>&\u2028\u2029]/g,
+    (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /**

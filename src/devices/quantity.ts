@@ -31,7 +31,18 @@ export type QuantityValue =
 
 const MALFORMED: QuantityValue = Object.freeze({ kind: 'malformed' });
 
-const DECIMAL_SUFFIX: Readonly<Record<string, number>> = { n: -9, u: -6, m: -3, '': 0, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+const DECIMAL_SUFFIX: Readonly<Record<string, number>> = {
+  n: -9,
+  u: -6,
+  m: -3,
+  '': 0,
+  k: 3,
+  M: 6,
+  G: 9,
+  T: 12,
+  P: 15,
+  E: 18,
+};
 const BINARY_SUFFIX: Readonly<Record<string, number>> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
 const SUFFIX_LETTERS = 'eEinumkKMGTP';
 /** Go's strings.TrimSpace set (Unicode White_Space), which UnmarshalJSON applies first. */
@@ -68,7 +79,8 @@ function suffixPower(suffix: string): { power10: number; power2: number } | unde
     const parsed = BigInt(exponent);
     if (parsed > INT64_MAX || parsed < -INT64_MAX - 1n) return undefined;
     // Clamped, not truncated like Go (see above): anything this far out is "huge" or "fraction".
-    const clamped = parsed > 1_000_000_000n ? 1_000_000_000 : parsed < -1_000_000_000n ? -1_000_000_000 : Number(parsed);
+    const clamped =
+      parsed > 1_000_000_000n ? 1_000_000_000 : parsed < -1_000_000_000n ? -1_000_000_000 : Number(parsed);
     return { power10: clamped, power2: 0 };
   }
   return undefined;
@@ -131,7 +143,10 @@ export function readQuantity(value: unknown): QuantityValue {
   const scaled = BigInt(digits) << BigInt(power.power2);
   // Go keeps nano precision and rounds finer values away from zero.
   const nanoPower = power10 + 9;
-  const nanos = nanoPower >= 0 ? scaled * 10n ** BigInt(nanoPower) : (scaled + 10n ** BigInt(-nanoPower) - 1n) / 10n ** BigInt(-nanoPower);
+  const nanos =
+    nanoPower >= 0
+      ? scaled * 10n ** BigInt(nanoPower)
+      : (scaled + 10n ** BigInt(-nanoPower) - 1n) / 10n ** BigInt(-nanoPower);
   if (nanos % NANO !== 0n) return { kind: 'fraction', negative };
   const magnitude = nanos / NANO;
   if (magnitude.toString().length > HUGE_DIGITS) return { kind: 'huge', negative };

@@ -42,16 +42,23 @@ function list(value: unknown): unknown[] {
 /** getScopeSelectorsFromQuota: `spec.scopes` as `Exists` requirements, then `scopeSelector.matchExpressions`. */
 export function quotaScopeRequirements(quota: unknown): ScopeRequirement[] {
   const spec = asRecord(asRecord(quota)?.spec);
-  const scopes = list(spec?.scopes).map((scope): ScopeRequirement => ({ scopeName: String(scope), operator: 'Exists' }));
-  const expressions = list(asRecord(spec?.scopeSelector)?.matchExpressions).flatMap((expression): ScopeRequirement[] => {
-    const record = asRecord(expression);
-    if (record === undefined) return [];
-    return [{
-      ...(typeof record.scopeName === 'string' ? { scopeName: record.scopeName } : {}),
-      ...(typeof record.operator === 'string' ? { operator: record.operator } : {}),
-      values: list(record.values).map(String),
-    }];
-  });
+  const scopes = list(spec?.scopes).map((scope): ScopeRequirement => ({
+    scopeName: String(scope),
+    operator: 'Exists',
+  }));
+  const expressions = list(asRecord(spec?.scopeSelector)?.matchExpressions).flatMap(
+    (expression): ScopeRequirement[] => {
+      const record = asRecord(expression);
+      if (record === undefined) return [];
+      return [
+        {
+          ...(typeof record.scopeName === 'string' ? { scopeName: record.scopeName } : {}),
+          ...(typeof record.operator === 'string' ? { operator: record.operator } : {}),
+          values: list(record.values).map(String),
+        },
+      ];
+    },
+  );
   return [...scopes, ...expressions];
 }
 
@@ -66,10 +73,13 @@ const QOS_RESOURCES = ['cpu', 'memory'] as const;
 function positive(value: unknown): boolean {
   const read = readQuantity(value);
   switch (read.kind) {
-    case 'integer': return read.value > 0n;
+    case 'integer':
+      return read.value > 0n;
     case 'fraction':
-    case 'huge': return !read.negative;
-    default: return false;
+    case 'huge':
+      return !read.negative;
+    default:
+      return false;
   }
 }
 
@@ -93,12 +103,17 @@ export function isBestEffort(pod: unknown): boolean {
   if (typeof qosClass === 'string' && qosClass !== '') return qosClass === 'BestEffort';
   const spec = asRecord(record?.spec);
   if (asRecord(spec?.resources) !== undefined) return !hasQosResource(spec?.resources);
-  return ![...list(spec?.containers), ...list(spec?.initContainers)].some((container) => hasQosResource(asRecord(container)?.resources));
+  return ![...list(spec?.containers), ...list(spec?.initContainers)].some((container) =>
+    hasQosResource(asRecord(container)?.resources),
+  );
 }
 
 function crossNamespaceTerm(term: unknown): boolean {
   const record = asRecord(term);
-  return list(record?.namespaces).length > 0 || (record?.namespaceSelector !== undefined && record.namespaceSelector !== null);
+  return (
+    list(record?.namespaces).length > 0 ||
+    (record?.namespaceSelector !== undefined && record.namespaceSelector !== null)
+  );
 }
 
 /** usesCrossNamespacePodAffinity: any pod affinity or anti-affinity term, required or preferred, reaching other namespaces. */
@@ -106,8 +121,12 @@ function usesCrossNamespacePodAffinity(spec: Json | undefined): boolean {
   const affinity = asRecord(spec?.affinity);
   return [affinity?.podAffinity, affinity?.podAntiAffinity].some((kind) => {
     const record = asRecord(kind);
-    return list(record?.requiredDuringSchedulingIgnoredDuringExecution).some(crossNamespaceTerm)
-      || list(record?.preferredDuringSchedulingIgnoredDuringExecution).some((weighted) => crossNamespaceTerm(asRecord(weighted)?.podAffinityTerm));
+    return (
+      list(record?.requiredDuringSchedulingIgnoredDuringExecution).some(crossNamespaceTerm) ||
+      list(record?.preferredDuringSchedulingIgnoredDuringExecution).some((weighted) =>
+        crossNamespaceTerm(asRecord(weighted)?.podAffinityTerm),
+      )
+    );
   });
 }
 
@@ -143,18 +162,24 @@ function priorityClassMatches(requirement: ScopeRequirement, priorityClassName: 
 export function podMatchesScope(requirement: ScopeRequirement, pod: unknown): boolean {
   const spec = asRecord(asRecord(pod)?.spec);
   switch (requirement.scopeName) {
-    case 'Terminating': return isTerminating(spec);
-    case 'NotTerminating': return !isTerminating(spec);
-    case 'BestEffort': return isBestEffort(pod);
-    case 'NotBestEffort': return !isBestEffort(pod);
+    case 'Terminating':
+      return isTerminating(spec);
+    case 'NotTerminating':
+      return !isTerminating(spec);
+    case 'BestEffort':
+      return isBestEffort(pod);
+    case 'NotBestEffort':
+      return !isBestEffort(pod);
     case 'PriorityClass': {
       const name = typeof spec?.priorityClassName === 'string' ? spec.priorityClassName : '';
       // kube-apiserver answers Exists without parsing the selector.
       if (requirement.operator === 'Exists') return name !== '';
       return priorityClassMatches(requirement, name);
     }
-    case 'CrossNamespacePodAffinity': return usesCrossNamespacePodAffinity(spec);
-    default: return false;
+    case 'CrossNamespacePodAffinity':
+      return usesCrossNamespacePodAffinity(spec);
+    default:
+      return false;
   }
 }
 

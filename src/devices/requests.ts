@@ -42,7 +42,11 @@ export interface RequestDefaults {
 }
 
 /** The HAMi chart defaults. */
-export const DEFAULT_REQUEST_DEFAULTS: RequestDefaults = Object.freeze({ defaultMemoryMiB: 0, defaultCores: 0, memoryFactor: 1 });
+export const DEFAULT_REQUEST_DEFAULTS: RequestDefaults = Object.freeze({
+  defaultMemoryMiB: 0,
+  defaultCores: 0,
+  memoryFactor: 1,
+});
 
 type Json = Record<string, unknown>;
 
@@ -143,7 +147,10 @@ export function podInitLayout(pod: unknown): InitLayout {
 }
 
 export function hasGpuRequest(requests: PodGpuRequests): boolean {
-  return requests.initContainers.some((request) => request !== undefined) || requests.containers.some((request) => request !== undefined);
+  return (
+    requests.initContainers.some((request) => request !== undefined) ||
+    requests.containers.some((request) => request !== undefined)
+  );
 }
 
 /** The memory a request takes on one GPU: gpumem, else floor(card memory × percentage / 100). */
@@ -170,7 +177,9 @@ export interface QuantityBounds {
  * cards differ, registered memory may be scaled, and a readable request that fits nowhere is
  * told so by filter (`CardInsufficientMemory` on every node, a FilteringFailed event).
  */
-export function gpuRequestBounds(defaults: RequestDefaults = DEFAULT_REQUEST_DEFAULTS): Readonly<Record<(typeof GPU_RESOURCES)[number], QuantityBounds>> {
+export function gpuRequestBounds(
+  defaults: RequestDefaults = DEFAULT_REQUEST_DEFAULTS,
+): Readonly<Record<(typeof GPU_RESOURCES)[number], QuantityBounds>> {
   const factor = defaults.memoryFactor > 1 ? Math.floor(defaults.memoryFactor) : 1;
   return {
     [GPU_COUNT]: { min: 0, max: INT32_MAX },
@@ -206,19 +215,28 @@ export function gpuRequestProblems(pod: unknown, defaults: RequestDefaults = DEF
   const spec = asRecord(asRecord(pod)?.spec);
   const bounds = gpuRequestBounds(defaults);
   const problems: string[] = [];
-  for (const [kind, list] of [['init container', spec?.initContainers], ['container', spec?.containers]] as const) {
+  for (const [kind, list] of [
+    ['init container', spec?.initContainers],
+    ['container', spec?.containers],
+  ] as const) {
     for (const [position, container] of containerList(list).entries()) {
       const record = asRecord(container);
       const resources = asRecord(record?.resources);
       const limits = asRecord(resources?.limits);
-      for (const [field, values] of [['limits', limits], ['requests', asRecord(resources?.requests)]] as const) {
+      for (const [field, values] of [
+        ['limits', limits],
+        ['requests', asRecord(resources?.requests)],
+      ] as const) {
         for (const resource of GPU_RESOURCES) {
           const value = values?.[resource];
           if (value === undefined || value === null) continue;
           // kube-apiserver copies limits into missing requests: one value, one problem.
           if (field === 'requests' && limits?.[resource] === value) continue;
           const why = quantityProblem(value, bounds[resource]);
-          if (why !== undefined) problems.push(`invalid ${resource} value ${quoted(value)} in ${kind} ${containerName(record, position)}${field === 'requests' ? ' (requests)' : ''}: ${why}`);
+          if (why !== undefined)
+            problems.push(
+              `invalid ${resource} value ${quoted(value)} in ${kind} ${containerName(record, position)}${field === 'requests' ? ' (requests)' : ''}: ${why}`,
+            );
         }
       }
     }
@@ -228,7 +246,9 @@ export function gpuRequestProblems(pod: unknown, defaults: RequestDefaults = DEF
 
 /** A container's name for a message: clipped, or its position when it has none. */
 export function containerName(container: Record<string, unknown> | undefined, position: number): string {
-  return typeof container?.name === 'string' && container.name !== '' ? clip(container.name, LABEL_CHARS) : `#${position}`;
+  return typeof container?.name === 'string' && container.name !== ''
+    ? clip(container.name, LABEL_CHARS)
+    : `#${position}`;
 }
 
 /** The first problem and how many more: one line whatever the number of containers. */
@@ -242,6 +262,10 @@ export function namesGpuResource(pod: unknown): boolean {
   const spec = asRecord(asRecord(pod)?.spec);
   return [...containerList(spec?.initContainers), ...containerList(spec?.containers)].some((container) => {
     const resources = asRecord(asRecord(container)?.resources);
-    return GPU_RESOURCES.some((resource) => asRecord(resources?.limits)?.[resource] !== undefined || asRecord(resources?.requests)?.[resource] !== undefined);
+    return GPU_RESOURCES.some(
+      (resource) =>
+        asRecord(resources?.limits)?.[resource] !== undefined ||
+        asRecord(resources?.requests)?.[resource] !== undefined,
+    );
   });
 }

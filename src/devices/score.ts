@@ -31,7 +31,8 @@ export function nodeUtilization(devices: readonly GpuDevice[], usage: ReadonlyMa
     used.memoryMiB += use.memoryMiB;
     used.cores += use.cores;
   }
-  const mean = (ratio(used.slots, total.slots) + ratio(used.cores, total.cores) + ratio(used.memoryMiB, total.memoryMiB)) / 3;
+  const mean =
+    (ratio(used.slots, total.slots) + ratio(used.cores, total.cores) + ratio(used.memoryMiB, total.memoryMiB)) / 3;
   return Math.min(1, Math.max(0, mean));
 }
 
@@ -40,7 +41,11 @@ export function nodeUtilization(devices: readonly GpuDevice[], usage: ReadonlyMa
  * it, which cannot tell a pod that fills a node from one that barely touches it). binpack favours
  * the fuller node, spread the emptier one.
  */
-export function nodeScore(devices: readonly GpuDevice[], usageAfter: ReadonlyMap<string, GpuUse>, policy: NodePolicy): number {
+export function nodeScore(
+  devices: readonly GpuDevice[],
+  usageAfter: ReadonlyMap<string, GpuUse>,
+  policy: NodePolicy,
+): number {
   return scoreOfUtilization(nodeUtilization(devices, usageAfter), policy);
 }
 

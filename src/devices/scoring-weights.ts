@@ -28,7 +28,9 @@ export function parseScoringWeights(annotations: Readonly<Record<string, string>
   const raw = annotations[DEVICE_SCORING_WEIGHTS_ANNOTATION];
   if (raw === undefined) return { ...DEFAULT_SCORING_WEIGHTS };
   // The pod's author wrote the value: quote it clipped, never whole.
-  const invalid = (why: string): { error: string } => ({ error: `invalid ${DEVICE_SCORING_WEIGHTS_ANNOTATION} ${quoted(raw)}: ${why}` });
+  const invalid = (why: string): { error: string } => ({
+    error: `invalid ${DEVICE_SCORING_WEIGHTS_ANNOTATION} ${quoted(raw)}: ${why}`,
+  });
   const entries = raw.split(',');
   if (entries.length !== 3) return invalid('expected slot=<int>,core=<int>,memory=<int>');
   const weights: Partial<ScoringWeights> = {};

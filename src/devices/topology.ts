@@ -31,7 +31,8 @@ export function leastLinked(candidates: readonly GpuDevice[], scores: LinkScores
 function setScore(devices: readonly GpuDevice[], scores: LinkScores): number {
   let total = 0;
   for (let i = 0; i < devices.length; i++) {
-    for (let j = i + 1; j < devices.length; j++) total += linkScore(scores, devices[i]?.uuid ?? '', devices[j]?.uuid ?? '');
+    for (let j = i + 1; j < devices.length; j++)
+      total += linkScore(scores, devices[i]?.uuid ?? '', devices[j]?.uuid ?? '');
   }
   return total;
 }
@@ -46,7 +47,11 @@ function combinationsUpTo(n: number, k: number, cap: number): number {
   return count;
 }
 
-function exhaustive(candidates: readonly GpuDevice[], count: number, scores: LinkScores): { devices: GpuDevice[]; score: number } {
+function exhaustive(
+  candidates: readonly GpuDevice[],
+  count: number,
+  scores: LinkScores,
+): { devices: GpuDevice[]; score: number } {
   const picks = Array.from({ length: count }, (_, i) => i);
   let best: { devices: GpuDevice[]; score: number } | undefined;
   for (;;) {
@@ -62,7 +67,11 @@ function exhaustive(candidates: readonly GpuDevice[], count: number, scores: Lin
   }
 }
 
-function greedy(candidates: readonly GpuDevice[], count: number, scores: LinkScores): { devices: GpuDevice[]; score: number } {
+function greedy(
+  candidates: readonly GpuDevice[],
+  count: number,
+  scores: LinkScores,
+): { devices: GpuDevice[]; score: number } {
   const chosen: GpuDevice[] = [];
   const rest = [...candidates];
   while (chosen.length < count) {
@@ -70,9 +79,13 @@ function greedy(candidates: readonly GpuDevice[], count: number, scores: LinkSco
     let bestGain = -Infinity;
     for (const [index, device] of rest.entries()) {
       // The first pick has no partner yet: rate it by its best link, so the best pair starts the set.
-      const gain = chosen.length === 0
-        ? Math.max(0, ...rest.filter((other) => other !== device).map((other) => linkScore(scores, device.uuid, other.uuid)))
-        : chosen.reduce((sum, other) => sum + linkScore(scores, device.uuid, other.uuid), 0);
+      const gain =
+        chosen.length === 0
+          ? Math.max(
+              0,
+              ...rest.filter((other) => other !== device).map((other) => linkScore(scores, device.uuid, other.uuid)),
+            )
+          : chosen.reduce((sum, other) => sum + linkScore(scores, device.uuid, other.uuid), 0);
       if (gain > bestGain) [bestIndex, bestGain] = [index, gain];
     }
     chosen.push(...rest.splice(bestIndex, 1));
@@ -83,7 +96,12 @@ function greedy(candidates: readonly GpuDevice[], count: number, scores: LinkSco
 }
 
 /** The best-linked `count` of `candidates` (count ≥ 2, candidates ≥ count) and its score. */
-export function bestLinkedSet(candidates: readonly GpuDevice[], count: number, scores: LinkScores): { devices: GpuDevice[]; score: number } {
-  if (combinationsUpTo(candidates.length, count, COMBINATION_LIMIT) <= COMBINATION_LIMIT) return exhaustive(candidates, count, scores);
+export function bestLinkedSet(
+  candidates: readonly GpuDevice[],
+  count: number,
+  scores: LinkScores,
+): { devices: GpuDevice[]; score: number } {
+  if (combinationsUpTo(candidates.length, count, COMBINATION_LIMIT) <= COMBINATION_LIMIT)
+    return exhaustive(candidates, count, scores);
   return greedy(candidates, count, scores);
 }

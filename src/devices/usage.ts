@@ -59,14 +59,24 @@ function containerUse(devices: PodAllocation[number]): Map<string, Tally> {
 export type InitLayout = number | readonly boolean[];
 
 function sum(a: Tally | undefined, b: Tally): Tally {
-  return a === undefined ? { ...b } : { memoryMiB: a.memoryMiB + b.memoryMiB, cores: a.cores + b.cores, containers: a.containers + b.containers };
+  return a === undefined
+    ? { ...b }
+    : { memoryMiB: a.memoryMiB + b.memoryMiB, cores: a.cores + b.cores, containers: a.containers + b.containers };
 }
 
 /** Raises the GPU's peak to `phase`, field by field. */
 function raise(peaks: Map<string, GpuUse>, uuid: string, phase: Tally): void {
   const peak = peaks.get(uuid);
-  peaks.set(uuid, peak === undefined ? { slots: phase.containers, memoryMiB: phase.memoryMiB, cores: phase.cores }
-    : { slots: Math.max(peak.slots, phase.containers), memoryMiB: Math.max(peak.memoryMiB, phase.memoryMiB), cores: Math.max(peak.cores, phase.cores) });
+  peaks.set(
+    uuid,
+    peak === undefined
+      ? { slots: phase.containers, memoryMiB: phase.memoryMiB, cores: phase.cores }
+      : {
+          slots: Math.max(peak.slots, phase.containers),
+          memoryMiB: Math.max(peak.memoryMiB, phase.memoryMiB),
+          cores: Math.max(peak.cores, phase.cores),
+        },
+  );
 }
 
 /**
@@ -97,7 +107,11 @@ export function podDeviceUsage(allocation: PodAllocation, init: InitLayout): Map
 export function addUsage(into: Map<string, GpuUse>, from: ReadonlyMap<string, GpuUse>): void {
   for (const [uuid, use] of from) {
     const current = into.get(uuid) ?? { slots: 0, memoryMiB: 0, cores: 0 };
-    into.set(uuid, { slots: current.slots + use.slots, memoryMiB: current.memoryMiB + use.memoryMiB, cores: current.cores + use.cores });
+    into.set(uuid, {
+      slots: current.slots + use.slots,
+      memoryMiB: current.memoryMiB + use.memoryMiB,
+      cores: current.cores + use.cores,
+    });
   }
 }
 

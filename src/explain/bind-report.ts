@@ -1,4 +1,10 @@
-import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION } from '../hami/wire.js';
+import {
+  ALLOCATED_ANNOTATION,
+  BIND_PHASE_ANNOTATION,
+  BIND_TIME_ANNOTATION,
+  TO_ALLOCATE_ANNOTATION,
+  VGPU_NODE_ANNOTATION,
+} from '../hami/wire.js';
 import { decodeAllocation } from '../devices/allocation-codec.js';
 import { containerName } from '../devices/requests.js';
 import { clip, LABEL_CHARS } from '../base/user-text.js';
@@ -12,7 +18,9 @@ interface PodLike {
 /** Container names in the allocation annotation's order: init containers first, then app containers. */
 function containerNames(pod: PodLike): string[] {
   const names = (list: unknown[] | undefined, init: boolean): string[] =>
-    (list ?? []).map((container, position) => `${init ? 'init ' : ''}${containerName(container as Record<string, unknown>, position)}`);
+    (list ?? []).map(
+      (container, position) => `${init ? 'init ' : ''}${containerName(container as Record<string, unknown>, position)}`,
+    );
   return [...names(pod.spec?.initContainers, true), ...names(pod.spec?.containers, false)];
 }
 
@@ -24,7 +32,11 @@ function decoded(value: string | undefined, names: readonly string[]): DecodedAn
   return {
     containers: allocation.map((devices, index) => ({
       container: names[index] ?? `#${index}`,
-      gpus: devices.map((device) => ({ uuid: clip(device.uuid, LABEL_CHARS), memoryMiB: device.memoryMiB, cores: device.cores })),
+      gpus: devices.map((device) => ({
+        uuid: clip(device.uuid, LABEL_CHARS),
+        memoryMiB: device.memoryMiB,
+        cores: device.cores,
+      })),
     })),
   };
 }
@@ -34,9 +46,15 @@ function decoded(value: string | undefined, names: readonly string[]): DecodedAn
  * those whose share of hami.io/vgpu-devices-to-allocate it has consumed (blanked). bind-phase
  * success means all of them.
  */
-function progressOf(phase: string | undefined, allocated: DecodedAnnotation | null, toAllocate: DecodedAnnotation | null): BindReport['progress'] {
+function progressOf(
+  phase: string | undefined,
+  allocated: DecodedAnnotation | null,
+  toAllocate: DecodedAnnotation | null,
+): BindReport['progress'] {
   if (allocated === null || 'error' in allocated) return null;
-  const withGpus = allocated.containers.map((container, index) => ({ index, count: container.gpus.length })).filter((entry) => entry.count > 0);
+  const withGpus = allocated.containers
+    .map((container, index) => ({ index, count: container.gpus.length }))
+    .filter((entry) => entry.count > 0);
   if (phase === 'success') return { done: withGpus.length, total: withGpus.length };
   if (toAllocate === null || 'error' in toAllocate) return null;
   const done = withGpus.filter((entry) => (toAllocate.containers[entry.index]?.gpus.length ?? 0) === 0).length;

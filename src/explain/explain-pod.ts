@@ -5,7 +5,17 @@ import { gpuRequestProblems, podGpuRequests, containerName, type ContainerGpuReq
 import type { PlacementDefaults } from '../extender/gpu-placement.js';
 import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { bindReport } from './bind-report.js';
-import { DEFAULT_LIMITS, MESSAGE_CHARS, VALUE_CHARS, type ContainerRequest, type ExplainLimits, type Explanation, type LockEntry, type PlacementReport, type PodSummary } from './explanation.js';
+import {
+  DEFAULT_LIMITS,
+  MESSAGE_CHARS,
+  VALUE_CHARS,
+  type ContainerRequest,
+  type ExplainLimits,
+  type Explanation,
+  type LockEntry,
+  type PlacementReport,
+  type PodSummary,
+} from './explanation.js';
 import { eventReport, lastBindEvent, lockWaitNode, podEvents, type EventLike } from './pod-events.js';
 import { placementOf } from './placement.js';
 import { verdictOf } from './verdict.js';
@@ -19,8 +29,12 @@ export interface ExplainSettings {
 /** The Pod fields explain reads; a client-node V1Pod or raw JSON. */
 export interface PodLike {
   metadata?: {
-    name?: string; namespace?: string; uid?: string; annotations?: Record<string, string>;
-    deletionTimestamp?: unknown; creationTimestamp?: unknown;
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: unknown;
+    creationTimestamp?: unknown;
   };
   spec?: { nodeName?: string; schedulerName?: string; initContainers?: unknown[]; containers?: unknown[] };
   status?: { phase?: string };
@@ -79,11 +93,22 @@ function isBound(pod: PodLike): boolean {
  * Filter's verdicts for the pod on every node of the store; null when it is bound or asks for no
  * GPU (kube-scheduler never calls the extender's filter for it then).
  */
-export function placementFor(pod: PodLike, cache: ClusterCache, settings: ExplainSettings, limits: ExplainLimits = DEFAULT_LIMITS): PlacementReport | null {
+export function placementFor(
+  pod: PodLike,
+  cache: ClusterCache,
+  settings: ExplainSettings,
+  limits: ExplainLimits = DEFAULT_LIMITS,
+): PlacementReport | null {
   if (isBound(pod)) return null;
   const summary = podSummary(pod, settings, limits);
   if (summary.requests.length === 0 && summary.requestProblems.length === 0) return null;
-  return placementOf(pod, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' }, cache, settings.defaults, limits);
+  return placementOf(
+    pod,
+    { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' },
+    cache,
+    settings.defaults,
+    limits,
+  );
 }
 
 /**
@@ -91,7 +116,12 @@ export function placementFor(pod: PodLike, cache: ClusterCache, settings: Explai
  * pod, the one its latest NodeLockWait event names, and the first locked nodes it fits on. Only
  * nodes that carry a lock in the store; a handful at most.
  */
-export function lockNodesToInspect(pod: PodLike, cache: ClusterCache, events: readonly EventLike[], placement: PlacementReport | null): string[] {
+export function lockNodesToInspect(
+  pod: PodLike,
+  cache: ClusterCache,
+  events: readonly EventLike[],
+  placement: PlacementReport | null,
+): string[] {
   const namespace = pod.metadata?.namespace ?? '';
   const name = pod.metadata?.name ?? '';
   const nodes = new Set(cache.nodesLockedBy(namespace, name));
@@ -108,7 +138,11 @@ function lockEntries(pod: PodLike, locks: readonly LockRow[], waited: string | u
   const name = pod.metadata?.name ?? '';
   return locks.map((row) => {
     const mine = row.holder?.namespace === namespace && row.holder.name === name;
-    const relation: LockEntry['relation'] = mine ? 'held-by-this-pod' : row.node === waited ? 'waited-for' : 'on-a-fitting-node';
+    const relation: LockEntry['relation'] = mine
+      ? 'held-by-this-pod'
+      : row.node === waited
+        ? 'waited-for'
+        : 'on-a-fitting-node';
     return {
       ...row,
       node: clip(row.node),
@@ -150,7 +184,10 @@ export function explainPod(input: ExplainInput): Explanation {
   };
   const { verdict, situation } = verdictOf(explanation, {
     ourScheduler: settings.mutation.schedulerName,
-    lastBindEvent: lastBind === undefined ? undefined : { reason: lastBind.reason ?? '', message: clip(lastBind.message ?? '', MESSAGE_CHARS) },
+    lastBindEvent:
+      lastBind === undefined
+        ? undefined
+        : { reason: lastBind.reason ?? '', message: clip(lastBind.message ?? '', MESSAGE_CHARS) },
   });
   return { verdict, situation, ...explanation };
 }

@@ -106,8 +106,7 @@ export interface AllocatedGpu {
 }
 
 export type DecodedAnnotation =
-  | { containers: { container: string; gpus: AllocatedGpu[] }[] }
-  | { error: string; value: string };
+  { containers: { container: string; gpus: AllocatedGpu[] }[] } | { error: string; value: string };
 
 export interface BindReport {
   /** hami.io/bind-phase: allocating, success or failed; null when absent. */
@@ -151,7 +150,13 @@ export interface ExplainLimits {
 }
 
 export const DEFAULT_LIMITS: ExplainLimits = Object.freeze({
-  reasons: 6, namesPerReason: 3, fittingNames: 5, lockedFitting: 3, events: 8, missing: 5, problems: 3,
+  reasons: 6,
+  namesPerReason: 3,
+  fittingNames: 5,
+  lockedFitting: 3,
+  events: 8,
+  missing: 5,
+  problems: 3,
 });
 
 /** Event messages, lock values and annotation values are shown up to this many characters. */

@@ -29,12 +29,26 @@ const byNode = (entry: { node: string }): string => entry.node;
  * (viewPod, evaluateNode against the store's usage, the webhook's request validation), grouped by
  * HAMi's reason names. Pure over the store; bounded output (names capped per reason).
  */
-export function placementOf(pod: unknown, ref: PodRef, cache: ClusterCache, defaults: PlacementDefaults, limits: ExplainLimits): PlacementReport {
+export function placementOf(
+  pod: unknown,
+  ref: PodRef,
+  cache: ClusterCache,
+  defaults: PlacementDefaults,
+  limits: ExplainLimits,
+): PlacementReport {
   const nodes = cache.nodeNames();
-  const report: PlacementReport = { error: null, evaluated: nodes.length, fitting: { count: 0, nodes: [] }, failing: [], moreReasons: 0, lockedFitting: [] };
+  const report: PlacementReport = {
+    error: null,
+    evaluated: nodes.length,
+    fitting: { count: 0, nodes: [] },
+    failing: [],
+    moreReasons: 0,
+    lockedFitting: [],
+  };
   if (namesGpuResource(pod)) {
     const unreadable = gpuRequestProblems(pod, defaults.requestDefaults);
-    if (unreadable.length > 0) return { ...report, error: `unreadable GPU request: ${clip(describeProblems(unreadable), MESSAGE_CHARS)}` };
+    if (unreadable.length > 0)
+      return { ...report, error: `unreadable GPU request: ${clip(describeProblems(unreadable), MESSAGE_CHARS)}` };
   }
   const view: PodView = viewPod(pod, defaults, cache);
   const groups = new Map<string, Group>();
@@ -51,7 +65,12 @@ export function placementOf(pod: unknown, ref: PodRef, cache: ClusterCache, defa
       let group = groups.get(reason);
       if (group === undefined) groups.set(reason, (group = { count: 0, sample: [] }));
       group.count += 1;
-      keepSmallest(group.sample, { node: shown, detail: clip(evaluation.reason, MESSAGE_CHARS) }, byNode, limits.namesPerReason);
+      keepSmallest(
+        group.sample,
+        { node: shown, detail: clip(evaluation.reason, MESSAGE_CHARS) },
+        byNode,
+        limits.namesPerReason,
+      );
     }
   }
   const ranked: ReasonGroup[] = [...groups.entries()]

@@ -27,13 +27,24 @@ function timeOf(value: unknown): Date | undefined {
  * else when it was first recorded (events.k8s.io writers set only eventTime).
  */
 export function eventTime(event: EventLike): Date | undefined {
-  return timeOf(event.series?.lastObservedTime) ?? timeOf(event.lastTimestamp) ?? timeOf(event.eventTime)
-    ?? timeOf(event.firstTimestamp) ?? timeOf(event.metadata?.creationTimestamp);
+  return (
+    timeOf(event.series?.lastObservedTime) ??
+    timeOf(event.lastTimestamp) ??
+    timeOf(event.eventTime) ??
+    timeOf(event.firstTimestamp) ??
+    timeOf(event.metadata?.creationTimestamp)
+  );
 }
 
 /** Events about this incarnation of the pod (ones naming another UID are an earlier pod's of that name), oldest first. */
 export function podEvents<T extends EventLike>(events: readonly T[], podUid: string | undefined): T[] {
-  const mine = events.filter((event) => podUid === undefined || event.involvedObject?.uid === undefined || event.involvedObject.uid === '' || event.involvedObject.uid === podUid);
+  const mine = events.filter(
+    (event) =>
+      podUid === undefined ||
+      event.involvedObject?.uid === undefined ||
+      event.involvedObject.uid === '' ||
+      event.involvedObject.uid === podUid,
+  );
   // Undated events sort first, as the oldest; ties keep the API's order.
   return mine
     .map((event, index) => ({ event, index, at: eventTime(event)?.getTime() ?? -Infinity }))

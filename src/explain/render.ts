@@ -25,27 +25,54 @@ function ageSince(iso: string | null, now: Date): string {
 
 function podLines(explanation: Explanation, now: Date): string[] {
   const { pod } = explanation;
-  const lines = [section('Pod', `${pod.namespace}/${pod.name}  phase ${pod.phase ?? '<none>'}  scheduler ${pod.schedulerName ?? '<none>'}  node ${pod.node ?? '<none>'}  age ${ageSince(pod.createdAt, now)}${pod.deleting ? '  being deleted' : ''}`)];
+  const lines = [
+    section(
+      'Pod',
+      `${pod.namespace}/${pod.name}  phase ${pod.phase ?? '<none>'}  scheduler ${pod.schedulerName ?? '<none>'}  node ${pod.node ?? '<none>'}  age ${ageSince(pod.createdAt, now)}${pod.deleting ? '  being deleted' : ''}`,
+    ),
+  ];
   lines.push(section('Requests', pod.requests.length === 0 ? 'no GPU' : pod.requests.map(requestText).join('; ')));
   for (const problem of pod.requestProblems) lines.push(`  ${problem}`);
   const { webhook } = explanation;
-  lines.push(section('Webhook', `${webhook.state}: ${webhook.detail}${webhook.missing.length > 0 ? ` ${webhook.missing.join('; ')}` : ''}`));
+  lines.push(
+    section(
+      'Webhook',
+      `${webhook.state}: ${webhook.detail}${webhook.missing.length > 0 ? ` ${webhook.missing.join('; ')}` : ''}`,
+    ),
+  );
   return lines;
 }
 
 function placementLines(placement: PlacementReport | null, explanation: Explanation): string[] {
-  if (placement === null) return [section('Filter', explanation.pod.node === null ? 'not evaluated (no GPU requested)' : `not evaluated (bound to ${explanation.pod.node})`)];
+  if (placement === null)
+    return [
+      section(
+        'Filter',
+        explanation.pod.node === null
+          ? 'not evaluated (no GPU requested)'
+          : `not evaluated (bound to ${explanation.pod.node})`,
+      ),
+    ];
   if (placement.error !== null) return [section('Filter', `answers with an Error: ${placement.error}`)];
   const fitting = placement.fitting;
   const more = fitting.count > fitting.nodes.length ? ', …' : '';
-  const locked = placement.lockedFitting.length > 0 ? `; locked by another pod: ${placement.lockedFitting.join(', ')}` : '';
-  const lines = [section('Filter', `${fitting.count} of ${placement.evaluated} nodes fit${fitting.count > 0 ? `: ${fitting.nodes.join(', ')}${more}${locked}` : ''}`)];
+  const locked =
+    placement.lockedFitting.length > 0 ? `; locked by another pod: ${placement.lockedFitting.join(', ')}` : '';
+  const lines = [
+    section(
+      'Filter',
+      `${fitting.count} of ${placement.evaluated} nodes fit${fitting.count > 0 ? `: ${fitting.nodes.join(', ')}${more}${locked}` : ''}`,
+    ),
+  ];
   const width = Math.max(0, ...placement.failing.map((group) => group.reason.length));
   for (const group of placement.failing) {
     const [first] = group.nodes;
     const names = group.nodes.map((entry) => entry.node).join(', ') + (group.count > group.nodes.length ? ', …' : '');
-    const example = first === undefined || first.detail === `1/1 ${group.reason}` ? '' : `  (${first.node}: ${first.detail})`;
-    lines.push(`  ${group.reason.padEnd(width)}  ${group.count} ${group.count === 1 ? 'node' : 'nodes'}: ${names}${example}`);
+    const example =
+      first === undefined || first.detail === `1/1 ${group.reason}` ? '' : `  (${first.node}: ${first.detail})`;
+    lines.push(
+      `  ${group.reason.padEnd(width)}  ${group.count} ${group.count === 1 ? 'node' : 'nodes'}: ${names}${example}`,
+    );
   }
   if (placement.moreReasons > 0) lines.push(`  and ${placement.moreReasons} more reasons (see -o json)`);
   return lines;
@@ -53,35 +80,54 @@ function placementLines(placement: PlacementReport | null, explanation: Explanat
 
 const RELATION_TEXT: Record<LockEntry['relation'], string> = {
   'held-by-this-pod': 'this pod holds it',
-  'waited-for': 'this pod\'s bind waits for it',
+  'waited-for': "this pod's bind waits for it",
   'on-a-fitting-node': 'on a node this pod fits',
 };
 
 function lockLines(locks: readonly LockEntry[]): string[] {
   if (locks.length === 0) return [section('Locks', 'none involving this pod')];
-  return [section('Locks', ''), ...locks.map((lock) => {
-    const owner = lock.owner === null ? '' : lock.owner.exists
-      ? `; holder ${lock.owner.phase ?? '<no phase>'}${lock.owner.node === null ? ', unbound' : `, bound to ${lock.owner.node}`}${lock.owner.bindPhase === null ? '' : `, bind-phase ${lock.owner.bindPhase}`}${lock.owner.deleting ? ', being deleted' : ''}`
-      : '; holder not found';
-    return `  ${lock.node}: ${lockText(lock)}, ${RELATION_TEXT[lock.relation]}${owner}${lock.error === undefined ? '' : `; ${lock.error}`}`;
-  })];
+  return [
+    section('Locks', ''),
+    ...locks.map((lock) => {
+      const owner =
+        lock.owner === null
+          ? ''
+          : lock.owner.exists
+            ? `; holder ${lock.owner.phase ?? '<no phase>'}${lock.owner.node === null ? ', unbound' : `, bound to ${lock.owner.node}`}${lock.owner.bindPhase === null ? '' : `, bind-phase ${lock.owner.bindPhase}`}${lock.owner.deleting ? ', being deleted' : ''}`
+            : '; holder not found';
+      return `  ${lock.node}: ${lockText(lock)}, ${RELATION_TEXT[lock.relation]}${owner}${lock.error === undefined ? '' : `; ${lock.error}`}`;
+    }),
+  ];
 }
 
 function annotationText(decoded: DecodedAnnotation): string {
   if ('error' in decoded) return `unreadable (${decoded.error}): ${decoded.value}`;
   const parts = decoded.containers
     .filter((container) => container.gpus.length > 0)
-    .map((container) => `${container.container}: ${container.gpus.map((gpu) => `${gpu.uuid} (${gpu.memoryMiB} MiB, ${gpu.cores}% cores)`).join(', ')}`);
+    .map(
+      (container) =>
+        `${container.container}: ${container.gpus.map((gpu) => `${gpu.uuid} (${gpu.memoryMiB} MiB, ${gpu.cores}% cores)`).join(', ')}`,
+    );
   return parts.length === 0 ? 'nothing left' : parts.join('; ');
 }
 
 function bindLines(explanation: Explanation): string[] {
   const { bind } = explanation;
   if (bind.phase === null && bind.allocated === null && bind.toAllocate === null) {
-    return [section('Bind', explanation.pod.node === null ? 'not bound yet' : 'no hami.io/bind-phase, no allocation annotations')];
+    return [
+      section(
+        'Bind',
+        explanation.pod.node === null ? 'not bound yet' : 'no hami.io/bind-phase, no allocation annotations',
+      ),
+    ];
   }
   const progress = bind.progress === null ? '' : `, ${bind.progress.done}/${bind.progress.total} containers allocated`;
-  const lines = [section('Bind', `bind-phase ${bind.phase ?? '<none>'}${bind.vgpuNode === null ? '' : ` on ${bind.vgpuNode}`}${bind.bindTime === null ? '' : ` at ${bind.bindTime}`}${progress}`)];
+  const lines = [
+    section(
+      'Bind',
+      `bind-phase ${bind.phase ?? '<none>'}${bind.vgpuNode === null ? '' : ` on ${bind.vgpuNode}`}${bind.bindTime === null ? '' : ` at ${bind.bindTime}`}${progress}`,
+    ),
+  ];
   if (bind.allocated !== null) lines.push(`  allocated:    ${annotationText(bind.allocated)}`);
   if (bind.toAllocate !== null) lines.push(`  to-allocate:  ${annotationText(bind.toAllocate)}`);
   return lines;
@@ -98,7 +144,10 @@ function eventLines(explanation: Explanation): string[] {
     event.message,
   ]);
   return [
-    section('Events', omitted > 0 ? `the last ${items.length} of ${items.length + omitted}, oldest first` : 'oldest first'),
+    section(
+      'Events',
+      omitted > 0 ? `the last ${items.length} of ${items.length + omitted}, oldest first` : 'oldest first',
+    ),
     ...formatTable(['AGE', 'TYPE', 'REASON', 'FROM', 'MESSAGE'], rows).map((line) => `  ${line}`),
   ];
 }

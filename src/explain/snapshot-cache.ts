@@ -6,10 +6,18 @@ import type { ListWatchSource } from '../cluster/reflector.js';
 export function listedSource<T>(items: readonly T[]): ListWatchSource<T> {
   return {
     list: () => Promise.resolve({ items: [...items], resourceVersion: '0' }),
-    watch: (_resourceVersion, _handlers, signal) => new Promise<void>((resolve) => {
-      if (signal.aborted) resolve();
-      else signal.addEventListener('abort', () => { resolve(); }, { once: true });
-    }),
+    watch: (_resourceVersion, _handlers, signal) =>
+      new Promise<void>((resolve) => {
+        if (signal.aborted) resolve();
+        else
+          signal.addEventListener(
+            'abort',
+            () => {
+              resolve();
+            },
+            { once: true },
+          );
+      }),
   };
 }
 
@@ -19,8 +27,18 @@ export function listedSource<T>(items: readonly T[]): ListWatchSource<T> {
  * pods, unreadable allocations counted as the store counts them, namespace GPU quotas), without a
  * watch. No I/O.
  */
-export async function snapshotCache(nodes: readonly V1Node[], pods: readonly V1Pod[], quotas?: readonly V1ResourceQuota[]): Promise<ClusterCache> {
-  const cache = new ClusterCache({ sources: { nodes: listedSource(nodes), pods: listedSource(pods), ...(quotas === undefined ? {} : { quotas: listedSource(quotas) }) } });
+export async function snapshotCache(
+  nodes: readonly V1Node[],
+  pods: readonly V1Pod[],
+  quotas?: readonly V1ResourceQuota[],
+): Promise<ClusterCache> {
+  const cache = new ClusterCache({
+    sources: {
+      nodes: listedSource(nodes),
+      pods: listedSource(pods),
+      ...(quotas === undefined ? {} : { quotas: listedSource(quotas) }),
+    },
+  });
   await cache.start();
   await cache.stop();
   return cache;

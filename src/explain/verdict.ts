@@ -51,7 +51,10 @@ function boundVerdict(parts: Parts, node: string): Verdict {
     case 'success':
       return { situation: 'allocated', verdict: `allocated on ${node}: ${gpuList(parts)}` };
     case 'failed':
-      return { situation: 'allocation-failed', verdict: `allocation failed on ${node}: the device plugin set hami.io/bind-phase=failed` };
+      return {
+        situation: 'allocation-failed',
+        verdict: `allocation failed on ${node}: the device plugin set hami.io/bind-phase=failed`,
+      };
     case 'allocating':
       if (own?.state === 'stalled') {
         return {
@@ -66,7 +69,10 @@ function boundVerdict(parts: Parts, node: string): Verdict {
     default:
       return parts.pod.requests.length === 0
         ? { situation: 'not-a-gpu-pod', verdict: `bound to ${node}; requests no GPU` }
-        : { situation: 'bound-without-allocation', verdict: `bound to ${node} without vgpu-warden's GPU annotations: it was not placed by the extender's bind` };
+        : {
+            situation: 'bound-without-allocation',
+            verdict: `bound to ${node} without vgpu-warden's GPU annotations: it was not placed by the extender's bind`,
+          };
   }
 }
 
@@ -74,21 +80,34 @@ function waitingVerdict(parts: Parts): Verdict | undefined {
   const placement = parts.placement;
   const waited = parts.locks.find((lock) => lock.relation === 'waited-for');
   // Without a NodeLockWait event a bind still waits wherever it goes when every node it fits is locked.
-  const everyFitLocked = placement !== null && placement.fitting.count > 0 && placement.fitting.count === placement.lockedFitting.length;
-  const blocking = waited ?? (everyFitLocked ? parts.locks.find((lock) => lock.relation === 'on-a-fitting-node') : undefined);
+  const everyFitLocked =
+    placement !== null && placement.fitting.count > 0 && placement.fitting.count === placement.lockedFitting.length;
+  const blocking =
+    waited ?? (everyFitLocked ? parts.locks.find((lock) => lock.relation === 'on-a-fitting-node') : undefined);
   if (blocking === undefined) return undefined;
-  return { situation: 'waiting-for-lock', verdict: `waiting for the lock on ${blocking.node} held by ${lockText(blocking)}` };
+  return {
+    situation: 'waiting-for-lock',
+    verdict: `waiting for the lock on ${blocking.node} held by ${lockText(blocking)}`,
+  };
 }
 
 function pendingVerdict(parts: Parts, context: VerdictContext): Verdict {
   const { placement, pod } = parts;
-  if (placement === null) return { situation: 'not-a-gpu-pod', verdict: 'Pending, requests no GPU: vgpu-warden does not place it' };
-  if (placement.error !== null) return { situation: 'unreadable-request', verdict: `Pending: ${placement.error} (filter refuses the pod)` };
+  if (placement === null)
+    return { situation: 'not-a-gpu-pod', verdict: 'Pending, requests no GPU: vgpu-warden does not place it' };
+  if (placement.error !== null)
+    return { situation: 'unreadable-request', verdict: `Pending: ${placement.error} (filter refuses the pod)` };
   if (pod.schedulerName !== context.ourScheduler) {
-    return { situation: 'other-scheduler', verdict: `Pending: spec.schedulerName is ${JSON.stringify(pod.schedulerName ?? '')}, not ${context.ourScheduler}, so vgpu-warden's extender never sees it` };
+    return {
+      situation: 'other-scheduler',
+      verdict: `Pending: spec.schedulerName is ${JSON.stringify(pod.schedulerName ?? '')}, not ${context.ourScheduler}, so vgpu-warden's extender never sees it`,
+    };
   }
   if (placement.fitting.count === 0) {
-    return { situation: 'fits-nowhere', verdict: `Pending: fits no node (${placement.evaluated === 0 ? 'the cluster has no nodes' : reasonSummary(placement)})` };
+    return {
+      situation: 'fits-nowhere',
+      verdict: `Pending: fits no node (${placement.evaluated === 0 ? 'the cluster has no nodes' : reasonSummary(placement)})`,
+    };
   }
   const waiting = waitingVerdict(parts);
   if (waiting !== undefined) return waiting;
@@ -101,7 +120,10 @@ function pendingVerdict(parts: Parts, context: VerdictContext): Verdict {
     };
   }
   if (context.lastBindEvent?.reason === 'BindingFailed') {
-    return { situation: 'bind-failed', verdict: `Pending: fits ${nodes(placement.fitting.count)}; the last bind failed: ${context.lastBindEvent.message}` };
+    return {
+      situation: 'bind-failed',
+      verdict: `Pending: fits ${nodes(placement.fitting.count)}; the last bind failed: ${context.lastBindEvent.message}`,
+    };
   }
   const more = placement.fitting.count > placement.fitting.nodes.length ? ', …' : '';
   return {

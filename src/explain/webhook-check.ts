@@ -7,7 +7,6 @@ import { isRecord } from '../base/json.js';
 
 type Json = Record<string, unknown>;
 
-
 /**
  * The pod as it was at CREATE, as far as the webhook's rules can tell: without what bind adds
  * later (the scheduler-owned annotations and spec.nodeName), which the webhook would refuse on a
@@ -23,7 +22,11 @@ function asCreated(pod: Json): Json {
 
 /** `spec/containers/0/resources/limits/nvidia.com/gpucores: "100"` for one JSON-patch op. */
 function describeOp(op: JsonPatchOp): string {
-  const path = op.path.slice(1).split('/').map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~')).join('/');
+  const path = op.path
+    .slice(1)
+    .split('/')
+    .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .join('/');
   // JSON.stringify gives undefined (not a string) for an absent value, whatever its type says.
   const value = JSON.stringify(op.value) as string | undefined;
   return `${clip(path, MESSAGE_CHARS)}: ${clip(value ?? '', VALUE_CHARS)}`;
@@ -41,16 +44,33 @@ export function webhookReport(pod: unknown, config: PodMutationConfig, limit: nu
   const decision = mutatePodOnCreate(asCreated(pod), config);
   switch (decision.kind) {
     case 'skip':
-      return { state: 'skipped', detail: `the webhook leaves it alone: ${clip(decision.reason, MESSAGE_CHARS)}`, missing: [] };
+      return {
+        state: 'skipped',
+        detail: `the webhook leaves it alone: ${clip(decision.reason, MESSAGE_CHARS)}`,
+        missing: [],
+      };
     case 'deny':
-      return { state: 'would-deny', detail: `the webhook refuses such a pod, so it was created without it: ${clip(decision.message, MESSAGE_CHARS)}`, missing: [] };
+      return {
+        state: 'would-deny',
+        detail: `the webhook refuses such a pod, so it was created without it: ${clip(decision.message, MESSAGE_CHARS)}`,
+        missing: [],
+      };
     case 'patch': {
       if (decision.ops.length === 0) {
-        return { state: 'applied', detail: `as the webhook leaves a GPU pod: schedulerName ${clip(config.schedulerName, LABEL_CHARS)}, nothing left to add`, missing: [] };
+        return {
+          state: 'applied',
+          detail: `as the webhook leaves a GPU pod: schedulerName ${clip(config.schedulerName, LABEL_CHARS)}, nothing left to add`,
+          missing: [],
+        };
       }
       const missing = decision.ops.slice(0, limit).map(describeOp);
       if (decision.ops.length > limit) missing.push(`and ${decision.ops.length - limit} more`);
-      return { state: 'not-applied', detail: 'the webhook did not mutate it (down with failurePolicy Ignore, or the namespace opted out); it would still set:', missing };
+      return {
+        state: 'not-applied',
+        detail:
+          'the webhook did not mutate it (down with failurePolicy Ignore, or the namespace opted out); it would still set:',
+        missing,
+      };
     }
   }
 }

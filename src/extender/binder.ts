@@ -1,6 +1,13 @@
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
-import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION, VGPU_TIME_ANNOTATION } from '../hami/wire.js';
+import {
+  ALLOCATED_ANNOTATION,
+  BIND_PHASE_ANNOTATION,
+  BIND_TIME_ANNOTATION,
+  TO_ALLOCATE_ANNOTATION,
+  VGPU_NODE_ANNOTATION,
+  VGPU_TIME_ANNOTATION,
+} from '../hami/wire.js';
 import { kubeletRegistered, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
 import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
 import { encodeAllocation } from '../devices/allocation-codec.js';
@@ -30,7 +37,10 @@ export class BindDeadlineError extends BindError {}
  * The binder's narrow port to the API: the pod read (the incarnation check and the re-read after a
  * failed Binding), the Binding, and the node's pods where the store may lag.
  */
-export type BindingApi = Pick<CoreV1Api, 'readNamespacedPod' | 'createNamespacedPodBinding' | 'listPodForAllNamespaces'>;
+export type BindingApi = Pick<
+  CoreV1Api,
+  'readNamespacedPod' | 'createNamespacedPodBinding' | 'listPodForAllNamespaces'
+>;
 
 export interface BinderDeps {
   core: BindingApi;
@@ -170,13 +180,24 @@ export class Binder {
 
   async bind(args: BindingArgs): Promise<BindOutcome> {
     const cleanupReserveMs = this.cleanupReserveMs;
-    const deadline = timeoutSignal(this.deps.timeoutMs - cleanupReserveMs,
-      () => new BindDeadlineError(`bind of ${args.podNamespace}/${args.podName} to ${args.node} ran out of its ${Math.round(this.deps.timeoutMs / 1000)}s deadline`));
+    const deadline = timeoutSignal(
+      this.deps.timeoutMs - cleanupReserveMs,
+      () =>
+        new BindDeadlineError(
+          `bind of ${args.podNamespace}/${args.podName} to ${args.node} ran out of its ${Math.round(this.deps.timeoutMs / 1000)}s deadline`,
+        ),
+    );
     const target: EventTarget = { kind: 'Pod', name: args.podName, namespace: args.podNamespace, uid: args.podUid };
     try {
       const outcome = await this.bindWithin(args, target, deadline.signal);
       // HAMi's reason and message (recordScheduleBindingResultEvent), so scripts matching either agree.
-      if (outcome.error === undefined && this.deps.successEvents === true) this.deps.events.record(target, 'Normal', 'BindingSucceed', `Successfully binding node [${args.node}] to ${args.podNamespace}/${args.podName}`);
+      if (outcome.error === undefined && this.deps.successEvents === true)
+        this.deps.events.record(
+          target,
+          'Normal',
+          'BindingSucceed',
+          `Successfully binding node [${args.node}] to ${args.podNamespace}/${args.podName}`,
+        );
       return outcome;
     } catch (error) {
       const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${error instanceof LockContentionError || error instanceof NodeBusyError ? error.message : apiMessage(error)}`;
@@ -231,7 +252,19 @@ export class Binder {
     }
     // The UID too: a lock of this name is re-stamped only when it was written for this incarnation.
     const ref: LockingPod = { namespace: args.podNamespace, name: args.podName, uid: args.podUid };
-    return { args, target, signal, pod, view, ref, token: Symbol(args.podUid), reserved: false, lockValues: [], binding: 'not-sent', readForWrite: {} };
+    return {
+      args,
+      target,
+      signal,
+      pod,
+      view,
+      ref,
+      token: Symbol(args.podUid),
+      reserved: false,
+      lockValues: [],
+      binding: 'not-sent',
+      readForWrite: {},
+    };
   }
 
   /**
@@ -244,7 +277,13 @@ export class Binder {
     const { args, view, pod } = attempt;
     const reservation = evaluateNode(this.deps.cache, args.node, view);
     if (!reservation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${reservation.reason}`);
-    this.deps.cache.assumePod(args.podUid, args.node, podDeviceUsage(reservation.allocation, initLayout(view.requests)), args.podNamespace, pod);
+    this.deps.cache.assumePod(
+      args.podUid,
+      args.node,
+      podDeviceUsage(reservation.allocation, initLayout(view.requests)),
+      args.podNamespace,
+      pod,
+    );
     attempt.reserved = true;
   }
 
@@ -272,9 +311,20 @@ export class Binder {
     const { args, view, pod, signal } = attempt;
     if (attempt.lock === undefined) throw new BindError('assume without the lock');
     const usage = await this.usageForBind(args, attempt.lock, signal, attempt.readForWrite.pods);
-    const evaluation = evaluateNode(this.deps.cache, args.node, { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid, pod) }, usage);
+    const evaluation = evaluateNode(
+      this.deps.cache,
+      args.node,
+      { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid, pod) },
+      usage,
+    );
     if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
-    this.deps.cache.assumePod(args.podUid, args.node, podDeviceUsage(evaluation.allocation, initLayout(view.requests)), args.podNamespace, pod);
+    this.deps.cache.assumePod(
+      args.podUid,
+      args.node,
+      podDeviceUsage(evaluation.allocation, initLayout(view.requests)),
+      args.podNamespace,
+      pod,
+    );
     const encoded = encodeAllocation(evaluation.allocation);
     attempt.encoded = encoded;
     const seconds = String(Math.floor(this.clock().getTime() / 1000));
@@ -303,7 +353,10 @@ export class Binder {
     } catch (error) {
       const bound = await this.boundHereAfterAll(args);
       if (bound === true) {
-        this.deps.log?.('warn', `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`);
+        this.deps.log?.(
+          'warn',
+          `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`,
+        );
         return;
       }
       attempt.binding = bound === false && refusedForSure(error) ? 'refused' : 'maybe-bound';
@@ -328,7 +381,10 @@ export class Binder {
   private async unreserve(attempt: BindAttempt): Promise<void> {
     const { args, ref } = attempt;
     if (attempt.binding === 'maybe-bound') {
-      this.deps.log?.('warn', `kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod may be bound there`);
+      this.deps.log?.(
+        'warn',
+        `kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod may be bound there`,
+      );
       return;
     }
     if (attempt.reserved) this.deps.cache.forgetPod(args.podUid);
@@ -348,11 +404,22 @@ export class Binder {
    * The pods read before the write (`readBefore`, against the state the write replaced) serve when
    * no holder was taken over: nothing can bind on the node between that state and our write.
    */
-  private async usageForBind(args: BindingArgs, lock: AcquireResult, signal: AbortSignal, readBefore: PodsReadForWrite | undefined): Promise<ReadonlyMap<string, GpuUse> | undefined> {
+  private async usageForBind(
+    args: BindingArgs,
+    lock: AcquireResult,
+    signal: AbortSignal,
+    readBefore: PodsReadForWrite | undefined,
+  ): Promise<ReadonlyMap<string, GpuUse> | undefined> {
     if (lock.outcome !== 'taken-over' && this.deps.cache.podsSeenThrough(lock.writtenOver)) return undefined;
-    const items = lock.outcome !== 'taken-over' && readBefore?.resourceVersion === lock.writtenOver
-      ? readBefore.items
-      : (await this.deps.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${args.node}` }, withSignal(signal))).items;
+    const items =
+      lock.outcome !== 'taken-over' && readBefore?.resourceVersion === lock.writtenOver
+        ? readBefore.items
+        : (
+            await this.deps.core.listPodForAllNamespaces(
+              { fieldSelector: `spec.nodeName=${args.node}` },
+              withSignal(signal),
+            )
+          ).items;
     return this.deps.cache.usageIncluding(args.node, args.podUid, items);
   }
 
@@ -363,7 +430,12 @@ export class Binder {
    * to `snapshot` (every earlier allocation there happened under a lock released by then), else
    * from the API (kept in `readForWrite` for the fit).
    */
-  private async checkAcknowledged(args: BindingArgs, snapshot: NodeSnapshot, signal: AbortSignal | undefined, readForWrite: { pods?: PodsReadForWrite }): Promise<void> {
+  private async checkAcknowledged(
+    args: BindingArgs,
+    snapshot: NodeSnapshot,
+    signal: AbortSignal | undefined,
+    readForWrite: { pods?: PodsReadForWrite },
+  ): Promise<void> {
     const cache = this.deps.cache;
     if (!kubeletRegistered(cache.node(args.node))) return;
     const maxAgeMs = this.deps.acknowledgementMaxAgeMs ?? DEFAULT_ACKNOWLEDGEMENT_MAX_AGE_MS;
@@ -371,7 +443,10 @@ export class Binder {
     if (cache.podsSeenThrough(snapshot.resourceVersion)) {
       waiting = cache.unacknowledgedOn(args.node, maxAgeMs, args.podUid);
     } else {
-      const listed = await this.deps.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${args.node}` }, withSignal(signal));
+      const listed = await this.deps.core.listPodForAllNamespaces(
+        { fieldSelector: `spec.nodeName=${args.node}` },
+        withSignal(signal),
+      );
       readForWrite.pods = { resourceVersion: snapshot.resourceVersion, items: listed.items };
       const now = this.clock().getTime();
       waiting = listed.items.flatMap((pod): UnacknowledgedPod[] => {
@@ -379,13 +454,18 @@ export class Binder {
         if (uid === undefined || uid === args.podUid || nodeAwaitingAcknowledgement(pod) !== args.node) return [];
         // Age from when the store first saw it waiting: a pod's own stamps are its owner's to write.
         const sinceMs = cache.unacknowledgedSince(uid) ?? now;
-        return now - sinceMs <= maxAgeMs ? [{ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', uid, sinceMs }] : [];
+        return now - sinceMs <= maxAgeMs
+          ? [{ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', uid, sinceMs }]
+          : [];
       });
     }
     const first = waiting[0];
     if (first === undefined) return;
     const more = waiting.length > 1 ? ` and ${waiting.length - 1} more` : '';
-    throw new NodeBusyError(args.node, `node ${args.node} is free, but its kubelet has not acknowledged the allocation of ${podKey(first)}${more} (${Math.round((this.clock().getTime() - first.sinceMs) / 1000)}s): restarted now, kubelet would call Allocate for it again and be served the next pod's GPUs; ${args.podNamespace}/${args.podName} must wait`);
+    throw new NodeBusyError(
+      args.node,
+      `node ${args.node} is free, but its kubelet has not acknowledged the allocation of ${podKey(first)}${more} (${Math.round((this.clock().getTime() - first.sinceMs) / 1000)}s): restarted now, kubelet would call Allocate for it again and be served the next pod's GPUs; ${args.podNamespace}/${args.podName} must wait`,
+    );
   }
 
   /** The pod from the store when it has this incarnation, else from the API. */
@@ -394,12 +474,16 @@ export class Binder {
     if (cached?.metadata?.uid === args.podUid) return cached;
     let pod: V1Pod;
     try {
-      pod = await this.deps.core.readNamespacedPod({ name: args.podName, namespace: args.podNamespace }, withSignal(signal));
+      pod = await this.deps.core.readNamespacedPod(
+        { name: args.podName, namespace: args.podNamespace },
+        withSignal(signal),
+      );
     } catch (error) {
       if (isNotFound(error)) throw new BindError('pod not found', { cause: error });
       throw error;
     }
-    if (pod.metadata?.uid !== args.podUid) throw new BindError(`pod was recreated (uid ${pod.metadata?.uid ?? 'none'}, bind asked for ${args.podUid})`);
+    if (pod.metadata?.uid !== args.podUid)
+      throw new BindError(`pod was recreated (uid ${pod.metadata?.uid ?? 'none'}, bind asked for ${args.podUid})`);
     return pod;
   }
 
@@ -414,12 +498,17 @@ export class Binder {
     // The store saw this very pod's DELETED event: no Binding of it can succeed, and a lock taken
     // for it now would outlive it if this process died before the failed Binding released it
     // (chaos on real nodes, seed 23: a waiting bind took the lock 4 s after its pod was gone).
-    if (cached === undefined && this.deps.cache.goneIncarnation(args.podNamespace, args.podName, args.podUid) !== undefined) {
+    if (
+      cached === undefined &&
+      this.deps.cache.goneIncarnation(args.podNamespace, args.podName, args.podUid) !== undefined
+    ) {
       throw new BindError('pod was deleted while this bind waited');
     }
     if (cached?.metadata?.uid !== undefined && cached.metadata.uid !== args.podUid) {
       if (isNewerVersion(validatedVersion, cached.metadata.resourceVersion)) return;
-      throw new BindError(`pod was recreated while this bind waited (uid ${cached.metadata.uid}, bind asked for ${args.podUid})`);
+      throw new BindError(
+        `pod was recreated while this bind waited (uid ${cached.metadata.uid}, bind asked for ${args.podUid})`,
+      );
     }
   }
 
@@ -441,18 +530,32 @@ export class Binder {
         pod: ref,
         signal,
         options: {
-          mayReenter: () => { const owner = this.lockOwners.get(node); return owner === undefined || owner === token; },
+          mayReenter: () => {
+            const owner = this.lockOwners.get(node);
+            return owner === undefined || owner === token;
+          },
           beforeWrite: (snapshot, writeSignal) => this.checkAcknowledged(args, snapshot, writeSignal, readForWrite),
           takeOverFinished: (_node, value) => this.pluginHadItsTurn(node, value),
         },
-        beforeEachTry: () => { this.checkIncarnation(args, validatedVersion); },
+        beforeEachTry: () => {
+          this.checkIncarnation(args, validatedVersion);
+        },
         onBusy: (reason) => {
           if (announced.has(reason.name) || this.clock().getTime() - waitStarted < routineMs) return;
           announced.add(reason.name);
-          this.deps.events.record(target, 'Normal', 'NodeLockWait', `waiting for the lock on node ${node}: ${reason.message}`);
+          this.deps.events.record(
+            target,
+            'Normal',
+            'NodeLockWait',
+            `waiting for the lock on node ${node}: ${reason.message}`,
+          );
         },
-        turnTimedOut: () => new BindDeadlineError(`gave up waiting for the lock on node ${node} after ${Math.round(this.deps.lockWaitMs / 1000)}s`),
-        gaveUp: (last) => new BindError(`${last.message} (waited ${Math.round(this.deps.lockWaitMs / 1000)}s)`, { cause: last }),
+        turnTimedOut: () =>
+          new BindDeadlineError(
+            `gave up waiting for the lock on node ${node} after ${Math.round(this.deps.lockWaitMs / 1000)}s`,
+          ),
+        gaveUp: (last) =>
+          new BindError(`${last.message} (waited ${Math.round(this.deps.lockWaitMs / 1000)}s)`, { cause: last }),
       });
     } finally {
       // This bind's turn is over: the lock it waited on is gone, or it gave up; the next waiter starts afresh.
@@ -478,15 +581,28 @@ export class Binder {
     return now - pending.sinceMs >= waitMs;
   }
 
-  private async createBinding(args: BindingArgs, annotations: Record<string, string>, signal: AbortSignal, labels?: Record<string, string>): Promise<void> {
-    await this.deps.core.createNamespacedPodBinding({
-      name: args.podName,
-      namespace: args.podNamespace,
-      body: {
-        metadata: { name: args.podName, uid: args.podUid, ...(Object.keys(annotations).length > 0 ? { annotations } : {}), ...(labels === undefined ? {} : { labels }) },
-        target: { apiVersion: 'v1', kind: 'Node', name: args.node },
+  private async createBinding(
+    args: BindingArgs,
+    annotations: Record<string, string>,
+    signal: AbortSignal,
+    labels?: Record<string, string>,
+  ): Promise<void> {
+    await this.deps.core.createNamespacedPodBinding(
+      {
+        name: args.podName,
+        namespace: args.podNamespace,
+        body: {
+          metadata: {
+            name: args.podName,
+            uid: args.podUid,
+            ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+            ...(labels === undefined ? {} : { labels }),
+          },
+          target: { apiVersion: 'v1', kind: 'Node', name: args.node },
+        },
       },
-    }, withSignal(signal));
+      withSignal(signal),
+    );
   }
 
   /**
@@ -497,11 +613,17 @@ export class Binder {
   private async boundHereAfterAll(args: BindingArgs): Promise<boolean | undefined> {
     const budget = timeoutSignal(this.cleanupReserveMs, () => new BindDeadlineError('re-reading the pod timed out'));
     try {
-      const pod = await this.deps.core.readNamespacedPod({ name: args.podName, namespace: args.podNamespace }, withSignal(budget.signal));
+      const pod = await this.deps.core.readNamespacedPod(
+        { name: args.podName, namespace: args.podNamespace },
+        withSignal(budget.signal),
+      );
       return pod.metadata?.uid === args.podUid && pod.spec?.nodeName === args.node;
     } catch (error) {
       if (isNotFound(error)) return false;
-      this.deps.log?.('warn', `could not re-read ${args.podNamespace}/${args.podName} after a failed Binding: ${apiMessage(error)}`);
+      this.deps.log?.(
+        'warn',
+        `could not re-read ${args.podNamespace}/${args.podName} after a failed Binding: ${apiMessage(error)}`,
+      );
       return undefined;
     } finally {
       budget.clear();
@@ -513,7 +635,10 @@ export class Binder {
     try {
       await this.deps.locks.release(args.node, ref, 'bind-failure', { expectValues: values, signal: budget.signal });
     } catch (error) {
-      this.deps.log?.('warn', `could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the sweeper will): ${describeError(error)}`);
+      this.deps.log?.(
+        'warn',
+        `could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the sweeper will): ${describeError(error)}`,
+      );
     } finally {
       budget.clear();
     }

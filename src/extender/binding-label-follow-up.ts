@@ -126,7 +126,9 @@ export class BindingLabelFollowUp {
 
   private patch(pod: BoundPod): void {
     this.deps.patchLabel(pod).catch((error: unknown) => {
-      this.deps.log?.(`could not label ${pod.namespace}/${pod.name} with ${VGPU_NODE_LABEL} (the bind stands): ${(error as Error).message}`);
+      this.deps.log?.(
+        `could not label ${pod.namespace}/${pod.name} with ${VGPU_NODE_LABEL} (the bind stands): ${(error as Error).message}`,
+      );
     });
   }
 }
@@ -137,10 +139,13 @@ const LABEL_PATCH_TIMEOUT_MS = 10_000;
 /** The label write of BindingLabelFollowUp: a merge patch whose uid makes it fail on another incarnation. */
 export function kubeLabelPatch(core: Pick<CoreV1Api, 'patchNamespacedPod'>): (pod: BoundPod) => Promise<void> {
   return async (pod) => {
-    await core.patchNamespacedPod({
-      name: pod.name,
-      namespace: pod.namespace,
-      body: { metadata: { uid: pod.uid, labels: { [VGPU_NODE_LABEL]: pod.node } } },
-    }, withSignal(boundedSignal(undefined, LABEL_PATCH_TIMEOUT_MS), mergePatch));
+    await core.patchNamespacedPod(
+      {
+        name: pod.name,
+        namespace: pod.namespace,
+        body: { metadata: { uid: pod.uid, labels: { [VGPU_NODE_LABEL]: pod.node } } },
+      },
+      withSignal(boundedSignal(undefined, LABEL_PATCH_TIMEOUT_MS), mergePatch),
+    );
   };
 }

@@ -7,9 +7,24 @@ import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { forEachInSlices, mapInSlices } from '../base/time-slices.js';
 import type { Binder } from './binder.js';
-import { evaluateNode, FailureSummary, NODE_UNREGISTERED, scoreNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
+import {
+  evaluateNode,
+  FailureSummary,
+  NODE_UNREGISTERED,
+  scoreNode,
+  viewPod,
+  type PlacementDefaults,
+  type PodView,
+} from './gpu-placement.js';
 import type { RefusalRequeue, RefusedPod } from './refusal-requeue.js';
-import { filterResult, type BindingArgs, type ExtenderBindingResult, type ExtenderFilterResult, type FilterArgs, type HostPriority } from './protocol.js';
+import {
+  filterResult,
+  type BindingArgs,
+  type ExtenderBindingResult,
+  type ExtenderFilterResult,
+  type FilterArgs,
+  type HostPriority,
+} from './protocol.js';
 import { NodeShapeCache, type ShapeValues } from './node-shape-cache.js';
 import { NOT_A_CANDIDATE, packingTargets } from './packing-plan.js';
 import type { PendingBursts } from './pending-bursts.js';
@@ -148,7 +163,8 @@ export class ExtenderService {
 
   async filter(args: FilterArgs): Promise<ExtenderFilterResult> {
     const { cache } = this.deps;
-    if (!(await cache.waitForSync(this.deps.syncWaitMs))) return filterResult.error('vgpu-warden cluster state not synced yet');
+    if (!(await cache.waitForSync(this.deps.syncWaitMs)))
+      return filterResult.error('vgpu-warden cluster state not synced yet');
     const problems = cache.problems();
     if (problems.length > 0) return filterResult.error(`vgpu-warden cluster state is stale: ${problems.join('; ')}`);
     if (namesGpuResource(args.pod)) {
@@ -197,11 +213,16 @@ export class ExtenderService {
       return filterResult.error(message);
     }
     if (passed.length === 0) {
-      if (refused !== undefined) this.deps.refusals?.noteRefusal(refused, [...failed.keys()].map((node) => [node, placement.failedAt.get(node)]));
+      if (refused !== undefined)
+        this.deps.refusals?.noteRefusal(
+          refused,
+          [...failed.keys()].map((node) => [node, placement.failedAt.get(node)]),
+        );
       this.recordFilteringFailed(args.pod, `no available node, ${notMet}`);
     } else {
       if (refused !== undefined) this.deps.refusals?.forget(refused.uid);
-      if (this.deps.successEvents === true) this.recordFilteringSucceed(args.pod, filteringSucceedMessage(passed, args.nodeNames.length - passed.length));
+      if (this.deps.successEvents === true)
+        this.recordFilteringSucceed(args.pod, filteringSucceedMessage(passed, args.nodeNames.length - passed.length));
     }
     return filterResult.passed(passed, failed);
   }
@@ -210,12 +231,30 @@ export class ExtenderService {
    * Fits the pod onto every named node, in slices: the admission webhook answers from this event
    * loop too. Per name: one generation lookup and, for a repeated shape, one cache lookup.
    */
-  private async place(nodeNames: readonly string[], pod: PodView, shape: string, repeated: boolean, quota: string): Promise<Placement> {
+  private async place(
+    nodeNames: readonly string[],
+    pod: PodView,
+    shape: string,
+    repeated: boolean,
+    quota: string,
+  ): Promise<Placement> {
     const { cache } = this.deps;
-    const remembered: RememberedFilter = { names: nodeNames, generations: new Float64Array(nodeNames.length), verdicts: new Array<NodeVerdict>(nodeNames.length), quota };
+    const remembered: RememberedFilter = {
+      names: nodeNames,
+      generations: new Float64Array(nodeNames.length),
+      verdicts: new Array<NodeVerdict>(nodeNames.length),
+      quota,
+    };
     const passed = new Array<string>(nodeNames.length);
     let passedCount = 0;
-    const placement: Placement = { passed, failed: new Map(), failedAt: new Map(), summary: new FailureSummary(), remembered, unseen: [] };
+    const placement: Placement = {
+      passed,
+      failed: new Map(),
+      failedAt: new Map(),
+      summary: new FailureSummary(),
+      remembered,
+      unseen: [],
+    };
     const cached = repeated ? this.shapeVerdicts(shape) : undefined;
     const accountedOn = this.nodesAccounting(pod);
     await forEachInSlices(nodeNames, (node, index) => {
@@ -252,8 +291,12 @@ export class ExtenderService {
         unsubscribe();
         resolve(seen);
       };
-      const unsubscribe = cache.onNodeChange((node) => { if (wanted.has(node.metadata?.name ?? '')) finish(true); });
-      const timer = setTimeout(() => { finish(false); }, timeoutMs);
+      const unsubscribe = cache.onNodeChange((node) => {
+        if (wanted.has(node.metadata?.name ?? '')) finish(true);
+      });
+      const timer = setTimeout(() => {
+        finish(false);
+      }, timeoutMs);
     });
   }
 
@@ -292,14 +335,21 @@ export class ExtenderService {
     const lookup = remembered === undefined ? undefined : new RememberedLookup(remembered);
     const verdicts = await mapInSlices(nodeNames, (node, index) => {
       const lock = cache.lockOf(node);
-      lockStates[index] = lock === undefined || isOwnedBy(parseLockValue(lock.raw), owner) ? 'free' : now - lock.firstSeen.getTime() > PLAN_LOCK_PATIENCE_MS ? 'stalled' : 'busy';
+      lockStates[index] =
+        lock === undefined || isOwnedBy(parseLockValue(lock.raw), owner)
+          ? 'free'
+          : now - lock.firstSeen.getTime() > PLAN_LOCK_PATIENCE_MS
+            ? 'stalled'
+            : 'busy';
       const generation = cache.nodeGeneration(node);
       const at = lookup?.indexOf(node) ?? -1;
       const known = at >= 0 && remembered?.generations[at] === generation ? remembered?.verdicts[at] : undefined;
       return known ?? this.verdict(node, pod);
     });
     const binpack = pod.policies.node === 'binpack';
-    const plan = binpack ? this.packingPlan(args, pod, verdicts, (index) => lockStates[index] !== 'stalled') : new Set<string>();
+    const plan = binpack
+      ? this.packingPlan(args, pod, verdicts, (index) => lockStates[index] !== 'stalled')
+      : new Set<string>();
     return nodeNames.map((node, index) => {
       const verdict = verdicts[index];
       if (verdict?.fits !== true) return { Host: node, Score: 0 };
@@ -314,10 +364,16 @@ export class ExtenderService {
   }
 
   /** The nodes binpack fills now with pods like this one (packing-plan.ts). `usable` takes the index of a name. */
-  private packingPlan(args: FilterArgs, pod: PodView, verdicts: readonly NodeVerdict[], usable: (index: number) => boolean): Set<string> {
+  private packingPlan(
+    args: FilterArgs,
+    pod: PodView,
+    verdicts: readonly NodeVerdict[],
+    usable: (index: number) => boolean,
+  ): Set<string> {
     const shape = shapeOf(pod);
     const cache = this.deps.cache;
-    const pending = this.deps.pending?.count(burstKeyOf(shape, args.pod), (uid) => cache.isAssumed(uid), PENDING_COUNT_LIMIT) ?? 1;
+    const pending =
+      this.deps.pending?.count(burstKeyOf(shape, args.pod), (uid) => cache.isAssumed(uid), PENDING_COUNT_LIMIT) ?? 1;
     if (pending <= 0) return new Set();
     const names = args.nodeNames;
     // One typed array per call, nothing per name (packing-plan.ts: negative = not a candidate).
@@ -364,7 +420,9 @@ export class ExtenderService {
   private verdict(node: string, pod: PodView): NodeVerdict {
     if (this.deps.cache.inventory(node) === undefined) return UNREGISTERED;
     const evaluation = evaluateNode(this.deps.cache, node, pod);
-    return evaluation.fits ? { fits: true, ...scoreNode(this.deps.cache, evaluation, pod) } : { fits: false, reason: evaluation.reason };
+    return evaluation.fits
+      ? { fits: true, ...scoreNode(this.deps.cache, evaluation, pod) }
+      : { fits: false, reason: evaluation.reason };
   }
 
   /**
@@ -372,7 +430,13 @@ export class ExtenderService {
    * verdicts) when the node has not changed since. `accountedOn`: the nodes the pod itself is
    * already counted on (a retried placement), fitted afresh without its own usage.
    */
-  private verdictAt(node: string, generation: number | undefined, pod: PodView, cached: ShapeValues<NodeVerdict> | undefined, accountedOn: readonly string[]): NodeVerdict {
+  private verdictAt(
+    node: string,
+    generation: number | undefined,
+    pod: PodView,
+    cached: ShapeValues<NodeVerdict> | undefined,
+    accountedOn: readonly string[],
+  ): NodeVerdict {
     // No generation: the store has no state for the node at all.
     if (generation === undefined) return UNREGISTERED;
     if (cached === undefined || (accountedOn.length > 0 && accountedOn.includes(node))) return this.verdict(node, pod);
@@ -462,7 +526,12 @@ function unseenText(unseen: readonly string[]): string {
 
 function podTarget(pod: Record<string, unknown>): EventTarget {
   const identity = (pod as PodIdentity).metadata ?? {};
-  return { kind: 'Pod', name: identity.name ?? '', namespace: identity.namespace ?? 'default', ...(identity.uid ? { uid: identity.uid } : {}) };
+  return {
+    kind: 'Pod',
+    name: identity.name ?? '',
+    namespace: identity.namespace ?? 'default',
+    ...(identity.uid ? { uid: identity.uid } : {}),
+  };
 }
 
 /** Nodes named in a FilteringSucceed message at most; the rest are counted, so the Event stays small. */

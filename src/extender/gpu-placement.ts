@@ -39,7 +39,8 @@ export interface PodView {
 /** The reason code of a pod-level problem, on every node, where a caller fits node by node. */
 export const POD_UNSUPPORTED = 'PodSchedulingUnsupported';
 
-export type NodeEvaluation = (FitResult & { node: string }) | { node: string; fits: false; reason: string; reasonCounts: Record<string, number> };
+export type NodeEvaluation =
+  (FitResult & { node: string }) | { node: string; fits: false; reason: string; reasonCounts: Record<string, number> };
 
 interface PodLike {
   metadata?: { uid?: string; namespace?: string; annotations?: Record<string, string> };
@@ -83,11 +84,18 @@ export const NODE_UNREGISTERED = 'node unregistered';
  * and its namespace's GPU quota. `usage` replaces the store's usage of the node (a bind that read
  * the node's pods from the API).
  */
-export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, usage?: ReadonlyMap<string, GpuUse>): NodeEvaluation {
+export function evaluateNode(
+  cache: ClusterCache,
+  node: string,
+  pod: PodView,
+  usage?: ReadonlyMap<string, GpuUse>,
+): NodeEvaluation {
   const inventory = cache.inventory(node);
-  if (inventory === undefined) return { node, fits: false, reason: NODE_UNREGISTERED, reasonCounts: { NodeUnregistered: 1 } };
+  if (inventory === undefined)
+    return { node, fits: false, reason: NODE_UNREGISTERED, reasonCounts: { NodeUnregistered: 1 } };
   // Bind refits through here too, so a pod filter refuses can never be bound either.
-  if (pod.problem !== undefined) return { node, fits: false, reason: pod.problem, reasonCounts: { [POD_UNSUPPORTED]: 1 } };
+  if (pod.problem !== undefined)
+    return { node, fits: false, reason: pod.problem, reasonCounts: { [POD_UNSUPPORTED]: 1 } };
   if (inventory.devices.length === 0) {
     // The problems quote the node's annotations, which a device plugin or a node patch wrote.
     const why = clip(inventory.problems.join('; '), REASON_CHARS) || `${NODE_REGISTER_ANNOTATION} missing`;
@@ -96,7 +104,8 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
   // A node whose device plugin stopped reporting keeps its register annotation: without this it
   // would attract pods that kubelet rejects, in a loop (and be the binpack favourite).
   const liveness = cache.gpuLiveness(node);
-  if (!liveness.ready) return { node, fits: false, reason: liveness.reason, reasonCounts: { DevicePluginNotReporting: 1 } };
+  if (!liveness.ready)
+    return { node, fits: false, reason: liveness.reason, reasonCounts: { DevicePluginNotReporting: 1 } };
   const result = fitPod({
     devices: inventory.devices,
     usage: usage ?? cache.usageOn(node, pod.uid),
@@ -114,7 +123,11 @@ export function evaluateNode(cache: ClusterCache, node: string, pod: PodView, us
  * Where the pod fits: how full the node is with the pod on it (0..1) and the node-policy score
  * (0..10) from it; zeros elsewhere.
  */
-export function scoreNode(cache: ClusterCache, evaluation: NodeEvaluation, pod: PodView): { score: number; utilization: number } {
+export function scoreNode(
+  cache: ClusterCache,
+  evaluation: NodeEvaluation,
+  pod: PodView,
+): { score: number; utilization: number } {
   const inventory = evaluation.fits ? cache.inventory(evaluation.node) : undefined;
   if (!evaluation.fits || inventory === undefined) return { score: 0, utilization: 0 };
   const utilization = nodeUtilization(inventory.devices, evaluation.usageAfter);
@@ -172,24 +185,38 @@ export class FailureSummary {
   private reasonsIn(reason: string): string[] {
     if (reason === this.lastReason?.text) return this.lastReason.names;
     // Fit reasons are "n/m Reason" lists; any other reason is one (it may hold commas itself).
-    const names = (/^\d+\/\d+ /.test(reason) ? reason.split(', ') : [reason]).map((part) => clip(part.replace(/^\d+\/\d+ /, ''), REASON_CHARS));
+    const names = (/^\d+\/\d+ /.test(reason) ? reason.split(', ') : [reason]).map((part) =>
+      clip(part.replace(/^\d+\/\d+ /, ''), REASON_CHARS),
+    );
     this.lastReason = { text: reason, names };
     return names;
   }
 
   text(): string {
-    const ranked = [...this.byReason.entries()].sort(([a, x], [b, y]) => y.count - x.count || (a < b ? -1 : a > b ? 1 : 0));
-    const shown = ranked.slice(0, this.limits.reasons).map(([reason, { count, sample }]) =>
-      `${count} ${count === 1 ? 'node' : 'nodes'} ${reason} (${sample.join(', ')}${count > sample.length ? ', …' : ''})`);
+    const ranked = [...this.byReason.entries()].sort(
+      ([a, x], [b, y]) => y.count - x.count || (a < b ? -1 : a > b ? 1 : 0),
+    );
+    const shown = ranked
+      .slice(0, this.limits.reasons)
+      .map(
+        ([reason, { count, sample }]) =>
+          `${count} ${count === 1 ? 'node' : 'nodes'} ${reason} (${sample.join(', ')}${count > sample.length ? ', …' : ''})`,
+      );
     const hidden = ranked.length - shown.length;
     return hidden > 0 ? `${shown.join('; ')}; and ${hidden} more reasons` : shown.join('; ');
   }
 }
 
 /** The summary of a whole FailedNodes map (see FailureSummary). */
-export function summarizeFailures(failed: Readonly<Record<string, string>> | ReadonlyMap<string, string>, limits: SummaryLimits = SUMMARY_LIMITS): string {
+export function summarizeFailures(
+  failed: Readonly<Record<string, string>> | ReadonlyMap<string, string>,
+  limits: SummaryLimits = SUMMARY_LIMITS,
+): string {
   const summary = new FailureSummary(limits);
-  const entries: Iterable<[string, string]> = failed instanceof Map ? (failed as ReadonlyMap<string, string>) : Object.entries(failed as Readonly<Record<string, string>>);
+  const entries: Iterable<[string, string]> =
+    failed instanceof Map
+      ? (failed as ReadonlyMap<string, string>)
+      : Object.entries(failed as Readonly<Record<string, string>>);
   for (const [node, reason] of entries) summary.add(node, reason);
   return summary.text();
 }

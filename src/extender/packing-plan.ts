@@ -36,7 +36,11 @@ export const NOT_A_CANDIDATE = -1;
  */
 const PICKS_BEFORE_SORT = 8;
 
-export function packingTargets(candidates: PlanCandidates, pending: number, roomOn: (node: string) => number): Set<string> {
+export function packingTargets(
+  candidates: PlanCandidates,
+  pending: number,
+  roomOn: (node: string) => number,
+): Set<string> {
   const { nodes, utilizations } = candidates;
   const targets = new Set<string>();
   let remaining = pending;
@@ -73,7 +77,10 @@ export function packingTargets(candidates: PlanCandidates, pending: number, room
   }
   if (remaining <= 0 || best.length < PICKS_BEFORE_SORT) return targets;
   const picked = new Set(best);
-  const rest = nodes.map((_, index) => index).filter((index) => isCandidate(index) && !picked.has(index)).sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+  const rest = nodes
+    .map((_, index) => index)
+    .filter((index) => isCandidate(index) && !picked.has(index))
+    .sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
   for (const index of rest) {
     if (remaining <= 0) break;
     take(index);

@@ -66,7 +66,9 @@ export class PendingBursts {
 /** Unbound, not being deleted, not ended: kube-scheduler still has to place it. */
 function isPending(pod: V1Pod): boolean {
   const phase = pod.status?.phase;
-  return !pod.spec?.nodeName && pod.metadata?.deletionTimestamp === undefined && phase !== 'Succeeded' && phase !== 'Failed';
+  return (
+    !pod.spec?.nodeName && pod.metadata?.deletionTimestamp === undefined && phase !== 'Succeeded' && phase !== 'Failed'
+  );
 }
 
 /** No namespace quota in a burst key: a pending pod's budget changes with every pod bound beside it. */
@@ -79,9 +81,14 @@ export function pendingBurstKey(pod: V1Pod, defaults: PlacementDefaults): string
 }
 
 /** Pending bursts kept current from the store's pod changes (and the pods it already has); `stop` unsubscribes. */
-export function trackPendingBursts(cache: Pick<ClusterCache, 'onPodChange' | 'allPods'>, defaults: PlacementDefaults): { bursts: PendingBursts; stop: () => void } {
+export function trackPendingBursts(
+  cache: Pick<ClusterCache, 'onPodChange' | 'allPods'>,
+  defaults: PlacementDefaults,
+): { bursts: PendingBursts; stop: () => void } {
   const bursts = new PendingBursts((pod) => pendingBurstKey(pod, defaults));
-  const stop = cache.onPodChange((pod, change) => { bursts.observe(pod, change); });
+  const stop = cache.onPodChange((pod, change) => {
+    bursts.observe(pod, change);
+  });
   for (const pod of cache.allPods()) bursts.observe(pod, 'add');
   return { bursts, stop };
 }

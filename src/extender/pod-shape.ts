@@ -8,8 +8,12 @@ import type { PodView } from './gpu-placement.js';
  * of shapes.
  */
 export function shapeOf(pod: Pick<PodView, 'requests' | 'policies' | 'annotations'>): string {
-  const relevant = Object.entries(pod.annotations).filter(([key]) => key.startsWith(NVIDIA_PREFIX) || key.startsWith(HAMI_PREFIX)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return createHash('sha256').update(JSON.stringify([pod.requests, pod.policies, relevant])).digest('base64');
+  const relevant = Object.entries(pod.annotations)
+    .filter(([key]) => key.startsWith(NVIDIA_PREFIX) || key.startsWith(HAMI_PREFIX))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return createHash('sha256')
+    .update(JSON.stringify([pod.requests, pod.policies, relevant]))
+    .digest('base64');
 }
 
 /**

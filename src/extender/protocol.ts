@@ -39,7 +39,6 @@ export interface BindingArgs {
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; error: string };
 
-
 /** Reads `name` from a Go-encoded object case-insensitively, as encoding/json does. */
 export function goField(object: Record<string, unknown>, name: string): unknown {
   if (name in object) return object[name];
@@ -54,8 +53,10 @@ const MAX_NODE_NAME = 253;
 const MAX_UID = 128;
 
 function nodeNameProblem(name: unknown, position: number, list: string): string | undefined {
-  if (typeof name !== 'string' || name === '') return `${list} must be a list of node names (entry ${position} is ${quoted(name)})`;
-  if (name.length > MAX_NODE_NAME) return `${list} entry ${position} (${quoted(name)}) is longer than ${MAX_NODE_NAME} characters`;
+  if (typeof name !== 'string' || name === '')
+    return `${list} must be a list of node names (entry ${position} is ${quoted(name)})`;
+  if (name.length > MAX_NODE_NAME)
+    return `${list} entry ${position} (${quoted(name)}) is longer than ${MAX_NODE_NAME} characters`;
   return undefined;
 }
 
@@ -65,7 +66,8 @@ function nodeNamesOf(args: Record<string, unknown>): string[] | string {
     // An indexed loop: an entries() iterator would allocate a pair per name (100,000 of them).
     for (let position = 0; position < names.length; position += 1) {
       const name: unknown = names[position];
-      if (typeof name !== 'string' || name === '' || name.length > MAX_NODE_NAME) return nodeNameProblem(name, position, 'NodeNames') ?? '';
+      if (typeof name !== 'string' || name === '' || name.length > MAX_NODE_NAME)
+        return nodeNameProblem(name, position, 'NodeNames') ?? '';
     }
     return names as string[];
   }
@@ -73,7 +75,9 @@ function nodeNamesOf(args: Record<string, unknown>): string[] | string {
   const nodes = goField(args, 'Nodes');
   const items = isRecord(nodes) ? nodes.items : undefined;
   if (Array.isArray(items)) {
-    const fromObjects = items.map((item) => (isRecord(item) && isRecord(item.metadata) ? item.metadata.name : undefined));
+    const fromObjects = items.map((item) =>
+      isRecord(item) && isRecord(item.metadata) ? item.metadata.name : undefined,
+    );
     for (const [position, name] of fromObjects.entries()) {
       const problem = nodeNameProblem(name, position, 'Nodes.items[].metadata.name');
       if (problem !== undefined) return problem;
@@ -90,9 +94,11 @@ function nodeNamesOf(args: Record<string, unknown>): string[] | string {
 export function parseFilterArgs(body: unknown): Parsed<FilterArgs> {
   if (!isRecord(body)) return { ok: false, error: 'extender args must be a JSON object' };
   const pod = goField(body, 'Pod');
-  if (!isRecord(pod) || !isRecord(pod.metadata) || typeof pod.metadata.name !== 'string') return { ok: false, error: 'extender args missing pod' };
+  if (!isRecord(pod) || !isRecord(pod.metadata) || typeof pod.metadata.name !== 'string')
+    return { ok: false, error: 'extender args missing pod' };
   const { name, namespace } = pod.metadata;
-  if (!isDnsSubdomain(name)) return { ok: false, error: `extender args: pod name ${quoted(name)} is not a valid pod name` };
+  if (!isDnsSubdomain(name))
+    return { ok: false, error: `extender args: pod name ${quoted(name)} is not a valid pod name` };
   if (namespace !== undefined && (typeof namespace !== 'string' || !isDnsLabel(namespace))) {
     return { ok: false, error: `extender args: pod namespace ${quoted(namespace)} is not a valid namespace` };
   }
@@ -114,7 +120,11 @@ export function parseBindingArgs(body: unknown): Parsed<BindingArgs> {
   for (const [key, goName] of Object.entries(fields) as [keyof BindingArgs, string][]) {
     const field = goField(body, goName);
     if (typeof field !== 'string' || field === '') return { ok: false, error: `binding args missing ${goName}` };
-    if (!valid[key](field)) return { ok: false, error: `binding args: ${goName} ${quoted(field)} is not a valid ${key === 'podUid' ? 'UID' : key === 'node' ? 'node name' : key === 'podName' ? 'pod name' : 'namespace'}` };
+    if (!valid[key](field))
+      return {
+        ok: false,
+        error: `binding args: ${goName} ${quoted(field)} is not a valid ${key === 'podUid' ? 'UID' : key === 'node' ? 'node name' : key === 'podName' ? 'pod name' : 'namespace'}`,
+      };
     value[key] = field;
   }
   return { ok: true, value: value as BindingArgs };
@@ -122,7 +132,13 @@ export function parseBindingArgs(body: unknown): Parsed<BindingArgs> {
 
 export const filterResult = {
   passed(nodeNames: string[], failed: ReadonlyMap<string, string> = new Map()): ExtenderFilterResult {
-    return { Nodes: null, NodeNames: nodeNames, FailedNodes: failed.size > 0 ? failed : null, FailedAndUnresolvableNodes: null, Error: '' };
+    return {
+      Nodes: null,
+      NodeNames: nodeNames,
+      FailedNodes: failed.size > 0 ? failed : null,
+      FailedAndUnresolvableNodes: null,
+      Error: '',
+    };
   },
   error(message: string): ExtenderFilterResult {
     return { Nodes: null, NodeNames: null, FailedNodes: null, FailedAndUnresolvableNodes: null, Error: message };

@@ -55,7 +55,9 @@ export class RefusalRequeue {
   }
 
   start(): void {
-    this.unsubscribe ??= this.deps.onNodeChange((node) => { this.onNodeChange(node); });
+    this.unsubscribe ??= this.deps.onNodeChange((node) => {
+      this.onNodeChange(node);
+    });
   }
 
   stop(): void {
@@ -123,7 +125,9 @@ export class RefusalRequeue {
       this.forget(uid);
       if (!this.deps.stillPending(entry.pod)) continue;
       this.deps.nudge(entry.pod).catch((error: unknown) => {
-        this.deps.log?.(`could not requeue ${entry.pod.namespace}/${entry.pod.name} after node ${node} changed (kube-scheduler retries it on its next event): ${error instanceof Error ? error.message : String(error)}`);
+        this.deps.log?.(
+          `could not requeue ${entry.pod.namespace}/${entry.pod.name} after node ${node} changed (kube-scheduler retries it on its next event): ${error instanceof Error ? error.message : String(error)}`,
+        );
       });
     }
   }

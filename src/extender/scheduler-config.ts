@@ -61,7 +61,8 @@ export const DEFAULT_SCORE_PLUGIN_WEIGHTS: Readonly<Record<string, number>> = {
 };
 
 /** The most the score plugins together can tell two nodes apart by: 1500. */
-const MAX_PLUGIN_DIFFERENCE = Object.values(DEFAULT_SCORE_PLUGIN_WEIGHTS).reduce((sum, weight) => sum + weight, 0) * MAX_NODE_SCORE;
+const MAX_PLUGIN_DIFFERENCE =
+  Object.values(DEFAULT_SCORE_PLUGIN_WEIGHTS).reduce((sum, weight) => sum + weight, 0) * MAX_NODE_SCORE;
 
 /** The smallest weight at which one point of our 0..10 score outweighs all score plugins: 151. */
 export const EXTENDER_WEIGHT = Math.floor(MAX_PLUGIN_DIFFERENCE / (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)) + 1;
@@ -89,11 +90,16 @@ export interface SchedulerConfigOptions {
 
 /** The GPU profile's plugins and their arguments for a node policy (see the top of this file). */
 function gpuProfile(schedulerName: string, nodePolicy: NodePolicy): Record<string, unknown> {
-  const cpuAndMemory = [{ name: 'cpu', weight: 1 }, { name: 'memory', weight: 1 }];
+  const cpuAndMemory = [
+    { name: 'cpu', weight: 1 },
+    { name: 'memory', weight: 1 },
+  ];
   if (nodePolicy === 'spread') {
     return {
       schedulerName,
-      pluginConfig: [{ name: 'NodeResourcesFit', args: { scoringStrategy: { type: 'LeastAllocated', resources: cpuAndMemory } } }],
+      pluginConfig: [
+        { name: 'NodeResourcesFit', args: { scoringStrategy: { type: 'LeastAllocated', resources: cpuAndMemory } } },
+      ],
     };
   }
   return {
@@ -107,7 +113,8 @@ function gpuProfile(schedulerName: string, nodePolicy: NodePolicy): Record<strin
 }
 
 function tlsConfigOf(options: SchedulerConfigOptions): Record<string, unknown> {
-  if (options.clientTls !== undefined && options.caPem !== undefined) throw new TypeError('give the extender CA either inline (caPem) or as a file (clientTls), not both');
+  if (options.clientTls !== undefined && options.caPem !== undefined)
+    throw new TypeError('give the extender CA either inline (caPem) or as a file (clientTls), not both');
   if (options.clientTls !== undefined) return { ...options.clientTls };
   return options.caPem === undefined ? { insecure: true } : { caData: Buffer.from(options.caPem).toString('base64') };
 }
@@ -122,19 +129,21 @@ export function kubeSchedulerConfiguration(options: SchedulerConfigOptions): Rec
       ...(options.includeDefaultProfile === true ? [{ schedulerName: 'default-scheduler' }] : []),
       gpuProfile(options.schedulerName, options.nodePolicy ?? 'binpack'),
     ],
-    extenders: [{
-      urlPrefix: options.extenderUrl,
-      filterVerb: 'filter',
-      prioritizeVerb: 'prioritize',
-      bindVerb: 'bind',
-      weight: EXTENDER_WEIGHT,
-      enableHTTPS: true,
-      tlsConfig: tlsConfigOf(options),
-      nodeCacheCapable: true,
-      // The extender's bind waits for a busy node's lock for up to BIND_LOCK_WAIT (25 s): stay above it.
-      httpTimeout: '30s',
-      ignorable: false,
-      managedResources: GPU_MANAGED_RESOURCES.map((name) => ({ name, ignoredByScheduler: true })),
-    }],
+    extenders: [
+      {
+        urlPrefix: options.extenderUrl,
+        filterVerb: 'filter',
+        prioritizeVerb: 'prioritize',
+        bindVerb: 'bind',
+        weight: EXTENDER_WEIGHT,
+        enableHTTPS: true,
+        tlsConfig: tlsConfigOf(options),
+        nodeCacheCapable: true,
+        // The extender's bind waits for a busy node's lock for up to BIND_LOCK_WAIT (25 s): stay above it.
+        httpTimeout: '30s',
+        ignorable: false,
+        managedResources: GPU_MANAGED_RESOURCES.map((name) => ({ name, ignoredByScheduler: true })),
+      },
+    ],
   };
 }

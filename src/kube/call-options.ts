@@ -1,4 +1,10 @@
-import { Observable, type ConfigurationOptions, type ObservableMiddleware, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
+import {
+  Observable,
+  type ConfigurationOptions,
+  type ObservableMiddleware,
+  type RequestContext,
+  type ResponseContext,
+} from '@kubernetes/client-node';
 
 export type CallOptions = ConfigurationOptions;
 

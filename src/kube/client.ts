@@ -85,8 +85,13 @@ export function kubeconfigSources(env: Readonly<Record<string, string | undefine
  * current-context. Throws KubeconfigError (a ConfigError, one
  * line naming the setting and its source) instead of client-node's errors at the first request.
  */
-export function loadKubeConfig(kubeconfig: string | KubeconfigSetting | undefined, sources: KubeconfigSources = kubeconfigSources(), context?: string): PooledKubeConfig {
-  const setting = typeof kubeconfig === 'string' ? { paths: [kubeconfig], origin: 'kubeconfig', explicit: true } : kubeconfig;
+export function loadKubeConfig(
+  kubeconfig: string | KubeconfigSetting | undefined,
+  sources: KubeconfigSources = kubeconfigSources(),
+  context?: string,
+): PooledKubeConfig {
+  const setting =
+    typeof kubeconfig === 'string' ? { paths: [kubeconfig], origin: 'kubeconfig', explicit: true } : kubeconfig;
   const { from, ...options } = resolveKubeconfig(setting, sources, context);
   const kubeConfig = new PooledKubeConfig();
   kubeConfig.loadFromOptions(options);

@@ -37,12 +37,26 @@ export function apiStatusOf(error: unknown): { reason?: string; message?: string
  * out) or 408, 429, 5xx, anywhere along the `cause` chain. 401, 403, 404, 422 and the like are
  * definite: retrying will not fix a missing right or object.
  */
-const LOCAL_FILE_ERRORS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOENT', 'ENOTDIR', 'EISDIR', 'ENOSPC', 'EEXIST', 'ENAMETOOLONG']);
+const LOCAL_FILE_ERRORS = new Set([
+  'EACCES',
+  'EPERM',
+  'EROFS',
+  'ENOENT',
+  'ENOTDIR',
+  'EISDIR',
+  'ENOSPC',
+  'EEXIST',
+  'ENAMETOOLONG',
+]);
 
 export function isTransientApiError(error: unknown): boolean {
   const seen = new Set<unknown>();
   let status: number | undefined;
-  for (let current: unknown = error; current !== undefined && current !== null && !seen.has(current); current = (current as { cause?: unknown }).cause) {
+  for (
+    let current: unknown = error;
+    current !== undefined && current !== null && !seen.has(current);
+    current = (current as { cause?: unknown }).cause
+  ) {
     seen.add(current);
     // A local file that cannot be written (an unwritable CERT_DIR) stays so: retrying only delays
     // the one clear line, and the log would blame the apiserver (found building the image).

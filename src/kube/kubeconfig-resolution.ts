@@ -57,7 +57,8 @@ function parseFile(origin: string, path: string, text: string): ParsedFile {
   const config = new KubeConfig();
   try {
     // client-node assumes a mapping; an empty file or a bare string would fail inside it with a TypeError.
-    if (text.trim() === '') throw new KubeconfigError(`${origin}: ${clip(path, PATH_CHARS)} is not a kubeconfig (empty file)`);
+    if (text.trim() === '')
+      throw new KubeconfigError(`${origin}: ${clip(path, PATH_CHARS)} is not a kubeconfig (empty file)`);
     const document = loadYaml<unknown>(text);
     if (typeof document !== 'object' || document === null || Array.isArray(document)) {
       throw new KubeconfigError(`${origin}: ${clip(path, PATH_CHARS)} is not a kubeconfig (not a YAML mapping)`);
@@ -67,7 +68,10 @@ function parseFile(origin: string, path: string, text: string): ParsedFile {
     if (error instanceof KubeconfigError) throw error;
     // js-yaml's messages span lines (they quote the source); the first line says what is wrong.
     const reason = (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
-    throw new KubeconfigError(`${origin}: ${clip(path, PATH_CHARS)} is not a kubeconfig (${clip(reason, PATH_CHARS)})`, { cause: error });
+    throw new KubeconfigError(
+      `${origin}: ${clip(path, PATH_CHARS)} is not a kubeconfig (${clip(reason, PATH_CHARS)})`,
+      { cause: error },
+    );
   }
   config.makePathsAbsolute(dirname(path));
   return { path, config };
@@ -93,13 +97,17 @@ function readFiles(setting: KubeconfigSetting, sources: KubeconfigSources): Pars
   }
   if (parsed.length === 0) {
     const shown = clip(missing.join(', '), PATH_CHARS);
-    throw new KubeconfigError(`${setting.origin}: ${shown}: ${missing.length > 1 ? 'none of these files exists' : 'no such file'}`);
+    throw new KubeconfigError(
+      `${setting.origin}: ${shown}: ${missing.length > 1 ? 'none of these files exists' : 'no such file'}`,
+    );
   }
   return parsed;
 }
 
 /** client-go's merge: for each name the first file that defines it wins; so does the first current-context. */
-function merge(files: readonly ParsedFile[]): Omit<ResolvedKubeconfig, 'from' | 'currentContext'> & { currentContext: string | undefined } {
+function merge(
+  files: readonly ParsedFile[],
+): Omit<ResolvedKubeconfig, 'from' | 'currentContext'> & { currentContext: string | undefined } {
   const firstByName = <T extends { name: string }>(lists: T[][]): T[] => {
     const seen = new Map<string, T>();
     for (const item of lists.flat()) if (!seen.has(item.name)) seen.set(item.name, item);
@@ -109,7 +117,9 @@ function merge(files: readonly ParsedFile[]): Omit<ResolvedKubeconfig, 'from' | 
     clusters: firstByName(files.map(({ config }) => config.getClusters())),
     users: firstByName(files.map(({ config }) => config.getUsers())),
     contexts: firstByName(files.map(({ config }) => config.getContexts())),
-    currentContext: files.map(({ config }) => config.getCurrentContext()).find((name) => typeof name === 'string' && name !== ''),
+    currentContext: files
+      .map(({ config }) => config.getCurrentContext())
+      .find((name) => typeof name === 'string' && name !== ''),
   };
 }
 
@@ -126,28 +136,43 @@ function usable(merged: ReturnType<typeof merge>, where: string, chosen: string 
   const currentContext = chosen ?? merged.currentContext;
   if (clusters.length === 0) throw new KubeconfigError(`${where} is not a kubeconfig (no clusters)`);
   if (currentContext === undefined) {
-    throw new KubeconfigError(`${where}: no current-context (contexts: ${names(contexts) || 'none'}); pick one with kubectl config use-context or --context`);
+    throw new KubeconfigError(
+      `${where}: no current-context (contexts: ${names(contexts) || 'none'}); pick one with kubectl config use-context or --context`,
+    );
   }
   const quotedContext = JSON.stringify(clip(currentContext, PATH_CHARS));
   const context = contexts.find((candidate) => candidate.name === currentContext);
   const which = chosen === undefined ? 'current-context' : 'context (flag --context)';
-  if (context === undefined) throw new KubeconfigError(`${where}: ${which} ${quotedContext} is not among its contexts (${names(contexts) || 'none'})`);
+  if (context === undefined)
+    throw new KubeconfigError(
+      `${where}: ${which} ${quotedContext} is not among its contexts (${names(contexts) || 'none'})`,
+    );
   const cluster = clusters.find((candidate) => candidate.name === context.cluster);
   if (cluster === undefined) {
-    throw new KubeconfigError(`${where}: context ${quotedContext} names cluster ${JSON.stringify(clip(context.cluster, PATH_CHARS))}, which is not defined`);
+    throw new KubeconfigError(
+      `${where}: context ${quotedContext} names cluster ${JSON.stringify(clip(context.cluster, PATH_CHARS))}, which is not defined`,
+    );
   }
   // client-node leaves `user` undefined when the context names none, whatever its type says.
   const user = context.user as string | undefined;
   if (user !== undefined && !users.some((candidate) => candidate.name === user)) {
-    throw new KubeconfigError(`${where}: context ${quotedContext} names user ${JSON.stringify(clip(user, PATH_CHARS))}, which is not defined`);
+    throw new KubeconfigError(
+      `${where}: context ${quotedContext} names user ${JSON.stringify(clip(user, PATH_CHARS))}, which is not defined`,
+    );
   }
   if (cluster.server.startsWith('http:') && !cluster.skipTLSVerify) {
-    throw new KubeconfigError(`${where}: cluster ${JSON.stringify(clip(cluster.name, PATH_CHARS))} has a plain-HTTP server (${clip(cluster.server, PATH_CHARS)}); vgpu-warden talks HTTPS only: use the apiserver's https:// address`);
+    throw new KubeconfigError(
+      `${where}: cluster ${JSON.stringify(clip(cluster.name, PATH_CHARS))} has a plain-HTTP server (${clip(cluster.server, PATH_CHARS)}); vgpu-warden talks HTTPS only: use the apiserver's https:// address`,
+    );
   }
   return { clusters, contexts, users, currentContext, from: where };
 }
 
-function fromFiles(setting: KubeconfigSetting, sources: KubeconfigSources, context: string | undefined): ResolvedKubeconfig {
+function fromFiles(
+  setting: KubeconfigSetting,
+  sources: KubeconfigSources,
+  context: string | undefined,
+): ResolvedKubeconfig {
   const files = readFiles(setting, sources);
   const where = `${setting.origin}: ${clip(files.map((file) => file.path).join(':'), PATH_CHARS)}`;
   return usable(merge(files), where, context);
@@ -182,7 +207,11 @@ function homeDirOf(sources: KubeconfigSources): string | undefined {
  * none to pick from, so a context given there is refused rather than ignored. Every failure is one
  * line naming the setting and its source; when nothing is found, the line lists what was tried.
  */
-export function resolveKubeconfig(setting: KubeconfigSetting | undefined, sources: KubeconfigSources, context?: string): ResolvedKubeconfig {
+export function resolveKubeconfig(
+  setting: KubeconfigSetting | undefined,
+  sources: KubeconfigSources,
+  context?: string,
+): ResolvedKubeconfig {
   if (setting !== undefined) return fromFiles(setting, sources, context);
   const tried = ['KUBECONFIG and --kubeconfig unset'];
   const home = sources.env.HOME !== undefined && sources.env.HOME !== '' ? sources.env.HOME : homeDirOf(sources);
@@ -190,7 +219,12 @@ export function resolveKubeconfig(setting: KubeconfigSetting | undefined, source
     tried.push('~/.kube/config (no home directory)');
   } else {
     const path = join(home, '.kube', 'config');
-    if (sources.exists(path)) return fromFiles({ paths: [path], origin: 'KUBECONFIG (default ~/.kube/config)', explicit: true }, sources, context);
+    if (sources.exists(path))
+      return fromFiles(
+        { paths: [path], origin: 'KUBECONFIG (default ~/.kube/config)', explicit: true },
+        sources,
+        context,
+      );
     tried.push(`${clip(path, PATH_CHARS)} (no such file)`);
   }
   const { KUBERNETES_SERVICE_HOST: host, KUBERNETES_SERVICE_PORT: port } = sources.env;
@@ -200,7 +234,9 @@ export function resolveKubeconfig(setting: KubeconfigSetting | undefined, source
   } else if (!sources.exists(token)) {
     tried.push(`in-cluster (${token} missing: is automountServiceAccountToken off?)`);
   } else if (context !== undefined) {
-    throw new KubeconfigError(`--context ${JSON.stringify(clip(context, PATH_CHARS))} names a kubeconfig context, but there is no kubeconfig (tried ${tried.join(', ')}) and the in-cluster service account has no contexts; drop --context or pass --kubeconfig`);
+    throw new KubeconfigError(
+      `--context ${JSON.stringify(clip(context, PATH_CHARS))} names a kubeconfig context, but there is no kubeconfig (tried ${tried.join(', ')}) and the in-cluster service account has no contexts; drop --context or pass --kubeconfig`,
+    );
   } else {
     return inCluster(host, port, sources.serviceAccountDir);
   }

@@ -1,4 +1,11 @@
-import { ApiException, HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig, type ResponseContext } from '@kubernetes/client-node';
+import {
+  ApiException,
+  HttpMethod,
+  IsomorphicFetchHttpLibrary,
+  RequestContext,
+  type KubeConfig,
+  type ResponseContext,
+} from '@kubernetes/client-node';
 import { WardenError } from '../base/errors.js';
 
 /**
@@ -61,7 +68,12 @@ export async function readRawListPage<T>(
   const response = await http.send(context).toPromise();
   const text = await response.body.text();
   if (response.httpStatusCode < 200 || response.httpStatusCode > 299) {
-    throw new ApiException(response.httpStatusCode, `list ${path}: HTTP ${response.httpStatusCode}`, errorBody(text), response.headers);
+    throw new ApiException(
+      response.httpStatusCode,
+      `list ${path}: HTTP ${response.httpStatusCode}`,
+      errorBody(text),
+      response.headers,
+    );
   }
   let parsed: unknown;
   try {
@@ -70,12 +82,16 @@ export async function readRawListPage<T>(
     throw new RawListError(`list ${path}: the answer is not JSON (${text.length} bytes)`, { cause: error });
   }
   const list = parsed as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } } | null;
-  if (list === null || typeof list !== 'object' || !Array.isArray(list.items) && list.items !== null && list.items !== undefined) {
+  if (
+    list === null ||
+    typeof list !== 'object' ||
+    (!Array.isArray(list.items) && list.items !== null && list.items !== undefined)
+  ) {
     throw new RawListError(`list ${path}: the answer is not a list`);
   }
   const metadata = list.metadata;
   return {
-    items: Array.isArray(list.items) ? list.items as T[] : [],
+    items: Array.isArray(list.items) ? (list.items as T[]) : [],
     metadata: {
       ...(typeof metadata?.resourceVersion === 'string' ? { resourceVersion: metadata.resourceVersion } : {}),
       ...(typeof metadata?.continue === 'string' && metadata.continue !== '' ? { _continue: metadata.continue } : {}),

@@ -11,10 +11,7 @@ export interface UntilNotTransientOptions {
   now?: () => number;
 }
 
-
 const isAborted = (signal: AbortSignal): boolean => signal.aborted;
-
-
 
 /**
  * Runs `attempt` until it succeeds, fails definitely (isTransientApiError false) or `deadlineMs`

@@ -35,7 +35,7 @@ export interface LifecycleDeps {
 }
 
 function problemOf(error: unknown): string {
-  return error instanceof Error ? error.message.split('\n')[0] ?? '' : String(error);
+  return error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
 }
 
 /**
@@ -78,7 +78,11 @@ export class Lifecycle {
    * Runs one start step and registers its stop. A stop asked while it runs ends the step at once
    * with StartAborted; if the step still succeeds later, what it started is stopped then.
    */
-  async step<T>(part: string, start: (signal: AbortSignal) => Promise<T>, stop?: (value: T, remainingMs: number) => unknown): Promise<T> {
+  async step<T>(
+    part: string,
+    start: (signal: AbortSignal) => Promise<T>,
+    stop?: (value: T, remainingMs: number) => unknown,
+  ): Promise<T> {
     this.checkpoint();
     const signal = this.deps.signal ?? new AbortController().signal;
     const running = start(signal);
@@ -88,14 +92,22 @@ export class Lifecycle {
       const onAbort = (): void => {
         reject(new StartAborted(`stop requested while starting ${part}`));
         // Started after all: stop it, or it would outlive the process's intent to stop.
-        if (stop) running.then((late) => stop(late, this.boundMs), () => undefined).catch(() => undefined);
+        if (stop)
+          running
+            .then(
+              (late) => stop(late, this.boundMs),
+              () => undefined,
+            )
+            .catch(() => undefined);
       };
       if (signal.aborted) {
         onAbort();
         return;
       }
       signal.addEventListener('abort', onAbort, { once: true });
-      void running.then(resolve, reject).finally(() => { signal.removeEventListener('abort', onAbort); });
+      void running.then(resolve, reject).finally(() => {
+        signal.removeEventListener('abort', onAbort);
+      });
     });
     if (stop) this.defer(part, (remainingMs) => stop(value, remainingMs));
     return value;
@@ -142,9 +154,19 @@ export class Lifecycle {
 
   private async within(finished: Promise<unknown>, ms: number): Promise<'ok' | 'timeout' | { problem: string }> {
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => { resolve('timeout'); }, ms); });
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => {
+        resolve('timeout');
+      }, ms);
+    });
     try {
-      return await Promise.race([finished.then(() => 'ok' as const, (error: unknown) => ({ problem: problemOf(error) })), timeout]);
+      return await Promise.race([
+        finished.then(
+          () => 'ok' as const,
+          (error: unknown) => ({ problem: problemOf(error) }),
+        ),
+        timeout,
+      ]);
     } finally {
       clearTimeout(timer);
     }

@@ -43,6 +43,14 @@ function diagnose(error: unknown): { why: string; blame: 'host' | 'port' | 'both
  */
 export function listenFailure(settings: ListenerSettings, error: unknown): StartupError {
   const { why, blame } = diagnose(error);
-  const setting = blame === 'host' ? settings.hostSetting : blame === 'port' ? settings.portSetting : `${settings.hostSetting}, ${settings.portSetting}`;
-  return new StartupError(`cannot listen on ${hostPort(settings.host, settings.port)} for ${settings.role} (${setting}): ${why}`, { cause: error });
+  const setting =
+    blame === 'host'
+      ? settings.hostSetting
+      : blame === 'port'
+        ? settings.portSetting
+        : `${settings.hostSetting}, ${settings.portSetting}`;
+  return new StartupError(
+    `cannot listen on ${hostPort(settings.host, settings.port)} for ${settings.role} (${setting}): ${why}`,
+    { cause: error },
+  );
 }

@@ -105,16 +105,36 @@ export class ControlPlane {
     const [apiPort = 0, etcdClientPort = 0, etcdPeerPort = 0] = await freePorts(3);
     const server = `https://127.0.0.1:${apiPort}`;
     const kubeconfigPath = join(runDir, 'kubeconfig');
-    writeFileSync(kubeconfigPath, renderKubeconfig({ clusterName: CLUSTER_NAME, server, caPem: pki.caPem, userName: ADMIN_USER, token: pki.token }), { mode: 0o600 });
+    writeFileSync(
+      kubeconfigPath,
+      renderKubeconfig({ clusterName: CLUSTER_NAME, server, caPem: pki.caPem, userName: ADMIN_USER, token: pki.token }),
+      { mode: 0o600 },
+    );
 
-    const plane = new ControlPlane(runDir, server, pki.caPem, pki.token, kubeconfigPath, options.binaries, timeoutMs, progress, pki.ca, freePorts);
+    const plane = new ControlPlane(
+      runDir,
+      server,
+      pki.caPem,
+      pki.token,
+      kubeconfigPath,
+      options.binaries,
+      timeoutMs,
+      progress,
+      pki.ca,
+      freePorts,
+    );
     plane.unregisterHooks = options.shutdownHooks?.register({
       name: 'control plane',
       stop: () => plane.stop(),
-      killSync: () => { plane.killSync(); },
+      killSync: () => {
+        plane.killSync();
+      },
     });
     try {
-      await plane.startEtcdAndApiserver({ api: apiPort, etcdClient: etcdClientPort, etcdPeer: etcdPeerPort }, pki.files);
+      await plane.startEtcdAndApiserver(
+        { api: apiPort, etcdClient: etcdClientPort, etcdPeer: etcdPeerPort },
+        pki.files,
+      );
       if (options.scheduler) await plane.startScheduler(options.scheduler);
     } catch (error) {
       await plane.stop();
@@ -123,51 +143,74 @@ export class ControlPlane {
     return plane;
   }
 
-  private async startEtcdAndApiserver(ports: { api: number; etcdClient: number; etcdPeer: number }, files: PkiFiles): Promise<void> {
+  private async startEtcdAndApiserver(
+    ports: { api: number; etcdClient: number; etcdPeer: number },
+    files: PkiFiles,
+  ): Promise<void> {
     const etcdUrl = `http://127.0.0.1:${ports.etcdClient}`;
     const peerUrl = `http://127.0.0.1:${ports.etcdPeer}`;
     await this.startComponent('etcd', {
       command: this.binaries.etcd,
       args: [
         `--data-dir=${join(this.runDir, 'etcd-data')}`,
-        `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
-        `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=${peerUrl}`,
+        `--initial-advertise-peer-urls=${peerUrl}`,
         `--initial-cluster=default=${peerUrl}`,
         // A throwaway test store: durability is not worth the fsync latency.
-        '--unsafe-no-fsync', '--log-level=warn',
+        '--unsafe-no-fsync',
+        '--log-level=warn',
       ],
-      ready: (child) => waitUntilReady(child, { url: `${etcdUrl}/health`, timeoutMs: this.startTimeoutMs, expectBody: '"health":"true"' }),
+      ready: (child) =>
+        waitUntilReady(child, {
+          url: `${etcdUrl}/health`,
+          timeoutMs: this.startTimeoutMs,
+          expectBody: '"health":"true"',
+        }),
     });
     this.progress(`etcd ready on ${etcdUrl}`);
 
-    await this.startComponent('kube-apiserver', { command: this.binaries.kubeApiserver, args: [
-      `--etcd-servers=${etcdUrl}`,
-      '--bind-address=127.0.0.1', `--secure-port=${ports.api}`,
-      // Loopback advertise address plus no endpoint reconciler: the built-in "kubernetes" Endpoints
-      // would otherwise be rejected for pointing into 127.0.0.0/8.
-      '--advertise-address=127.0.0.1', '--endpoint-reconciler-type=none',
-      `--tls-cert-file=${files.servingCert}`, `--tls-private-key-file=${files.servingKey}`,
-      '--service-cluster-ip-range=10.0.0.0/24',
-      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      `--service-account-key-file=${files.saPublicKey}`, `--service-account-signing-key-file=${files.saPrivateKey}`,
-      `--token-auth-file=${files.tokens}`,
-      // Client certificates from our CA authenticate kubelets (system:node:<name>); the Node
-      // authorizer and NodeRestriction then confine each kubelet to its own node and pods, as in a
-      // real cluster, so a test cannot pass only because a kubelet had admin rights.
-      `--client-ca-file=${files.caCert}`,
-      '--authorization-mode=Node,RBAC',
-      '--enable-admission-plugins=NodeRestriction',
-      // No controller-manager: no default ServiceAccount to admit pods with, and nothing would ever
-      // remove the not-ready taint from kubelet-less nodes.
-      '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition',
-      // Logs, exec and port-forward: kubelets require a client certificate from our CA. Their
-      // serving certificates are self-signed (no --kubelet-certificate-authority, so not verified),
-      // and a node's only reachable address is the InternalIP 127.0.0.1 set by the real-node
-      // fixture: its Hostname (the node name) resolves nowhere.
-      `--kubelet-client-certificate=${files.kubeletClientCert}`, `--kubelet-client-key=${files.kubeletClientKey}`,
-      '--kubelet-preferred-address-types=InternalIP,Hostname',
-      '--allow-privileged=true', '--profiling=false', '--v=1',
-    ], ready: (child) => waitUntilReady(child, { url: `${this.server}/readyz`, caPem: this.caPem, timeoutMs: this.startTimeoutMs }) });
+    await this.startComponent('kube-apiserver', {
+      command: this.binaries.kubeApiserver,
+      args: [
+        `--etcd-servers=${etcdUrl}`,
+        '--bind-address=127.0.0.1',
+        `--secure-port=${ports.api}`,
+        // Loopback advertise address plus no endpoint reconciler: the built-in "kubernetes" Endpoints
+        // would otherwise be rejected for pointing into 127.0.0.0/8.
+        '--advertise-address=127.0.0.1',
+        '--endpoint-reconciler-type=none',
+        `--tls-cert-file=${files.servingCert}`,
+        `--tls-private-key-file=${files.servingKey}`,
+        '--service-cluster-ip-range=10.0.0.0/24',
+        '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+        `--service-account-key-file=${files.saPublicKey}`,
+        `--service-account-signing-key-file=${files.saPrivateKey}`,
+        `--token-auth-file=${files.tokens}`,
+        // Client certificates from our CA authenticate kubelets (system:node:<name>); the Node
+        // authorizer and NodeRestriction then confine each kubelet to its own node and pods, as in a
+        // real cluster, so a test cannot pass only because a kubelet had admin rights.
+        `--client-ca-file=${files.caCert}`,
+        '--authorization-mode=Node,RBAC',
+        '--enable-admission-plugins=NodeRestriction',
+        // No controller-manager: no default ServiceAccount to admit pods with, and nothing would ever
+        // remove the not-ready taint from kubelet-less nodes.
+        '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition',
+        // Logs, exec and port-forward: kubelets require a client certificate from our CA. Their
+        // serving certificates are self-signed (no --kubelet-certificate-authority, so not verified),
+        // and a node's only reachable address is the InternalIP 127.0.0.1 set by the real-node
+        // fixture: its Hostname (the node name) resolves nowhere.
+        `--kubelet-client-certificate=${files.kubeletClientCert}`,
+        `--kubelet-client-key=${files.kubeletClientKey}`,
+        '--kubelet-preferred-address-types=InternalIP,Hostname',
+        '--allow-privileged=true',
+        '--profiling=false',
+        '--v=1',
+      ],
+      ready: (child) =>
+        waitUntilReady(child, { url: `${this.server}/readyz`, caPem: this.caPem, timeoutMs: this.startTimeoutMs }),
+    });
     this.progress(`kube-apiserver ready on ${this.server}`);
   }
 
@@ -206,17 +249,26 @@ export class ControlPlane {
    */
   async startControllerManager(options: { controllers?: string[] } = {}): Promise<ControllerManagerHandle> {
     const binary = this.binaries.kubeControllerManager;
-    if (binary === undefined) throw new ControlPlaneStartError('kube-controller-manager is not built; run "bash tools/k8s/build.sh"');
+    if (binary === undefined)
+      throw new ControlPlaneStartError('kube-controller-manager is not built; run "bash tools/k8s/build.sh"');
     return retryWhilePortTaken(() => this.startControllerManagerOnce(binary, options), this.progress);
   }
 
-  private async startControllerManagerOnce(binary: string, options: { controllers?: string[] }): Promise<ControllerManagerHandle> {
+  private async startControllerManagerOnce(
+    binary: string,
+    options: { controllers?: string[] },
+  ): Promise<ControllerManagerHandle> {
     const [port = 0] = await this.freePorts(1);
     const child = this.spawn(`kube-controller-manager:${port}`, binary, [
-      `--kubeconfig=${this.kubeconfigPath}`, `--authentication-kubeconfig=${this.kubeconfigPath}`, `--authorization-kubeconfig=${this.kubeconfigPath}`,
+      `--kubeconfig=${this.kubeconfigPath}`,
+      `--authentication-kubeconfig=${this.kubeconfigPath}`,
+      `--authorization-kubeconfig=${this.kubeconfigPath}`,
       `--controllers=${(options.controllers ?? ['deployment-controller', 'replicaset-controller', 'garbage-collector-controller']).join(',')}`,
-      '--use-service-account-credentials=true', '--leader-elect=false',
-      '--bind-address=127.0.0.1', `--secure-port=${port}`, '--v=1',
+      '--use-service-account-credentials=true',
+      '--leader-elect=false',
+      '--bind-address=127.0.0.1',
+      `--secure-port=${port}`,
+      '--v=1',
     ]);
     const stop = async () => {
       this.retire(child);
@@ -249,7 +301,10 @@ export class ControlPlane {
     };
     writeFileSync(configPath, JSON.stringify(full, null, 2));
     const scheduler = this.spawn(`kube-scheduler:${port}`, this.binaries.kubeScheduler, [
-      `--config=${configPath}`, '--bind-address=127.0.0.1', `--secure-port=${port}`, '--v=2',
+      `--config=${configPath}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${port}`,
+      '--v=2',
     ]);
     const healthzUrl = `https://127.0.0.1:${port}/healthz`;
     const handle: SchedulerHandle = {
@@ -279,11 +334,30 @@ export class ControlPlane {
    */
   issueClientKubeconfig(identity: ClientIdentity, validityDays = 7): string {
     const groups = identity.groups ?? [];
-    if (groups.length > 1) throw new TypeError('issueClientKubeconfig: certificates/certificates.ts writes one organization, so give at most one group');
-    const issued = issueCertificate(this.ca, { commonName: identity.userName, organization: groups[0], usage: 'client', validityDays });
-    const config = buildKubeconfig({ clusterName: CLUSTER_NAME, server: this.server, caPem: this.caPem, userName: identity.userName, token: '' });
+    if (groups.length > 1)
+      throw new TypeError(
+        'issueClientKubeconfig: certificates/certificates.ts writes one organization, so give at most one group',
+      );
+    const issued = issueCertificate(this.ca, {
+      commonName: identity.userName,
+      organization: groups[0],
+      usage: 'client',
+      validityDays,
+    });
+    const config = buildKubeconfig({
+      clusterName: CLUSTER_NAME,
+      server: this.server,
+      caPem: this.caPem,
+      userName: identity.userName,
+      token: '',
+    });
     const base64 = (pem: string) => Buffer.from(pem).toString('base64');
-    config.users = [{ name: identity.userName, user: { 'client-certificate-data': base64(issued.certPem), 'client-key-data': base64(issued.keyPem) } }];
+    config.users = [
+      {
+        name: identity.userName,
+        user: { 'client-certificate-data': base64(issued.certPem), 'client-key-data': base64(issued.keyPem) },
+      },
+    ];
     return JSON.stringify(config, null, 2) + '\n';
   }
 
@@ -306,7 +380,9 @@ export class ControlPlane {
   /** Resolves with the first component that exits on its own, e.g. a crashed kube-apiserver; exits caused by stop() do not count. */
   firstUnexpectedExit(): Promise<ManagedProcess> {
     const never = new Promise<never>(() => undefined);
-    return Promise.race(this.processes.map((child) => child.exited.then(() => (this.stopped || this.retired.has(child) ? never : child))));
+    return Promise.race(
+      this.processes.map((child) => child.exited.then(() => (this.stopped || this.retired.has(child) ? never : child))),
+    );
   }
 
   /** Pids (process groups) of everything this control plane started, for leak checks. */
@@ -345,7 +421,12 @@ interface PkiFiles {
   tokens: string;
 }
 
-function writeControlPlanePki(runDir: string): { ca: CertificateAuthority; caPem: string; token: string; files: PkiFiles } {
+function writeControlPlanePki(runDir: string): {
+  ca: CertificateAuthority;
+  caPem: string;
+  token: string;
+  files: PkiFiles;
+} {
   const pkiDir = join(runDir, 'pki');
   mkdirSync(pkiDir, { mode: 0o700 });
   const ca = createCertificateAuthority({ commonName: 'vgpu-warden-local-ca', validityDays: 7 });
@@ -357,7 +438,12 @@ function writeControlPlanePki(runDir: string): { ca: CertificateAuthority; caPem
   });
   // What kube-apiserver shows kubelets when it proxies logs/exec; kubelets authorize with
   // AlwaysAllow, so the identity only has to be authenticated (system:masters for good measure).
-  const kubeletClient = issueCertificate(ca, { commonName: 'kube-apiserver-kubelet-client', organization: 'system:masters', usage: 'client', validityDays: 7 });
+  const kubeletClient = issueCertificate(ca, {
+    commonName: 'kube-apiserver-kubelet-client',
+    organization: 'system:masters',
+    usage: 'client',
+    validityDays: 7,
+  });
   const serviceAccount = generateKeyPairSync('rsa', {
     modulusLength: 2048,
     publicKeyEncoding: { type: 'spki', format: 'pem' },

@@ -51,12 +51,18 @@ export class DevicePluginSimulator {
   constructor(private readonly deps: DevicePluginSimulatorDeps) {}
 
   start(): void {
-    this.stopListening.push(this.deps.cache.onNodeChange((node) => { this.consider(node); }));
-    this.stopListening.push(this.deps.cache.onPodChange((pod) => {
-      const node = pod.spec?.nodeName;
-      const current = node === undefined ? undefined : this.deps.cache.node(node);
-      if (current) this.consider(current);
-    }));
+    this.stopListening.push(
+      this.deps.cache.onNodeChange((node) => {
+        this.consider(node);
+      }),
+    );
+    this.stopListening.push(
+      this.deps.cache.onPodChange((pod) => {
+        const node = pod.spec?.nodeName;
+        const current = node === undefined ? undefined : this.deps.cache.node(node);
+        if (current) this.consider(current);
+      }),
+    );
     for (const name of this.deps.cache.nodeNames()) {
       const node = this.deps.cache.node(name);
       if (node) this.consider(node);
@@ -71,7 +77,8 @@ export class DevicePluginSimulator {
   private consider(node: V1Node): void {
     const name = node.metadata?.name;
     const lock = node.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
-    if (this.stopped || name === undefined || lock === undefined || !this.deps.isSimulated(name) || this.busy.has(name)) return;
+    if (this.stopped || name === undefined || lock === undefined || !this.deps.isSimulated(name) || this.busy.has(name))
+      return;
     const value = parseLockValue(lock);
     if (value.kind !== 'owned') return;
     const pod = this.deps.cache.pod(value.owner.namespace, value.owner.name);
@@ -82,7 +89,11 @@ export class DevicePluginSimulator {
     if (this.served.size > MAX_SERVED) this.served.delete(this.served.values().next().value ?? '');
     this.busy.add(name);
     void this.allocate(name, value.owner, pod)
-      .catch((error: unknown) => { this.deps.log?.(`simulated Allocate on ${name} for ${value.owner.namespace}/${value.owner.name} failed: ${describeError(error)}`); })
+      .catch((error: unknown) => {
+        this.deps.log?.(
+          `simulated Allocate on ${name} for ${value.owner.namespace}/${value.owner.name} failed: ${describeError(error)}`,
+        );
+      })
       .finally(() => {
         this.busy.delete(name);
         // A macrotask, not a microtask: a lock that stays in place must not become a hot loop.
@@ -109,7 +120,11 @@ export class DevicePluginSimulator {
       await sleep(this.deps.allocationDelayMs ?? 20);
       remaining[index] = [];
       await this.deps.core.patchNamespacedPod(
-        { name: owner.name, namespace: owner.namespace, body: { metadata: { annotations: { [TO_ALLOCATE_ANNOTATION]: encodeAllocation(remaining) } } } },
+        {
+          name: owner.name,
+          namespace: owner.namespace,
+          body: { metadata: { annotations: { [TO_ALLOCATE_ANNOTATION]: encodeAllocation(remaining) } } },
+        },
         mergePatch,
       );
     }
@@ -119,7 +134,11 @@ export class DevicePluginSimulator {
 
   private async finish(node: string, owner: PodRef, phase: 'success' | 'failed'): Promise<void> {
     await this.deps.core.patchNamespacedPod(
-      { name: owner.name, namespace: owner.namespace, body: { metadata: { annotations: { [BIND_PHASE_ANNOTATION]: phase } } } },
+      {
+        name: owner.name,
+        namespace: owner.namespace,
+        body: { metadata: { annotations: { [BIND_PHASE_ANNOTATION]: phase } } },
+      },
       mergePatch,
     );
     await this.deps.locks.release(node, owner, 'owner');

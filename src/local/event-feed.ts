@@ -19,23 +19,51 @@ export function kubeEventPages(core: CoreV1Api): EventPageReader {
  * the digest however many Events the cluster holds. A LIST with `limit` alone would return the
  * first Events by key (namespace/name), not the newest.
  */
-export async function listEventDigest(read: EventPageReader, limits: EventDigestLimits, signal: AbortSignal, pageSize = DEFAULT_PAGE_SIZE): Promise<{ items: LiveEvent[]; resourceVersion: string }> {
+export async function listEventDigest(
+  read: EventPageReader,
+  limits: EventDigestLimits,
+  signal: AbortSignal,
+  pageSize = DEFAULT_PAGE_SIZE,
+): Promise<{ items: LiveEvent[]; resourceVersion: string }> {
   const digest = new EventDigest(limits);
-  const resourceVersion = await readPages(read, (event) => { digest.upsert(liveEventOf(event)); }, signal, pageSize);
-  if (resourceVersion === undefined || resourceVersion === '') throw new WardenError('the Event list answered without a resourceVersion');
+  const resourceVersion = await readPages(
+    read,
+    (event) => {
+      digest.upsert(liveEventOf(event));
+    },
+    signal,
+    pageSize,
+  );
+  if (resourceVersion === undefined || resourceVersion === '')
+    throw new WardenError('the Event list answered without a resourceVersion');
   return { items: digest.members(), resourceVersion };
 }
 
 /** Events as a list-watch source: the paged, digested LIST above, then a watch of /api/v1/events. */
-export function liveEventSource(kubeConfig: KubeConfig, read: EventPageReader, limits: EventDigestLimits): ListWatchSource<LiveEvent> {
+export function liveEventSource(
+  kubeConfig: KubeConfig,
+  read: EventPageReader,
+  limits: EventDigestLimits,
+): ListWatchSource<LiveEvent> {
   // Only its watch is used; the LIST is the paged one.
-  const raw = kubeListWatchSource<unknown>(kubeConfig, '/api/v1/events', () => Promise.reject(new WardenError('unused: events are listed page by page')));
+  const raw = kubeListWatchSource<unknown>(kubeConfig, '/api/v1/events', () =>
+    Promise.reject(new WardenError('unused: events are listed page by page')),
+  );
   return {
     list: (signal) => listEventDigest(read, limits, signal),
-    watch: (resourceVersion, handlers, signal) => raw.watch(resourceVersion, {
-      onEvent: (type, object) => { handlers.onEvent(type, liveEventOf(object)); },
-      onBookmark: (version) => { handlers.onBookmark(version); },
-    }, signal),
+    watch: (resourceVersion, handlers, signal) =>
+      raw.watch(
+        resourceVersion,
+        {
+          onEvent: (type, object) => {
+            handlers.onEvent(type, liveEventOf(object));
+          },
+          onBookmark: (version) => {
+            handlers.onBookmark(version);
+          },
+        },
+        signal,
+      ),
   };
 }
 
@@ -47,7 +75,11 @@ export class EventFeed {
   readonly digest: EventDigest;
   private readonly reflector: Reflector<LiveEvent>;
 
-  constructor(deps: { source: ListWatchSource<LiveEvent>; limits: EventDigestLimits; log?: (level: 'info' | 'warn', message: string) => void }) {
+  constructor(deps: {
+    source: ListWatchSource<LiveEvent>;
+    limits: EventDigestLimits;
+    log?: (level: 'info' | 'warn', message: string) => void;
+  }) {
     const digest = new EventDigest(deps.limits);
     this.digest = digest;
     this.reflector = new Reflector<LiveEvent>({
@@ -55,8 +87,13 @@ export class EventFeed {
       source: deps.source,
       ...(deps.log === undefined ? {} : { log: deps.log }),
       sink: {
-        replace: (items) => { digest.replace(items); },
-        apply: (type, event) => { if (type === 'DELETED') digest.remove(event); else digest.upsert(event); },
+        replace: (items) => {
+          digest.replace(items);
+        },
+        apply: (type, event) => {
+          if (type === 'DELETED') digest.remove(event);
+          else digest.upsert(event);
+        },
       },
     });
   }

@@ -61,7 +61,10 @@ function listen(host: string, port: number): Promise<{ server: Server; port: num
     server.listen({ host, port, exclusive: true }, () => {
       const address = server.address();
       if (address !== null && typeof address === 'object') resolve({ server, port: address.port });
-      else server.close(() => { reject(new Error(`could not read the port the kernel gave on ${host}`)); });
+      else
+        server.close(() => {
+          reject(new Error(`could not read the port the kernel gave on ${host}`));
+        });
     });
   });
 }
@@ -86,7 +89,11 @@ async function holdOnePort(host: string, range: PortRange | undefined): Promise<
  * later can still lose a race to another process that picks ports the same way; the launchers report
  * that as PortTakenError and start again on fresh ports.
  */
-export async function findFreePorts(count: number, host = '127.0.0.1', range: PortRange | undefined = listeningPortRange(readEphemeralRange())): Promise<number[]> {
+export async function findFreePorts(
+  count: number,
+  host = '127.0.0.1',
+  range: PortRange | undefined = listeningPortRange(readEphemeralRange()),
+): Promise<number[]> {
   const held: Server[] = [];
   try {
     const ports: number[] = [];
@@ -97,7 +104,16 @@ export async function findFreePorts(count: number, host = '127.0.0.1', range: Po
     }
     return ports;
   } finally {
-    await Promise.all(held.map((server) => new Promise<void>((resolve) => { server.close(() => { resolve(); }); })));
+    await Promise.all(
+      held.map(
+        (server) =>
+          new Promise<void>((resolve) => {
+            server.close(() => {
+              resolve();
+            });
+          }),
+      ),
+    );
   }
 }
 

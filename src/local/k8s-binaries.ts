@@ -21,14 +21,22 @@ export const BIN_DIR_ENV = 'VGPU_WARDEN_K8S_BIN_DIR';
  * Finds etcd, kube-apiserver and kube-scheduler: in $VGPU_WARDEN_K8S_BIN_DIR when set, else in the
  * cache directory that tools/k8s/build.sh builds into for the pinned versions.
  */
-export function locateBinaries(options: { repoRoot: string; env: Readonly<Record<string, string | undefined>> }): ControlPlaneBinaries {
+export function locateBinaries(options: {
+  repoRoot: string;
+  env: Readonly<Record<string, string | undefined>>;
+}): ControlPlaneBinaries {
   const buildScript = join(options.repoRoot, 'tools', 'k8s', 'build.sh');
   let binDir = options.env[BIN_DIR_ENV];
   if (binDir === undefined || binDir === '') {
     try {
-      binDir = execFileSync('bash', [buildScript, '--print-bin-dir'], { encoding: 'utf8', env: { ...process.env, ...options.env } }).trim();
+      binDir = execFileSync('bash', [buildScript, '--print-bin-dir'], {
+        encoding: 'utf8',
+        env: { ...process.env, ...options.env },
+      }).trim();
     } catch (error) {
-      throw new MissingBinariesError(`could not ask ${buildScript} where the control-plane binaries are`, { cause: error });
+      throw new MissingBinariesError(`could not ask ${buildScript} where the control-plane binaries are`, {
+        cause: error,
+      });
     }
   }
   const binaries = {
@@ -75,6 +83,9 @@ export function kubernetesVersionOf(binaries: Pick<ControlPlaneBinaries, 'kubeAp
     throw new MissingBinariesError(`could not run ${binaries.kubeApiserver} --version`, { cause: error });
   }
   const version = /\bv1\.\d+\.\d+\b/.exec(printed)?.[0];
-  if (version === undefined) throw new MissingBinariesError(`${binaries.kubeApiserver} --version printed no Kubernetes version: ${printed.slice(0, 80)}`);
+  if (version === undefined)
+    throw new MissingBinariesError(
+      `${binaries.kubeApiserver} --version printed no Kubernetes version: ${printed.slice(0, 80)}`,
+    );
   return version;
 }

@@ -20,7 +20,12 @@ export interface LiveEvent {
 }
 
 /** Scheduling outcomes that say why a pod is still Pending (kube-scheduler's and vgpu-warden's). */
-export const PENDING_REASONS: ReadonlySet<string> = new Set(['FailedScheduling', 'FilteringFailed', 'NodeLockWait', 'BindingFailed']);
+export const PENDING_REASONS: ReadonlySet<string> = new Set([
+  'FailedScheduling',
+  'FilteringFailed',
+  'NodeLockWait',
+  'BindingFailed',
+]);
 
 interface RawEvent {
   metadata?: { uid?: string; name?: string; namespace?: string; resourceVersion?: string; creationTimestamp?: unknown };
@@ -47,8 +52,14 @@ function dateOf(value: unknown): Date | undefined {
  * empty), else firstTimestamp, else when the object was created.
  */
 export function eventTimeOf(event: RawEvent): Date {
-  return dateOf(event.series?.lastObservedTime) ?? dateOf(event.lastTimestamp) ?? dateOf(event.eventTime)
-    ?? dateOf(event.firstTimestamp) ?? dateOf(event.metadata?.creationTimestamp) ?? new Date(0);
+  return (
+    dateOf(event.series?.lastObservedTime) ??
+    dateOf(event.lastTimestamp) ??
+    dateOf(event.eventTime) ??
+    dateOf(event.firstTimestamp) ??
+    dateOf(event.metadata?.creationTimestamp) ??
+    new Date(0)
+  );
 }
 
 export function liveEventOf(raw: unknown): LiveEvent {
@@ -63,7 +74,12 @@ export function liveEventOf(raw: unknown): LiveEvent {
     reason: event.reason ?? '',
     message: event.message ?? '',
     count: Math.max(1, event.series?.count ?? event.count ?? 1),
-    object: { kind: involved.kind ?? '', namespace: involved.namespace ?? metadata.namespace ?? '', name: involved.name ?? '', uid: involved.uid },
+    object: {
+      kind: involved.kind ?? '',
+      namespace: involved.namespace ?? metadata.namespace ?? '',
+      name: involved.name ?? '',
+      uid: involved.uid,
+    },
   };
 }
 
@@ -81,7 +97,11 @@ function compareVersions(a: string, b: string): number {
 export function compareEvents(a: LiveEvent, b: LiveEvent): number {
   const [secondA, secondB] = [Math.floor(a.time.getTime() / 1000), Math.floor(b.time.getTime() / 1000)];
   if (secondA !== secondB) return secondA - secondB;
-  return compareVersions(a.resourceVersion, b.resourceVersion) || a.time.getTime() - b.time.getTime() || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+  return (
+    compareVersions(a.resourceVersion, b.resourceVersion) ||
+    a.time.getTime() - b.time.getTime() ||
+    (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)
+  );
 }
 
 export interface EventDigestLimits {

@@ -7,7 +7,11 @@ import type { AlternateScreen } from './terminal-screen.js';
  * Why the live view is not shown, or undefined when it is: a pipe or a file cannot be redrawn in
  * place, a dumb terminal has no cursor addressing, and --no-view asks for plain lines.
  */
-export function liveViewOffReason(input: { noViewFlag: boolean; stdoutIsTTY: boolean; term: string | undefined }): string | undefined {
+export function liveViewOffReason(input: {
+  noViewFlag: boolean;
+  stdoutIsTTY: boolean;
+  term: string | undefined;
+}): string | undefined {
   if (input.noViewFlag) return '--no-view was given';
   if (!input.stdoutIsTTY) return 'stdout is not a terminal (it is piped or redirected)';
   if (input.term === 'dumb') return 'TERM=dumb (the terminal cannot redraw in place)';
@@ -51,7 +55,12 @@ export class LiveView {
 
   constructor(private readonly deps: LiveViewDeps) {
     this.clock = deps.clock ?? (() => new Date());
-    this.timers = deps.timers ?? { setInterval: (run, ms) => setInterval(run, ms), clearInterval: (handle) => { clearInterval(handle as NodeJS.Timeout); } };
+    this.timers = deps.timers ?? {
+      setInterval: (run, ms) => setInterval(run, ms),
+      clearInterval: (handle) => {
+        clearInterval(handle as NodeJS.Timeout);
+      },
+    };
   }
 
   get isActive(): boolean {
@@ -60,8 +69,12 @@ export class LiveView {
 
   start(): void {
     if (this.isActive) return;
-    this.deps.screen.enter(() => { this.redraw(); });
-    this.timer = this.timers.setInterval(() => { this.redraw(); }, this.deps.intervalMs ?? 1000);
+    this.deps.screen.enter(() => {
+      this.redraw();
+    });
+    this.timer = this.timers.setInterval(() => {
+      this.redraw();
+    }, this.deps.intervalMs ?? 1000);
     this.redraw();
   }
 

@@ -54,7 +54,8 @@ const HELD_TEXT: Partial<Record<string, string>> = {
   'kubelet-may-admit': "the pod is gone, but this node's kubelet may still admit it and call Allocate",
   'legacy-fresh': 'a legacy lock without owner, younger than NODELOCK_EXPIRE',
   'release-pending': 'the allocation is over; the device plugin deletes the lock itself',
-  'awaiting-allocation-past-expiry': 'bound here, no Allocate within NODELOCK_EXPIRE; kept, not taken over (HAMi #3096)',
+  'awaiting-allocation-past-expiry':
+    'bound here, no Allocate within NODELOCK_EXPIRE; kept, not taken over (HAMi #3096)',
 };
 
 /**
@@ -100,7 +101,8 @@ function holderText(lock: LockRow): string {
 }
 
 function reasonText(lock: LockRow): string {
-  if (lock.state === 'releasable') return `${(RELEASE_REASON_TEXT as Partial<Record<string, string>>)[lock.reason] ?? lock.reason}; the sweeper or the next bind frees it`;
+  if (lock.state === 'releasable')
+    return `${(RELEASE_REASON_TEXT as Partial<Record<string, string>>)[lock.reason] ?? lock.reason}; the sweeper or the next bind frees it`;
   if (lock.state === 'unknown') return printable(lock.error ?? 'could not be inspected');
   return HELD_TEXT[lock.reason] ?? lock.reason;
 }
@@ -118,7 +120,9 @@ function nodeLines(nodes: readonly LiveNode[]): string[] {
     lines.push(lockLine(printable(node.name), node.lock));
     for (const device of node.inventory?.devices ?? []) {
       const use = node.usage.get(device.uuid) ?? { slots: 0, memoryMiB: 0, cores: 0 };
-      lines.push(`  ${printable(device.uuid).padEnd(24)} mem ${bar(use.memoryMiB / device.memoryMiB)} ${String(use.memoryMiB).padStart(6)}/${device.memoryMiB} MiB  cores ${bar(use.cores / device.cores)} ${String(use.cores).padStart(3)}%  tasks ${use.slots}/${device.count}`);
+      lines.push(
+        `  ${printable(device.uuid).padEnd(24)} mem ${bar(use.memoryMiB / device.memoryMiB)} ${String(use.memoryMiB).padStart(6)}/${device.memoryMiB} MiB  cores ${bar(use.cores / device.cores)} ${String(use.cores).padStart(3)}%  tasks ${use.slots}/${device.count}`,
+      );
     }
   }
   return lines;
@@ -130,7 +134,8 @@ function eventText(event: LiveEvent): string {
 
 function pendingLines(pending: readonly LivePendingPod[], now: Date): string[] {
   return pending.map((pod) => {
-    const age = pod.createdAt === undefined ? '?' : formatAge(Math.floor((now.getTime() - pod.createdAt.getTime()) / 1000));
+    const age =
+      pod.createdAt === undefined ? '?' : formatAge(Math.floor((now.getTime() - pod.createdAt.getTime()) / 1000));
     const why = pod.reason === undefined ? 'no scheduling event yet' : eventText(pod.reason);
     return `  ${printable(`${pod.namespace}/${pod.name}`)}  ${age}  ${why}`;
   });
@@ -138,11 +143,18 @@ function pendingLines(pending: readonly LivePendingPod[], now: Date): string[] {
 
 function objectText(event: LiveEvent): string {
   const what = `${event.object.kind.toLowerCase()}/${event.object.name}`;
-  return printable(event.object.namespace === '' || event.object.namespace === 'default' ? what : `${what} -n ${event.object.namespace}`);
+  return printable(
+    event.object.namespace === '' || event.object.namespace === 'default'
+      ? what
+      : `${what} -n ${event.object.namespace}`,
+  );
 }
 
 function eventLines(events: readonly LiveEvent[]): string[] {
-  return events.map((event) => `  ${event.time.toISOString().slice(11, 19)}  ${printable(event.reason).padEnd(18)} ${objectText(event).padEnd(28)} ${printable(clip(event.message, MESSAGE_CHARS))}${event.count > 1 ? ` (x${event.count})` : ''}`);
+  return events.map(
+    (event) =>
+      `  ${event.time.toISOString().slice(11, 19)}  ${printable(event.reason).padEnd(18)} ${objectText(event).padEnd(28)} ${printable(clip(event.message, MESSAGE_CHARS))}${event.count > 1 ? ` (x${event.count})` : ''}`,
+  );
 }
 
 interface Section {
@@ -158,7 +170,9 @@ interface Section {
 /** Each section's minimum first, then the rest in screen order; events keep their newest lines. */
 function fitSections(sections: readonly Section[], rows: number): string[] {
   const bodies = sections.map((section) => (section.body.length === 0 ? [section.empty] : section.body));
-  const sizes = sections.map((section, index) => section.title.length + Math.min(bodies[index]?.length ?? 0, section.minBody));
+  const sizes = sections.map(
+    (section, index) => section.title.length + Math.min(bodies[index]?.length ?? 0, section.minBody),
+  );
   let spare = rows - sizes.reduce((sum, size) => sum + size, 0);
   for (let index = sizes.length - 1; index >= 0 && spare < 0; index--) {
     const cut = Math.min(sizes[index] ?? 0, -spare);
@@ -195,15 +209,39 @@ function fitSections(sections: readonly Section[], rows: number): string[] {
 export function renderLiveView(state: LiveViewState, size: ScreenSize): string[] {
   const columns = Math.max(10, size.columns);
   const header = [
-    row(`vgpu-warden local · ${state.now.toISOString().slice(11, 19)} UTC · Ctrl-C stops and removes everything`, columns),
+    row(
+      `vgpu-warden local · ${state.now.toISOString().slice(11, 19)} UTC · Ctrl-C stops and removes everything`,
+      columns,
+    ),
     ...wrapped(state.kubeconfigExport, columns, false),
     ...(state.demo === undefined ? [] : wrapped(printable(state.demo), columns)),
     ...state.notes.map((note) => row(printable(note), columns)),
   ];
-  const body = fitSections([
-    { title: ['', `nodes (${state.nodes.length}):`], body: nodeLines(state.nodes), minBody: state.nodes.length === 0 ? 1 : 2, keep: 'head', empty: '  (none)' },
-    { title: ['', `pending GPU pods (${state.pending.length}):`], body: pendingLines(state.pending, state.now), minBody: MIN_PENDING_LINES, keep: 'head', empty: '  (none)' },
-    { title: ['', 'recent events, newest last:'], body: eventLines(state.events), minBody: MIN_EVENT_LINES, keep: 'tail', empty: '  (none yet)' },
-  ], size.rows - header.length);
+  const body = fitSections(
+    [
+      {
+        title: ['', `nodes (${state.nodes.length}):`],
+        body: nodeLines(state.nodes),
+        minBody: state.nodes.length === 0 ? 1 : 2,
+        keep: 'head',
+        empty: '  (none)',
+      },
+      {
+        title: ['', `pending GPU pods (${state.pending.length}):`],
+        body: pendingLines(state.pending, state.now),
+        minBody: MIN_PENDING_LINES,
+        keep: 'head',
+        empty: '  (none)',
+      },
+      {
+        title: ['', 'recent events, newest last:'],
+        body: eventLines(state.events),
+        minBody: MIN_EVENT_LINES,
+        keep: 'tail',
+        empty: '  (none yet)',
+      },
+    ],
+    size.rows - header.length,
+  );
   return [...header, ...body.map((line) => row(line, columns))].slice(0, Math.max(0, size.rows));
 }

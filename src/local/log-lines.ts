@@ -1,7 +1,14 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { Writable } from 'node:stream';
 
-const LEVEL_NAMES: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+const LEVEL_NAMES: Record<number, string> = {
+  10: 'trace',
+  20: 'debug',
+  30: 'info',
+  40: 'warn',
+  50: 'error',
+  60: 'fatal',
+};
 
 /**
  * A JSON log line as one short line for the live view's notes (`warn bind: message`); a line that is

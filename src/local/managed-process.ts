@@ -89,7 +89,14 @@ export class ManagedProcess {
     try {
       const child = spawn(
         'bash',
-        ['-c', GUARD_SCRIPT, 'vgpu-warden-guard', String(options.guardPid ?? process.pid), options.command, ...options.args],
+        [
+          '-c',
+          GUARD_SCRIPT,
+          'vgpu-warden-guard',
+          String(options.guardPid ?? process.pid),
+          options.command,
+          ...options.args,
+        ],
         { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', log, log], detached: true },
       );
       if (child.pid === undefined) {
@@ -122,7 +129,9 @@ export class ManagedProcess {
     this.signalGroup('SIGTERM');
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => { resolve('timeout'); }, graceMs);
+      timer = setTimeout(() => {
+        resolve('timeout');
+      }, graceMs);
     });
     const outcome = await Promise.race([this.exited, timedOut]);
     clearTimeout(timer);

@@ -9,7 +9,13 @@ export interface PendingPod {
 }
 
 interface PodLike {
-  metadata?: { uid?: string; name?: string; namespace?: string; deletionTimestamp?: unknown; creationTimestamp?: unknown };
+  metadata?: {
+    uid?: string;
+    name?: string;
+    namespace?: string;
+    deletionTimestamp?: unknown;
+    creationTimestamp?: unknown;
+  };
   spec?: { nodeName?: string };
   status?: { phase?: string };
 }
@@ -41,11 +47,18 @@ export class PendingPods {
       this.pods.delete(uid);
       return;
     }
-    this.pods.set(uid, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', uid, createdAt: createdAtOf(pod.metadata?.creationTimestamp) });
+    this.pods.set(uid, {
+      namespace: pod.metadata?.namespace ?? '',
+      name: pod.metadata?.name ?? '',
+      uid,
+      createdAt: createdAtOf(pod.metadata?.creationTimestamp),
+    });
   }
 
   /** Oldest first: the pod waiting longest leads. */
   list(): PendingPod[] {
-    return [...this.pods.values()].sort((a, b) => (a.createdAt?.getTime() ?? 0) - (b.createdAt?.getTime() ?? 0) || (a.name < b.name ? -1 : 1));
+    return [...this.pods.values()].sort(
+      (a, b) => (a.createdAt?.getTime() ?? 0) - (b.createdAt?.getTime() ?? 0) || (a.name < b.name ? -1 : 1),
+    );
   }
 }

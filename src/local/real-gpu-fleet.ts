@@ -1,7 +1,16 @@
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { WardenError } from '../base/errors.js';
 import {
-  GrpcDevicePluginServer, HamiDevicePlugin, mockGpus, pluginApiFromCore, registerNode, type Admission, type AllocateAction, type AllocateRequest, type GrpcDevicePluginServerOptions, type MockGpu,
+  GrpcDevicePluginServer,
+  HamiDevicePlugin,
+  mockGpus,
+  pluginApiFromCore,
+  registerNode,
+  type Admission,
+  type AllocateAction,
+  type AllocateRequest,
+  type GrpcDevicePluginServerOptions,
+  type MockGpu,
 } from './hami-plugin/index.js';
 import type { ControlPlaneBinaries } from './k8s-binaries.js';
 import { TEST_IMAGE } from './real-node/node-image.js';
@@ -27,7 +36,11 @@ import { tailLines } from './log-lines.js';
  * then waiting; it exits at once on SIGTERM. The nodes have loopback networking only, so such pods
  * run with hostNetwork.
  */
-export const REAL_NODE_CONTAINER: { readonly image: string; readonly imagePullPolicy: string; readonly command: readonly string[] } = {
+export const REAL_NODE_CONTAINER: {
+  readonly image: string;
+  readonly imagePullPolicy: string;
+  readonly command: readonly string[];
+} = {
   image: TEST_IMAGE,
   imagePullPolicy: 'Never',
   command: ['sh', '-c', 'env | sort; trap "exit 0" TERM; sleep 3600 & wait'],
@@ -55,7 +68,8 @@ export interface RealGpuFleetOptions {
 export class RealGpuFleetError extends WardenError {}
 
 /** kubelet's log lines about device-plugin registration and connections (kubelet runs at -v=2). */
-const DEVICE_MANAGER_LINE = /device plugin|Registered client|Deregistered client|ListAndWatch|already connected|registration request/i;
+const DEVICE_MANAGER_LINE =
+  /device plugin|Registered client|Deregistered client|ListAndWatch|already connected|registration request/i;
 const TRAIL_LINES = 15;
 /** Only the end of kubelet's log is read: it grows for the node's whole life. */
 const TRAIL_BYTES = 512 * 1024;
@@ -76,7 +90,10 @@ export class RealGpuFleet {
   static async start(options: RealGpuFleetOptions): Promise<RealGpuFleet> {
     const tools = locateRealNodeTools(options.binaries);
     const fleet = await RealNodeFleet.start({
-      nodes: options.names.map((name) => ({ name, ...(options.labels === undefined ? {} : { labels: options.labels }) })),
+      nodes: options.names.map((name) => ({
+        name,
+        ...(options.labels === undefined ? {} : { labels: options.labels }),
+      })),
       cluster: options.cluster,
       kubeConfig: options.kubeConfig,
       tools,
@@ -84,21 +101,37 @@ export class RealGpuFleet {
       ...(options.progress === undefined ? {} : { progress: options.progress }),
     });
     const allocation = options.allocation ?? (() => ({ kind: 'allocate' }) as const);
-    const plugin = options.plugin ?? new HamiDevicePlugin<Admission>({ api: pluginApiFromCore(options.core), fallback: true, behaviour: (request) => allocation(request) });
+    const plugin =
+      options.plugin ??
+      new HamiDevicePlugin<Admission>({
+        api: pluginApiFromCore(options.core),
+        fallback: true,
+        behaviour: (request) => allocation(request),
+      });
     const nodes = new RealGpuFleet(fleet, plugin, options.core);
     // Registered after the nodes' hook, so on Ctrl-C (newest first) the plugins stop before their
     // kubelets: a plugin outliving its kubelet tries to serve again in a folder being removed.
-    nodes.unregisterHooks = options.shutdownHooks?.register({ name: 'device plugins', stop: () => nodes.stopPlugins(), killSync: () => undefined });
+    nodes.unregisterHooks = options.shutdownHooks?.register({
+      name: 'device plugins',
+      stop: () => nodes.stopPlugins(),
+      killSync: () => undefined,
+    });
     try {
-      await Promise.all(fleet.nodes.map(async (node) => {
-        const gpus = mockGpus(node.nodeName, options.gpusPerNode, { memoryMiB: options.gpuMemoryMiB });
-        nodes.gpus.set(node.nodeName, gpus);
-        await registerNode(options.core, node.nodeName, gpus);
-        const server = new GrpcDevicePluginServer({ plugin, node: node.nodeName, pluginDir: node.devicePluginDir });
-        nodes.servers.set(node.nodeName, server);
-        await server.start();
-        await nodes.allocatable(node.nodeName, gpus.length * (gpus[0]?.count ?? 0), options.allocatableTimeoutMs ?? 30_000);
-      }));
+      await Promise.all(
+        fleet.nodes.map(async (node) => {
+          const gpus = mockGpus(node.nodeName, options.gpusPerNode, { memoryMiB: options.gpuMemoryMiB });
+          nodes.gpus.set(node.nodeName, gpus);
+          await registerNode(options.core, node.nodeName, gpus);
+          const server = new GrpcDevicePluginServer({ plugin, node: node.nodeName, pluginDir: node.devicePluginDir });
+          nodes.servers.set(node.nodeName, server);
+          await server.start();
+          await nodes.allocatable(
+            node.nodeName,
+            gpus.length * (gpus[0]?.count ?? 0),
+            options.allocatableTimeoutMs ?? 30_000,
+          );
+        }),
+      );
     } catch (error) {
       await nodes.stop().catch(() => undefined);
       throw error;
@@ -115,11 +148,19 @@ export class RealGpuFleet {
   }
 
   /** Stops the node's plugin and serves a new one with `options` (e.g. neverRegister, registerTwice). */
-  async replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice' | 'onEvent'>>): Promise<GrpcDevicePluginServer> {
+  async replacePlugin(
+    node: string,
+    options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice' | 'onEvent'>>,
+  ): Promise<GrpcDevicePluginServer> {
     const old = this.servers.get(node);
     await old?.stop();
     await old?.settled();
-    const server = new GrpcDevicePluginServer({ plugin: this.plugin, node, pluginDir: this.node(node).devicePluginDir, ...options });
+    const server = new GrpcDevicePluginServer({
+      plugin: this.plugin,
+      node,
+      pluginDir: this.node(node).devicePluginDir,
+      ...options,
+    });
     this.servers.set(node, server);
     await server.start();
     return server;
@@ -132,7 +173,9 @@ export class RealGpuFleet {
       const seen = (await this.core.readNode({ name: node })).status?.allocatable?.[GPU_ALLOCATABLE_RESOURCE];
       if (seen === String(count)) return;
       if (Date.now() > deadline) {
-        throw new RealGpuFleetError(`${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})\n${this.devicePluginTrail(node)}`);
+        throw new RealGpuFleetError(
+          `${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})\n${this.devicePluginTrail(node)}`,
+        );
       }
       await sleep(200);
     }
@@ -145,11 +188,15 @@ export class RealGpuFleet {
    */
   private devicePluginTrail(node: string): string {
     const kubeletLog = this.node(node).logFiles.kubelet;
-    const kubeletLines = tailLines(kubeletLog, TRAIL_BYTES).filter((line) => DEVICE_MANAGER_LINE.test(line)).slice(-TRAIL_LINES);
+    const kubeletLines = tailLines(kubeletLog, TRAIL_BYTES)
+      .filter((line) => DEVICE_MANAGER_LINE.test(line))
+      .slice(-TRAIL_LINES);
     const pluginLines = this.servers.get(node)?.recentLines().slice(-TRAIL_LINES) ?? [];
     return [
-      `kubelet's device manager, last ${kubeletLines.length} lines (${kubeletLog}):`, ...kubeletLines.map((line) => `  ${line}`),
-      `the device plugin, last ${pluginLines.length} lines:`, ...pluginLines.map((line) => `  ${line}`),
+      `kubelet's device manager, last ${kubeletLines.length} lines (${kubeletLog}):`,
+      ...kubeletLines.map((line) => `  ${line}`),
+      `the device plugin, last ${pluginLines.length} lines:`,
+      ...pluginLines.map((line) => `  ${line}`),
     ].join('\n');
   }
 

@@ -54,9 +54,9 @@ export interface SeedDemoDeps {
 /** What HAMi v2.10's scheduler does with the same lock (measured; docs/operate.md, "The seed demo"). */
 export const HAMI_V2_10: Readonly<Record<SeedVariant, string>> = {
   force: 'HAMi v2.10 frees it at its next bind to the node, when that bind finds the owner gone (1.2-3.2 s measured)',
-  graceful: 'HAMi v2.10 keeps it for the whole NODELOCK_EXPIRE (5m): the owner still exists while its graceful delete runs',
+  graceful:
+    'HAMi v2.10 keeps it for the whole NODELOCK_EXPIRE (5m): the owner still exists while its graceful delete runs',
 };
-
 
 async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -85,7 +85,9 @@ async function readPod(core: CoreV1Api, namespace: string, name: string): Promis
  */
 export async function runSeedDemo(deps: SeedDemoDeps): Promise<SeedVariantResult[]> {
   const results: SeedVariantResult[] = [];
-  deps.say(`seed demo on ${deps.node.mode} nodes (${deps.node.mode === 'real' ? 'kubelet frozen from before the victim is bound until 1.5 s after its delete' : 'the simulated plugin never allocates the victim; a graceful delete is finished 1.5 s after it began, as kubelet would'})`);
+  deps.say(
+    `seed demo on ${deps.node.mode} nodes (${deps.node.mode === 'real' ? 'kubelet frozen from before the victim is bound until 1.5 s after its delete' : 'the simulated plugin never allocates the victim; a graceful delete is finished 1.5 s after it began, as kubelet would'})`,
+  );
   for (const variant of SEED_VARIANTS) results.push(await runVariant(deps, variant));
   return results;
 }
@@ -103,40 +105,62 @@ async function runVariant(deps: SeedDemoDeps, variant: SeedVariant): Promise<See
   try {
     say(`${tag}: creating GPU pod ${namespace}/${victim} for ${node.name}; it is deleted the moment its lock appears`);
     await core.createNamespacedPod({ namespace, body: node.gpuPod(victim) });
-    const lock = await until(`the lock of ${victim}`, async () => {
-      const value = await lockOf();
-      const parsed = value === undefined ? undefined : parseLockValue(value);
-      return parsed?.kind === 'owned' && parsed.owner.name === victim ? value : undefined;
-    }, timeoutMs);
-    say(`${tag}: ${node.name} locked: ${lock}; deleting ${victim} ${variant === 'force' ? 'with grace period 0' : 'gracefully'}`);
+    const lock = await until(
+      `the lock of ${victim}`,
+      async () => {
+        const value = await lockOf();
+        const parsed = value === undefined ? undefined : parseLockValue(value);
+        return parsed?.kind === 'owned' && parsed.owner.name === victim ? value : undefined;
+      },
+      timeoutMs,
+    );
+    say(
+      `${tag}: ${node.name} locked: ${lock}; deleting ${victim} ${variant === 'force' ? 'with grace period 0' : 'gracefully'}`,
+    );
     const deleted = Date.now();
-    await core.deleteNamespacedPod({ name: victim, namespace, ...(variant === 'force' ? { gracePeriodSeconds: 0 } : {}) });
+    await core.deleteNamespacedPod({
+      name: victim,
+      namespace,
+      ...(variant === 'force' ? { gracePeriodSeconds: 0 } : {}),
+    });
     await core.createNamespacedPod({ namespace, body: node.gpuPod(replacement) });
     let releasedAfterMs: number | undefined;
     const lagMs = deps.kubeletLagMs ?? 1500;
-    const ready = await until(`${replacement} to ${node.mode === 'real' ? 'run' : 'be allocated'}`, async () => {
-      if (kubelet.frozen && Date.now() - deleted >= lagMs) {
-        node.resumeKubelet();
-        kubelet.frozen = false;
-        // No kubelet on a simulated node finishes a graceful delete: the demo does, as kubelet would
-        // once the containers are gone (real nodes: kubelet admits the victim, then finishes it).
-        if (node.mode === 'simulated' && variant === 'graceful') await core.deleteNamespacedPod({ name: victim, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
-      }
-      if (releasedAfterMs === undefined) {
-        const value = await lockOf();
-        if (value === undefined || !value.endsWith(`,${victim}`)) releasedAfterMs = Date.now() - deleted;
-      }
-      const pod = await readPod(core, namespace, replacement);
-      const done = node.mode === 'real' ? pod?.status?.phase === 'Running' : pod?.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success';
-      return done ? pod : undefined;
-    }, timeoutMs);
+    const ready = await until(
+      `${replacement} to ${node.mode === 'real' ? 'run' : 'be allocated'}`,
+      async () => {
+        if (kubelet.frozen && Date.now() - deleted >= lagMs) {
+          node.resumeKubelet();
+          kubelet.frozen = false;
+          // No kubelet on a simulated node finishes a graceful delete: the demo does, as kubelet would
+          // once the containers are gone (real nodes: kubelet admits the victim, then finishes it).
+          if (node.mode === 'simulated' && variant === 'graceful')
+            await core.deleteNamespacedPod({ name: victim, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+        }
+        if (releasedAfterMs === undefined) {
+          const value = await lockOf();
+          if (value === undefined || !value.endsWith(`,${victim}`)) releasedAfterMs = Date.now() - deleted;
+        }
+        const pod = await readPod(core, namespace, replacement);
+        const done =
+          node.mode === 'real'
+            ? pod?.status?.phase === 'Running'
+            : pod?.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success';
+        return done ? pod : undefined;
+      },
+      timeoutMs,
+    );
     const readyAfterMs = Date.now() - deleted;
     const visibleDevices = await node.visibleDevices?.(ready);
     const freed = releasedAfterMs ?? readyAfterMs;
-    say(`${tag}: the victim's lock was freed ${freed} ms after its delete${node.mode === 'real' ? ` (${Math.max(0, freed - lagMs)} ms after kubelet resumed)` : ''}; ${HAMI_V2_10[variant]}`);
-    say(node.mode === 'real'
-      ? `${tag}: replacement pod ${replacement} Running on ${ready.spec?.nodeName ?? '?'}${visibleDevices === undefined ? '' : ` with NVIDIA_VISIBLE_DEVICES=${visibleDevices}`} ${readyAfterMs} ms after the delete`
-      : `${tag}: replacement pod ${replacement} bound to ${ready.spec?.nodeName ?? '?'} and allocated ${readyAfterMs} ms after the delete`);
+    say(
+      `${tag}: the victim's lock was freed ${freed} ms after its delete${node.mode === 'real' ? ` (${Math.max(0, freed - lagMs)} ms after kubelet resumed)` : ''}; ${HAMI_V2_10[variant]}`,
+    );
+    say(
+      node.mode === 'real'
+        ? `${tag}: replacement pod ${replacement} Running on ${ready.spec?.nodeName ?? '?'}${visibleDevices === undefined ? '' : ` with NVIDIA_VISIBLE_DEVICES=${visibleDevices}`} ${readyAfterMs} ms after the delete`
+        : `${tag}: replacement pod ${replacement} bound to ${ready.spec?.nodeName ?? '?'} and allocated ${readyAfterMs} ms after the delete`,
+    );
     return { variant, releasedAfterMs: freed, readyAfterMs, visibleDevices };
   } finally {
     if (kubelet.frozen) node.resumeKubelet();

@@ -58,7 +58,9 @@ export class ShutdownHooks {
    */
   private async stopEach(order: readonly ShutdownResource[]): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => { timer = setTimeout(resolve, this.stopTimeoutMs).unref(); });
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.stopTimeoutMs).unref();
+    });
     const stopped = (async () => {
       for (const resource of order) await resource.stop().catch(() => undefined);
     })();

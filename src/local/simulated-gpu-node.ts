@@ -43,7 +43,9 @@ export function simulatedGpuAnnotations(spec: SimulatedGpuNodeSpec): Record<stri
   const annotations = { [NODE_REGISTER_ANNOTATION]: encodeNodeInventory(gpus) };
   const { linkScore } = spec;
   if (linkScore === undefined) return annotations;
-  const scores = new Map(gpus.map((a) => [a.uuid, new Map(gpus.filter((b) => b !== a).map((b) => [b.uuid, linkScore(a.index, b.index)]))]));
+  const scores = new Map(
+    gpus.map((a) => [a.uuid, new Map(gpus.filter((b) => b !== a).map((b) => [b.uuid, linkScore(a.index, b.index)]))]),
+  );
   return { ...annotations, [NODE_SCORE_ANNOTATION]: encodeLinkScores(scores) };
 }
 
@@ -72,7 +74,14 @@ export function simulatedGpuNode(spec: SimulatedGpuNodeSpec): V1Node {
       capacity: resources,
       allocatable: resources,
       conditions: [
-        { type: 'Ready', status: 'True', reason: 'SimulatedKubelet', message: 'simulated by vgpu-warden', lastHeartbeatTime: now, lastTransitionTime: now },
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'SimulatedKubelet',
+          message: 'simulated by vgpu-warden',
+          lastHeartbeatTime: now,
+          lastTransitionTime: now,
+        },
       ],
     },
   };

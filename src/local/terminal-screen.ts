@@ -40,7 +40,10 @@ export class AlternateScreen {
 
   size(): ScreenSize {
     const { columns, rows } = this.output;
-    return { columns: columns !== undefined && columns > 0 ? columns : FALLBACK.columns, rows: rows !== undefined && rows > 0 ? rows : FALLBACK.rows };
+    return {
+      columns: columns !== undefined && columns > 0 ? columns : FALLBACK.columns,
+      rows: rows !== undefined && rows > 0 ? rows : FALLBACK.rows,
+    };
   }
 
   /** Enters the alternate screen; `onResize` is called when the terminal changes size. */

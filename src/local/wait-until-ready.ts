@@ -32,13 +32,18 @@ function portWasTaken(error: unknown): boolean {
  * start keep its ports on the first try and pick fresh ones after. Each start cleans up after
  * itself when it fails.
  */
-export async function retryWhilePortTaken<T>(start: (attempt: number) => Promise<T>, progress: (line: string) => void): Promise<T> {
+export async function retryWhilePortTaken<T>(
+  start: (attempt: number) => Promise<T>,
+  progress: (line: string) => void,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await start(attempt);
     } catch (error) {
       if (attempt >= PORT_ATTEMPTS || !portWasTaken(error)) throw error;
-      progress(`a port was taken before the component bound it; starting again on fresh ports (try ${attempt + 1} of ${PORT_ATTEMPTS})`);
+      progress(
+        `a port was taken before the component bound it; starting again on fresh ports (try ${attempt + 1} of ${PORT_ATTEMPTS})`,
+      );
     }
   }
 }
@@ -65,29 +70,38 @@ export interface ReadinessProbe {
 function portTakenWhileRunning(process: ManagedProcess, probe: ReadinessProbe): boolean {
   const failure = probe.portFailureLog;
   if (failure === undefined) return false;
-  return process.lastLogLines().split('\n').some((line) => line.includes(failure) && line.includes(PORT_TAKEN_LOG));
+  return process
+    .lastLogLines()
+    .split('\n')
+    .some((line) => line.includes(failure) && line.includes(PORT_TAKEN_LOG));
 }
 
 function probeOnce(probe: ReadinessProbe): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const url = new URL(probe.url);
-    const options = url.protocol === 'https:'
-      ? { ca: probe.caPem, rejectUnauthorized: probe.caPem !== undefined, timeout: 2000 }
-      : { timeout: 2000 };
+    const options =
+      url.protocol === 'https:'
+        ? { ca: probe.caPem, rejectUnauthorized: probe.caPem !== undefined, timeout: 2000 }
+        : { timeout: 2000 };
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     const req = send(url, { ...options, method: 'GET' }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (chunk: string) => { body += chunk; });
-      res.on('end', () => { resolve({ status: res.statusCode ?? 0, body }); });
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () => {
+        resolve({ status: res.statusCode ?? 0, body });
+      });
       res.on('error', reject);
     });
-    req.on('timeout', () => { req.destroy(new Error('probe timed out')); });
+    req.on('timeout', () => {
+      req.destroy(new Error('probe timed out'));
+    });
     req.on('error', reject);
     req.end();
   });
 }
-
 
 /**
  * Polls a health endpoint until it answers 200, failing fast (with the process's last log lines)

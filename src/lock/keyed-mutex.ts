@@ -9,7 +9,9 @@ export class KeyedMutex {
   async run<T>(key: string, work: () => Promise<T>): Promise<T> {
     const previous = this.tails.get(key) ?? Promise.resolve();
     let done: () => void = () => undefined;
-    const current = new Promise<void>((resolve) => { done = resolve; });
+    const current = new Promise<void>((resolve) => {
+      done = resolve;
+    });
     const tail = previous.then(() => current);
     this.tails.set(key, tail);
     await previous;

@@ -17,7 +17,11 @@ export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
 export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
   private readonly callTimeoutMs: number;
 
-  constructor(private readonly core: CoreV1Api, private readonly coordination: CoordinationV1Api, options: { callTimeoutMs?: number } = {}) {
+  constructor(
+    private readonly core: CoreV1Api,
+    private readonly coordination: CoordinationV1Api,
+    options: { callTimeoutMs?: number } = {},
+  ) {
     this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
   }
 
@@ -27,13 +31,23 @@ export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
 
   async nodeLease(node: string, signal?: AbortSignal): Promise<NodeLeaseRecord | undefined> {
     try {
-      const answer = await this.coordination.readNamespacedLeaseWithHttpInfo({ namespace: NODE_LEASE_NAMESPACE, name: node }, withSignal(this.bounded(signal)));
+      const answer = await this.coordination.readNamespacedLeaseWithHttpInfo(
+        { namespace: NODE_LEASE_NAMESPACE, name: node },
+        withSignal(this.bounded(signal)),
+      );
       const lease = answer.data;
       const date = new Date(answer.headers.date ?? '');
       // kubelet is the Lease's one writer: its entry is re-stamped on every renewal.
-      const times = (lease.metadata?.managedFields ?? []).map((entry) => entry.time).filter((time) => time instanceof Date && !Number.isNaN(time.getTime()));
-      const renewedAt = times.length === 0 ? undefined : new Date(Math.max(...times.map((time) => (time as Date).getTime())));
-      return { resourceVersion: lease.metadata?.resourceVersion ?? '', renewedAt, readAt: Number.isNaN(date.getTime()) ? undefined : date };
+      const times = (lease.metadata?.managedFields ?? [])
+        .map((entry) => entry.time)
+        .filter((time) => time instanceof Date && !Number.isNaN(time.getTime()));
+      const renewedAt =
+        times.length === 0 ? undefined : new Date(Math.max(...times.map((time) => (time as Date).getTime())));
+      return {
+        resourceVersion: lease.metadata?.resourceVersion ?? '',
+        renewedAt,
+        readAt: Number.isNaN(date.getTime()) ? undefined : date,
+      };
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;
@@ -51,16 +65,22 @@ export class KubeKubeletEvidenceApi implements KubeletEvidenceApi {
   }
 
   async kubeletReportedOn(node: string, pod: PodRef & { uid: string }, signal?: AbortSignal): Promise<boolean> {
-    const events = await this.core.listNamespacedEvent({
-      namespace: pod.namespace,
-      fieldSelector: `involvedObject.uid=${pod.uid},source=kubelet`,
-      limit: 50,
-    }, withSignal(this.bounded(signal)));
+    const events = await this.core.listNamespacedEvent(
+      {
+        namespace: pod.namespace,
+        fieldSelector: `involvedObject.uid=${pod.uid},source=kubelet`,
+        limit: 50,
+      },
+      withSignal(this.bounded(signal)),
+    );
     return events.items.some((event) => event.source?.host === node);
   }
 
   async awaitingAcknowledgement(node: string, signal?: AbortSignal): Promise<PodRef[]> {
-    const pods = await this.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` }, withSignal(this.bounded(signal)));
+    const pods = await this.core.listPodForAllNamespaces(
+      { fieldSelector: `spec.nodeName=${node}` },
+      withSignal(this.bounded(signal)),
+    );
     return pods.items
       .filter((pod) => nodeAwaitingAcknowledgement(pod) === node)
       .map((pod) => ({ namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' }));

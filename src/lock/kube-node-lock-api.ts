@@ -23,10 +23,13 @@ function translate(error: unknown, node: string): unknown {
   const status = httpStatusOf(error);
   const detail = apiStatusOf(error)?.message ?? (error instanceof Error ? error.message : String(error));
   if (status === 404) return new NodeNotFoundError(node, { cause: error });
-  if (status === 409) return new WriteConflictError(`node ${node} changed since it was read: ${detail}`, { cause: error });
+  if (status === 409)
+    return new WriteConflictError(`node ${node} changed since it was read: ${detail}`, { cause: error });
   // 408 and 429 say "try again"; every other 4xx is a definite refusal that nothing will fix.
   if (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429) {
-    return new WriteRejectedError(`the API refused the lock write on node ${node} (HTTP ${status}): ${detail}`, { cause: error });
+    return new WriteRejectedError(`the API refused the lock write on node ${node} (HTTP ${status}): ${detail}`, {
+      cause: error,
+    });
   }
   return error;
 }
@@ -41,7 +44,10 @@ function translate(error: unknown, node: string): unknown {
 export class KubeNodeLockApi implements NodeLockApi {
   private readonly callTimeoutMs: number;
 
-  constructor(private readonly core: CoreV1Api, options: { callTimeoutMs?: number } = {}) {
+  constructor(
+    private readonly core: CoreV1Api,
+    options: { callTimeoutMs?: number } = {},
+  ) {
     this.callTimeoutMs = options.callTimeoutMs ?? 10_000;
   }
 
@@ -57,7 +63,12 @@ export class KubeNodeLockApi implements NodeLockApi {
     }
   }
 
-  async writeLock(name: string, resourceVersion: string, value: string | null, signal?: AbortSignal): Promise<NodeSnapshot> {
+  async writeLock(
+    name: string,
+    resourceVersion: string,
+    value: string | null,
+    signal?: AbortSignal,
+  ): Promise<NodeSnapshot> {
     const body = { metadata: { resourceVersion, annotations: { [NODE_LOCK_ANNOTATION]: value } } };
     try {
       return snapshotOf(await this.core.patchNode({ name, body }, withSignal(this.bounded(signal), mergePatch)), name);
@@ -68,7 +79,12 @@ export class KubeNodeLockApi implements NodeLockApi {
 
   async readPod(pod: PodRef, signal?: AbortSignal): Promise<OwnerPod | undefined> {
     try {
-      return ownerPodFrom(await this.core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }, withSignal(this.bounded(signal))));
+      return ownerPodFrom(
+        await this.core.readNamespacedPod(
+          { name: pod.name, namespace: pod.namespace },
+          withSignal(this.bounded(signal)),
+        ),
+      );
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;

@@ -66,7 +66,14 @@ export interface KubeletAdmissionCheck {
    * been written for (empty: the store saw none go). `lockWrittenAt`: the apiserver's record of the
    * lock's write (the node's managedFields), if known.
    */
-  mayStillAdmit(node: string, owner: PodRef, lockValue: string, candidates: readonly GoneIncarnation[], signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean>;
+  mayStillAdmit(
+    node: string,
+    owner: PodRef,
+    lockValue: string,
+    candidates: readonly GoneIncarnation[],
+    signal?: AbortSignal,
+    lockWrittenAt?: Date,
+  ): Promise<boolean>;
   /**
    * Before NODELOCK_FORCE_AFTER frees the stalled lock of `owner` (bound to `node`, or gone from
    * there while allocating): may it go without kubelet later serving a queued pod through a lock that
@@ -85,7 +92,10 @@ export interface KubeletAdmissionCheck {
  * The candidates kubelet may still admit on `node`; undefined when the store saw none of them go, so
  * that their last states are unknown and any of them may be.
  */
-export function admissibleCandidates(candidates: readonly GoneIncarnation[], node: string): GoneIncarnation[] | undefined {
+export function admissibleCandidates(
+  candidates: readonly GoneIncarnation[],
+  node: string,
+): GoneIncarnation[] | undefined {
   return candidates.length === 0 ? undefined : candidates.filter((candidate) => mayBeAdmittedOn(candidate, node));
 }
 
@@ -120,22 +130,33 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     this.maxTracked = deps.maxTracked ?? 10_000;
   }
 
-  async mayStillAdmit(node: string, owner: PodRef, lockValue: string, candidates: readonly GoneIncarnation[], signal?: AbortSignal, lockWrittenAt?: Date): Promise<boolean> {
+  async mayStillAdmit(
+    node: string,
+    owner: PodRef,
+    lockValue: string,
+    candidates: readonly GoneIncarnation[],
+    signal?: AbortSignal,
+    lockWrittenAt?: Date,
+  ): Promise<boolean> {
     const admissible = admissibleCandidates(candidates, node);
     if (admissible?.length === 0) return false;
     const found = await this.deps.api.nodeLease(node, signal);
-    if (found === undefined && !await this.deps.api.kubeletRegistered(node, signal)) {
+    if (found === undefined && !(await this.deps.api.kubeletRegistered(node, signal))) {
       this.tracks.delete(node);
       return false;
     }
     // A kubelet without a Lease yet: its creation will count as the renewal.
     const lease = found?.resourceVersion ?? '';
-    if (admissible !== undefined && await this.allReportedOn(node, owner, admissible, signal)) return false;
+    if (admissible !== undefined && (await this.allReportedOn(node, owner, admissible, signal))) return false;
     const now = this.clock().getTime();
     // managedFields times are whole seconds, cut down: the renewal may be up to a second later than
     // recorded. How long ago it was is read on the apiserver's clock when it says (Date header, also
     // whole seconds: the one second more covers both), else on ours.
-    if (admissible === undefined && renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) && renewedLongAgo(found, now, this.marginMs)) {
+    if (
+      admissible === undefined &&
+      renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) &&
+      renewedLongAgo(found, now, this.marginMs)
+    ) {
       this.tracks.delete(node);
       return false;
     }
@@ -156,21 +177,30 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
   }
 
   /** Whether kubelet recorded an Event about each of these incarnations (one that has no UID never counts). */
-  private async allReportedOn(node: string, owner: PodRef, incarnations: readonly GoneIncarnation[], signal?: AbortSignal): Promise<boolean> {
+  private async allReportedOn(
+    node: string,
+    owner: PodRef,
+    incarnations: readonly GoneIncarnation[],
+    signal?: AbortSignal,
+  ): Promise<boolean> {
     for (const { uid } of incarnations) {
-      if (uid === undefined || !await this.deps.api.kubeletReportedOn(node, { ...owner, uid }, signal)) return false;
+      if (uid === undefined || !(await this.deps.api.kubeletReportedOn(node, { ...owner, uid }, signal))) return false;
     }
     return true;
   }
 
   async mayForce(node: string, owner: PodRef, lockWrittenAt: Date | undefined, signal?: AbortSignal): Promise<boolean> {
     const found = await this.deps.api.nodeLease(node, signal);
-    if (found === undefined) return !await this.deps.api.kubeletRegistered(node, signal);
+    if (found === undefined) return !(await this.deps.api.kubeletRegistered(node, signal));
     // Renewed well after the lock's write, and that renewal at least the margin ago: a kubelet that
     // was frozen renews its Lease first thing when it runs again, before it admits the pods it
     // queued; forced at that moment, the lock would name the next pod by the time kubelet calls
     // Allocate for the owner (seen on a real kubelet under load, real-reordered-admission.test.ts).
-    if (!renewedWellAfter(found.renewedAt, lockWrittenAt, this.marginMs) || !renewedLongAgo(found, this.clock().getTime(), this.marginMs)) return false;
+    if (
+      !renewedWellAfter(found.renewedAt, lockWrittenAt, this.marginMs) ||
+      !renewedLongAgo(found, this.clock().getTime(), this.marginMs)
+    )
+      return false;
     const waiting = await this.deps.api.awaitingAcknowledgement(node, signal);
     return !waiting.some((pod) => pod.namespace !== owner.namespace || pod.name !== owner.name);
   }
@@ -190,5 +220,9 @@ function renewedLongAgo(lease: NodeLeaseRecord | undefined, nowMs: number, margi
  * apiserver's managedFields (whole seconds: one second more covers the rounding of both).
  */
 function renewedWellAfter(renewedAt: Date | undefined, lockWrittenAt: Date | undefined, marginMs: number): boolean {
-  return renewedAt !== undefined && lockWrittenAt !== undefined && renewedAt.getTime() - lockWrittenAt.getTime() > marginMs + 1000;
+  return (
+    renewedAt !== undefined &&
+    lockWrittenAt !== undefined &&
+    renewedAt.getTime() - lockWrittenAt.getTime() > marginMs + 1000
+  );
 }

@@ -7,7 +7,10 @@ import { podKey, quoteForMessage, type LockValue, type PodRef } from './lock-val
 export class NodeLockError extends WardenError {}
 
 export class NodeNotFoundError extends NodeLockError {
-  constructor(readonly node: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly node: string,
+    options?: { cause?: unknown },
+  ) {
     super(`node ${node} not found`, options);
   }
 }
@@ -46,8 +49,13 @@ export class LockContentionError extends NodeLockError {
     readonly holder: LockValue,
     readonly classification: LockClassification,
   ) {
-    const age = classification.ageMs === undefined ? 'unknown age' : `${Math.round(classification.ageMs / 1000)}s old${stampAhead(classification)}`;
-    super(`node ${node} is locked by ${describeHolder(holder)} (${age}, ${classification.state}: ${classification.reason}); ${podKey(requester)} must wait`);
+    const age =
+      classification.ageMs === undefined
+        ? 'unknown age'
+        : `${Math.round(classification.ageMs / 1000)}s old${stampAhead(classification)}`;
+    super(
+      `node ${node} is locked by ${describeHolder(holder)} (${age}, ${classification.state}: ${classification.reason}); ${podKey(requester)} must wait`,
+    );
   }
 }
 
@@ -56,7 +64,11 @@ export class LockContentionError extends NodeLockError {
  * so: kubelet has not acknowledged an allocation there). Waited for like a held lock.
  */
 export class NodeBusyError extends NodeLockError {
-  constructor(readonly node: string, message: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly node: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }
@@ -70,7 +82,11 @@ export class LockUnavailableError extends NodeLockError {}
  * whether its pod can still use the lock, must release exactly those values if it cannot.
  */
 export class LockOutcomeUnknownError extends NodeLockError {
-  constructor(message: string, readonly written: readonly string[], options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly written: readonly string[],
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }

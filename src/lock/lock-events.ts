@@ -6,11 +6,40 @@ import type { OwnerPod } from './owner-pod.js';
 export type ReleasePath = 'owner' | 'bind-failure' | 'webhook' | 'watch' | 'sweeper' | 'takeover';
 
 export type LockEvent =
-  | { type: 'acquired'; node: string; pod: PodRef; value: string; attempts: number; replaced?: { value: string; reason: ReleaseReason; parsed: LockValue } }
+  | {
+      type: 'acquired';
+      node: string;
+      pod: PodRef;
+      value: string;
+      attempts: number;
+      replaced?: { value: string; reason: ReleaseReason; parsed: LockValue };
+    }
   | { type: 'reentrant'; node: string; pod: PodRef; value: string; previous: string }
-  | { type: 'released'; node: string; value: string; parsed: LockValue; reason: ReleaseReason | 'owner-request'; path: ReleasePath; ageMs: number | undefined }
-  | { type: 'contention'; node: string; pod: PodRef; holder: string; holderValue: LockValue; classification: LockClassification }
-  | { type: 'stalled'; node: string; holder: string; holderValue: LockValue; ageMs: number; forceWithheld?: 'kubelet-queue' };
+  | {
+      type: 'released';
+      node: string;
+      value: string;
+      parsed: LockValue;
+      reason: ReleaseReason | 'owner-request';
+      path: ReleasePath;
+      ageMs: number | undefined;
+    }
+  | {
+      type: 'contention';
+      node: string;
+      pod: PodRef;
+      holder: string;
+      holderValue: LockValue;
+      classification: LockClassification;
+    }
+  | {
+      type: 'stalled';
+      node: string;
+      holder: string;
+      holderValue: LockValue;
+      ageMs: number;
+      forceWithheld?: 'kubelet-queue';
+    };
 
 /** Receives every lock outcome; telemetry (metrics, events, logs) plugs in here. */
 export interface LockObserver {

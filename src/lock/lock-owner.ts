@@ -77,10 +77,16 @@ export function resolveLockOwner(facts: LockOwnerFacts): LockOwner {
   const { named, writtenFor, gone } = facts;
   if (writtenFor !== undefined) {
     if (named !== undefined && named.uid === writtenFor) return { kind: 'named', owner: named, proven: true };
-    return { kind: 'gone', replaced: named !== undefined, candidates: gone.filter((incarnation) => incarnation.uid === writtenFor) };
+    return {
+      kind: 'gone',
+      replaced: named !== undefined,
+      candidates: gone.filter((incarnation) => incarnation.uid === writtenFor),
+    };
   }
   // Incarnations still there when the lock already was: the lock is one of theirs or older.
-  const overlapping = gone.filter((incarnation) => incarnation.uid !== named?.uid && isAtLeastVersion(incarnation.lastVersion, facts.lockSeenVersion));
+  const overlapping = gone.filter(
+    (incarnation) => incarnation.uid !== named?.uid && isAtLeastVersion(incarnation.lastVersion, facts.lockSeenVersion),
+  );
   if (overlapping.length > 0) return { kind: 'gone', replaced: named !== undefined, candidates: overlapping };
   if (named === undefined) {
     // Nobody carries the name. The store saw incarnations go, but none while this value was on the
@@ -88,13 +94,20 @@ export function resolveLockOwner(facts: LockOwnerFacts): LockOwner {
     // after its pod was gone), and every one that kubelet may still admit counts.
     return { kind: 'gone', replaced: false, candidates: [...gone] };
   }
-  if (isNewerVersion(facts.namedCreatedVersion, facts.lockSeenVersion) || wholeSecondBefore(facts.lockWrittenAt, named.createdAt)) {
+  if (
+    isNewerVersion(facts.namedCreatedVersion, facts.lockSeenVersion) ||
+    wholeSecondBefore(facts.lockWrittenAt, named.createdAt)
+  ) {
     return { kind: 'gone', replaced: true, candidates: [...gone] };
   }
   // Proven when the pod already existed when the lock was written: no other incarnation of the name
   // could be bound then, so none can be admitted through this lock.
   const existedBefore = facts.lockSeenExactly === true && isNewerVersion(facts.lockSeenVersion, facts.namedSeenVersion);
-  return { kind: 'named', owner: named, proven: existedBefore || wholeSecondBefore(named.createdAt, facts.lockWrittenAt) };
+  return {
+    kind: 'named',
+    owner: named,
+    proven: existedBefore || wholeSecondBefore(named.createdAt, facts.lockWrittenAt),
+  };
 }
 
 /**

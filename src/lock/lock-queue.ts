@@ -20,7 +20,9 @@ export class NodeLockQueue {
 
   enter(node: string): QueueTurn {
     let resolve: () => void = () => undefined;
-    const ready = new Promise<void>((done) => { resolve = done; });
+    const ready = new Promise<void>((done) => {
+      resolve = done;
+    });
     const entry: Entry = { resolve, left: false };
     let queue = this.queues.get(node);
     if (!queue) this.queues.set(node, (queue = []));

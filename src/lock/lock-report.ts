@@ -26,7 +26,13 @@ export interface LockRow {
   reason: string;
   error?: string;
   /** The holder pod as found; null when the lock names no pod. */
-  owner: { exists: boolean; phase: string | null; node: string | null; bindPhase: string | null; deleting: boolean } | null;
+  owner: {
+    exists: boolean;
+    phase: string | null;
+    node: string | null;
+    bindPhase: string | null;
+    deleting: boolean;
+  } | null;
 }
 
 // A second or so ahead is ordinary skew between machines, not worth a remark.
@@ -43,14 +49,23 @@ export function lockRowOf(inspection: LockInspection): LockRow | undefined {
     kind: value.kind,
     ...(value.kind === 'malformed' ? { problem: value.problem } : {}),
     ageSeconds: classification.ageMs === undefined ? null : Math.floor(classification.ageMs / 1000),
-    ...(classification.clockSkewMs === undefined || classification.clockSkewMs < STAMP_AHEAD_SHOWN_MS ? {} : { stampAheadSeconds: Math.floor(classification.clockSkewMs / 1000) }),
+    ...(classification.clockSkewMs === undefined || classification.clockSkewMs < STAMP_AHEAD_SHOWN_MS
+      ? {}
+      : { stampAheadSeconds: Math.floor(classification.clockSkewMs / 1000) }),
     state: classification.state,
     reason: classification.reason,
-    owner: owner === undefined
-      ? null
-      : owner === null
-        ? { exists: false, phase: null, node: null, bindPhase: null, deleting: false }
-        : { exists: true, phase: owner.phase ?? null, node: owner.nodeName ?? null, bindPhase: owner.bindPhase ?? null, deleting: owner.deleting },
+    owner:
+      owner === undefined
+        ? null
+        : owner === null
+          ? { exists: false, phase: null, node: null, bindPhase: null, deleting: false }
+          : {
+              exists: true,
+              phase: owner.phase ?? null,
+              node: owner.nodeName ?? null,
+              bindPhase: owner.bindPhase ?? null,
+              deleting: owner.deleting,
+            },
   };
 }
 

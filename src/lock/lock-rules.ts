@@ -22,7 +22,8 @@ export interface LockRulesConfig {
  * when its caller chose to wait for the device plugin to delete a lock whose allocation is over
  * (AcquireOptions.takeOverFinished) rather than race the plugin's own write.
  */
-export type HeldReason = 'bind-in-progress' | 'awaiting-allocation' | 'kubelet-may-admit' | 'legacy-fresh' | 'release-pending';
+export type HeldReason =
+  'bind-in-progress' | 'awaiting-allocation' | 'kubelet-may-admit' | 'legacy-fresh' | 'release-pending';
 
 export type ReleaseReason =
   | 'owner-not-found'
@@ -40,10 +41,13 @@ export type ReleaseReason =
 export type LockClassification =
   | { state: 'held'; reason: HeldReason; ageMs: number; clockSkewMs?: number }
   | {
-    state: 'stalled'; reason: 'awaiting-allocation-past-expiry'; ageMs: number; clockSkewMs?: number;
-    /** Set when NODELOCK_FORCE_AFTER has passed but is withheld: the node's kubelet may still admit the owner from its queue. */
-    forceWithheld?: 'kubelet-queue';
-  }
+      state: 'stalled';
+      reason: 'awaiting-allocation-past-expiry';
+      ageMs: number;
+      clockSkewMs?: number;
+      /** Set when NODELOCK_FORCE_AFTER has passed but is withheld: the node's kubelet may still admit the owner from its queue. */
+      forceWithheld?: 'kubelet-queue';
+    }
   | { state: 'releasable'; reason: ReleaseReason; ageMs: number | undefined; clockSkewMs?: number };
 
 /** Everything classifyLock decides from, as one value (see classifyLock). */
@@ -66,15 +70,18 @@ export interface LockFacts {
 
 export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
   'owner-not-found': 'the pod named by the lock does not exist',
-  'owner-replaced': 'the lock was written for an earlier incarnation of the pod, which is gone (or the pod of that name is not bound here and the bind grace is over)',
+  'owner-replaced':
+    'the lock was written for an earlier incarnation of the pod, which is gone (or the pod of that name is not bound here and the bind grace is over)',
   'owner-bound-elsewhere': 'the pod is bound to another node, so no bind to this node can still be running',
   'owner-terminal': 'the pod has Succeeded or Failed',
   'owner-deleting': 'the pod is being deleted',
-  'allocation-finished': 'the pod is bound here and its allocation is over (bind-phase success or failed); the lock was left behind',
-  'owner-admitted': 'kubelet has admitted the pod here (status.startTime set, or a container started), so its Allocate was answered, but bind-phase was never set to success: the device plugin left the lock behind',
+  'allocation-finished':
+    'the pod is bound here and its allocation is over (bind-phase success or failed); the lock was left behind',
+  'owner-admitted':
+    'kubelet has admitted the pod here (status.startTime set, or a container started), so its Allocate was answered, but bind-phase was never set to success: the device plugin left the lock behind',
   'owner-not-allocating': 'the pod is bound here without bind-phase=allocating and the bind grace is over',
   'legacy-expired': 'a legacy lock (no owner) older than the expiry',
-  'malformed': 'the value is not a lock any HAMi component can read',
+  malformed: 'the value is not a lock any HAMi component can read',
   'forced-after-stall': 'a stalled lock older than NODELOCK_FORCE_AFTER',
 };
 
@@ -108,7 +115,17 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  * pod-list fallback the second the first's (3 of 3 runs; real-reordered-admission.test.ts).
  */
 export function classifyLock(facts: LockFacts): LockClassification {
-  const { lock, owner, node: nodeName, now, config, seenAt, ownerReplaced = false, goneOwnerMayBeAdmitted = false, kubeletMayAdmitLater = false } = facts;
+  const {
+    lock,
+    owner,
+    node: nodeName,
+    now,
+    config,
+    seenAt,
+    ownerReplaced = false,
+    goneOwnerMayBeAdmitted = false,
+    kubeletMayAdmitLater = false,
+  } = facts;
   if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
 
   const stampAgeMs = now.getTime() - lock.time.getTime();
@@ -127,7 +144,13 @@ export function classifyLock(facts: LockFacts): LockClassification {
   const stalledOrForced = (): LockClassification => {
     const pastForce = config.forceAfterMs !== undefined && ageMs > config.forceAfterMs;
     if (pastForce && !kubeletMayAdmitLater) return releasable('forced-after-stall');
-    return { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs, ...skew, ...(pastForce ? { forceWithheld: 'kubelet-queue' as const } : {}) };
+    return {
+      state: 'stalled',
+      reason: 'awaiting-allocation-past-expiry',
+      ageMs,
+      ...skew,
+      ...(pastForce ? { forceWithheld: 'kubelet-queue' as const } : {}),
+    };
   };
   if (owner === undefined) {
     if (!goneOwnerMayBeAdmitted) return releasable(ownerReplaced ? 'owner-replaced' : 'owner-not-found');
@@ -147,7 +170,8 @@ export function classifyLock(facts: LockFacts): LockClassification {
   if (owner.nodeName !== undefined && owner.nodeName !== nodeName) return releasable('owner-bound-elsewhere');
   // Only a pod bound to this node can have finished allocating *here*; an unbound pod may still
   // carry bind-phase from an earlier attempt while a new bind runs.
-  if (boundHere && (owner.bindPhase === 'success' || owner.bindPhase === 'failed')) return releasable('allocation-finished');
+  if (boundHere && (owner.bindPhase === 'success' || owner.bindPhase === 'failed'))
+    return releasable('allocation-finished');
   // kubelet allocates every container's devices when it admits a pod, before it reports any status
   // of it: a pod it reports on is past its Allocate calls, even when the plugin never flipped
   // bind-phase (HAMi v2.10 returns early when its re-read of the pod fails, keeping the lock).

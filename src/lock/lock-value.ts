@@ -56,8 +56,16 @@ export function parseRfc3339(text: string): Date | string {
   const match = GO_RFC3339.exec(text);
   if (!match) return `${quoteForMessage(text)} is not an RFC3339 time`;
   const [, year, month, day, hour, minute, second, fraction, sign, offsetHours, offsetMinutes] = match;
-  const [y, mo, d, h, mi, s] = [year, month, day, hour, minute, second].map(Number) as [number, number, number, number, number, number];
-  if (mo < 1 || mo > 12 || d < 1 || d > daysIn(y, mo) || h > 23 || mi > 59 || s > 59) return `${quoteForMessage(text)} has a date or time field out of range`;
+  const [y, mo, d, h, mi, s] = [year, month, day, hour, minute, second].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  if (mo < 1 || mo > 12 || d < 1 || d > daysIn(y, mo) || h > 23 || mi > 59 || s > 59)
+    return `${quoteForMessage(text)} has a date or time field out of range`;
   const [oh, om] = [Number(offsetHours ?? 0), Number(offsetMinutes ?? 0)];
   if (oh > 24 || om > 60) return `${quoteForMessage(text)} has an out-of-range UTC offset`;
   const offsetMs = (sign === '-' ? -1 : 1) * (oh * 60 + om) * 60_000;
@@ -73,8 +81,10 @@ export function parseRfc3339(text: string): Date | string {
 /** Why `pod` cannot name a pod (apimachinery's rules), or undefined when it can. */
 export function podRefProblem(pod: PodRef): string | undefined {
   const { namespace, name } = pod;
-  if (!isDnsLabel(namespace)) return `namespace ${quoteForMessage(namespace)} is not a DNS-1123 label of at most 63 characters`;
-  if (!isDnsSubdomain(name)) return `pod name ${quoteForMessage(name)} is not a DNS-1123 subdomain of at most 253 characters`;
+  if (!isDnsLabel(namespace))
+    return `namespace ${quoteForMessage(namespace)} is not a DNS-1123 label of at most 63 characters`;
+  if (!isDnsSubdomain(name))
+    return `pod name ${quoteForMessage(name)} is not a DNS-1123 subdomain of at most 253 characters`;
   return undefined;
 }
 
@@ -84,7 +94,8 @@ export function parseLockValue(raw: string): LockValue {
     return typeof time === 'string' ? { kind: 'malformed', raw, problem: time } : { kind: 'legacy', raw, time };
   }
   const parts = raw.split(',');
-  if (parts.length !== 3) return { kind: 'malformed', raw, problem: `expected 3 comma-separated parts, got ${parts.length}` };
+  if (parts.length !== 3)
+    return { kind: 'malformed', raw, problem: `expected 3 comma-separated parts, got ${parts.length}` };
   const [timeText = '', namespace = '', name = ''] = parts;
   const time = parseRfc3339(timeText);
   if (typeof time === 'string') return { kind: 'malformed', raw, problem: time };

@@ -60,9 +60,13 @@ export class LockWaiter {
       for (;;) {
         request.beforeEachTry?.();
         let wake: () => void = () => undefined;
-        const changed = new Promise<void>((resolve) => { wake = resolve; });
+        const changed = new Promise<void>((resolve) => {
+          wake = resolve;
+        });
         // Subscribed before the try, so a change between the try's read and the wait is not missed.
-        const unsubscribe = this.deps.onLockChange(node, () => { wake(); });
+        const unsubscribe = this.deps.onLockChange(node, () => {
+          wake();
+        });
         try {
           return await this.deps.locks.acquire(node, pod, { ...request.options, signal });
         } catch (error) {

@@ -6,7 +6,6 @@ interface ManagedFieldsEntry {
   fieldsV1?: unknown;
 }
 
-
 function timeOf(value: unknown): Date | undefined {
   const time = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : undefined;
   return time === undefined || Number.isNaN(time.getTime()) ? undefined : time;
@@ -25,7 +24,8 @@ const FIELD = `f:${NODE_LOCK_ANNOTATION}`;
  */
 export function lockWrittenAt(node: unknown): Date | undefined {
   const metadata = isRecord(node) ? node.metadata : undefined;
-  const entries = isRecord(metadata) && Array.isArray(metadata.managedFields) ? (metadata.managedFields as unknown[]) : [];
+  const entries =
+    isRecord(metadata) && Array.isArray(metadata.managedFields) ? (metadata.managedFields as unknown[]) : [];
   let newest: Date | undefined;
   for (const entry of entries) {
     if (!managesLockAnnotation(entry)) continue;

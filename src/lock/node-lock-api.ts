@@ -41,7 +41,12 @@ export interface LockView {
    * our own write's UID, the version at which it saw the value, the creation of the pod carrying the
    * name now (`namedUid`), and the incarnations of the name it saw go.
    */
-  lockOwnerFacts?(node: string, value: string, pod: PodRef, namedUid: string | undefined): Omit<LockOwnerFacts, 'named' | 'lockWrittenAt'>;
+  lockOwnerFacts?(
+    node: string,
+    value: string,
+    pod: PodRef,
+    namedUid: string | undefined,
+  ): Omit<LockOwnerFacts, 'named' | 'lockWrittenAt'>;
   /** When this process first saw `value` as the lock of `node`; undefined when it has not. */
   lockSeenAt(node: string, value: string): Date | undefined;
   /**

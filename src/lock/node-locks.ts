@@ -15,7 +15,17 @@ import type { LockView, NodeLockApi, NodeSnapshot } from './node-lock-api.js';
 import { lockWrittenAt } from './lock-written-at.js';
 import type { OwnerPod } from './owner-pod.js';
 import { resolveLockOwner, type LockOwner } from './lock-owner.js';
-import type { ReleasePath, LockEvent, LockObserver, AcquireOptions, ReleaseOptions, AcquireResult, ReleaseResult, ConditionalReleaseResult, LockInspection } from './lock-events.js';
+import type {
+  ReleasePath,
+  LockEvent,
+  LockObserver,
+  AcquireOptions,
+  ReleaseOptions,
+  AcquireResult,
+  ReleaseResult,
+  ConditionalReleaseResult,
+  LockInspection,
+} from './lock-events.js';
 import { DEFAULT_RETRY, RetryBudget, type RetryPolicy } from './retry-budget.js';
 import { sleep } from '../base/abort.js';
 
@@ -37,7 +47,6 @@ export interface NodeLocksDeps {
   retry?: RetryPolicy;
 }
 
-
 /** What one pass of the read-classify-write loop decided. */
 type LockStep<R> =
   | { kind: 'done'; result: R }
@@ -45,10 +54,14 @@ type LockStep<R> =
   | { kind: 'reread-from-api' }
   /** Write `value` (null: remove the lock) over `resourceVersion`; `written` makes the result, `refused` undoes bookkeeping. */
   | {
-    kind: 'write'; resourceVersion: string; value: string | null; written: (result: NodeSnapshot) => R; refused?: (error: unknown) => void;
-    /** The UID of the pod a lock value is written for (the state store remembers it). */
-    writtenFor?: string | undefined;
-  };
+      kind: 'write';
+      resourceVersion: string;
+      value: string | null;
+      written: (result: NodeSnapshot) => R;
+      refused?: (error: unknown) => void;
+      /** The UID of the pod a lock value is written for (the state store remembers it). */
+      writtenFor?: string | undefined;
+    };
 
 /** A pod as acquire takes it: by name, as the lock names it, and by UID, the incarnation the bind is for. */
 export type LockingPod = PodRef & { uid?: string | undefined };
@@ -84,46 +97,91 @@ export class NodeLocks {
    */
   acquire(node: string, pod: LockingPod, options: AcquireOptions = {}): Promise<AcquireResult> {
     const written: string[] = [];
-    return this.mutex.run(node, () => this.acquireLocked(node, pod, options, written)).catch((error: unknown) => {
-      // A busy node was read after our writes and shows none of them: nothing of ours is there.
-      if (written.length === 0 || error instanceof LockContentionError || error instanceof NodeBusyError || error instanceof LockOutcomeUnknownError) throw error;
-      throw new LockOutcomeUnknownError(`the lock write on node ${node} for ${pod.namespace}/${pod.name} may have landed: ${describeError(error)}`, written, { cause: error });
-    });
+    return this.mutex
+      .run(node, () => this.acquireLocked(node, pod, options, written))
+      .catch((error: unknown) => {
+        // A busy node was read after our writes and shows none of them: nothing of ours is there.
+        if (
+          written.length === 0 ||
+          error instanceof LockContentionError ||
+          error instanceof NodeBusyError ||
+          error instanceof LockOutcomeUnknownError
+        )
+          throw error;
+        throw new LockOutcomeUnknownError(
+          `the lock write on node ${node} for ${pod.namespace}/${pod.name} may have landed: ${describeError(error)}`,
+          written,
+          { cause: error },
+        );
+      });
   }
 
-  private acquireLocked(node: string, pod: LockingPod, options: AcquireOptions, written: string[]): Promise<AcquireResult> {
+  private acquireLocked(
+    node: string,
+    pod: LockingPod,
+    options: AcquireOptions,
+    written: string[],
+  ): Promise<AcquireResult> {
     const { signal } = options;
     const what = `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`;
     return this.readClassifyWrite<AcquireResult>(node, signal, this.viewIsCurrent(), what, async (fromView, budget) => {
-      const snapshot = (fromView ? this.deps.view?.node(node) : undefined) ?? await this.deps.api.readNode(node, signal);
+      const snapshot =
+        (fromView ? this.deps.view?.node(node) : undefined) ?? (await this.deps.api.readNode(node, signal));
       const current = snapshot.lock;
       let replaced: AcquireResult['replaced'];
       let previous: string | undefined;
       if (current !== undefined) {
         const value = parseLockValue(current);
         // Our own earlier write whose answer was lost still counts as this call's acquisition.
-        if (isOwnedBy(value, pod) && written.includes(current)) return { kind: 'done', result: this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined) };
+        if (isOwnedBy(value, pod) && written.includes(current))
+          return {
+            kind: 'done',
+            result: this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined),
+          };
         // A lock of this name is ours to re-stamp only when it was written for this very incarnation:
         // one written for an earlier pod of the name may still be used by kubelet to admit that pod
         // (invariant 9), so it is judged like any other pod's lock.
-        if (value.kind === 'owned' && isOwnedBy(value, pod) && await this.writtenForThisPod(snapshot, value, pod, fromView, signal)) {
+        if (
+          value.kind === 'owned' &&
+          isOwnedBy(value, pod) &&
+          (await this.writtenForThisPod(snapshot, value, pod, fromView, signal))
+        ) {
           if (options.mayReenter?.() === false) {
-            const classification: LockClassification = { state: 'held', reason: 'bind-in-progress', ageMs: this.ageOf(node, value) ?? 0 };
+            const classification: LockClassification = {
+              state: 'held',
+              reason: 'bind-in-progress',
+              ageMs: this.ageOf(node, value) ?? 0,
+            };
             this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification });
             throw new LockContentionError(node, pod, value, classification);
           }
           previous = current;
         } else {
           const decided = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
-          if (decided.classification.state === 'releasable' && decided.classification.reason === 'allocation-finished' && options.takeOverFinished?.(node, current) === false) {
-            const classification: LockClassification = { state: 'held', reason: 'release-pending', ageMs: decided.classification.ageMs ?? 0 };
+          if (
+            decided.classification.state === 'releasable' &&
+            decided.classification.reason === 'allocation-finished' &&
+            options.takeOverFinished?.(node, current) === false
+          ) {
+            const classification: LockClassification = {
+              state: 'held',
+              reason: 'release-pending',
+              ageMs: decided.classification.ageMs ?? 0,
+            };
             this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification });
             throw new LockContentionError(node, pod, value, classification);
           }
           // Never free another pod's lock on the word of a possibly lagging view.
           if (decided.classification.state === 'releasable' && fromView) return { kind: 'reread-from-api' };
           if (decided.classification.state !== 'releasable') {
-            this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification: decided.classification });
+            this.emit({
+              type: 'contention',
+              node,
+              pod,
+              holder: current,
+              holderValue: value,
+              classification: decided.classification,
+            });
             if (decided.classification.state === 'stalled') this.emitStalled(node, value, decided.classification);
             throw new LockContentionError(node, pod, value, decided.classification);
           }
@@ -140,13 +198,27 @@ export class NodeLocks {
         value,
         writtenFor: pod.uid,
         written: (result) => {
-          if (previous === undefined) return this.acquired(result, snapshot.resourceVersion, pod, value, budget.attempts, replaced);
+          if (previous === undefined)
+            return this.acquired(result, snapshot.resourceVersion, pod, value, budget.attempts, replaced);
           this.emit({ type: 'reentrant', node, pod, value, previous });
-          return { outcome: 'reentrant', node, value, resourceVersion: result.resourceVersion, writtenOver: snapshot.resourceVersion, attempts: budget.attempts };
+          return {
+            outcome: 'reentrant',
+            node,
+            value,
+            resourceVersion: result.resourceVersion,
+            writtenOver: snapshot.resourceVersion,
+            attempts: budget.attempts,
+          };
         },
         // A definite refusal wrote nothing: forget that value again.
         refused: (error) => {
-          if (fresh && (error instanceof WriteConflictError || error instanceof WriteRejectedError || error instanceof NodeNotFoundError)) written.splice(written.indexOf(value), 1);
+          if (
+            fresh &&
+            (error instanceof WriteConflictError ||
+              error instanceof WriteRejectedError ||
+              error instanceof NodeNotFoundError)
+          )
+            written.splice(written.indexOf(value), 1);
         },
       };
     });
@@ -156,29 +228,45 @@ export class NodeLocks {
    * Removes `pod`'s lock from `node`. Owner-checked (another pod's lock is never touched, even one
    * taken while we retried), RV-guarded and idempotent; `expectValues` narrows it further.
    */
-  release(node: string, pod: PodRef, path: ReleasePath = 'owner', options: ReleaseOptions = {}): Promise<ReleaseResult> {
+  release(
+    node: string,
+    pod: PodRef,
+    path: ReleasePath = 'owner',
+    options: ReleaseOptions = {},
+  ): Promise<ReleaseResult> {
     const { signal } = options;
     // A caller releasing its own write (a failed bind) reads the API: the view may not show that
     // write yet, and a missed release would keep the node locked until the bind grace is over.
     const fromViewAtStart = this.viewIsCurrent() && options.expectValues === undefined;
     const what = `release the lock on node ${node} for ${pod.namespace}/${pod.name}`;
-    return this.mutex.run(node, () => this.readClassifyWrite<ReleaseResult>(node, signal, fromViewAtStart, what, async (fromView) => {
-      const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
-      if (snapshot === undefined) return { kind: 'done', result: { outcome: 'not-locked', node } };
-      const current = snapshot.lock;
-      const value = parseLockValue(current);
-      if (!isOwnedBy(value, pod)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
-      if (options.expectValues !== undefined && !options.expectValues.includes(current)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
-      return {
-        kind: 'write',
-        resourceVersion: snapshot.resourceVersion,
-        value: null,
-        written: (result) => {
-          this.emit({ type: 'released', node, value: current, parsed: value, reason: 'owner-request', path, ageMs: this.ageOf(node, value) });
-          return { outcome: 'released', node, value: current, resourceVersion: result.resourceVersion };
-        },
-      };
-    }));
+    return this.mutex.run(node, () =>
+      this.readClassifyWrite<ReleaseResult>(node, signal, fromViewAtStart, what, async (fromView) => {
+        const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
+        if (snapshot === undefined) return { kind: 'done', result: { outcome: 'not-locked', node } };
+        const current = snapshot.lock;
+        const value = parseLockValue(current);
+        if (!isOwnedBy(value, pod)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
+        if (options.expectValues !== undefined && !options.expectValues.includes(current))
+          return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
+        return {
+          kind: 'write',
+          resourceVersion: snapshot.resourceVersion,
+          value: null,
+          written: (result) => {
+            this.emit({
+              type: 'released',
+              node,
+              value: current,
+              parsed: value,
+              reason: 'owner-request',
+              path,
+              ageMs: this.ageOf(node, value),
+            });
+            return { outcome: 'released', node, value: current, resourceVersion: result.resourceVersion };
+          },
+        };
+      }),
+    );
   }
 
   /**
@@ -186,32 +274,69 @@ export class NodeLocks {
    * With a state store, a lock the store shows as held costs no API call; one it shows as
    * releasable is confirmed by reading the node and its owner from the API before it is freed.
    */
-  releaseIfReleasable(node: string, path: ReleasePath, options: { signal?: AbortSignal; deleted?: DeletedPod } = {}): Promise<ConditionalReleaseResult> {
+  releaseIfReleasable(
+    node: string,
+    path: ReleasePath,
+    options: { signal?: AbortSignal; deleted?: DeletedPod } = {},
+  ): Promise<ConditionalReleaseResult> {
     const { signal, deleted } = options;
-    return this.mutex.run(node, () => this.readClassifyWrite<ConditionalReleaseResult>(node, signal, this.viewIsCurrent(), `release the releasable lock on node ${node}`, async (fromView) => {
-      const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
-      if (snapshot === undefined) return fromView ? { kind: 'reread-from-api' } : { kind: 'done', result: { outcome: 'not-locked', node } };
-      const current = snapshot.lock;
-      const value = parseLockValue(current);
-      // On behalf of a pod being deleted, only that pod's lock: another pod's lock is the sweeper's.
-      if (deleted !== undefined && !isOwnedBy(value, deleted)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
-      const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal, deleted);
-      if (classification.state !== 'releasable') {
-        if (classification.state === 'stalled') this.emitStalled(node, value, classification);
-        return { kind: 'done', result: { outcome: 'kept', node, value: current, classification, resourceVersion: snapshot.resourceVersion } };
-      }
-      // Confirmed by reading the node and its owner from the API before it is freed.
-      if (fromView) return { kind: 'reread-from-api' };
-      return {
-        kind: 'write',
-        resourceVersion: snapshot.resourceVersion,
-        value: null,
-        written: (result) => {
-          this.emit({ type: 'released', node, value: current, parsed: value, reason: classification.reason, path, ageMs: classification.ageMs });
-          return { outcome: 'released', node, value: current, classification, resourceVersion: result.resourceVersion };
+    return this.mutex.run(node, () =>
+      this.readClassifyWrite<ConditionalReleaseResult>(
+        node,
+        signal,
+        this.viewIsCurrent(),
+        `release the releasable lock on node ${node}`,
+        async (fromView) => {
+          const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
+          if (snapshot === undefined)
+            return fromView ? { kind: 'reread-from-api' } : { kind: 'done', result: { outcome: 'not-locked', node } };
+          const current = snapshot.lock;
+          const value = parseLockValue(current);
+          // On behalf of a pod being deleted, only that pod's lock: another pod's lock is the sweeper's.
+          if (deleted !== undefined && !isOwnedBy(value, deleted))
+            return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
+          const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal, deleted);
+          if (classification.state !== 'releasable') {
+            if (classification.state === 'stalled') this.emitStalled(node, value, classification);
+            return {
+              kind: 'done',
+              result: {
+                outcome: 'kept',
+                node,
+                value: current,
+                classification,
+                resourceVersion: snapshot.resourceVersion,
+              },
+            };
+          }
+          // Confirmed by reading the node and its owner from the API before it is freed.
+          if (fromView) return { kind: 'reread-from-api' };
+          return {
+            kind: 'write',
+            resourceVersion: snapshot.resourceVersion,
+            value: null,
+            written: (result) => {
+              this.emit({
+                type: 'released',
+                node,
+                value: current,
+                parsed: value,
+                reason: classification.reason,
+                path,
+                ageMs: classification.ageMs,
+              });
+              return {
+                outcome: 'released',
+                node,
+                value: current,
+                classification,
+                resourceVersion: result.resourceVersion,
+              };
+            },
+          };
         },
-      };
-    }));
+      ),
+    );
   }
 
   /**
@@ -220,7 +345,13 @@ export class NodeLocks {
    * RV-guarded on the node state it read. Any failed write, and any step that asks, reads again from
    * the API (a view may lag); the retry budget paces errors and conflicts, and says when to give up.
    */
-  private async readClassifyWrite<R>(node: string, signal: AbortSignal | undefined, fromViewAtStart: boolean, what: string, step: (fromView: boolean, budget: RetryBudget) => Promise<LockStep<R>>): Promise<R> {
+  private async readClassifyWrite<R>(
+    node: string,
+    signal: AbortSignal | undefined,
+    fromViewAtStart: boolean,
+    what: string,
+    step: (fromView: boolean, budget: RetryBudget) => Promise<LockStep<R>>,
+  ): Promise<R> {
     const budget = this.budget();
     let fromView = fromViewAtStart;
     for (;;) {
@@ -247,7 +378,14 @@ export class NodeLocks {
   async inspect(node: string): Promise<LockInspection> {
     const snapshot = await this.deps.api.readNode(node);
     if (snapshot.lock === undefined) {
-      return { node, resourceVersion: snapshot.resourceVersion, raw: undefined, value: undefined, owner: undefined, classification: undefined };
+      return {
+        node,
+        resourceVersion: snapshot.resourceVersion,
+        raw: undefined,
+        value: undefined,
+        owner: undefined,
+        classification: undefined,
+      };
     }
     const value = parseLockValue(snapshot.lock);
     const { owner, classification } = await this.classify(snapshot, value);
@@ -260,7 +398,10 @@ export class NodeLocks {
   }
 
   /** The node when it exists and carries a lock; undefined when there is nothing to release. */
-  private async readLockedNode(node: string, signal?: AbortSignal): Promise<(NodeSnapshot & { lock: string }) | undefined> {
+  private async readLockedNode(
+    node: string,
+    signal?: AbortSignal,
+  ): Promise<(NodeSnapshot & { lock: string }) | undefined> {
     try {
       const snapshot = await this.deps.api.readNode(node, signal);
       return snapshot.lock === undefined ? undefined : { ...snapshot, lock: snapshot.lock };
@@ -276,36 +417,74 @@ export class NodeLocks {
    * makes every owner a possible pod name first, so a malformed value or an impossible owner costs
    * no API call at all. `deleted`: a pod whose DELETE is being admitted, so being deleted already.
    */
-  private async classify(snapshot: NodeSnapshot, value: LockValue, source: 'view' | 'api' = 'api', signal?: AbortSignal, deleted?: DeletedPod): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
+  private async classify(
+    snapshot: NodeSnapshot,
+    value: LockValue,
+    source: 'view' | 'api' = 'api',
+    signal?: AbortSignal,
+    deleted?: DeletedPod,
+  ): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
     const node = snapshot.name;
     let owner: OwnerPod | null | undefined;
     let resolved: LockOwner | undefined;
     let goneOwnerMayBeAdmitted = false;
     if (value.kind === 'owned') {
-      let named = (source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? undefined;
-      if (named !== undefined && deleted !== undefined && named.uid === deleted.uid && isOwnedBy(value, deleted)) named = { ...named, deleting: true };
+      let named =
+        (source === 'view'
+          ? this.deps.view?.ownerPod(value.owner)
+          : await this.deps.api.readPod(value.owner, signal)) ?? undefined;
+      if (named !== undefined && deleted !== undefined && named.uid === deleted.uid && isOwnedBy(value, deleted))
+        named = { ...named, deleting: true };
       resolved = this.resolveOwner(snapshot, value, named);
       owner = resolved.kind === 'named' ? resolved.owner : null;
       // Only on an API read: a gone owner seen in the view is confirmed by one before anything is freed.
       if (resolved.kind === 'gone' && source === 'api' && this.deps.kubeletAdmission !== undefined) {
-        goneOwnerMayBeAdmitted = await this.deps.kubeletAdmission.mayStillAdmit(node, value.owner, value.raw, resolved.candidates, signal, lockWrittenAt(snapshot.object));
+        goneOwnerMayBeAdmitted = await this.deps.kubeletAdmission.mayStillAdmit(
+          node,
+          value.owner,
+          value.raw,
+          resolved.candidates,
+          signal,
+          lockWrittenAt(snapshot.object),
+        );
       }
     }
     const now = this.clock();
     const ownerReplaced = resolved?.kind === 'gone' && resolved.replaced;
-    const rules = (kubeletMayAdmitLater: boolean) => classifyLock({ lock: value, owner: owner ?? undefined, node, now, config: this.deps.config, seenAt: this.seenAt(snapshot, value, now), ownerReplaced, goneOwnerMayBeAdmitted, kubeletMayAdmitLater });
+    const rules = (kubeletMayAdmitLater: boolean) =>
+      classifyLock({
+        lock: value,
+        owner: owner ?? undefined,
+        node,
+        now,
+        config: this.deps.config,
+        seenAt: this.seenAt(snapshot, value, now),
+        ownerReplaced,
+        goneOwnerMayBeAdmitted,
+        kubeletMayAdmitLater,
+      });
     let classification = rules(false);
     // NODELOCK_FORCE_AFTER only where kubelet will not serve a queued pod through a lock naming
     // another (a Lease read and a LIST, only for a lock the rules would force; kubelet-admission.ts).
-    if (classification.state === 'releasable' && classification.reason === 'forced-after-stall' && source === 'api' && this.deps.kubeletAdmission !== undefined
-      && value.kind === 'owned' && !await this.deps.kubeletAdmission.mayForce(node, value.owner, lockWrittenAt(snapshot.object), signal)) {
+    if (
+      classification.state === 'releasable' &&
+      classification.reason === 'forced-after-stall' &&
+      source === 'api' &&
+      this.deps.kubeletAdmission !== undefined &&
+      value.kind === 'owned' &&
+      !(await this.deps.kubeletAdmission.mayForce(node, value.owner, lockWrittenAt(snapshot.object), signal))
+    ) {
       classification = rules(true);
     }
     return { owner, classification };
   }
 
   /** Whom the lock value was written for: the pod carrying its name now, or an incarnation that is gone. */
-  private resolveOwner(snapshot: NodeSnapshot, value: Extract<LockValue, { kind: 'owned' }>, named: OwnerPod | undefined): LockOwner {
+  private resolveOwner(
+    snapshot: NodeSnapshot,
+    value: Extract<LockValue, { kind: 'owned' }>,
+    named: OwnerPod | undefined,
+  ): LockOwner {
     const known = this.deps.view?.lockOwnerFacts?.(snapshot.name, value.raw, value.owner, named?.uid);
     return resolveLockOwner({
       gone: [],
@@ -321,15 +500,34 @@ export class NodeLocks {
    * Whether a lock naming `pod` was written for this incarnation (its UID), so that a retried bind
    * may re-stamp it. Without a UID to compare (a caller that knows only the name) the name decides.
    */
-  private async writtenForThisPod(snapshot: NodeSnapshot, value: Extract<LockValue, { kind: 'owned' }>, pod: LockingPod, fromView: boolean, signal?: AbortSignal): Promise<boolean> {
+  private async writtenForThisPod(
+    snapshot: NodeSnapshot,
+    value: Extract<LockValue, { kind: 'owned' }>,
+    pod: LockingPod,
+    fromView: boolean,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
     if (pod.uid === undefined) return true;
-    const named = (fromView ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ?? undefined;
+    const named =
+      (fromView ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ??
+      undefined;
     const resolved = this.resolveOwner(snapshot, value, named);
     return resolved.kind === 'named' && resolved.proven && resolved.owner.uid === pod.uid;
   }
 
-  private emitStalled(node: string, holder: LockValue, classification: Extract<LockClassification, { state: 'stalled' }>): void {
-    this.emit({ type: 'stalled', node, holder: holder.raw, holderValue: holder, ageMs: classification.ageMs, ...(classification.forceWithheld === undefined ? {} : { forceWithheld: classification.forceWithheld }) });
+  private emitStalled(
+    node: string,
+    holder: LockValue,
+    classification: Extract<LockClassification, { state: 'stalled' }>,
+  ): void {
+    this.emit({
+      type: 'stalled',
+      node,
+      holder: holder.raw,
+      holderValue: holder,
+      ageMs: classification.ageMs,
+      ...(classification.forceWithheld === undefined ? {} : { forceWithheld: classification.forceWithheld }),
+    });
   }
 
   /**
@@ -358,13 +556,35 @@ export class NodeLocks {
     signal?.throwIfAborted();
   }
 
-  private acquired(snapshot: NodeSnapshot, writtenOver: string, pod: PodRef, value: string, attempts: number, replaced: AcquireResult['replaced']): AcquireResult {
+  private acquired(
+    snapshot: NodeSnapshot,
+    writtenOver: string,
+    pod: PodRef,
+    value: string,
+    attempts: number,
+    replaced: AcquireResult['replaced'],
+  ): AcquireResult {
     const node = snapshot.name;
     const replacedValue = replaced === undefined ? undefined : parseLockValue(replaced.value);
     if (replaced && replacedValue) {
-      this.emit({ type: 'released', node, value: replaced.value, parsed: replacedValue, reason: replaced.reason, path: 'takeover', ageMs: this.ageOf(node, replacedValue) });
+      this.emit({
+        type: 'released',
+        node,
+        value: replaced.value,
+        parsed: replacedValue,
+        reason: replaced.reason,
+        path: 'takeover',
+        ageMs: this.ageOf(node, replacedValue),
+      });
     }
-    this.emit({ type: 'acquired', node, pod, value, attempts, ...(replaced && replacedValue ? { replaced: { ...replaced, parsed: replacedValue } } : {}) });
+    this.emit({
+      type: 'acquired',
+      node,
+      pod,
+      value,
+      attempts,
+      ...(replaced && replacedValue ? { replaced: { ...replaced, parsed: replacedValue } } : {}),
+    });
     return {
       outcome: replaced ? 'taken-over' : 'acquired',
       node,

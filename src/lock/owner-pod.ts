@@ -23,9 +23,19 @@ export interface OwnerPod {
 }
 
 interface PodLike {
-  metadata?: { uid?: string; deletionTimestamp?: unknown; creationTimestamp?: unknown; annotations?: Record<string, string> | undefined };
+  metadata?: {
+    uid?: string;
+    deletionTimestamp?: unknown;
+    creationTimestamp?: unknown;
+    annotations?: Record<string, string> | undefined;
+  };
   spec?: { nodeName?: string };
-  status?: { phase?: string; startTime?: unknown; containerStatuses?: { started?: boolean; state?: { running?: unknown; terminated?: unknown } }[]; initContainerStatuses?: { started?: boolean; state?: { running?: unknown; terminated?: unknown } }[] };
+  status?: {
+    phase?: string;
+    startTime?: unknown;
+    containerStatuses?: { started?: boolean; state?: { running?: unknown; terminated?: unknown } }[];
+    initContainerStatuses?: { started?: boolean; state?: { running?: unknown; terminated?: unknown } }[];
+  };
 }
 
 export function ownerPodFrom(pod: PodLike): OwnerPod {

@@ -22,7 +22,12 @@ export interface RetryPolicy {
 // Like HAMi's (5 steps, 100 ms doubling, 0.5 jitter) for errors. Conflicts retry fast and often: two
 // processes cycling on one node made 5 conflicts in a row common once API calls took ~3 ms.
 export const DEFAULT_RETRY: RetryPolicy = {
-  attempts: 5, errorDelayMs: 100, conflictAttempts: 50, conflictDelayMs: 5, maxConflictDelayMs: 200, jitter: 0.5,
+  attempts: 5,
+  errorDelayMs: 100,
+  conflictAttempts: 50,
+  conflictDelayMs: 5,
+  maxConflictDelayMs: 200,
+  jitter: 0.5,
 };
 
 /** Counts one call's retries; says how long to pause, or throws when the budget is spent. */
@@ -30,10 +35,19 @@ export class RetryBudget {
   private readonly errors: Backoff;
   private readonly conflicts: Backoff;
 
-  constructor(private readonly policy: RetryPolicy, random: () => number) {
+  constructor(
+    private readonly policy: RetryPolicy,
+    random: () => number,
+  ) {
     const jitter = policy.jitter;
-    this.errors = new Backoff({ initialMs: policy.errorDelayMs, factor: 2, capMs: Number.POSITIVE_INFINITY, jitter }, random);
-    this.conflicts = new Backoff({ initialMs: policy.conflictDelayMs, factor: 1.5, capMs: policy.maxConflictDelayMs, jitter }, random);
+    this.errors = new Backoff(
+      { initialMs: policy.errorDelayMs, factor: 2, capMs: Number.POSITIVE_INFINITY, jitter },
+      random,
+    );
+    this.conflicts = new Backoff(
+      { initialMs: policy.conflictDelayMs, factor: 1.5, capMs: policy.maxConflictDelayMs, jitter },
+      random,
+    );
   }
 
   get attempts(): number {
@@ -45,12 +59,16 @@ export class RetryBudget {
     if (error instanceof WriteRejectedError || error instanceof NodeNotFoundError) throw error;
     if (error instanceof WriteConflictError) {
       if (this.conflicts.steps + 1 >= this.policy.conflictAttempts) {
-        throw new LockUnavailableError(`could not ${what}: ${this.conflicts.steps + 1} conflicting writes in a row`, { cause: error });
+        throw new LockUnavailableError(`could not ${what}: ${this.conflicts.steps + 1} conflicting writes in a row`, {
+          cause: error,
+        });
       }
       return this.conflicts.next();
     }
     if (this.errors.steps + 1 >= this.policy.attempts) {
-      throw new LockUnavailableError(`could not ${what} after ${this.errors.steps + 1} failed attempts`, { cause: error });
+      throw new LockUnavailableError(`could not ${what} after ${this.errors.steps + 1} failed attempts`, {
+        cause: error,
+      });
     }
     return this.errors.next();
   }

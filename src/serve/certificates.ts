@@ -53,25 +53,43 @@ export interface Certificates {
   material: Awaited<ReturnType<CertKeeper['ensure']>>;
 }
 
-export async function startCertificates({ config, log, lifecycle, core, admissionApi, conditions, listening }: CertificateDeps): Promise<Certificates> {
+export async function startCertificates({
+  config,
+  log,
+  lifecycle,
+  core,
+  admissionApi,
+  conditions,
+  listening,
+}: CertificateDeps): Promise<Certificates> {
   const labels = { 'app.kubernetes.io/name': 'vgpu-warden' };
-  const store: CertStore = config.certSecretName === undefined
-    ? new FileCertStore({ dir: config.certDir })
-    : new SecretCertStore({ core, namespace: config.namespace, name: config.certSecretName, labels });
-  const caBundleTarget = config.webhookConfigName === undefined
-    ? undefined
-    : new CaBundlePatcher({ api: admissionApi, configurationName: config.webhookConfigName });
-  const certLog = (line: string) => { log.info({ component: 'certs' }, line); };
+  const store: CertStore =
+    config.certSecretName === undefined
+      ? new FileCertStore({ dir: config.certDir })
+      : new SecretCertStore({ core, namespace: config.namespace, name: config.certSecretName, labels });
+  const caBundleTarget =
+    config.webhookConfigName === undefined
+      ? undefined
+      : new CaBundlePatcher({ api: admissionApi, configurationName: config.webhookConfigName });
+  const certLog = (line: string) => {
+    log.info({ component: 'certs' }, line);
+  };
   // loadConfig guarantees CERT_SECRET_NAME with client authentication: the client certificate is
   // issued from the CA shared in that Secret and published for kube-scheduler in another one.
   const clientCerts = config.extenderClientAuth
     ? new ClientCertPublisher({
-      store: new SecretStore({ core, namespace: config.namespace, name: config.extenderClientSecretName, labels, layout: CLIENT_CERT_LAYOUT }),
-      commonName: SCHEDULER_CLIENT_COMMON_NAME,
-      validityDays: config.certValidityMs / DAY_MS,
-      renewBeforeMs: config.certRenewBeforeMs,
-      log: certLog,
-    })
+        store: new SecretStore({
+          core,
+          namespace: config.namespace,
+          name: config.extenderClientSecretName,
+          labels,
+          layout: CLIENT_CERT_LAYOUT,
+        }),
+        commonName: SCHEDULER_CLIENT_COMMON_NAME,
+        validityDays: config.certValidityMs / DAY_MS,
+        renewBeforeMs: config.certRenewBeforeMs,
+        log: certLog,
+      })
     : undefined;
   const keeper = new CertKeeper({
     store,
@@ -82,7 +100,11 @@ export async function startCertificates({ config, log, lifecycle, core, admissio
     ...(caBundleTarget ? { caBundleTarget } : {}),
     onChange: (material) => {
       listening.webhook?.updateCertificate(material.certPem, material.keyPem);
-      listening.extender?.updateCertificate(material.certPem, material.keyPem, clientCerts ? material.caBundlePem : undefined);
+      listening.extender?.updateCertificate(
+        material.certPem,
+        material.keyPem,
+        clientCerts ? material.caBundlePem : undefined,
+      );
       log.info({ component: 'certs' }, 'serving certificate reloaded');
     },
     ...(clientCerts ? { onSettled: (bundle) => clientCerts.publish(bundle) } : {}),
@@ -90,17 +112,22 @@ export async function startCertificates({ config, log, lifecycle, core, admissio
   });
   const certCondition = conditions.reporter('certificates');
   const certSetting = config.certSecretName === undefined ? 'CERT_DIR' : 'CERT_SECRET_NAME';
-  const material = await lifecycle.step('certificates', (signal) => untilNotTransient(() => keeper.ensure(), {
-    deadlineMs: STARTUP_RETRY_MS,
-    signal,
-    onRetry: (error) => {
-      const { condition, message } = apiCondition(`certificates (${store.description})`, error);
-      certCondition.fail(condition, message);
-    },
-  }).catch((error: unknown) => {
-    if (signal.aborted) throw error;
-    throw new StartupError(`cannot get the serving certificate from ${store.description} (${certSetting}): ${failureText(error)}`, { cause: error });
-  }));
+  const material = await lifecycle.step('certificates', (signal) =>
+    untilNotTransient(() => keeper.ensure(), {
+      deadlineMs: STARTUP_RETRY_MS,
+      signal,
+      onRetry: (error) => {
+        const { condition, message } = apiCondition(`certificates (${store.description})`, error);
+        certCondition.fail(condition, message);
+      },
+    }).catch((error: unknown) => {
+      if (signal.aborted) throw error;
+      throw new StartupError(
+        `cannot get the serving certificate from ${store.description} (${certSetting}): ${failureText(error)}`,
+        { cause: error },
+      );
+    }),
+  );
   certCondition.ok();
   return { keeper, clientCerts, material };
 }

@@ -53,7 +53,6 @@ const CERT_CHECK_INTERVAL_MS = 10 * 60_000;
 /** Releasing the Lease gets at most this much of the shutdown bound, so listeners still drain when the apiserver hangs. */
 const LEASE_RELEASE_BOUND_MS = 5_000;
 
-
 export interface StartOptions {
   /** Aborting it stops start-up: what started is stopped, and startServer rejects with StartAborted. */
   signal?: AbortSignal;
@@ -89,7 +88,12 @@ function apiserverContext(kubeConfig: PooledKubeConfig): string {
   return `(apiserver ${clip(server)}${source}); retrying with backoff, /readyz answers 503 meanwhile`;
 }
 
-function listenerSettings(role: string, prefix: 'WEBHOOK' | 'EXTENDER' | 'METRICS', host: string, port: number): ListenerSettings {
+function listenerSettings(
+  role: string,
+  prefix: 'WEBHOOK' | 'EXTENDER' | 'METRICS',
+  host: string,
+  port: number,
+): ListenerSettings {
   return { role, host, port, hostSetting: `${prefix}_HOST`, portSetting: `${prefix}_PORT` };
 }
 
@@ -118,7 +122,9 @@ export async function startServer(config: Config, log: Logger, options: StartOpt
   const lifecycle = new Lifecycle({
     ...(options.signal ? { signal: options.signal } : {}),
     boundMs: options.shutdownBoundMs ?? GRACEFUL_SHUTDOWN_MS,
-    onStopProblem: (part, problem) => { log.warn({ component: 'lifecycle', part }, `stopping ${part}: ${problem}`); },
+    onStopProblem: (part, problem) => {
+      log.warn({ component: 'lifecycle', part }, `stopping ${part}: ${problem}`);
+    },
   });
   try {
     return await wire(config, log, lifecycle, options);
@@ -132,44 +138,94 @@ export async function startServer(config: Config, log: Logger, options: StartOpt
 async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: StartOptions): Promise<RunningServer> {
   const kubeConfig = loadKubeConfig(config.kubeconfig, undefined, options.kubeContext);
   lifecycle.defer('API connections', () => kubeConfig.close());
-  const conditions = options.conditions ?? new ConditionLog({
-    emit: (level, message, condition) => { log[level]({ component: 'health', condition }, message); },
-    context: (condition) => (condition === APISERVER_UNREACHABLE ? apiserverContext(kubeConfig) : undefined),
-  });
+  const conditions =
+    options.conditions ??
+    new ConditionLog({
+      emit: (level, message, condition) => {
+        log[level]({ component: 'health', condition }, message);
+      },
+      context: (condition) => (condition === APISERVER_UNREACHABLE ? apiserverContext(kubeConfig) : undefined),
+    });
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const admissionApi = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
   // The store's first LIST starts before the certificates: at 5000 nodes it waits seconds on the
   // apiserver, and the key generation and certificate API calls fit in that wait.
   const cache = new ClusterCache({
-    sources: kubeSources(kubeConfig), staleAfterMs: config.stateStaleAfterMs, conditions,
+    sources: kubeSources(kubeConfig),
+    staleAfterMs: config.stateStaleAfterMs,
+    conditions,
     // GPU memory quota limits are in the units requests are counted in (HAMi's memoryFactor).
     quotaMemoryFactor: DEFAULT_REQUEST_DEFAULTS.memoryFactor,
-    log: (level, message) => { log[level]({ component: 'cache' }, message); },
+    log: (level, message) => {
+      log[level]({ component: 'cache' }, message);
+    },
   });
   // Resolves once synced or stopped; until synced, readiness says why not (cache.problems()).
-  void cache.start().catch((error: unknown) => { log.error({ component: 'cache' }, `cluster cache failed to start: ${failureText(error)}`); });
+  void cache.start().catch((error: unknown) => {
+    log.error({ component: 'cache' }, `cluster cache failed to start: ${failureText(error)}`);
+  });
   lifecycle.defer('cluster cache', () => cache.stop());
 
   // Filled in once listening; the keeper may hand out material before (the first ensure) and after.
   const listening: ServingListeners = {};
-  const { keeper, clientCerts, material } = await startCertificates({ config, log, lifecycle, core, admissionApi, conditions, listening });
+  const { keeper, clientCerts, material } = await startCertificates({
+    config,
+    log,
+    lifecycle,
+    core,
+    admissionApi,
+    conditions,
+    listening,
+  });
 
-  const metrics = new WardenMetrics({ legacyNames: config.legacyMetrics, version: options.version ?? packageVersion(), onLockSourceError: (err) => { log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable'); } });
-  const events = new EventRecorder(core, config.schedulerName, (message) => { log.warn({ component: 'events' }, message); }, { failures: conditions.reporter('events') });
+  const metrics = new WardenMetrics({
+    legacyNames: config.legacyMetrics,
+    version: options.version ?? packageVersion(),
+    onLockSourceError: (err) => {
+      log.warn({ component: 'metrics', err }, 'node-lock gauges unavailable');
+    },
+  });
+  const events = new EventRecorder(
+    core,
+    config.schedulerName,
+    (message) => {
+      log.warn({ component: 'events' }, message);
+    },
+    { failures: conditions.reporter('events') },
+  );
   // Deferred steps run last-first: pending aggregated Events are written after the listeners and the sweeper stop.
   lifecycle.defer('events', () => events.close());
-  const lockConfig = { bindGraceMs: config.bindGraceMs, expireMs: config.nodeLockExpireMs, forceAfterMs: config.nodeLockForceAfterMs };
-  const lockTelemetry = new LockTelemetry({ metrics, events, log, podUid: (pod) => cache.pod(pod.namespace, pod.name)?.metadata?.uid });
+  const lockConfig = {
+    bindGraceMs: config.bindGraceMs,
+    expireMs: config.nodeLockExpireMs,
+    forceAfterMs: config.nodeLockForceAfterMs,
+  };
+  const lockTelemetry = new LockTelemetry({
+    metrics,
+    events,
+    log,
+    podUid: (pod) => cache.pod(pod.namespace, pod.name)?.metadata?.uid,
+  });
   const locks = new NodeLocks({
     api: new KubeNodeLockApi(core),
     view: cache.lockView,
     config: lockConfig,
     // A lock whose owner vanished before Allocate stays until the node's kubelet is past that pod.
-    kubeletAdmission: new KubeletAdmission({ api: new KubeKubeletEvidenceApi(core, kubeConfig.makeApiClient(CoordinationV1Api)) }),
+    kubeletAdmission: new KubeletAdmission({
+      api: new KubeKubeletEvidenceApi(core, kubeConfig.makeApiClient(CoordinationV1Api)),
+    }),
     // Metrics, Kubernetes Events and one JSON log line per lock decision.
     observer: lockTelemetry,
   });
-  const lockSamples = cachedLockSource({ lockedNodes: () => cache.lockedNodes(), node: (name) => cache.node(name), pod: (namespace, name) => cache.pod(namespace, name), lockSeenAt: (node, value) => cache.lockView.lockSeenAt(node, value) }, lockConfig);
+  const lockSamples = cachedLockSource(
+    {
+      lockedNodes: () => cache.lockedNodes(),
+      node: (name) => cache.node(name),
+      pod: (namespace, name) => cache.pod(namespace, name),
+      lockSeenAt: (node, value) => cache.lockView.lockSeenAt(node, value),
+    },
+    lockConfig,
+  );
   metrics.setLockSource(() => (cache.synced ? lockSamples() : undefined));
   metrics.setUnreadableAllocationSource(() => (cache.synced ? cache.unreadableAllocations() : undefined));
   metrics.setGpuSource(() => (cache.synced ? gpuSamples(cache) : undefined));
@@ -180,27 +236,33 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   // are owner-checked and idempotent, so replicas racing on one lock give the same result).
   const elector = config.leaderElection
     ? new LeaderElector({
-      api: kubeConfig.makeApiClient(CoordinationV1Api),
-      namespace: config.namespace,
-      name: config.leaseName,
-      identity: `${config.podName ?? hostname()}_${randomBytes(4).toString('hex')}`,
-      conditions: conditions.reporter('leader election'),
-      namespaceSetting: 'POD_NAMESPACE',
-      log: (message) => { log.info({ component: 'leader' }, message); },
-    })
+        api: kubeConfig.makeApiClient(CoordinationV1Api),
+        namespace: config.namespace,
+        name: config.leaseName,
+        identity: `${config.podName ?? hostname()}_${randomBytes(4).toString('hex')}`,
+        conditions: conditions.reporter('leader election'),
+        namespaceSetting: 'POD_NAMESPACE',
+        log: (message) => {
+          log.info({ component: 'leader' }, message);
+        },
+      })
     : undefined;
   // The cluster-wide metric families are the leader's to export (HAMi's scheduler does the same), so
   // dashboards summing over replicas count each GPU once; without election this process is alone.
   metrics.setLeadership(elector ? () => elector.isLeader() : () => true);
 
   const readiness = new Readiness();
-  const notAnswering = (listener: { listening: boolean } | undefined): string[] => (listener?.listening === true ? [] : ['listener not answering']);
+  const notAnswering = (listener: { listening: boolean } | undefined): string[] =>
+    listener?.listening === true ? [] : ['listener not answering'];
   readiness.add('certificates', () => (keeper.current() === undefined ? ['no serving certificate loaded'] : []));
   readiness.add('webhook', () => notAnswering(listening.webhook));
   readiness.add('extender', () => notAnswering(listening.extender));
   readiness.add('metrics', () => notAnswering(listening.metrics));
   readiness.add('cluster cache', () => cache.problems());
-  readiness.add('leader election', () => { const problem = elector?.problem(); return problem === undefined ? [] : [problem]; });
+  readiness.add('leader election', () => {
+    const problem = elector?.problem();
+    return problem === undefined ? [] : [problem];
+  });
   const ready = () => readiness.state();
 
   const admission = new PodAdmissionHandler({
@@ -209,49 +271,116 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
     storedLocks: cache,
     deleteTimeoutMs: config.webhookDeleteTimeoutMs,
     onOutcome: (request, outcome) => {
-      log.debug({ component: 'admission', uid: request.uid, namespace: request.namespace, name: request.name, outcome }, `admission ${outcome.operation}`);
+      log.debug(
+        { component: 'admission', uid: request.uid, namespace: request.namespace, name: request.name, outcome },
+        `admission ${outcome.operation}`,
+      );
     },
   });
   const webhookApp = createWebhookApp({
     handler: timedAdmissionHandler(admission, metrics),
     readiness: ready,
-    onBadRequest: (status, message) => { log.warn({ component: 'admission', status }, `bad admission request: ${message}`); },
+    onBadRequest: (status, message) => {
+      log.warn({ component: 'admission', status }, `bad admission request: ${message}`);
+    },
   });
-  const defaults = { nodePolicy: config.nodeSchedulerPolicy, gpuPolicy: config.gpuSchedulerPolicy, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
-  const labels = new BindingLabelFollowUp({ pods: cache, patchLabel: kubeLabelPatch(core), log: (message) => { log.warn({ component: 'bind' }, message); } });
+  const defaults = {
+    nodePolicy: config.nodeSchedulerPolicy,
+    gpuPolicy: config.gpuSchedulerPolicy,
+    requestDefaults: DEFAULT_REQUEST_DEFAULTS,
+  };
+  const labels = new BindingLabelFollowUp({
+    pods: cache,
+    patchLabel: kubeLabelPatch(core),
+    log: (message) => {
+      log.warn({ component: 'bind' }, message);
+    },
+  });
   labels.start();
-  lifecycle.defer('binding label follow-up', () => { labels.stop(); });
+  lifecycle.defer('binding label follow-up', () => {
+    labels.stop();
+  });
   const binder = new Binder({
-    core, cache, locks, events, defaults, labels, successEvents: config.successEvents,
-    lockWaitMs: config.bindLockWaitMs, timeoutMs: config.bindTimeoutMs, acknowledgementMaxAgeMs: config.nodeLockExpireMs,
-    log: (level, message) => { log[level]({ component: 'bind' }, message); },
+    core,
+    cache,
+    locks,
+    events,
+    defaults,
+    labels,
+    successEvents: config.successEvents,
+    lockWaitMs: config.bindLockWaitMs,
+    timeoutMs: config.bindTimeoutMs,
+    acknowledgementMaxAgeMs: config.nodeLockExpireMs,
+    log: (level, message) => {
+      log[level]({ component: 'bind' }, message);
+    },
   });
   const refusals = new RefusalRequeue({
     nodeGeneration: (node) => cache.nodeGeneration(node),
-    onNodeChange: (listener) => cache.onNodeChange((node) => { listener(node.metadata?.name ?? ''); }),
+    onNodeChange: (listener) =>
+      cache.onNodeChange((node) => {
+        listener(node.metadata?.name ?? '');
+      }),
     stillPending: (pod) => {
       const current = cache.pod(pod.namespace, pod.name);
       const phase = current?.status?.phase;
-      return current?.metadata?.uid === pod.uid && current.spec?.nodeName === undefined && current.metadata.deletionTimestamp === undefined && phase !== 'Succeeded' && phase !== 'Failed';
+      return (
+        current?.metadata?.uid === pod.uid &&
+        current.spec?.nodeName === undefined &&
+        current.metadata.deletionTimestamp === undefined &&
+        phase !== 'Succeeded' &&
+        phase !== 'Failed'
+      );
     },
     nudge: podRequeueWriter(core),
-    log: (message) => { log.info({ component: 'extender' }, message); },
+    log: (message) => {
+      log.info({ component: 'extender' }, message);
+    },
   });
   refusals.start();
-  lifecycle.defer('refusal requeue', () => { refusals.stop(); });
+  lifecycle.defer('refusal requeue', () => {
+    refusals.stop();
+  });
   const pending = trackPendingBursts(cache, defaults);
-  lifecycle.defer('pending bursts', () => { pending.stop(); });
+  lifecycle.defer('pending bursts', () => {
+    pending.stop();
+  });
   const extenderApp = createExtenderApp({
-    handlers: timedExtenderHandlers(new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 10_000, refusals, pending: pending.bursts, successEvents: config.successEvents }), metrics),
+    handlers: timedExtenderHandlers(
+      new ExtenderService({
+        cache,
+        binder,
+        events,
+        defaults,
+        syncWaitMs: 10_000,
+        refusals,
+        pending: pending.bursts,
+        successEvents: config.successEvents,
+      }),
+      metrics,
+    ),
     readiness: ready,
-    onBadRequest: (path, message) => { log.warn({ component: 'extender', path }, `bad extender request: ${message}`); },
+    onBadRequest: (path, message) => {
+      log.warn({ component: 'extender', path }, `bad extender request: ${message}`);
+    },
     ...(clientCerts
-      ? { guard: requireClientIdentity({ commonName: SCHEDULER_CLIENT_COMMON_NAME }, (problem) => { log.warn({ component: 'extender' }, `refused a client: ${problem}`); }) }
+      ? {
+          guard: requireClientIdentity({ commonName: SCHEDULER_CLIENT_COMMON_NAME }, (problem) => {
+            log.warn({ component: 'extender' }, `refused a client: ${problem}`);
+          }),
+        }
       : {}),
   });
 
   const stopWatch = config.podWatchEnabled
-    ? startPodWatchRelease({ cache, locks, followForMs: config.nodeLockExpireMs, log: (message) => { log.warn({ component: 'watch' }, message); } })
+    ? startPodWatchRelease({
+        cache,
+        locks,
+        followForMs: config.nodeLockExpireMs,
+        log: (message) => {
+          log.warn({ component: 'watch' }, message);
+        },
+      })
     : () => undefined;
   lifecycle.defer('pod watch', stopWatch);
 
@@ -260,43 +389,80 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   lifecycle.defer('listeners', (remainingMs) => Promise.all(opened.map((listener) => listener.close(remainingMs))));
   lifecycle.checkpoint();
   const webhook = await listen(listenerSettings('the webhook', 'WEBHOOK', config.webhookHost, config.webhookPort), () =>
-    HttpsListener.start(webhookApp, { host: config.webhookHost, port: config.webhookPort, certPem: material.certPem, keyPem: material.keyPem }));
+    HttpsListener.start(webhookApp, {
+      host: config.webhookHost,
+      port: config.webhookPort,
+      certPem: material.certPem,
+      keyPem: material.keyPem,
+    }),
+  );
   opened.push(webhook);
   listening.webhook = webhook;
-  const extender = await listen(listenerSettings('the extender', 'EXTENDER', config.extenderHost, config.extenderPort), () => HttpsListener.start(extenderApp, {
-    host: config.extenderHost, port: config.extenderPort, certPem: material.certPem, keyPem: material.keyPem,
-    ...(clientCerts ? { clientCaPem: material.caBundlePem } : {}),
-  }));
+  const extender = await listen(
+    listenerSettings('the extender', 'EXTENDER', config.extenderHost, config.extenderPort),
+    () =>
+      HttpsListener.start(extenderApp, {
+        host: config.extenderHost,
+        port: config.extenderPort,
+        certPem: material.certPem,
+        keyPem: material.keyPem,
+        ...(clientCerts ? { clientCaPem: material.caBundlePem } : {}),
+      }),
+  );
   opened.push(extender);
   listening.extender = extender;
   if (clientCerts) {
     // Refused at TLS (no certificate, or not from our CA): the app never sees these, so say so here.
-    extender.server.on('tlsClientError', (error: Error) => { log.warn({ component: 'extender' }, `TLS handshake refused: ${error.message.trim()}`); });
+    extender.server.on('tlsClientError', (error: Error) => {
+      log.warn({ component: 'extender' }, `TLS handshake refused: ${error.message.trim()}`);
+    });
   }
-  const metricsListener = await listen(listenerSettings('metrics', 'METRICS', config.metricsHost, config.metricsPort), () => startMetricsListener({
-    host: config.metricsHost, port: config.metricsPort, metrics, readiness: ready,
-    onError: (message) => { log.warn({ component: 'metrics' }, `scrape failed: ${message}`); },
-  }));
+  const metricsListener = await listen(
+    listenerSettings('metrics', 'METRICS', config.metricsHost, config.metricsPort),
+    () =>
+      startMetricsListener({
+        host: config.metricsHost,
+        port: config.metricsPort,
+        metrics,
+        readiness: ready,
+        onError: (message) => {
+          log.warn({ component: 'metrics' }, `scrape failed: ${message}`);
+        },
+      }),
+  );
   opened.push(metricsListener);
   listening.metrics = metricsListener;
   lifecycle.checkpoint();
 
   const sweeper = config.sweepEnabled
     ? new SweepSchedule({
-      schedule: config.sweepSchedule,
-      targets: cache,
-      locks,
-      // Stalled locks that vanish between sweeps end their warning with one line.
-      observer: lockTelemetry,
-      concurrency: 16,
-      isLeader: () => (elector ? elector.isLeader() : true),
-      stillLeading: () => true,
-      onReport: (report, durationMs) => {
-        metrics.observeSweep(durationMs / 1000, report.errors.length === 0 ? 'ok' : 'error');
-        log.info({ component: 'sweeper', released: report.released.length, stalled: report.stalled.length, kept: report.kept, errors: report.errors, abandoned: report.abandoned, durationMs: Math.round(durationMs) }, 'sweep pass');
-      },
-      onError: (message) => { log.error({ component: 'sweeper' }, `sweep failed: ${message}`); },
-    })
+        schedule: config.sweepSchedule,
+        targets: cache,
+        locks,
+        // Stalled locks that vanish between sweeps end their warning with one line.
+        observer: lockTelemetry,
+        concurrency: 16,
+        isLeader: () => (elector ? elector.isLeader() : true),
+        stillLeading: () => true,
+        onReport: (report, durationMs) => {
+          metrics.observeSweep(durationMs / 1000, report.errors.length === 0 ? 'ok' : 'error');
+          log.info(
+            {
+              component: 'sweeper',
+              released: report.released.length,
+              stalled: report.stalled.length,
+              kept: report.kept,
+              errors: report.errors,
+              abandoned: report.abandoned,
+              durationMs: Math.round(durationMs),
+            },
+            'sweep pass',
+          );
+        },
+        onError: (message) => {
+          log.error({ component: 'sweeper' }, `sweep failed: ${message}`);
+        },
+      })
     : undefined;
   if (elector) {
     elector.start();
@@ -318,7 +484,9 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
       wanted: () => keeper.current()?.caBundlePem,
       heal: () => keeper.ensure(),
       conditions: conditions.reporter('webhook configuration watch'),
-      log: (level, message) => { log[level]({ component: 'certs' }, message); },
+      log: (level, message) => {
+        log[level]({ component: 'certs' }, message);
+      },
     });
     caBundleWatch.start();
     lifecycle.defer('caBundle watch', () => caBundleWatch.stop());
@@ -327,7 +495,10 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   readiness.set('serving');
   log.info({ component: 'metrics', host: config.metricsHost, port: metricsListener.port }, 'metrics listening');
   log.info({ component: 'webhook', host: config.webhookHost, port: webhook.port }, 'admission webhook listening');
-  log.info({ component: 'extender', host: config.extenderHost, port: extender.port, clientAuth: config.extenderClientAuth }, 'scheduler extender listening');
+  log.info(
+    { component: 'extender', host: config.extenderHost, port: extender.port, clientAuth: config.extenderClientAuth },
+    'scheduler extender listening',
+  );
   return {
     webhook,
     extender,

@@ -40,6 +40,9 @@ export function requireClientIdentity(rule: ClientIdentityRule, onRefused?: (pro
       return;
     }
     onRefused?.(problem);
-    res.status(socket.authorized ? 403 : 401).type('text/plain').send(`client certificate refused: ${problem}`);
+    res
+      .status(socket.authorized ? 403 : 401)
+      .type('text/plain')
+      .send(`client certificate refused: ${problem}`);
   };
 }

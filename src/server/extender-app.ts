@@ -2,7 +2,13 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { describeError } from '../base/errors.js';
 import { jsonPieces } from '../base/time-slices.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
-import { type ExtenderHandlers, filterResult, parseBindingArgs, type Parsed, parseFilterArgs } from '../extender/protocol.js';
+import {
+  type ExtenderHandlers,
+  filterResult,
+  parseBindingArgs,
+  type Parsed,
+  parseFilterArgs,
+} from '../extender/protocol.js';
 
 export interface ExtenderAppDeps {
   handlers: ExtenderHandlers;
@@ -39,7 +45,9 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
   const limit = deps.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   app.use(bodyHeaderGuard(limit));
   const raw = readBody(limit);
-  const send = (res: Response, status: number, body: unknown) => { res.status(status).type('application/json').send(JSON.stringify(body)); };
+  const send = (res: Response, status: number, body: unknown) => {
+    res.status(status).type('application/json').send(JSON.stringify(body));
+  };
   // Filter and prioritize answers grow with the node list: encoded and written in slices, so that
   // neither the encoding nor the TLS write of megabytes holds the event loop in one block.
   const sendLarge = async (res: Response, status: number, body: unknown) => {
@@ -56,10 +64,15 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
     res.end(pending);
   };
 
-  app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
+  app.get('/healthz', (_req, res) => {
+    res.type('text/plain').send('ok');
+  });
   app.get('/readyz', (_req, res) => {
     const { ready, reasons } = deps.readiness();
-    res.status(ready ? 200 : 503).type('text/plain').send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
+    res
+      .status(ready ? 200 : 503)
+      .type('text/plain')
+      .send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
   });
 
   /**
@@ -92,16 +105,37 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
       }
     });
   };
-  verb('/filter', parseFilterArgs, (args) => deps.handlers.filter(args), (m) => [200, filterResult.error(m)], (m) => [200, filterResult.error(m)]);
-  verb('/prioritize', parseFilterArgs, (args) => deps.handlers.prioritize(args), (m) => [400, { Error: m }], (m) => [500, { Error: m }]);
-  verb('/bind', parseBindingArgs, (args) => deps.handlers.bind(args), (m) => [200, { Error: m }], (m) => [200, { Error: m }]);
+  verb(
+    '/filter',
+    parseFilterArgs,
+    (args) => deps.handlers.filter(args),
+    (m) => [200, filterResult.error(m)],
+    (m) => [200, filterResult.error(m)],
+  );
+  verb(
+    '/prioritize',
+    parseFilterArgs,
+    (args) => deps.handlers.prioritize(args),
+    (m) => [400, { Error: m }],
+    (m) => [500, { Error: m }],
+  );
+  verb(
+    '/bind',
+    parseBindingArgs,
+    (args) => deps.handlers.bind(args),
+    (m) => [200, { Error: m }],
+    (m) => [200, { Error: m }],
+  );
 
-  app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
+  app.use((_req, res) => {
+    res.status(404).type('text/plain').send('not found');
+  });
   // Refusals of the body reader are HTTP errors (413, 415, 400): kube-scheduler never sends such a
   // request, and an Error field would claim the arguments were read.
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
     const status = error instanceof RequestBodyError ? error.status : 500;
-    const message = error instanceof RequestBodyError ? error.message : `could not read the request: ${describeError(error)}`;
+    const message =
+      error instanceof RequestBodyError ? error.message : `could not read the request: ${describeError(error)}`;
     deps.onBadRequest?.(req.path, message);
     if (res.headersSent) return;
     send(res, status, req.path === '/filter' ? filterResult.error(message) : { Error: message });

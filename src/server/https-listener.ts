@@ -75,7 +75,10 @@ export interface HttpsListenerOptions extends ListenerLimits {
  * use, bad address). The server must have been created with serverOptions(limits). Used by the
  * TLS listeners and the plain-HTTP metrics listener.
  */
-export async function listenWithLimits(server: HttpServer | Server, options: { host: string; port: number } & ListenerLimits): Promise<void> {
+export async function listenWithLimits(
+  server: HttpServer | Server,
+  options: { host: string; port: number } & ListenerLimits,
+): Promise<void> {
   const merged = mergeLimits(options);
   // Set again: keepAliveTimeout is not a constructor option on every Node version.
   server.keepAliveTimeout = merged.keepAliveTimeoutMs;
@@ -100,8 +103,15 @@ const IDLE_SWEEP_MS = 100;
 export async function closeServer(server: HttpServer | Server, forceAfterMs: number): Promise<void> {
   if (!server.listening) return;
   await new Promise<void>((resolve) => {
-    const sweep = setInterval(() => { server.closeIdleConnections(); }, IDLE_SWEEP_MS);
-    const force = setTimeout(() => { server.closeAllConnections(); }, Math.max(0, forceAfterMs));
+    const sweep = setInterval(() => {
+      server.closeIdleConnections();
+    }, IDLE_SWEEP_MS);
+    const force = setTimeout(
+      () => {
+        server.closeAllConnections();
+      },
+      Math.max(0, forceAfterMs),
+    );
     server.close(() => {
       clearInterval(sweep);
       clearTimeout(force);
@@ -116,16 +126,22 @@ export const DEFAULT_CLOSE_GRACE_MS = 25_000;
 
 /** A TLS listener whose certificate (and client CAs) can be swapped without a restart (hot reload). */
 export class HttpsListener {
-  private constructor(readonly server: Server, readonly requiresClientCertificate: boolean) {}
+  private constructor(
+    readonly server: Server,
+    readonly requiresClientCertificate: boolean,
+  ) {}
 
   static async start(app: RequestListener, options: HttpsListenerOptions): Promise<HttpsListener> {
     const clientAuth = options.clientCaPem !== undefined;
-    const server = createServer({
-      ...serverOptions(options),
-      cert: options.certPem,
-      key: options.keyPem,
-      ...(clientAuth ? { ca: options.clientCaPem, requestCert: true, rejectUnauthorized: true } : {}),
-    }, app);
+    const server = createServer(
+      {
+        ...serverOptions(options),
+        cert: options.certPem,
+        key: options.keyPem,
+        ...(clientAuth ? { ca: options.clientCaPem, requestCert: true, rejectUnauthorized: true } : {}),
+      },
+      app,
+    );
     await listenWithLimits(server, options);
     return new HttpsListener(server, clientAuth);
   }
@@ -148,7 +164,11 @@ export class HttpsListener {
     if (this.requiresClientCertificate && clientCaPem === undefined) {
       throw new TypeError('this listener requires client certificates: updateCertificate needs the client CAs');
     }
-    this.server.setSecureContext({ cert: certPem, key: keyPem, ...(clientCaPem === undefined ? {} : { ca: clientCaPem }) });
+    this.server.setSecureContext({
+      cert: certPem,
+      key: keyPem,
+      ...(clientCaPem === undefined ? {} : { ca: clientCaPem }),
+    });
   }
 
   /** Stops accepting, lets requests in progress finish for up to `forceAfterMs`, then cuts them. */

@@ -1,6 +1,12 @@
 import { once } from 'node:events';
 import { createServer } from 'node:http';
-import { closeServer, DEFAULT_CLOSE_GRACE_MS, listenWithLimits, serverOptions, type ListenerLimits } from './https-listener.js';
+import {
+  closeServer,
+  DEFAULT_CLOSE_GRACE_MS,
+  listenWithLimits,
+  serverOptions,
+  type ListenerLimits,
+} from './https-listener.js';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { describeError } from '../base/errors.js';
@@ -25,9 +31,15 @@ export interface MetricsAppDeps {
  * Writes the pieces as the connection takes them (a piece, then wait for 'drain' when the socket
  * buffer is full), so a large exposition is never held whole. A scraper that goes away ends it.
  */
-async function streamPieces(res: Response, first: IteratorResult<string>, pieces: AsyncIterator<string>): Promise<void> {
+async function streamPieces(
+  res: Response,
+  first: IteratorResult<string>,
+  pieces: AsyncIterator<string>,
+): Promise<void> {
   const gone = new AbortController();
-  const onClose = () => { gone.abort(); };
+  const onClose = () => {
+    gone.abort();
+  };
   res.once('close', onClose);
   try {
     for (let next = first; next.done !== true; next = await pieces.next()) {
@@ -48,12 +60,17 @@ export function createMetricsApp(deps: MetricsAppDeps): express.Express {
   app.disable('etag');
   // Nothing here reads a body: one declared or compressed is refused before it is sent.
   app.use(bodyHeaderGuard(0));
-  app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
+  app.get('/healthz', (_req, res) => {
+    res.type('text/plain').send('ok');
+  });
   const readiness = deps.readiness;
   if (readiness !== undefined) {
     app.get('/readyz', (_req, res) => {
       const { ready, reasons } = readiness();
-      res.status(ready ? 200 : 503).type('text/plain').send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
+      res
+        .status(ready ? 200 : 503)
+        .type('text/plain')
+        .send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
     });
   }
   app.get('/metrics', async (_req: Request, res: Response) => {
@@ -77,7 +94,9 @@ export function createMetricsApp(deps: MetricsAppDeps): express.Express {
       res.destroy();
     }
   });
-  app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
+  app.use((_req, res) => {
+    res.status(404).type('text/plain').send('not found');
+  });
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     if (error instanceof RequestBodyError) {
       if (!res.headersSent) res.status(error.status).type('text/plain').send(error.message);
@@ -117,7 +136,9 @@ export async function startMetricsListener(options: MetricsListenerOptions): Pro
   const port = (server.address() as AddressInfo).port;
   return {
     port,
-    get listening() { return server.listening; },
+    get listening() {
+      return server.listening;
+    },
     close: (forceAfterMs: number = DEFAULT_CLOSE_GRACE_MS) => closeServer(server, forceAfterMs),
   };
 }

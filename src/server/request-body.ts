@@ -12,7 +12,11 @@ import { quoted } from '../base/user-text.js';
  * close), so the rest of the body is never read either.
  */
 export class RequestBodyError extends WardenError {
-  constructor(message: string, readonly status: 400 | 413 | 415, options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly status: 400 | 413 | 415,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
   }
 }
@@ -21,10 +25,16 @@ export class RequestBodyError extends WardenError {
 export function bodyHeaderProblem(headers: Request['headers'], limitBytes: number): RequestBodyError | undefined {
   const encoding = headers['content-encoding'];
   if (encoding !== undefined) {
-    const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '');
+    const codings = encoding
+      .split(',')
+      .map((coding) => coding.trim().toLowerCase())
+      .filter((coding) => coding !== '');
     const unsupported = codings.find((coding) => coding !== 'identity');
     if (unsupported !== undefined) {
-      return new RequestBodyError(`Content-Encoding ${quoted(unsupported)} is not supported: send the body uncompressed`, 415);
+      return new RequestBodyError(
+        `Content-Encoding ${quoted(unsupported)} is not supported: send the body uncompressed`,
+        415,
+      );
     }
   }
   // Node's parser has already refused a Content-Length that is not a number.
@@ -83,12 +93,19 @@ export function readBody(limitBytes: number): RequestHandler {
     };
     const onData = (chunk: Buffer): void => {
       received += chunk.length;
-      if (received > limitBytes) settle(new RequestBodyError(`request body exceeds the limit of ${limitBytes} bytes`, 413));
+      if (received > limitBytes)
+        settle(new RequestBodyError(`request body exceeds the limit of ${limitBytes} bytes`, 413));
       else chunks.push(chunk);
     };
-    const onEnd = (): void => { settle(); };
-    const onClose = (): void => { settle(new RequestBodyError('the client went away before sending the whole body', 400)); };
-    const onError = (error: Error): void => { settle(new RequestBodyError(`could not read the request body: ${error.message}`, 400, { cause: error })); };
+    const onEnd = (): void => {
+      settle();
+    };
+    const onClose = (): void => {
+      settle(new RequestBodyError('the client went away before sending the whole body', 400));
+    };
+    const onError = (error: Error): void => {
+      settle(new RequestBodyError(`could not read the request body: ${error.message}`, 400, { cause: error }));
+    };
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('close', onClose);

@@ -52,7 +52,10 @@ export function timedAdmissionHandler(
       try {
         return await handler.handle(request);
       } finally {
-        metrics.observeAdmission(OPERATIONS.has(request.operation) ? request.operation : 'other', (clock() - started) / 1000);
+        metrics.observeAdmission(
+          OPERATIONS.has(request.operation) ? request.operation : 'other',
+          (clock() - started) / 1000,
+        );
       }
     },
   };

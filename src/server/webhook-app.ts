@@ -1,5 +1,11 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { type AdmissionHandler, type AdmissionResponse, type AdmissionReviewReply, type AdmissionVersion, respond } from '../admission/admission-types.js';
+import {
+  type AdmissionHandler,
+  type AdmissionResponse,
+  type AdmissionReviewReply,
+  type AdmissionVersion,
+  respond,
+} from '../admission/admission-types.js';
 import { parseAdmissionReview } from '../admission/parse-review.js';
 import { describeError } from '../base/errors.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
@@ -33,10 +39,15 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
   const limit = deps.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   app.use(bodyHeaderGuard(limit));
 
-  app.get('/healthz', (_req, res) => { res.type('text/plain').send('ok'); });
+  app.get('/healthz', (_req, res) => {
+    res.type('text/plain').send('ok');
+  });
   app.get('/readyz', (_req, res) => {
     const { ready, reasons } = deps.readiness();
-    res.status(ready ? 200 : 503).type('text/plain').send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
+    res
+      .status(ready ? 200 : 503)
+      .type('text/plain')
+      .send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
   });
 
   // Raw body for every content type: the Content-Type check is ours, before any decoding.
@@ -59,12 +70,15 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     reply(res, 200, parsed.version, response);
   });
 
-  app.use((_req, res) => { res.status(404).type('text/plain').send('not found'); });
+  app.use((_req, res) => {
+    res.status(404).type('text/plain').send('not found');
+  });
 
   // Errors from the body reader (oversize, compressed, aborted upload) still get a review.
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const status = error instanceof RequestBodyError ? error.status : 500;
-    const message = error instanceof RequestBodyError ? error.message : `could not read the request: ${describeError(error)}`;
+    const message =
+      error instanceof RequestBodyError ? error.message : `could not read the request: ${describeError(error)}`;
     deps.onBadRequest?.(status, message);
     if (res.headersSent) return;
     reply(res, status, 'admission.k8s.io/v1', respond.errored('', status, message));

@@ -84,8 +84,19 @@ export class LeaderElector {
     this.renewDeadlineMs = deps.renewDeadlineMs ?? 10_000;
     this.retryPeriodMs = deps.retryPeriodMs ?? 2_000;
     this.roundTimeoutMs = deps.roundTimeoutMs ?? this.renewDeadlineMs / 2;
-    this.conditions = deps.conditions ?? new ConditionLog({ clock: this.clock, emit: (_level, message) => { deps.log?.(message); } }).reporter('leader election');
-    this.followerBackoff = new Backoff({ initialMs: this.retryPeriodMs, factor: 2, capMs: Math.max(this.retryPeriodMs, this.leaseDurationMs) });
+    this.conditions =
+      deps.conditions ??
+      new ConditionLog({
+        clock: this.clock,
+        emit: (_level, message) => {
+          deps.log?.(message);
+        },
+      }).reporter('leader election');
+    this.followerBackoff = new Backoff({
+      initialMs: this.retryPeriodMs,
+      factor: 2,
+      capMs: Math.max(this.retryPeriodMs, this.leaseDurationMs),
+    });
   }
 
   get identity(): string {
@@ -123,11 +134,23 @@ export class LeaderElector {
     if (options.release && wasLeading) {
       try {
         await this.withinRound('releasing', async (signal) => {
-          const lease = await this.deps.api.readNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace }, withSignal(signal));
+          const lease = await this.deps.api.readNamespacedLease(
+            { name: this.deps.name, namespace: this.deps.namespace },
+            withSignal(signal),
+          );
           if (lease.spec?.holderIdentity === this.deps.identity) {
             const now = new V1MicroTime(this.clock());
-            lease.spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now };
-            await this.deps.api.replaceNamespacedLease({ name: this.deps.name, namespace: this.deps.namespace, body: lease }, withSignal(signal));
+            lease.spec = {
+              ...lease.spec,
+              holderIdentity: '',
+              leaseDurationSeconds: 1,
+              renewTime: now,
+              acquireTime: now,
+            };
+            await this.deps.api.replaceNamespacedLease(
+              { name: this.deps.name, namespace: this.deps.namespace, body: lease },
+              withSignal(signal),
+            );
           }
         });
       } catch (error) {
@@ -153,7 +176,12 @@ export class LeaderElector {
     if (this.leading && this.clock() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
     if (!this.campaigning) return;
     // Up to 20 % jitter so replicas started together do not hit the Lease in lockstep.
-    this.timer = setTimeout(() => { void this.loop(); }, this.nextPauseMs() * (1 + 0.2 * Math.random()));
+    this.timer = setTimeout(
+      () => {
+        void this.loop();
+      },
+      this.nextPauseMs() * (1 + 0.2 * Math.random()),
+    );
     this.timer.unref();
   }
 
@@ -192,7 +220,11 @@ export class LeaderElector {
       const { condition, message } = apiCondition(`leader election (Lease ${namespace}/${name})`, error);
       reported = { condition, message, definite: status === 401 || status === 403 };
     }
-    this.failure = { since: this.failure?.since ?? this.clock(), message: reported.message, definite: reported.definite };
+    this.failure = {
+      since: this.failure?.since ?? this.clock(),
+      message: reported.message,
+      definite: reported.definite,
+    };
     this.conditions.fail(reported.condition, reported.message);
   }
 
@@ -210,7 +242,9 @@ export class LeaderElector {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const error = new LeaseRoundTimeoutError(`${what} Lease ${this.deps.namespace}/${this.deps.name} got no answer within ${this.roundTimeoutMs} ms`);
+        const error = new LeaseRoundTimeoutError(
+          `${what} Lease ${this.deps.namespace}/${this.deps.name} got no answer within ${this.roundTimeoutMs} ms`,
+        );
         controller.abort(error);
         reject(error);
       }, this.roundTimeoutMs);
@@ -233,10 +267,22 @@ export class LeaderElector {
     } catch (error) {
       if (!isNotFound(error)) throw error;
       try {
-        await api.createNamespacedLease({
-          namespace,
-          body: { metadata: { name, namespace }, spec: { holderIdentity: identity, leaseDurationSeconds: leaseSeconds, acquireTime: new V1MicroTime(now), renewTime: new V1MicroTime(now), leaseTransitions: 0 } },
-        }, withSignal(signal));
+        await api.createNamespacedLease(
+          {
+            namespace,
+            body: {
+              metadata: { name, namespace },
+              spec: {
+                holderIdentity: identity,
+                leaseDurationSeconds: leaseSeconds,
+                acquireTime: new V1MicroTime(now),
+                renewTime: new V1MicroTime(now),
+                leaseTransitions: 0,
+              },
+            },
+          },
+          withSignal(signal),
+        );
         return true;
       } catch (createError) {
         if (isConflict(createError)) return false;
@@ -247,7 +293,11 @@ export class LeaderElector {
     const holder = spec.holderIdentity ?? '';
     const renewTime = spec.renewTime === undefined ? '' : new Date(spec.renewTime).toISOString();
     const transitions = spec.leaseTransitions ?? 0;
-    if (this.observed?.holder !== holder || this.observed.renewTime !== renewTime || this.observed.transitions !== transitions) {
+    if (
+      this.observed?.holder !== holder ||
+      this.observed.renewTime !== renewTime ||
+      this.observed.transitions !== transitions
+    ) {
       this.observed = { holder, renewTime, transitions, at: now };
     }
     const recordDurationMs = (spec.leaseDurationSeconds ?? leaseSeconds) * 1000;
@@ -276,7 +326,9 @@ export class LeaderElector {
   private setLeading(leading: boolean): void {
     if (leading === this.leading) return;
     this.leading = leading;
-    this.deps.log?.(`${this.deps.identity} ${leading ? 'became' : 'is no longer'} the leader of lease ${this.deps.namespace}/${this.deps.name}`);
+    this.deps.log?.(
+      `${this.deps.identity} ${leading ? 'became' : 'is no longer'} the leader of lease ${this.deps.namespace}/${this.deps.name}`,
+    );
     if (leading) this.deps.onStartedLeading?.();
     else this.deps.onStoppedLeading?.();
   }

@@ -11,7 +11,10 @@ import { sleep as realSleep } from '../base/abort.js';
 
 export interface WatchReleaser {
   /** Classifies the node's lock (store first, confirmed by the API) and frees it only if releasable. */
-  releaseIfReleasable(node: string, path: ReleasePath): Promise<{ outcome: 'released' | 'kept' | 'not-locked' | 'not-owner' }>;
+  releaseIfReleasable(
+    node: string,
+    path: ReleasePath,
+  ): Promise<{ outcome: 'released' | 'kept' | 'not-locked' | 'not-owner' }>;
 }
 
 /**
@@ -75,24 +78,36 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
         try {
           if ((await deps.locks.releaseIfReleasable(node, 'watch')).outcome !== 'kept') return;
         } catch (error) {
-          deps.log?.(`could not check the lock of ${lock.owner.namespace}/${lock.owner.name} on ${node} after its deletion: ${failureText(error)}`);
+          deps.log?.(
+            `could not check the lock of ${lock.owner.namespace}/${lock.owner.name} on ${node} after its deletion: ${failureText(error)}`,
+          );
         }
         await sleep(pauses.next());
       }
-    })().finally(() => { following.delete(node); });
+    })().finally(() => {
+      following.delete(node);
+    });
   };
   const releaseLeftBehind = (pod: V1Pod, namespace: string, name: string): void => {
     const boundTo = pod.spec?.nodeName;
     if (boundTo === undefined || boundTo === '') return;
     // On its own node the lock is the device plugin's to release, unless kubelet has admitted the pod
     // (its Allocate answered) while bind-phase still says allocating: the plugin left it behind.
-    const admittedHere = pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating' && ownerPodFrom(pod).admitted === true;
+    const admittedHere =
+      pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating' && ownerPodFrom(pod).admitted === true;
     for (const node of deps.cache.nodesLockedBy(namespace, name)) {
       if ((node === boundTo && !admittedHere) || checking.has(node)) continue;
       checking.add(node);
-      void deps.locks.releaseIfReleasable(node, 'watch')
-        .catch((error: unknown) => { deps.log?.(`could not release the lock ${namespace}/${name} left on ${node} (the pod is bound to ${boundTo}): ${failureText(error)}`); })
-        .finally(() => { checking.delete(node); });
+      void deps.locks
+        .releaseIfReleasable(node, 'watch')
+        .catch((error: unknown) => {
+          deps.log?.(
+            `could not release the lock ${namespace}/${name} left on ${node} (the pod is bound to ${boundTo}): ${failureText(error)}`,
+          );
+        })
+        .finally(() => {
+          checking.delete(node);
+        });
     }
   };
   const unsubscribe = deps.cache.onPodChange((pod: V1Pod, change) => {
@@ -105,7 +120,10 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
       return;
     }
     const node = nodeOfPod(pod as unknown as Record<string, unknown>);
-    const awaitingAllocation = node !== undefined && pod.spec?.nodeName === node && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating';
+    const awaitingAllocation =
+      node !== undefined &&
+      pod.spec?.nodeName === node &&
+      pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'allocating';
     // Still there, bound here and not yet allocated: kubelet may still admit it and the plugin find it
     // through the lock. Its DELETED event (or its allocation) frees the lock.
     if (awaitingAllocation && change !== 'delete') return;

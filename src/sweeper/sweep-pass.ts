@@ -47,7 +47,8 @@ export async function sweepOnce(deps: SweepDeps): Promise<SweepReport> {
       }
       try {
         const result = await deps.locks.releaseIfReleasable(node, 'sweeper');
-        if (result.outcome === 'released') report.released.push({ node, value: result.value, classification: result.classification });
+        if (result.outcome === 'released')
+          report.released.push({ node, value: result.value, classification: result.classification });
         else if (result.outcome === 'kept' && result.classification?.state === 'stalled') {
           report.stalled.push({ node, value: result.value, ageMs: result.classification.ageMs });
         } else report.kept++;

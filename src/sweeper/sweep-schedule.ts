@@ -29,7 +29,9 @@ export class SweepSchedule {
       unrefTimeout: true,
       start: true,
       onTick: () => this.tick(),
-      errorHandler: (error) => { this.deps.onError?.(describeError(error)); },
+      errorHandler: (error) => {
+        this.deps.onError?.(describeError(error));
+      },
     });
   }
 
@@ -38,9 +40,15 @@ export class SweepSchedule {
     if (!this.deps.isLeader() || this.running !== undefined) return;
     const started = performance.now();
     this.running = sweepOnce({ ...this.deps, stillLeading: () => this.deps.isLeader() && this.deps.stillLeading() })
-      .then((report) => { this.deps.onReport?.(report, performance.now() - started); })
-      .catch((error: unknown) => { this.deps.onError?.(describeError(error)); })
-      .finally(() => { this.running = undefined; });
+      .then((report) => {
+        this.deps.onReport?.(report, performance.now() - started);
+      })
+      .catch((error: unknown) => {
+        this.deps.onError?.(describeError(error));
+      })
+      .finally(() => {
+        this.running = undefined;
+      });
     await this.running;
   }
 

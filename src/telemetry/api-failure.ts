@@ -22,19 +22,31 @@ function statusOf(link: unknown): number | undefined {
 
 function chain(error: unknown): unknown[] {
   const links: unknown[] = [];
-  for (let current: unknown = error; current !== undefined && current !== null && !links.includes(current) && links.length < 6; current = (current as { cause?: unknown }).cause) {
+  for (
+    let current: unknown = error;
+    current !== undefined && current !== null && !links.includes(current) && links.length < 6;
+    current = (current as { cause?: unknown }).cause
+  ) {
     links.push(current);
   }
   return links;
 }
 
-const NETWORK_ERROR_NAMES = new Set(['TimeoutError', 'ConnectTimeoutError', 'SocketError', 'HeadersTimeoutError', 'BodyTimeoutError']);
+const NETWORK_ERROR_NAMES = new Set([
+  'TimeoutError',
+  'ConnectTimeoutError',
+  'SocketError',
+  'HeadersTimeoutError',
+  'BodyTimeoutError',
+]);
 
 /** A link that says the connection itself failed: fetch's TypeError, a system error code, undici's errors. */
 function isNetworkLink(link: unknown): boolean {
   if (!(link instanceof Error)) return false;
   const code = (link as { code?: unknown }).code;
-  return link.message === 'fetch failed' || NETWORK_ERROR_NAMES.has(link.name) || (typeof code === 'string' && code !== '');
+  return (
+    link.message === 'fetch failed' || NETWORK_ERROR_NAMES.has(link.name) || (typeof code === 'string' && code !== '')
+  );
 }
 
 /**
@@ -80,6 +92,7 @@ export function failureText(error: unknown, max: number = FAILURE_TEXT_CHARS): s
  */
 export function apiCondition(what: string, error: unknown): { condition: string; message: string } {
   const text = failureText(error);
-  if (isUnreachable(error)) return { condition: APISERVER_UNREACHABLE, message: `${APISERVER_UNREACHABLE} (${what}): ${text}` };
+  if (isUnreachable(error))
+    return { condition: APISERVER_UNREACHABLE, message: `${APISERVER_UNREACHABLE} (${what}): ${text}` };
   return { condition: `${what} failing`, message: `${what} failing: ${text}` };
 }

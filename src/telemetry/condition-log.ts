@@ -68,8 +68,12 @@ export class ConditionLog {
   /** A reporter for one component; its name only tells holders apart. */
   reporter(component: string): ConditionReporter {
     return {
-      fail: (condition, message) => { this.fail(component, condition, message); },
-      ok: () => { this.release(component); },
+      fail: (condition, message) => {
+        this.fail(component, condition, message);
+      },
+      ok: () => {
+        this.release(component);
+      },
     };
   }
 
@@ -77,7 +81,8 @@ export class ConditionLog {
   active(): { condition: string; message: string; since: number }[] {
     const active: { condition: string; message: string; since: number }[] = [];
     for (const [condition, episode] of this.episodes) {
-      if (episode.holders.size > 0 && episode.since !== undefined) active.push({ condition, message: episode.message, since: episode.since });
+      if (episode.holders.size > 0 && episode.since !== undefined)
+        active.push({ condition, message: episode.message, since: episode.since });
     }
     return active.sort((a, b) => a.since - b.since);
   }
@@ -89,9 +94,19 @@ export class ConditionLog {
     const now = this.clock();
     let episode = this.episodes.get(condition);
     // Quiet for longer than the longest repeat: a new occurrence starts from the first backoff step.
-    if (episode !== undefined && episode.holders.size === 0 && now - episode.lastHeldAt >= this.maxRepeatMs) episode = undefined;
+    if (episode !== undefined && episode.holders.size === 0 && now - episode.lastHeldAt >= this.maxRepeatMs)
+      episode = undefined;
     if (episode === undefined) {
-      episode = { holders: new Set(), since: undefined, announced: false, message, nextAt: now, repeats: new Backoff({ initialMs: this.firstRepeatMs, factor: 2, capMs: this.maxRepeatMs }), unlogged: 0, lastHeldAt: now };
+      episode = {
+        holders: new Set(),
+        since: undefined,
+        announced: false,
+        message,
+        nextAt: now,
+        repeats: new Backoff({ initialMs: this.firstRepeatMs, factor: 2, capMs: this.maxRepeatMs }),
+        unlogged: 0,
+        lastHeldAt: now,
+      };
       this.episodes.set(condition, episode);
     }
     episode.holders.add(component);
@@ -103,7 +118,11 @@ export class ConditionLog {
       return;
     }
     const context = this.deps.context?.(condition);
-    this.deps.emit('warn', `${message}${context === undefined ? '' : ` ${context}`}${this.repeatNote(episode, now)}`, condition);
+    this.deps.emit(
+      'warn',
+      `${message}${context === undefined ? '' : ` ${context}`}${this.repeatNote(episode, now)}`,
+      condition,
+    );
     episode.announced = true;
     episode.unlogged = 0;
     episode.nextAt = now + episode.repeats.next();
@@ -111,7 +130,8 @@ export class ConditionLog {
 
   private repeatNote(episode: Episode, now: number): string {
     const unlogged = episode.unlogged > 0 ? `${episode.unlogged} more not logged` : undefined;
-    if (episode.announced) return ` (still, for ${formatAge((now - (episode.since ?? now)) / 1000)}${unlogged === undefined ? '' : `; ${unlogged}`})`;
+    if (episode.announced)
+      return ` (still, for ${formatAge((now - (episode.since ?? now)) / 1000)}${unlogged === undefined ? '' : `; ${unlogged}`})`;
     return unlogged === undefined ? '' : ` (again; ${unlogged} since the last line)`;
   }
 

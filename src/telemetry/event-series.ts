@@ -78,10 +78,22 @@ export const MAX_WRITE_ATTEMPTS = 3;
  * since the previous one, so no occurrence is counted twice across Events.
  */
 export function planWrite<S>(series: Series<S>, canPatch: boolean): PlannedWrite {
-  const base = { lastAt: series.lastAt, message: series.message, upTo: series.count, pendingSince: series.pendingSince };
-  if (canPatch && series.name !== undefined) return { ...base, action: 'patch', name: series.name, count: series.count, firstAt: series.firstAt };
+  const base = {
+    lastAt: series.lastAt,
+    message: series.message,
+    upTo: series.count,
+    pendingSince: series.pendingSince,
+  };
+  if (canPatch && series.name !== undefined)
+    return { ...base, action: 'patch', name: series.name, count: series.count, firstAt: series.firstAt };
   if (canPatch) return { ...base, action: 'create', name: undefined, count: series.count, firstAt: series.firstAt };
-  return { ...base, action: 'create', name: undefined, count: series.count - series.writtenCount, firstAt: series.pendingSince };
+  return {
+    ...base,
+    action: 'create',
+    name: undefined,
+    count: series.count - series.writtenCount,
+    firstAt: series.pendingSince,
+  };
 }
 
 export class SeriesBook<S> {
@@ -105,7 +117,9 @@ export class SeriesBook<S> {
 
   /** Series with occurrences the API does not carry yet and no write under way. */
   pending(): Series<S>[] {
-    return [...this.entries.values()].filter((series) => series.inFlightUpTo === undefined && series.count > series.writtenCount);
+    return [...this.entries.values()].filter(
+      (series) => series.inFlightUpTo === undefined && series.count > series.writtenCount,
+    );
   }
 
   /**
@@ -118,8 +132,19 @@ export class SeriesBook<S> {
     let series = this.entries.get(key);
     if (series === undefined) {
       series = {
-        key, subject, message, count: 0, firstAt: now, lastAt: now, writtenCount: 0, pendingSince: now,
-        name: undefined, writtenAt: undefined, inFlightUpTo: undefined, dueAt: undefined, failures: 0,
+        key,
+        subject,
+        message,
+        count: 0,
+        firstAt: now,
+        lastAt: now,
+        writtenCount: 0,
+        pendingSince: now,
+        name: undefined,
+        writtenAt: undefined,
+        inFlightUpTo: undefined,
+        dueAt: undefined,
+        failures: 0,
       };
     } else {
       this.entries.delete(key);
@@ -169,7 +194,8 @@ export class SeriesBook<S> {
   }
 
   private nextDue(series: Series<S>, now: number): number | undefined {
-    if (series.inFlightUpTo !== undefined || series.dueAt !== undefined || series.count === series.writtenCount) return undefined;
+    if (series.inFlightUpTo !== undefined || series.dueAt !== undefined || series.count === series.writtenCount)
+      return undefined;
     const dueAt = series.writtenAt === undefined ? now : Math.max(now, series.writtenAt + this.limits.intervalMs);
     series.dueAt = dueAt;
     return dueAt;

@@ -58,14 +58,19 @@ const defaultSchedule: ScheduleFn = (run, delayMs) => {
   const timer = setTimeout(run, delayMs);
   // A pending count must never keep a stopping process alive.
   timer.unref();
-  return { cancel: () => { clearTimeout(timer); } };
+  return {
+    cancel: () => {
+      clearTimeout(timer);
+    },
+  };
 };
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 function positive(name: string, value: number | undefined, fallback: number): number {
   const chosen = value ?? fallback;
-  if (!Number.isFinite(chosen) || chosen <= 0) throw new EventRecorderSettingsError(`invalid EventRecorder ${name}=${String(value)}: must be a positive number`);
+  if (!Number.isFinite(chosen) || chosen <= 0)
+    throw new EventRecorderSettingsError(`invalid EventRecorder ${name}=${String(value)}: must be a positive number`);
   return chosen;
 }
 
@@ -103,13 +108,24 @@ export class EventRecorder {
     this.intervalMs = positive('intervalMs', options.intervalMs, DEFAULT_EVENT_INTERVAL_MS);
     const idleExpiryMs = positive('idleExpiryMs', options.idleExpiryMs, DEFAULT_EVENT_IDLE_EXPIRY_MS);
     if (idleExpiryMs < this.intervalMs) {
-      throw new EventRecorderSettingsError(`invalid EventRecorder idleExpiryMs=${idleExpiryMs}: must be at least intervalMs (${this.intervalMs})`);
+      throw new EventRecorderSettingsError(
+        `invalid EventRecorder idleExpiryMs=${idleExpiryMs}: must be at least intervalMs (${this.intervalMs})`,
+      );
     }
     const maxEntries = Math.floor(positive('maxEntries', options.maxEntries, DEFAULT_EVENT_MAX_ENTRIES));
     this.clock = options.clock ?? Date.now;
     this.schedule = options.schedule ?? defaultSchedule;
-    this.book = new SeriesBook<Subject>({ intervalMs: this.intervalMs, idleExpiryMs, maxEntries }, (series) => { this.cancelTimer(series); });
-    this.failures = options.failures ?? new ConditionLog({ clock: this.clock, emit: (_level, message) => { this.log(message); } }).reporter('events');
+    this.book = new SeriesBook<Subject>({ intervalMs: this.intervalMs, idleExpiryMs, maxEntries }, (series) => {
+      this.cancelTimer(series);
+    });
+    this.failures =
+      options.failures ??
+      new ConditionLog({
+        clock: this.clock,
+        emit: (_level, message) => {
+          this.log(message);
+        },
+      }).reporter('events');
   }
 
   /** Events remembered now (bounded by maxEntries). */
@@ -122,7 +138,12 @@ export class EventRecorder {
     try {
       const now = this.clock();
       const subject: Subject = { target, namespace: target.namespace ?? 'default', type, reason };
-      const { series, dueAt } = this.book.observe(keyOf(this.component, target, type, reason), subject, clip(message, MESSAGE_CHARS), now);
+      const { series, dueAt } = this.book.observe(
+        keyOf(this.component, target, type, reason),
+        subject,
+        clip(message, MESSAGE_CHARS),
+        now,
+      );
       this.arrange(series, dueAt, now);
     } catch (error) {
       // Nothing here should throw; if it does, the operation being described must not fail for it.
@@ -153,10 +174,13 @@ export class EventRecorder {
       this.write(series);
       return;
     }
-    this.timers.set(series, this.schedule(() => {
-      this.timers.delete(series);
-      if (this.book.holds(series)) this.write(series);
-    }, dueAt - now));
+    this.timers.set(
+      series,
+      this.schedule(() => {
+        this.timers.delete(series);
+        if (this.book.holds(series)) this.write(series);
+      }, dueAt - now),
+    );
   }
 
   private cancelTimer(series: Series<Subject>): void {
@@ -187,7 +211,10 @@ export class EventRecorder {
       return this.succeeded({ ok: true, name });
     } catch (error) {
       const { target, reason } = series.subject;
-      this.failures.fail(FAILURE_CONDITION, `could not write Event ${clip(reason)} for ${target.kind} ${clip(series.subject.namespace)}/${clip(target.name)}: ${failureText(error)}`);
+      this.failures.fail(
+        FAILURE_CONDITION,
+        `could not write Event ${clip(reason)} for ${target.kind} ${clip(series.subject.namespace)}/${clip(target.name)}: ${failureText(error)}`,
+      );
       return { ok: false, retry: isTransientApiError(error) };
     }
   }
@@ -198,7 +225,13 @@ export class EventRecorder {
    */
   private fallbackCreate(series: Series<Subject>, plan: PlannedWrite): PlannedWrite {
     if (this.canPatch) return { ...plan, action: 'create', name: undefined };
-    return { ...plan, action: 'create', name: undefined, count: plan.upTo - series.writtenCount, firstAt: plan.pendingSince };
+    return {
+      ...plan,
+      action: 'create',
+      name: undefined,
+      count: plan.upTo - series.writtenCount,
+      firstAt: plan.pendingSince,
+    };
   }
 
   private succeeded(outcome: WriteOutcome): WriteOutcome {
@@ -224,7 +257,9 @@ export class EventRecorder {
       }
       if (status !== 403) throw error;
       this.canPatch = false;
-      this.log(`cannot patch Events (${failureText(error)}): repeats now create one new Event per ${Math.round(this.intervalMs / 1000)} s instead of counting on one; grant "patch" on events to the ServiceAccount (manifests/rbac.yaml)`);
+      this.log(
+        `cannot patch Events (${failureText(error)}): repeats now create one new Event per ${Math.round(this.intervalMs / 1000)} s instead of counting on one; grant "patch" on events to the ServiceAccount (manifests/rbac.yaml)`,
+      );
       return undefined;
     }
   }
@@ -233,7 +268,13 @@ export class EventRecorder {
     const { target, namespace, type, reason } = series.subject;
     const body: CoreV1Event = {
       metadata: { generateName: `${target.name}.`, namespace },
-      involvedObject: { kind: target.kind, name: target.name, namespace: target.namespace, uid: target.uid, apiVersion: 'v1' },
+      involvedObject: {
+        kind: target.kind,
+        name: target.name,
+        namespace: target.namespace,
+        uid: target.uid,
+        apiVersion: 'v1',
+      },
       reason,
       message: plan.message,
       type,

@@ -32,13 +32,20 @@ export function formatSampleValue(value: number): string {
  * One gauge family: HELP and TYPE always (as prom-client writes a family with no samples), then a
  * line per item `family.sample` keeps, constant labels first. Items are read once, lazily.
  */
-export function* gaugeFamilyLines<S>(family: HamiFamily<S>, constantLabels: readonly (readonly [string, string])[], items: Iterable<S>): Generator<string> {
+export function* gaugeFamilyLines<S>(
+  family: HamiFamily<S>,
+  constantLabels: readonly (readonly [string, string])[],
+  items: Iterable<S>,
+): Generator<string> {
   yield `# HELP ${family.name} ${escapeHelp(family.help)}\n# TYPE ${family.name} gauge\n`;
   const constant = constantLabels.map(([name, value]) => `${name}="${escapeLabelValue(value)}"`);
   for (const item of items) {
     const sample = family.sample(item);
     if (sample === undefined) continue;
-    const labels = [...constant, ...family.labels.map((name, index) => `${name}="${escapeLabelValue(sample.values[index] ?? '')}"`)];
+    const labels = [
+      ...constant,
+      ...family.labels.map((name, index) => `${name}="${escapeLabelValue(sample.values[index] ?? '')}"`),
+    ];
     yield `${family.name}${labels.length === 0 ? '' : `{${labels.join(',')}}`} ${formatSampleValue(sample.value)}\n`;
   }
 }

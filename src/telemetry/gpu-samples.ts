@@ -21,7 +21,10 @@ export type GpuSource = () => readonly GpuSample[] | undefined;
 /** What gpuSamples() reads: the state store's inventory and usage, nothing else. */
 export interface GpuView {
   nodeNames(): readonly string[];
-  inventory(node: string): { devices: readonly { uuid: string; index: number; memoryMiB: number; cores: number; type: string }[] } | undefined;
+  inventory(
+    node: string,
+  ):
+    { devices: readonly { uuid: string; index: number; memoryMiB: number; cores: number; type: string }[] } | undefined;
   usageOn(node: string): ReadonlyMap<string, { slots: number; memoryMiB: number; cores: number }>;
 }
 
@@ -35,8 +38,15 @@ export function gpuSamples(view: GpuView): GpuSample[] {
     for (const device of inventory.devices) {
       const use = usage.get(device.uuid);
       samples.push({
-        node, uuid: device.uuid, index: device.index, type: device.type, memoryMiB: device.memoryMiB, cores: device.cores,
-        usedMemoryMiB: use?.memoryMiB ?? 0, usedCores: use?.cores ?? 0, shared: use?.slots ?? 0,
+        node,
+        uuid: device.uuid,
+        index: device.index,
+        type: device.type,
+        memoryMiB: device.memoryMiB,
+        cores: device.cores,
+        usedMemoryMiB: use?.memoryMiB ?? 0,
+        usedCores: use?.cores ?? 0,
+        shared: use?.slots ?? 0,
       });
     }
   }
@@ -49,33 +59,112 @@ export const always = (values: string[], value: number) => ({ values, value });
 
 // A GPU with no memory has no memory fraction: HAMi leaves it out.
 export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
-  { name: 'hami_gpu_memory_limit_bytes', help: 'Device memory limit for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB) },
-  { name: 'hami_gpu_core_limit_ratio', help: 'Device core limit for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu.cores, gpu.usedCores).limit) },
-  { name: 'hami_gpu_memory_allocated_bytes', help: 'Device memory allocated for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_type'],
-    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB) },
-  { name: 'hami_gpu_shared_count', help: 'Number of containers sharing this GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.shared) },
-  { name: 'hami_gpu_core_allocated_ratio', help: 'Device core allocated for a certain GPU', labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu.cores, gpu.usedCores).allocated) },
-  { name: 'hami_node_gpu_overview', help: 'GPU overview on a certain node', labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type'],
-    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type], gpu.usedMemoryMiB * MIB) },
-  { name: 'hami_node_gpu_memory_allocated_ratio', help: 'GPU Memory Allocated Percentage on a certain GPU', labels: ['node', 'device_uuid', 'device_index'],
-    sample: (gpu) => (gpu.memoryMiB > 0 ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB) : undefined) },
+  {
+    name: 'hami_gpu_memory_limit_bytes',
+    help: 'Device memory limit for a certain GPU',
+    labels: ['node', 'device_uuid', 'device_index', 'device_type'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB),
+  },
+  {
+    name: 'hami_gpu_core_limit_ratio',
+    help: 'Device core limit for a certain GPU',
+    labels: ['node', 'device_uuid', 'device_index', 'device_type'],
+    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu.cores, gpu.usedCores).limit),
+  },
+  {
+    name: 'hami_gpu_memory_allocated_bytes',
+    help: 'Device memory allocated for a certain GPU',
+    labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_type'],
+    sample: (gpu) =>
+      always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB),
+  },
+  {
+    name: 'hami_gpu_shared_count',
+    help: 'Number of containers sharing this GPU',
+    labels: ['node', 'device_uuid', 'device_index', 'device_type'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.shared),
+  },
+  {
+    name: 'hami_gpu_core_allocated_ratio',
+    help: 'Device core allocated for a certain GPU',
+    labels: ['node', 'device_uuid', 'device_index', 'device_type'],
+    sample: (gpu) => always(gpuLabels(gpu), coreRatio(gpu.cores, gpu.usedCores).allocated),
+  },
+  {
+    name: 'hami_node_gpu_overview',
+    help: 'GPU overview on a certain node',
+    labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type'],
+    sample: (gpu) =>
+      always(
+        [gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type],
+        gpu.usedMemoryMiB * MIB,
+      ),
+  },
+  {
+    name: 'hami_node_gpu_memory_allocated_ratio',
+    help: 'GPU Memory Allocated Percentage on a certain GPU',
+    labels: ['node', 'device_uuid', 'device_index'],
+    sample: (gpu) =>
+      gpu.memoryMiB > 0
+        ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB)
+        : undefined,
+  },
   // Legacy names: raw core units rather than ratios, as HAMi's legacy collector reports them.
-  { name: 'GPUDeviceMemoryLimit', legacy: true, help: 'Device memory limit for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB) },
-  { name: 'GPUDeviceCoreLimit', legacy: true, help: 'Device memory core limit for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.cores) },
-  { name: 'GPUDeviceMemoryAllocated', legacy: true, help: 'Device memory allocated for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicetype'],
-    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB) },
-  { name: 'GPUDeviceSharedNum', legacy: true, help: 'Number of containers sharing this GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.shared) },
-  { name: 'GPUDeviceCoreAllocated', legacy: true, help: 'Device core allocated for a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.usedCores) },
-  { name: 'nodeGPUOverview', legacy: true, help: 'GPU overview on a certain node', labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicememorylimit', 'devicetype'],
-    sample: (gpu) => always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type], gpu.usedMemoryMiB * MIB) },
-  { name: 'nodeGPUMemoryPercentage', legacy: true, help: 'GPU Memory Allocated Percentage on a certain GPU', labels: ['nodeid', 'deviceuuid', 'deviceidx'],
-    sample: (gpu) => (gpu.memoryMiB > 0 ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB) : undefined) },
+  {
+    name: 'GPUDeviceMemoryLimit',
+    legacy: true,
+    help: 'Device memory limit for a certain GPU',
+    labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB),
+  },
+  {
+    name: 'GPUDeviceCoreLimit',
+    legacy: true,
+    help: 'Device memory core limit for a certain GPU',
+    labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.cores),
+  },
+  {
+    name: 'GPUDeviceMemoryAllocated',
+    legacy: true,
+    help: 'Device memory allocated for a certain GPU',
+    labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicetype'],
+    sample: (gpu) =>
+      always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB),
+  },
+  {
+    name: 'GPUDeviceSharedNum',
+    legacy: true,
+    help: 'Number of containers sharing this GPU',
+    labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.shared),
+  },
+  {
+    name: 'GPUDeviceCoreAllocated',
+    legacy: true,
+    help: 'Device core allocated for a certain GPU',
+    labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
+    sample: (gpu) => always(gpuLabels(gpu), gpu.usedCores),
+  },
+  {
+    name: 'nodeGPUOverview',
+    legacy: true,
+    help: 'GPU overview on a certain node',
+    labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicememorylimit', 'devicetype'],
+    sample: (gpu) =>
+      always(
+        [gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type],
+        gpu.usedMemoryMiB * MIB,
+      ),
+  },
+  {
+    name: 'nodeGPUMemoryPercentage',
+    legacy: true,
+    help: 'GPU Memory Allocated Percentage on a certain GPU',
+    labels: ['nodeid', 'deviceuuid', 'deviceidx'],
+    sample: (gpu) =>
+      gpu.memoryMiB > 0
+        ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB)
+        : undefined,
+  },
 ];

@@ -79,7 +79,8 @@ export function containerAllocationSamples(view: ContainerAllocationView): Conta
     const encoded = annotations[ALLOCATED_ANNOTATION];
     const node = allocationNodeOf(pod);
     const phase = pod.status?.phase;
-    if (encoded === undefined || node === undefined || node === '' || phase === 'Succeeded' || phase === 'Failed') continue;
+    if (encoded === undefined || node === undefined || node === '' || phase === 'Succeeded' || phase === 'Failed')
+      continue;
     const allocation = decodeAllocation(encoded);
     if ('error' in allocation) continue;
     const gpuCores = new Map((view.inventory(node)?.devices ?? []).map((device) => [device.uuid, device.cores]));
@@ -87,7 +88,13 @@ export function containerAllocationSamples(view: ContainerAllocationView): Conta
     allocation.forEach((devices, containerIndex) => {
       for (const device of devices) {
         samples.push({
-          namespace, node, pod: name, containerIndex, uuid: device.uuid, memoryMiB: device.memoryMiB, cores: device.cores,
+          namespace,
+          node,
+          pod: name,
+          containerIndex,
+          uuid: device.uuid,
+          memoryMiB: device.memoryMiB,
+          cores: device.cores,
           gpuCores: gpuCores.get(device.uuid) ?? 0,
         });
       }
@@ -96,18 +103,42 @@ export function containerAllocationSamples(view: ContainerAllocationView): Conta
   return samples;
 }
 
-const containerLabels = (share: ContainerAllocationSample): string[] => [share.namespace, share.node, share.pod, String(share.containerIndex), share.uuid];
+const containerLabels = (share: ContainerAllocationSample): string[] => [
+  share.namespace,
+  share.node,
+  share.pod,
+  String(share.containerIndex),
+  share.uuid,
+];
 
 export const HAMI_CONTAINER_FAMILIES: readonly HamiFamily<ContainerAllocationSample>[] = [
-  { name: 'hami_vgpu_memory_allocated_bytes', help: 'vGPU memory allocated from a container', labels: ['namespace', 'node', 'pod', 'container_index', 'device_uuid'],
-    sample: (share) => ({ values: containerLabels(share), value: share.memoryMiB * MIB }) },
-  { name: 'hami_vgpu_core_allocated_ratio', help: 'vGPU core allocated from a container', labels: ['namespace', 'node', 'pod', 'container_index', 'device_uuid'],
-    sample: (share) => ({ values: containerLabels(share), value: coreRatio(share.gpuCores, share.cores).allocated }) },
+  {
+    name: 'hami_vgpu_memory_allocated_bytes',
+    help: 'vGPU memory allocated from a container',
+    labels: ['namespace', 'node', 'pod', 'container_index', 'device_uuid'],
+    sample: (share) => ({ values: containerLabels(share), value: share.memoryMiB * MIB }),
+  },
+  {
+    name: 'hami_vgpu_core_allocated_ratio',
+    help: 'vGPU core allocated from a container',
+    labels: ['namespace', 'node', 'pod', 'container_index', 'device_uuid'],
+    sample: (share) => ({ values: containerLabels(share), value: coreRatio(share.gpuCores, share.cores).allocated }),
+  },
   // Legacy names: raw core units rather than a ratio, as HAMi's legacy collector reports them.
-  { name: 'vGPUMemoryAllocated', legacy: true, help: 'vGPU memory allocated from a container', labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
-    sample: (share) => ({ values: containerLabels(share), value: share.memoryMiB * MIB }) },
-  { name: 'vGPUCoreAllocated', legacy: true, help: 'vGPU core allocated from a container', labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
-    sample: (share) => ({ values: containerLabels(share), value: share.cores }) },
+  {
+    name: 'vGPUMemoryAllocated',
+    legacy: true,
+    help: 'vGPU memory allocated from a container',
+    labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
+    sample: (share) => ({ values: containerLabels(share), value: share.memoryMiB * MIB }),
+  },
+  {
+    name: 'vGPUCoreAllocated',
+    legacy: true,
+    help: 'vGPU core allocated from a container',
+    labels: ['podnamespace', 'nodename', 'podname', 'containeridx', 'deviceuuid'],
+    sample: (share) => ({ values: containerLabels(share), value: share.cores }),
+  },
 ];
 
 /** One namespace's use of one quota-limited resource (what the state store's quotaUses() gives). */
@@ -117,10 +148,23 @@ export type QuotaSample = QuotaUse;
 export type QuotaSource = () => readonly QuotaSample[] | undefined;
 
 export const HAMI_QUOTA_FAMILIES: readonly HamiFamily<QuotaSample>[] = [
-  { name: 'hami_resource_quota_used', help: 'resourcequota usage for a certain device', labels: ['namespace', 'quota_name', 'limit'],
-    sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }) },
-  { name: 'hami_resource_quota_limit', help: 'resourcequota limit for a certain device', labels: ['namespace', 'quota_name'],
-    sample: (quota) => ({ values: [quota.namespace, quota.resource], value: quota.limit }) },
-  { name: 'QuotaUsed', legacy: true, help: 'resourcequota usage for a certain device', labels: ['quotanamespace', 'quotaName', 'limit'],
-    sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }) },
+  {
+    name: 'hami_resource_quota_used',
+    help: 'resourcequota usage for a certain device',
+    labels: ['namespace', 'quota_name', 'limit'],
+    sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }),
+  },
+  {
+    name: 'hami_resource_quota_limit',
+    help: 'resourcequota limit for a certain device',
+    labels: ['namespace', 'quota_name'],
+    sample: (quota) => ({ values: [quota.namespace, quota.resource], value: quota.limit }),
+  },
+  {
+    name: 'QuotaUsed',
+    legacy: true,
+    help: 'resourcequota usage for a certain device',
+    labels: ['quotanamespace', 'quotaName', 'limit'],
+    sample: (quota) => ({ values: [quota.namespace, quota.resource, String(quota.limit)], value: quota.used }),
+  },
 ];

@@ -28,7 +28,11 @@ export function lockSampleOf(inspection: LockInspection): LockSample | undefined
  * scrape time: no API call per scrape, and ages that are current rather than a sweep old. The
  * cache can lag the apiserver by a watch event; for a gauge that is fine.
  */
-export function cachedLockSource(view: LockedNodeView, config: LockRulesConfig, clock: () => Date = () => new Date()): () => LockSample[] {
+export function cachedLockSource(
+  view: LockedNodeView,
+  config: LockRulesConfig,
+  clock: () => Date = () => new Date(),
+): () => LockSample[] {
   return () => {
     const now = clock();
     const samples: LockSample[] = [];
@@ -37,7 +41,14 @@ export function cachedLockSource(view: LockedNodeView, config: LockRulesConfig, 
       if (raw === undefined) continue;
       const value = parseLockValue(raw);
       const pod = value.kind === 'owned' ? view.pod(value.owner.namespace, value.owner.name) : undefined;
-      const { ageMs, state } = classifyLock({ lock: value, owner: pod === undefined ? undefined : ownerPodFrom(pod), node, now, config, seenAt: view.lockSeenAt?.(node, raw) });
+      const { ageMs, state } = classifyLock({
+        lock: value,
+        owner: pod === undefined ? undefined : ownerPodFrom(pod),
+        node,
+        now,
+        config,
+        seenAt: view.lockSeenAt?.(node, raw),
+      });
       samples.push({ node, ageSeconds: ageMs === undefined ? undefined : ageMs / 1000, state });
     }
     return samples;

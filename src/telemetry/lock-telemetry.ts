@@ -59,7 +59,9 @@ function describeHolder(value: LockValue): string {
 const logValue = (raw: string): string => clip(raw, 512);
 
 function describeReason(reason: ReleaseReason | 'owner-request'): string {
-  return reason === 'owner-request' ? 'owner-request (released on its holder\'s behalf)' : `${reason} (${RELEASE_REASON_TEXT[reason]})`;
+  return reason === 'owner-request'
+    ? "owner-request (released on its holder's behalf)"
+    : `${reason} (${RELEASE_REASON_TEXT[reason]})`;
 }
 
 function seconds(ms: number | undefined): number | undefined {
@@ -95,18 +97,30 @@ export class LockTelemetry implements LockObserver, SweepObserver {
         return;
       case 'reentrant':
         this.deps.metrics.recordAcquisition('reentrant');
-        this.deps.log?.info({ component: 'lock', event: 'reentrant', node: event.node, pod: podKey(event.pod), value: event.value },
-          `lock on node ${event.node} already held by ${podKey(event.pod)} (re-entrant)`);
+        this.deps.log?.info(
+          { component: 'lock', event: 'reentrant', node: event.node, pod: podKey(event.pod), value: event.value },
+          `lock on node ${event.node} already held by ${podKey(event.pod)} (re-entrant)`,
+        );
         return;
       case 'released':
         this.onReleased(event);
         return;
       case 'contention':
         this.deps.metrics.recordContention();
-        this.deps.log?.info({
-          component: 'lock', event: 'contention', node: event.node, pod: podKey(event.pod), holder: holderOf(event.holderValue),
-          value: logValue(event.holder), state: event.classification.state, reason: event.classification.reason, ageSeconds: seconds(event.classification.ageMs),
-        }, `lock on node ${event.node} refused to ${podKey(event.pod)}: ${event.classification.state} by ${describeHolder(event.holderValue)}`);
+        this.deps.log?.info(
+          {
+            component: 'lock',
+            event: 'contention',
+            node: event.node,
+            pod: podKey(event.pod),
+            holder: holderOf(event.holderValue),
+            value: logValue(event.holder),
+            state: event.classification.state,
+            reason: event.classification.reason,
+            ageSeconds: seconds(event.classification.ageMs),
+          },
+          `lock on node ${event.node} refused to ${podKey(event.pod)}: ${event.classification.state} by ${describeHolder(event.holderValue)}`,
+        );
         return;
       case 'stalled':
         this.onStalled(event);
@@ -123,9 +137,19 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     this.deps.metrics.recordExternalRelease(node);
     const holder = value === undefined ? null : holderOf(parseLockValue(value));
     const stall = this.stalls.released(node, value);
-    this.deps.log?.info({
-      component: 'lock', event: 'released', node, holder, value: value === undefined ? undefined : logValue(value), reason: 'external', path: 'device-plugin', ...stalledFields(stall, this.now()),
-    }, `lock on node ${node} released outside vgpu-warden${holder === null ? '' : ` (held by ${holder})`}${stalledSuffix(stall, this.now())}`);
+    this.deps.log?.info(
+      {
+        component: 'lock',
+        event: 'released',
+        node,
+        holder,
+        value: value === undefined ? undefined : logValue(value),
+        reason: 'external',
+        path: 'device-plugin',
+        ...stalledFields(stall, this.now()),
+      },
+      `lock on node ${node} released outside vgpu-warden${holder === null ? '' : ` (held by ${holder})`}${stalledSuffix(stall, this.now())}`,
+    );
   }
 
   /**
@@ -137,9 +161,17 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const now = this.now();
     for (const stall of this.stalls.sweepCompleted(outcome.stalled, outcome.unchecked)) {
       const holder = holderOf(parseLockValue(stall.value));
-      this.deps.log?.info({
-        component: 'lock', event: 'stall-ended', node: stall.node, holder, value: logValue(stall.value), ...stalledFields(stall, now),
-      }, `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer stalled${stalledSuffix(stall, now)}: gone or replaced outside vgpu-warden`);
+      this.deps.log?.info(
+        {
+          component: 'lock',
+          event: 'stall-ended',
+          node: stall.node,
+          holder,
+          value: logValue(stall.value),
+          ...stalledFields(stall, now),
+        },
+        `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer stalled${stalledSuffix(stall, now)}: gone or replaced outside vgpu-warden`,
+      );
     }
   }
 
@@ -147,10 +179,25 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const outcome = event.replaced ? 'taken-over' : 'acquired';
     this.deps.metrics.recordAcquisition(outcome);
     const replaced = event.replaced
-      ? { previousHolder: holderOf(event.replaced.parsed), previousValue: logValue(event.replaced.value), reason: event.replaced.reason }
+      ? {
+          previousHolder: holderOf(event.replaced.parsed),
+          previousValue: logValue(event.replaced.value),
+          reason: event.replaced.reason,
+        }
       : {};
-    this.deps.log?.info({ component: 'lock', event: 'acquired', node: event.node, pod: podKey(event.pod), value: event.value, outcome, attempts: event.attempts, ...replaced },
-      `lock on node ${event.node} ${outcome === 'taken-over' ? 'taken over' : 'acquired'} by ${podKey(event.pod)}`);
+    this.deps.log?.info(
+      {
+        component: 'lock',
+        event: 'acquired',
+        node: event.node,
+        pod: podKey(event.pod),
+        value: event.value,
+        outcome,
+        attempts: event.attempts,
+        ...replaced,
+      },
+      `lock on node ${event.node} ${outcome === 'taken-over' ? 'taken over' : 'acquired'} by ${podKey(event.pod)}`,
+    );
   }
 
   private onReleased(event: Extract<LockEvent, { type: 'released' }>): void {
@@ -159,13 +206,27 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const holder = holderOf(value);
     const now = this.now();
     const stall = this.stalls.released(event.node, event.value);
-    this.deps.log?.info({
-      component: 'lock', event: 'released', node: event.node, holder, value: logValue(event.value), reason: event.reason, path: event.path, ageSeconds: seconds(event.ageMs),
-      ...stalledFields(stall, now),
-    }, `lock on node ${event.node} released by ${event.path}: ${event.reason}${stalledSuffix(stall, now)}`);
+    this.deps.log?.info(
+      {
+        component: 'lock',
+        event: 'released',
+        node: event.node,
+        holder,
+        value: logValue(event.value),
+        reason: event.reason,
+        path: event.path,
+        ageSeconds: seconds(event.ageMs),
+        ...stalledFields(stall, now),
+      },
+      `lock on node ${event.node} released by ${event.path}: ${event.reason}${stalledSuffix(stall, now)}`,
+    );
     const age = event.ageMs === undefined ? '' : ` after ${formatAge(event.ageMs / 1000)}`;
-    this.deps.events?.record(nodeTarget(event.node), 'Normal', 'NodeLockReleased',
-      `Released the node lock of ${describeHolder(value)}${age}: ${describeReason(event.reason)}; released by ${PATH_TEXT[event.path]}`);
+    this.deps.events?.record(
+      nodeTarget(event.node),
+      'Normal',
+      'NodeLockReleased',
+      `Released the node lock of ${describeHolder(value)}${age}: ${describeReason(event.reason)}; released by ${PATH_TEXT[event.path]}`,
+    );
   }
 
   /**
@@ -187,7 +248,13 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const holder = holderOf(event.holderValue);
     const who = holder ?? quoteForMessage(event.holder);
     const fields = {
-      component: 'lock', event: 'stalled', node: event.node, holder, value: logValue(event.holder), reason: 'awaiting-allocation-past-expiry', ageSeconds: seconds(event.ageMs),
+      component: 'lock',
+      event: 'stalled',
+      node: event.node,
+      holder,
+      value: logValue(event.holder),
+      reason: 'awaiting-allocation-past-expiry',
+      ageSeconds: seconds(event.ageMs),
       ...(event.forceWithheld === undefined ? {} : { forceWithheld: event.forceWithheld }),
     };
     if (report.announce === 'first') {
@@ -195,14 +262,25 @@ export class LockTelemetry implements LockObserver, SweepObserver {
       return;
     }
     const unlogged = report.unlogged > 0 ? `; ${report.unlogged} reports not logged` : '';
-    this.deps.log?.warn({ ...fields, reminder: true, unlogged: report.unlogged, stalledSeconds: seconds(now - report.stall.since) },
-      `lock on node ${event.node} held by ${who} is still stalled (for ${formatAge((now - report.stall.since) / 1000)}${unlogged})`);
+    this.deps.log?.warn(
+      { ...fields, reminder: true, unlogged: report.unlogged, stalledSeconds: seconds(now - report.stall.since) },
+      `lock on node ${event.node} held by ${who} is still stalled (for ${formatAge((now - report.stall.since) / 1000)}${unlogged})`,
+    );
   }
 
   private logEndedStall(stall: Stall, now: number): void {
     const holder = holderOf(parseLockValue(stall.value));
-    this.deps.log?.info({ component: 'lock', event: 'stall-ended', node: stall.node, holder, value: logValue(stall.value), ...stalledFields(stall, now) },
-      `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer stalled${stalledSuffix(stall, now)}: replaced by another lock`);
+    this.deps.log?.info(
+      {
+        component: 'lock',
+        event: 'stall-ended',
+        node: stall.node,
+        holder,
+        value: logValue(stall.value),
+        ...stalledFields(stall, now),
+      },
+      `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer stalled${stalledSuffix(stall, now)}: replaced by another lock`,
+    );
   }
 
   private recordStallEvents(event: Extract<LockEvent, { type: 'stalled' }>): void {
@@ -210,16 +288,30 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const value = event.holderValue;
     const age = formatAge(event.ageMs / 1000);
     // Why we keep it, and what frees it, so whoever reads the Event knows what to do.
-    const advice = 'It is kept: taking it over would let the device plugin serve this pod\'s Allocate with another pod\'s GPUs (HAMi #3096). '
-      + (event.forceWithheld === 'kubelet-queue'
-        ? 'NODELOCK_FORCE_AFTER has passed but is withheld: the node\'s kubelet has not renewed its Lease since the lock was written (frozen or cut off), or another pod there still awaits its Allocate, so kubelet would still admit this pod through the lock. Check the kubelet and the device plugin on this node.'
-        : 'Check the device plugin on this node; NODELOCK_FORCE_AFTER releases such locks once the node\'s kubelet is running.');
-    this.deps.events.record(nodeTarget(event.node), 'Warning', 'NodeLockStalled',
-      `The node lock of ${describeHolder(value)} is ${age} old, past NODELOCK_EXPIRE, and the pod is still waiting for Allocate. ${advice}`);
+    const advice =
+      "It is kept: taking it over would let the device plugin serve this pod's Allocate with another pod's GPUs (HAMi #3096). " +
+      (event.forceWithheld === 'kubelet-queue'
+        ? "NODELOCK_FORCE_AFTER has passed but is withheld: the node's kubelet has not renewed its Lease since the lock was written (frozen or cut off), or another pod there still awaits its Allocate, so kubelet would still admit this pod through the lock. Check the kubelet and the device plugin on this node."
+        : "Check the device plugin on this node; NODELOCK_FORCE_AFTER releases such locks once the node's kubelet is running.");
+    this.deps.events.record(
+      nodeTarget(event.node),
+      'Warning',
+      'NodeLockStalled',
+      `The node lock of ${describeHolder(value)} is ${age} old, past NODELOCK_EXPIRE, and the pod is still waiting for Allocate. ${advice}`,
+    );
     if (value.kind === 'owned') {
       const uid = this.deps.podUid?.(value.owner);
-      this.deps.events.record({ kind: 'Pod', namespace: value.owner.namespace, name: value.owner.name, ...(uid === undefined ? {} : { uid }) }, 'Warning', 'NodeLockStalled',
-        `This pod has held the lock on node ${event.node} for ${age}, past NODELOCK_EXPIRE, waiting for the device plugin's Allocate. ${advice}`);
+      this.deps.events.record(
+        {
+          kind: 'Pod',
+          namespace: value.owner.namespace,
+          name: value.owner.name,
+          ...(uid === undefined ? {} : { uid }),
+        },
+        'Warning',
+        'NodeLockStalled',
+        `This pod has held the lock on node ${event.node} for ${age}, past NODELOCK_EXPIRE, waiting for the device plugin's Allocate. ${advice}`,
+      );
     }
   }
 }

@@ -1,9 +1,22 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { HAMI_CONTAINER_FAMILIES, HAMI_QUOTA_FAMILIES, type ContainerAllocationSample, type ContainerAllocationSource, type HamiFamily, type QuotaSample, type QuotaSource } from './hami-pod-metrics.js';
+import {
+  HAMI_CONTAINER_FAMILIES,
+  HAMI_QUOTA_FAMILIES,
+  type ContainerAllocationSample,
+  type ContainerAllocationSource,
+  type HamiFamily,
+  type QuotaSample,
+  type QuotaSource,
+} from './hami-pod-metrics.js';
 import { gaugeFamilyLines, inPieces } from './gauge-exposition.js';
 import { HAMI_GPU_FAMILIES, type GpuSample, type GpuSource } from './gpu-samples.js';
 
-export type { ContainerAllocationSample, ContainerAllocationSource, QuotaSample, QuotaSource } from './hami-pod-metrics.js';
+export type {
+  ContainerAllocationSample,
+  ContainerAllocationSource,
+  QuotaSample,
+  QuotaSource,
+} from './hami-pod-metrics.js';
 
 /** One locked node as the lock gauges see it at scrape time. */
 export interface LockSample {
@@ -149,7 +162,10 @@ export class WardenMetrics {
         if (!this.leading()) return;
         const pods = this.unreadableAllocationSource?.();
         if (pods === undefined) return;
-        const counts = new Map<string, number>([['last-readable', 0], ['whole-node', 0]]);
+        const counts = new Map<string, number>([
+          ['last-readable', 0],
+          ['whole-node', 0],
+        ]);
         for (const pod of pods) counts.set(pod.counted, (counts.get(pod.counted) ?? 0) + 1);
         for (const [counted, count] of counts) unreadable.set({ counted }, count);
       },
@@ -157,9 +173,11 @@ export class WardenMetrics {
 
     const leader: Gauge = new Gauge({
       name: `${PREFIX}leader`,
-      help: 'Whether this replica leads (1) or not (0): only the leader sweeps and exports the cluster-wide families (HAMi\'s, node-lock and unreadable-allocation gauges)',
+      help: "Whether this replica leads (1) or not (0): only the leader sweeps and exports the cluster-wide families (HAMi's, node-lock and unreadable-allocation gauges)",
       registers,
-      collect: () => { leader.set(this.leading() ? 1 : 0); },
+      collect: () => {
+        leader.set(this.leading() ? 1 : 0);
+      },
     });
     new Gauge({
       name: `${PREFIX}build_info`,
@@ -195,7 +213,9 @@ export class WardenMetrics {
       help: 'Scrapes whose node-lock gauges could not be computed (the gauges are left out of that scrape)',
       registers,
       // Waits for this scrape's lock snapshot, so a failure is counted in the scrape that saw it.
-      collect: async () => { await this.samples(); },
+      collect: async () => {
+        await this.samples();
+      },
     });
     this.bindDuration = new Histogram({
       name: `${PREFIX}bind_duration_seconds`,
@@ -252,7 +272,9 @@ export class WardenMetrics {
     yield registered === '' || registered.endsWith('\n') ? registered : `${registered}\n`;
     if (!this.leading()) return;
     // Each source is read once per scrape and shared by the families built from it.
-    yield* inPieces(this.hamiLines(this.gpuSource?.() ?? [], this.containerAllocationSource?.() ?? [], this.quotaSource?.() ?? []));
+    yield* inPieces(
+      this.hamiLines(this.gpuSource?.() ?? [], this.containerAllocationSource?.() ?? [], this.quotaSource?.() ?? []),
+    );
   }
 
   /** The whole exposition as one string (tests, small registries). */
@@ -262,7 +284,11 @@ export class WardenMetrics {
     return pieces.join('');
   }
 
-  private *hamiLines(gpus: readonly GpuSample[], containers: readonly ContainerAllocationSample[], quotas: readonly QuotaSample[]): Generator<string> {
+  private *hamiLines(
+    gpus: readonly GpuSample[],
+    containers: readonly ContainerAllocationSample[],
+    quotas: readonly QuotaSample[],
+  ): Generator<string> {
     const zone = [['zone', HAMI_ZONE]] as const;
     const wanted = <S>(family: HamiFamily<S>) => this.legacyNames || family.legacy !== true;
     for (const family of HAMI_GPU_FAMILIES.filter(wanted)) yield* gaugeFamilyLines(family, zone, gpus);
@@ -364,7 +390,9 @@ export class WardenMetrics {
         this.onLockSourceError(error);
         return undefined;
       })
-      .finally(() => { this.lockSnapshot = undefined; });
+      .finally(() => {
+        this.lockSnapshot = undefined;
+      });
     return this.lockSnapshot;
   }
 }

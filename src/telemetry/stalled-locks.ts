@@ -98,12 +98,16 @@ export class StalledLocks {
    * A complete sweep saw every locked node: stalls it did not find again (same node, same value)
    * have ended, except on nodes it could not check. Returns the ended ones, forgotten here.
    */
-  sweepCompleted(stillStalled: readonly { node: string; value: string | undefined }[], unchecked: ReadonlySet<string>): Stall[] {
+  sweepCompleted(
+    stillStalled: readonly { node: string; value: string | undefined }[],
+    unchecked: ReadonlySet<string>,
+  ): Stall[] {
     const seen = new Map(stillStalled.map((entry) => [entry.node, entry.value]));
     const ended: Stall[] = [];
     for (const stall of this.stalls.values()) {
       // A value the pass could not tell (undefined) is taken as the same lock: no false "ended".
-      const found = seen.has(stall.node) && (seen.get(stall.node) === undefined || seen.get(stall.node) === stall.value);
+      const found =
+        seen.has(stall.node) && (seen.get(stall.node) === undefined || seen.get(stall.node) === stall.value);
       if (found || unchecked.has(stall.node)) continue;
       ended.push(stall);
     }

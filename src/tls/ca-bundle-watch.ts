@@ -47,7 +47,6 @@ export interface CaBundleWatchDeps {
   log?: (level: CaBundleWatchLevel, message: string) => void;
 }
 
-
 /** base x 2^step, jittered by up to 100 %, never above `max`. */
 function backoffMs(base: number, step: number, max: number, random: () => number): number {
   return Math.min(base * 2 ** Math.min(step, 30) * (1 + random()), max);
@@ -88,9 +87,12 @@ export class CaBundleWatch {
     this.initialBackoffMs = deps.initialBackoffMs ?? 250;
     this.maxBackoffMs = deps.maxBackoffMs ?? 30_000;
     this.fightWindowMs = deps.fightWindowMs ?? 10_000;
-    if (!Number.isInteger(this.attempts) || this.attempts < 1) throw new CaBundleWatchError(`attempts must be a whole number of at least 1, got ${this.attempts}`);
+    if (!Number.isInteger(this.attempts) || this.attempts < 1)
+      throw new CaBundleWatchError(`attempts must be a whole number of at least 1, got ${this.attempts}`);
     if (!(this.initialBackoffMs > 0) || !(this.maxBackoffMs >= this.initialBackoffMs)) {
-      throw new CaBundleWatchError(`backoff must be positive with maxBackoffMs >= initialBackoffMs, got ${this.initialBackoffMs} and ${this.maxBackoffMs}`);
+      throw new CaBundleWatchError(
+        `backoff must be positive with maxBackoffMs >= initialBackoffMs, got ${this.initialBackoffMs} and ${this.maxBackoffMs}`,
+      );
     }
     this.clock = deps.clock ?? Date.now;
     this.random = deps.random ?? Math.random;
@@ -101,13 +103,17 @@ export class CaBundleWatch {
       what: `MutatingWebhookConfiguration ${clip(name)}`,
       source: deps.source,
       sink: {
-        replace: (items) => { this.observe(items.find((item) => item.metadata?.name === name)); },
+        replace: (items) => {
+          this.observe(items.find((item) => item.metadata?.name === name));
+        },
         apply: (type, object) => {
           if (object.metadata?.name !== name) return;
           this.observe(type === 'DELETED' ? undefined : object);
         },
       },
-      log: (level, message) => { this.log(level, message); },
+      log: (level, message) => {
+        this.log(level, message);
+      },
       ...(deps.conditions ? { conditions: deps.conditions } : {}),
       ...(deps.reflector ? { options: deps.reflector } : {}),
       ...(deps.sleep ? { sleep: deps.sleep } : {}),
@@ -141,7 +147,9 @@ export class CaBundleWatch {
   private observe(configuration: WebhookConfigurationView | undefined): void {
     this.latest = configuration;
     this.dirty = true;
-    this.running ??= this.drain().finally(() => { this.running = undefined; });
+    this.running ??= this.drain().finally(() => {
+      this.running = undefined;
+    });
   }
 
   private async drain(): Promise<void> {
@@ -169,10 +177,17 @@ export class CaBundleWatch {
 
   private async heal(drifted: string[], version: string | undefined): Promise<void> {
     const name = clip(this.deps.configurationName);
-    const which = drifted.slice(0, 5).map((webhook) => clip(webhook, LABEL_CHARS)).join(', ') + (drifted.length > 5 ? ` and ${drifted.length - 5} more` : '');
+    const which =
+      drifted
+        .slice(0, 5)
+        .map((webhook) => clip(webhook, LABEL_CHARS))
+        .join(', ') + (drifted.length > 5 ? ` and ${drifted.length - 5} more` : '');
     if (this.lastHealAt !== undefined && this.clock() - this.lastHealAt < this.fightWindowMs) {
       const pauseMs = backoffMs(this.initialBackoffMs, this.fightStep++, this.maxBackoffMs, this.random);
-      this.log('warn', `caBundle of MutatingWebhookConfiguration ${name} was reset again right after the last repair; another writer keeps changing it (does a GitOps tool or manifest own caBundle?); repairing in ${Math.round(pauseMs)} ms`);
+      this.log(
+        'warn',
+        `caBundle of MutatingWebhookConfiguration ${name} was reset again right after the last repair; another writer keeps changing it (does a GitOps tool or manifest own caBundle?); repairing in ${Math.round(pauseMs)} ms`,
+      );
       if (!(await this.pause(pauseMs))) return;
     }
     this.log('warn', `caBundle of MutatingWebhookConfiguration ${name} is not ours on ${which}; re-injecting`);
@@ -181,7 +196,10 @@ export class CaBundleWatch {
         await this.deps.heal();
       } catch (error) {
         if (attempt >= this.attempts) {
-          this.log('error', `cannot re-inject the caBundle of MutatingWebhookConfiguration ${name} after ${attempt} attempts: ${describeError(error)}; trying again on its next change and at the next certificate check`);
+          this.log(
+            'error',
+            `cannot re-inject the caBundle of MutatingWebhookConfiguration ${name} after ${attempt} attempts: ${describeError(error)}; trying again on its next change and at the next certificate check`,
+          );
           return;
         }
         if (!(await this.pause(backoffMs(this.initialBackoffMs, attempt - 1, this.maxBackoffMs, this.random)))) return;

@@ -38,8 +38,13 @@ export function servingMaterialOf(bundle: CertBundle): ServingMaterial {
 }
 
 export function sameBundle(a: CertBundle, b: CertBundle): boolean {
-  return a.caCertPem === b.caCertPem && a.caKeyPem === b.caKeyPem && a.certPem === b.certPem && a.keyPem === b.keyPem
-    && (a.previousCaCertPem ?? '') === (b.previousCaCertPem ?? '');
+  return (
+    a.caCertPem === b.caCertPem &&
+    a.caKeyPem === b.caKeyPem &&
+    a.certPem === b.certPem &&
+    a.keyPem === b.keyPem &&
+    (a.previousCaCertPem ?? '') === (b.previousCaCertPem ?? '')
+  );
 }
 
 export function sameMaterial(a: ServingMaterial, b: ServingMaterial): boolean {

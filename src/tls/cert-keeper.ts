@@ -71,7 +71,6 @@ interface Served {
   caCertPem: string;
 }
 
-
 function outcomeOf(result: unknown): string | undefined {
   const outcome = (result as { outcome?: unknown } | null)?.outcome;
   return typeof outcome === 'string' ? outcome : undefined;
@@ -113,16 +112,23 @@ export class CertKeeper {
     this.propagationDelayMs = deps.propagationDelayMs ?? DEFAULT_PROPAGATION_DELAY_MS;
     this.attempts = deps.attempts ?? 5;
     if (deps.names.length === 0) throw new CertKeeperError('the serving certificate needs at least one name');
-    for (const [what, value] of [['commonName', deps.commonName], ['caCommonName', deps.caCommonName]] as const) {
+    for (const [what, value] of [
+      ['commonName', deps.commonName],
+      ['caCommonName', deps.caCommonName],
+    ] as const) {
       if (value !== undefined && !PRINTABLE_STRING.test(value)) {
-        throw new CertKeeperError(`${what} ${JSON.stringify(value)} must use only letters, digits, spaces and '()+,-./:=?`);
+        throw new CertKeeperError(
+          `${what} ${JSON.stringify(value)} must use only letters, digits, spaces and '()+,-./:=?`,
+        );
       }
     }
-    if (!(deps.validityDays > 0) || !(deps.caValidityDays > 0)) throw new CertKeeperError('certificate validities must be positive');
+    if (!(deps.validityDays > 0) || !(deps.caValidityDays > 0))
+      throw new CertKeeperError('certificate validities must be positive');
     // A renewal window as long as a validity would renew every fresh certificate at once, forever.
     if (!(deps.renewBeforeMs >= 0) || deps.renewBeforeMs >= Math.min(deps.validityDays, deps.caValidityDays) * DAY_MS) {
       throw new CertKeeperError(
-        `renewBeforeMs (${deps.renewBeforeMs}) must be shorter than the serving (${deps.validityDays} d) and CA (${deps.caValidityDays} d) validities`);
+        `renewBeforeMs (${deps.renewBeforeMs}) must be shorter than the serving (${deps.validityDays} d) and CA (${deps.caValidityDays} d) validities`,
+      );
     }
   }
 
@@ -159,7 +165,9 @@ export class CertKeeper {
     const tick = (): void => {
       this.timer = undefined;
       this.running = this.ensure()
-        .catch((error: unknown) => { this.log(`certificates: check failed, retrying in ${intervalMs} ms: ${describeError(error)}`); })
+        .catch((error: unknown) => {
+          this.log(`certificates: check failed, retrying in ${intervalMs} ms: ${describeError(error)}`);
+        })
         .finally(() => {
           this.running = undefined;
           if (generation === this.generation) schedule();
@@ -188,7 +196,10 @@ export class CertKeeper {
   }
 
   private retentionMs(): number {
-    return this.deps.previousCaRetentionMs ?? (this.intervalMs !== undefined ? 2 * this.intervalMs : DEFAULT_PREVIOUS_CA_RETENTION_MS);
+    return (
+      this.deps.previousCaRetentionMs ??
+      (this.intervalMs !== undefined ? 2 * this.intervalMs : DEFAULT_PREVIOUS_CA_RETENTION_MS)
+    );
   }
 
   private async settle(force: RotationKind | undefined): Promise<ServingMaterial> {
@@ -218,14 +229,17 @@ export class CertKeeper {
         pendingForce = undefined;
         this.log(`certificates: ${plan.summary} (${store.description})`);
       }
-      if (current === undefined) throw new CertKeeperError(`unreachable: nothing stored in ${store.description} and nothing planned`);
+      if (current === undefined)
+        throw new CertKeeperError(`unreachable: nothing stored in ${store.description} and nothing planned`);
       const material = servingMaterialOf(current.bundle);
       if (!(await this.publishCaBundle(material.caBundlePem))) continue;
       await this.handOut(material, current.bundle);
       await this.deps.onSettled?.(current.bundle);
       return material;
     }
-    throw new CertKeeperError(`${store.description} kept changing; gave up after ${this.attempts} attempts`, { cause: lastConflict });
+    throw new CertKeeperError(`${store.description} kept changing; gave up after ${this.attempts} attempts`, {
+      cause: lastConflict,
+    });
   }
 
   /** Applies the caBundle; false when the store moved on meanwhile and the caller must go round again. */
@@ -244,7 +258,9 @@ export class CertKeeper {
     const before = this.served;
     if (before !== undefined && sameMaterial(before.material, material)) return;
     if (before !== undefined && before.caCertPem !== bundle.caCertPem && this.deps.caBundleTarget !== undefined) {
-      this.log(`certificates: new CA; serving its certificate in ${this.propagationDelayMs} ms, once the apiserver has the new caBundle`);
+      this.log(
+        `certificates: new CA; serving its certificate in ${this.propagationDelayMs} ms, once the apiserver has the new caBundle`,
+      );
       await this.sleep(this.propagationDelayMs);
     }
     // Marked as served only once onChange accepted it, so a throwing onChange is retried next time.
@@ -255,9 +271,10 @@ export class CertKeeper {
   private plan(bundle: CertBundle | undefined, now: Date, force: RotationKind | undefined): Plan {
     const assessment = assessBundle(bundle, { names: this.deps.names, now, renewBeforeMs: this.deps.renewBeforeMs });
     // Forcing a leaf under a CA that needs renewing anyway renews everything.
-    const decision: Decision = force === undefined || assessment.action === 'renew-all'
-      ? assessment
-      : { action: force === 'all' ? 'renew-all' : 'renew-leaf', reason: 'forced', detail: 'rotation requested' };
+    const decision: Decision =
+      force === undefined || assessment.action === 'renew-all'
+        ? assessment
+        : { action: force === 'all' ? 'renew-all' : 'renew-leaf', reason: 'forced', detail: 'rotation requested' };
     if (decision.action === 'renew-all' || bundle === undefined) {
       const ca = createCertificateAuthority({
         commonName: `${this.deps.caCommonName ?? 'vgpu-warden-ca'} ${now.toISOString().replace(/\.\d+Z$/, 'Z')}`,
@@ -269,7 +286,10 @@ export class CertKeeper {
       if (keepOld) next.previousCaCertPem = bundle.caCertPem;
       // (keep is impossible here: assessBundle renews everything when nothing is stored.)
       const why = decision.action === 'keep' ? 'missing' : `${decision.reason}: ${decision.detail}`;
-      return { next, summary: `new CA and serving certificate (${why})${keepOld ? '; the old CA stays trusted during the rotation' : ''}` };
+      return {
+        next,
+        summary: `new CA and serving certificate (${why})${keepOld ? '; the old CA stays trusted during the rotation' : ''}`,
+      };
     }
     const previous = assessPreviousCa(bundle, { now, retentionMs: this.retentionMs() });
     const next: CertBundle = { ...bundle };

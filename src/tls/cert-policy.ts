@@ -13,7 +13,8 @@ import { canonicalHost } from '../base/net-hosts.js';
  * - `ca-expired`: the CA is past its notAfter
  * - `ca-expiring`: the CA is inside the renewal window (notAfter - renewBeforeMs)
  */
-export type RenewAllReason = 'missing' | 'ca-missing' | 'ca-unparsable' | 'ca-key-mismatch' | 'ca-not-ca' | 'ca-expired' | 'ca-expiring';
+export type RenewAllReason =
+  'missing' | 'ca-missing' | 'ca-unparsable' | 'ca-key-mismatch' | 'ca-not-ca' | 'ca-expired' | 'ca-expiring';
 
 /**
  * Why only the leaf must be made anew (the CA is fine and stays):
@@ -26,7 +27,13 @@ export type RenewAllReason = 'missing' | 'ca-missing' | 'ca-unparsable' | 'ca-ke
  * - `names-changed`: the leaf's SANs are not exactly the wanted names (issued for other names)
  */
 export type RenewLeafReason =
-  | 'leaf-missing' | 'leaf-unparsable' | 'leaf-key-mismatch' | 'leaf-not-signed-by-ca' | 'leaf-expired' | 'leaf-expiring' | 'names-changed';
+  | 'leaf-missing'
+  | 'leaf-unparsable'
+  | 'leaf-key-mismatch'
+  | 'leaf-not-signed-by-ca'
+  | 'leaf-expired'
+  | 'leaf-expiring'
+  | 'names-changed';
 
 export type Assessment =
   | { action: 'keep' }
@@ -107,7 +114,11 @@ function assessCa(bundle: CertBundle, options: PolicyOptions): Assessment | X509
   if (!keyMatches(ca, caKey)) return renewAll('ca-key-mismatch', 'the CA key does not belong to the CA certificate');
   if (!ca.ca) return renewAll('ca-not-ca', 'the CA certificate lacks basicConstraints CA:TRUE');
   const state = expiry(ca, options.now, options.renewBeforeMs);
-  if (state !== undefined) return renewAll(`ca-${state}`, `the CA ${state === 'expired' ? 'expired' : 'expires'} at ${ca.validToDate.toISOString()}`);
+  if (state !== undefined)
+    return renewAll(
+      `ca-${state}`,
+      `the CA ${state === 'expired' ? 'expired' : 'expires'} at ${ca.validToDate.toISOString()}`,
+    );
   return ca;
 }
 
@@ -120,13 +131,20 @@ function assessLeaf(bundle: CertBundle, ca: X509Certificate, options: PolicyOpti
   if (leaf === undefined) return renewLeaf('leaf-unparsable', 'the serving certificate does not parse');
   const key = parseKey(bundle.keyPem);
   if (key === undefined) return renewLeaf('leaf-unparsable', 'the serving key does not parse');
-  if (!keyMatches(leaf, key)) return renewLeaf('leaf-key-mismatch', 'the serving key does not belong to the serving certificate');
+  if (!keyMatches(leaf, key))
+    return renewLeaf('leaf-key-mismatch', 'the serving key does not belong to the serving certificate');
   if (!leaf.checkIssued(ca) || !leaf.verify(ca.publicKey)) {
-    return renewLeaf('leaf-not-signed-by-ca', `the serving certificate was issued by ${leaf.issuer.replace(/\n/g, ', ')}, not by this CA`);
+    return renewLeaf(
+      'leaf-not-signed-by-ca',
+      `the serving certificate was issued by ${leaf.issuer.replace(/\n/g, ', ')}, not by this CA`,
+    );
   }
   const state = expiry(leaf, options.now, options.renewBeforeMs);
   if (state !== undefined) {
-    return renewLeaf(`leaf-${state}`, `the serving certificate ${state === 'expired' ? 'expired' : 'expires'} at ${leaf.validToDate.toISOString()}`);
+    return renewLeaf(
+      `leaf-${state}`,
+      `the serving certificate ${state === 'expired' ? 'expired' : 'expires'} at ${leaf.validToDate.toISOString()}`,
+    );
   }
   const have = [...new Set(subjectAltNamesOf(leaf))];
   const want = [...new Set(options.names.map(canonicalHost))];
@@ -168,16 +186,17 @@ export function canStayTrusted(caCertPem: string | undefined, now: Date): boolea
 export type PreviousCaDropReason = 'retention-over' | 'expired' | 'unparsable' | 'same-as-current';
 
 export type PreviousCaAssessment =
-  | { action: 'none' }
-  | { action: 'keep'; until: Date }
-  | { action: 'drop'; reason: PreviousCaDropReason };
+  { action: 'none' } | { action: 'keep'; until: Date } | { action: 'drop'; reason: PreviousCaDropReason };
 
 /**
  * Whether the previous CA still belongs in the caBundle. The rotation time is read from the current
  * CA itself (its notBefore plus the back-dating), so the rule needs no extra state, survives restarts
  * and gives every replica the same answer.
  */
-export function assessPreviousCa(bundle: CertBundle, options: { now: Date; retentionMs: number }): PreviousCaAssessment {
+export function assessPreviousCa(
+  bundle: CertBundle,
+  options: { now: Date; retentionMs: number },
+): PreviousCaAssessment {
   if (isEmpty(bundle.previousCaCertPem)) return { action: 'none' };
   const previousPem = bundle.previousCaCertPem ?? '';
   if (previousPem.trim() === bundle.caCertPem.trim()) return { action: 'drop', reason: 'same-as-current' };
@@ -189,5 +208,7 @@ export function assessPreviousCa(bundle: CertBundle, options: { now: Date; reten
   if (current === undefined) return { action: 'drop', reason: 'retention-over' };
   const rotatedAt = current.validFromDate.getTime() + NOT_BEFORE_BACKDATE_MS;
   const until = Math.min(rotatedAt + options.retentionMs, previous.validToDate.getTime());
-  return options.now.getTime() >= until ? { action: 'drop', reason: 'retention-over' } : { action: 'keep', until: new Date(until) };
+  return options.now.getTime() >= until
+    ? { action: 'drop', reason: 'retention-over' }
+    : { action: 'keep', until: new Date(until) };
 }

@@ -48,7 +48,11 @@ function newCertificate(now: Date, days: number): { cert: forge.pki.Certificate;
   return { cert, keys };
 }
 
-export function createCertificateAuthority(options: { commonName: string; validityDays: number; now?: Date }): CertificateAuthority {
+export function createCertificateAuthority(options: {
+  commonName: string;
+  validityDays: number;
+  now?: Date;
+}): CertificateAuthority {
   const { cert, keys } = newCertificate(options.now ?? new Date(), options.validityDays);
   const name = [{ name: 'commonName', value: options.commonName }];
   cert.setSubject(name);
@@ -70,7 +74,9 @@ export function issueCertificate(ca: CertificateAuthority, request: LeafRequest)
   if (request.organization !== undefined) subject.push({ name: 'organizationName', value: request.organization });
   cert.setSubject(subject);
   cert.setIssuer(caCert.subject.attributes);
-  const altNames = (request.subjectAltNames ?? []).map((name) => (isIP(name) ? { type: 7, ip: name } : { type: 2, value: name }));
+  const altNames = (request.subjectAltNames ?? []).map((name) =>
+    isIP(name) ? { type: 7, ip: name } : { type: 2, value: name },
+  );
   cert.setExtensions([
     { name: 'basicConstraints', cA: false },
     { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },

@@ -30,7 +30,8 @@ export interface ClientCertificate {
  * - `wrong-identity`: its CN or extKeyUsage is not what the extender accepts
  * - `expired` / `expiring`: past its notAfter, or inside the renewal window
  */
-export type ClientIssueReason = 'missing' | 'unparsable' | 'key-mismatch' | 'not-signed-by-ca' | 'wrong-identity' | 'expired' | 'expiring';
+export type ClientIssueReason =
+  'missing' | 'unparsable' | 'key-mismatch' | 'not-signed-by-ca' | 'wrong-identity' | 'expired' | 'expiring';
 
 export type ClientCertAssessment =
   | { action: 'keep' }
@@ -56,7 +57,10 @@ function parse<T>(make: () => T): T | undefined {
 
 /** The subject's CN ("CN=name" on one line of X509Certificate.subject), or undefined. */
 export function commonNameOf(cert: X509Certificate): string | undefined {
-  return cert.subject.split('\n').find((line) => line.startsWith('CN='))?.slice('CN='.length);
+  return cert.subject
+    .split('\n')
+    .find((line) => line.startsWith('CN='))
+    ?.slice('CN='.length);
 }
 
 /** The extKeyUsage OIDs (Node calls the property keyUsage); empty when the extension is absent. */
@@ -70,26 +74,42 @@ export function extendedKeyUsageOf(cert: X509Certificate): string[] {
  * What to do with the stored client certificate: keep it, rewrite only ca.crt, or issue a new one.
  * Pure apart from parsing; every replica reaches the same answer for the same inputs.
  */
-export function assessClientCertificate(stored: ClientCertificate | undefined, options: ClientCertPolicyOptions): ClientCertAssessment {
-  const issue = (reason: ClientIssueReason, detail: string): ClientCertAssessment => ({ action: 'issue', reason, detail });
+export function assessClientCertificate(
+  stored: ClientCertificate | undefined,
+  options: ClientCertPolicyOptions,
+): ClientCertAssessment {
+  const issue = (reason: ClientIssueReason, detail: string): ClientCertAssessment => ({
+    action: 'issue',
+    reason,
+    detail,
+  });
   if (stored === undefined || stored.certPem.trim() === '' || stored.keyPem.trim() === '') {
     return issue('missing', 'no client certificate stored yet');
   }
   const cert = parse(() => new X509Certificate(stored.certPem));
   const key = parse(() => createPrivateKey(stored.keyPem));
-  if (cert === undefined || key === undefined) return issue('unparsable', `the client ${cert === undefined ? 'certificate' : 'key'} does not parse`);
+  if (cert === undefined || key === undefined)
+    return issue('unparsable', `the client ${cert === undefined ? 'certificate' : 'key'} does not parse`);
   if (!keyMatches(cert, key)) return issue('key-mismatch', 'the client key does not belong to the client certificate');
   const ca = parse(() => new X509Certificate(options.caCertPem));
   if (ca === undefined || !cert.checkIssued(ca) || !cert.verify(ca.publicKey)) {
-    return issue('not-signed-by-ca', `the client certificate was issued by ${cert.issuer.replace(/\n/g, ', ')}, not by the current CA`);
+    return issue(
+      'not-signed-by-ca',
+      `the client certificate was issued by ${cert.issuer.replace(/\n/g, ', ')}, not by the current CA`,
+    );
   }
   const usages = extendedKeyUsageOf(cert);
   const commonName = commonNameOf(cert);
   if (commonName !== options.commonName || usages.length !== 1 || usages[0] !== CLIENT_AUTH_OID) {
-    return issue('wrong-identity', `the client certificate is CN ${commonName ?? '(none)'} with extKeyUsage ${usages.join(',') || '(none)'}, not CN ${options.commonName} with clientAuth only`);
+    return issue(
+      'wrong-identity',
+      `the client certificate is CN ${commonName ?? '(none)'} with extKeyUsage ${usages.join(',') || '(none)'}, not CN ${options.commonName} with clientAuth only`,
+    );
   }
   const notAfter = cert.validToDate.getTime();
-  if (options.now.getTime() >= notAfter) return issue('expired', `the client certificate expired at ${cert.validToDate.toISOString()}`);
-  if (options.now.getTime() >= notAfter - options.renewBeforeMs) return issue('expiring', `the client certificate expires at ${cert.validToDate.toISOString()}`);
+  if (options.now.getTime() >= notAfter)
+    return issue('expired', `the client certificate expired at ${cert.validToDate.toISOString()}`);
+  if (options.now.getTime() >= notAfter - options.renewBeforeMs)
+    return issue('expiring', `the client certificate expires at ${cert.validToDate.toISOString()}`);
   return stored.caPem === options.caBundlePem ? { action: 'keep' } : { action: 'update-ca' };
 }

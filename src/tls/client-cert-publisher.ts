@@ -8,14 +8,23 @@ import { CertKeeperError, CertStoreConflictError } from './tls-errors.js';
 
 const DAY_MS = 86_400_000;
 
-const decode = (data: Record<string, string> | undefined, key: string): string => Buffer.from(data?.[key] ?? '', 'base64').toString('utf8');
+const decode = (data: Record<string, string> | undefined, key: string): string =>
+  Buffer.from(data?.[key] ?? '', 'base64').toString('utf8');
 const encode = (pem: string): string => Buffer.from(pem, 'utf8').toString('base64');
 
 /** kube-scheduler's Secret: tls.crt and tls.key (kubernetes.io/tls) and ca.crt, the caBundle. */
 export const CLIENT_CERT_LAYOUT: SecretLayout<ClientCertificate> = {
   keys: ['tls.crt', 'tls.key', 'ca.crt'],
-  toData: (value) => ({ 'tls.crt': encode(value.certPem), 'tls.key': encode(value.keyPem), 'ca.crt': encode(value.caPem) }),
-  fromData: (data) => ({ certPem: decode(data, 'tls.crt'), keyPem: decode(data, 'tls.key'), caPem: decode(data, 'ca.crt') }),
+  toData: (value) => ({
+    'tls.crt': encode(value.certPem),
+    'tls.key': encode(value.keyPem),
+    'ca.crt': encode(value.caPem),
+  }),
+  fromData: (data) => ({
+    certPem: decode(data, 'tls.crt'),
+    keyPem: decode(data, 'tls.key'),
+    caPem: decode(data, 'ca.crt'),
+  }),
 };
 
 export interface ClientCertPublisherDeps {
@@ -51,7 +60,9 @@ export class ClientCertPublisher {
     this.clock = deps.clock ?? (() => new Date());
     this.log = deps.log ?? (() => undefined);
     if (!(deps.validityDays > 0) || !(deps.renewBeforeMs >= 0) || deps.renewBeforeMs >= deps.validityDays * DAY_MS) {
-      throw new CertKeeperError(`client certificate renewal (${deps.renewBeforeMs} ms before expiry) must be shorter than its validity (${deps.validityDays} d)`);
+      throw new CertKeeperError(
+        `client certificate renewal (${deps.renewBeforeMs} ms before expiry) must be shorter than its validity (${deps.validityDays} d)`,
+      );
     }
   }
 
@@ -64,12 +75,17 @@ export class ClientCertPublisher {
       const loaded = await store.load();
       const now = this.clock();
       const assessment = assessClientCertificate(loaded?.bundle, {
-        caCertPem: bundle.caCertPem, caBundlePem, commonName: this.deps.commonName, now, renewBeforeMs: this.deps.renewBeforeMs,
+        caCertPem: bundle.caCertPem,
+        caBundlePem,
+        commonName: this.deps.commonName,
+        now,
+        renewBeforeMs: this.deps.renewBeforeMs,
       });
       if (assessment.action === 'keep' && loaded !== undefined) return loaded.bundle;
-      const next: ClientCertificate = assessment.action === 'update-ca' && loaded !== undefined
-        ? { ...loaded.bundle, caPem: caBundlePem }
-        : { ...this.issue(bundle, now), caPem: caBundlePem };
+      const next: ClientCertificate =
+        assessment.action === 'update-ca' && loaded !== undefined
+          ? { ...loaded.bundle, caPem: caBundlePem }
+          : { ...this.issue(bundle, now), caPem: caBundlePem };
       try {
         const saved = await store.save(next, loaded);
         this.report(assessment, loaded);
@@ -77,33 +93,47 @@ export class ClientCertPublisher {
       } catch (error) {
         if (!(error instanceof CertStoreConflictError)) throw error;
         lastConflict = error;
-        this.log(`certificates: ${store.description} changed while publishing the client certificate; reading it again`);
+        this.log(
+          `certificates: ${store.description} changed while publishing the client certificate; reading it again`,
+        );
       }
     }
-    throw new CertKeeperError(`${store.description} kept changing; gave up publishing the client certificate`, { cause: lastConflict });
+    throw new CertKeeperError(`${store.description} kept changing; gave up publishing the client certificate`, {
+      cause: lastConflict,
+    });
   }
 
   private issue(bundle: CertBundle, now: Date): { certPem: string; keyPem: string } {
     // Like the serving leaf, it must not outlive the CA that vouches for it.
     const caLeftDays = (new X509Certificate(bundle.caCertPem).validToDate.getTime() - now.getTime()) / DAY_MS;
-    return issueCertificate({ certPem: bundle.caCertPem, keyPem: bundle.caKeyPem }, {
-      commonName: this.deps.commonName,
-      usage: 'client',
-      validityDays: Math.min(this.deps.validityDays, caLeftDays),
-      now,
-    });
+    return issueCertificate(
+      { certPem: bundle.caCertPem, keyPem: bundle.caKeyPem },
+      {
+        commonName: this.deps.commonName,
+        usage: 'client',
+        validityDays: Math.min(this.deps.validityDays, caLeftDays),
+        now,
+      },
+    );
   }
 
-  private report(assessment: ReturnType<typeof assessClientCertificate>, loaded: StoredBundle<ClientCertificate> | undefined): void {
+  private report(
+    assessment: ReturnType<typeof assessClientCertificate>,
+    loaded: StoredBundle<ClientCertificate> | undefined,
+  ): void {
     const where = this.deps.store.description;
     if (assessment.action === 'update-ca') {
       this.log(`certificates: ca.crt of the client certificate now carries the current caBundle (${where})`);
       return;
     }
     if (assessment.action !== 'issue') return;
-    this.log(`certificates: new client certificate for ${this.deps.commonName} (${assessment.reason}: ${assessment.detail}) (${where})`);
+    this.log(
+      `certificates: new client certificate for ${this.deps.commonName} (${assessment.reason}: ${assessment.detail}) (${where})`,
+    );
     if (assessment.reason === 'not-signed-by-ca' && loaded !== undefined) {
-      this.log(`certificates: the CA changed; kube-scheduler reads its caFile only at start, so restart it to trust the new serving certificate (e.g. kubectl rollout restart deployment/vgpu-warden-scheduler)`);
+      this.log(
+        `certificates: the CA changed; kube-scheduler reads its caFile only at start, so restart it to trust the new serving certificate (e.g. kubectl rollout restart deployment/vgpu-warden-scheduler)`,
+      );
     }
   }
 }

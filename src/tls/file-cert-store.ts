@@ -20,7 +20,13 @@ const PRIVATE_FILES: ReadonlySet<string> = new Set([CERT_FILES.caKeyPem, CERT_FI
 
 // Keys first, then the certificates that need them, the leaf last: a crash between two renames
 // leaves a mismatched set, which cert-policy.ts sees (key mismatch, wrong issuer) and renews.
-const WRITE_ORDER = ['previousCaCertPem', 'caKeyPem', 'caCertPem', 'keyPem', 'certPem'] as const satisfies readonly (keyof CertBundle)[];
+const WRITE_ORDER = [
+  'previousCaCertPem',
+  'caKeyPem',
+  'caCertPem',
+  'keyPem',
+  'certPem',
+] as const satisfies readonly (keyof CertBundle)[];
 
 export interface FileChange {
   path: string;
@@ -69,7 +75,12 @@ export class FileCertStore implements CertStore {
     const contents = await this.readAll();
     const { caCertPem, caKeyPem, certPem, keyPem, previousCaCertPem } = contents;
     if ([caCertPem, caKeyPem, certPem, keyPem].every((value) => value === undefined)) return undefined;
-    const bundle: CertBundle = { caCertPem: caCertPem ?? '', caKeyPem: caKeyPem ?? '', certPem: certPem ?? '', keyPem: keyPem ?? '' };
+    const bundle: CertBundle = {
+      caCertPem: caCertPem ?? '',
+      caKeyPem: caKeyPem ?? '',
+      certPem: certPem ?? '',
+      keyPem: keyPem ?? '',
+    };
     if (previousCaCertPem !== undefined) bundle.previousCaCertPem = previousCaCertPem;
     return { bundle, version: versionOf(contents) };
   }
@@ -78,7 +89,9 @@ export class FileCertStore implements CertStore {
     const before = await this.readAll();
     const current = Object.values(before).some((value) => value !== undefined) ? versionOf(before) : undefined;
     // A directory holding only ca-previous.crt loads as undefined, so it also matches "expected nothing".
-    const loadsAsNothing = [before.caCertPem, before.caKeyPem, before.certPem, before.keyPem].every((value) => value === undefined);
+    const loadsAsNothing = [before.caCertPem, before.caKeyPem, before.certPem, before.keyPem].every(
+      (value) => value === undefined,
+    );
     if (expected === undefined ? !loadsAsNothing : current !== expected.version) {
       throw new CertStoreConflictError(`${this.description} changed since it was read`);
     }
@@ -87,27 +100,37 @@ export class FileCertStore implements CertStore {
     } catch (error) {
       throw new CertStoreError(`cannot create ${this.dir}`, { cause: error });
     }
-    const after: FileContents = { ...bundle, previousCaCertPem: bundle.previousCaCertPem === '' ? undefined : bundle.previousCaCertPem };
+    const after: FileContents = {
+      ...bundle,
+      previousCaCertPem: bundle.previousCaCertPem === '' ? undefined : bundle.previousCaCertPem,
+    };
     for (const field of WRITE_ORDER) {
       const wanted = after[field];
       if (wanted === before[field]) continue;
       if (wanted === undefined) await this.remove(field);
       else await this.write(field, wanted);
     }
-    const stored: CertBundle = { caCertPem: bundle.caCertPem, caKeyPem: bundle.caKeyPem, certPem: bundle.certPem, keyPem: bundle.keyPem };
+    const stored: CertBundle = {
+      caCertPem: bundle.caCertPem,
+      caKeyPem: bundle.caKeyPem,
+      certPem: bundle.certPem,
+      keyPem: bundle.keyPem,
+    };
     if (after.previousCaCertPem !== undefined) stored.previousCaCertPem = after.previousCaCertPem;
     return { bundle: stored, version: versionOf(after) };
   }
 
   private async readAll(): Promise<FileContents> {
-    const entries = await Promise.all(WRITE_ORDER.map(async (field) => {
-      try {
-        return [field, await readFile(this.pathOf(field), 'utf8')] as const;
-      } catch (error) {
-        if (isMissing(error)) return [field, undefined] as const;
-        throw new CertStoreError(`cannot read ${this.pathOf(field)}`, { cause: error });
-      }
-    }));
+    const entries = await Promise.all(
+      WRITE_ORDER.map(async (field) => {
+        try {
+          return [field, await readFile(this.pathOf(field), 'utf8')] as const;
+        } catch (error) {
+          if (isMissing(error)) return [field, undefined] as const;
+          throw new CertStoreError(`cannot read ${this.pathOf(field)}`, { cause: error });
+        }
+      }),
+    );
     return Object.fromEntries(entries) as FileContents;
   }
 

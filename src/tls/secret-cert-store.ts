@@ -92,7 +92,10 @@ export class SecretStore<T> implements CertStore<T> {
   }
 
   private stored(secret: V1Secret, fallback: T): StoredBundle<T> {
-    return { bundle: secret.data === undefined ? fallback : this.options.layout.fromData(secret.data), version: secret.metadata?.resourceVersion ?? '' };
+    return {
+      bundle: secret.data === undefined ? fallback : this.options.layout.fromData(secret.data),
+      version: secret.metadata?.resourceVersion ?? '',
+    };
   }
 
   private async read(): Promise<V1Secret | undefined> {
@@ -149,7 +152,10 @@ export class SecretStore<T> implements CertStore<T> {
   private failure(verb: string, error: unknown): CertStoreError {
     const status = httpStatusOf(error);
     const detail = apiStatusOf(error)?.message ?? (error instanceof Error ? error.message : String(error));
-    return new CertStoreError(`cannot ${verb} ${this.description}${status === undefined ? '' : ` (HTTP ${status})`}: ${detail}`, { cause: error });
+    return new CertStoreError(
+      `cannot ${verb} ${this.description}${status === undefined ? '' : ` (HTTP ${status})`}: ${detail}`,
+      { cause: error },
+    );
   }
 }
 

@@ -11,13 +11,16 @@ export interface ServingNamesRequest {
 
 function checkLabel(what: string, value: string): void {
   if (!isDnsLabel(value)) {
-    throw new ServingNameError(`invalid ${what} ${JSON.stringify(value)}: expected a DNS-1123 label such as vgpu-warden`);
+    throw new ServingNameError(
+      `invalid ${what} ${JSON.stringify(value)}: expected a DNS-1123 label such as vgpu-warden`,
+    );
   }
 }
 
 function checkedHost(raw: string): string {
   const host = canonicalHostOrUndefined(raw);
-  if (host === undefined) throw new ServingNameError(`invalid host ${JSON.stringify(raw)}: expected a DNS name or an IP address`);
+  if (host === undefined)
+    throw new ServingNameError(`invalid host ${JSON.stringify(raw)}: expected a DNS name or an IP address`);
   return host;
 }
 

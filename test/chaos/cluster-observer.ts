@@ -13,7 +13,12 @@ function gpusOf(node: V1Node): ObservedGpu[] {
   if (raw === undefined) return [];
   try {
     const devices = JSON.parse(raw) as { id?: string; count?: number; devmem?: number; devcore?: number }[];
-    return devices.map((device) => ({ uuid: device.id ?? '', memoryMiB: device.devmem ?? 0, cores: device.devcore ?? 0, slots: device.count ?? 0 }));
+    return devices.map((device) => ({
+      uuid: device.id ?? '',
+      memoryMiB: device.devmem ?? 0,
+      cores: device.devcore ?? 0,
+      slots: device.count ?? 0,
+    }));
   } catch {
     return [];
   }
@@ -52,7 +57,9 @@ export class ClusterObserver {
   private previousPods = new Map<string, string>();
   private previousLocks = new Map<string, string | undefined>();
 
-  constructor(private readonly deps: { core: CoreV1Api; namespace: string; nodeSelector: string; timeline: Timeline }) {}
+  constructor(
+    private readonly deps: { core: CoreV1Api; namespace: string; nodeSelector: string; timeline: Timeline },
+  ) {}
 
   /**
    * Nodes and pods as of one etcd revision: the pods are listed at exactly the nodes' list
@@ -64,10 +71,18 @@ export class ClusterObserver {
       const nodes = await this.deps.core.listNode({ labelSelector: this.deps.nodeSelector });
       const revision = nodes.metadata?.resourceVersion;
       if (revision === undefined) return undefined;
-      const pods = await this.deps.core.listNamespacedPod({ namespace: this.deps.namespace, resourceVersion: revision, resourceVersionMatch: 'Exact' });
+      const pods = await this.deps.core.listNamespacedPod({
+        namespace: this.deps.namespace,
+        resourceVersion: revision,
+        resourceVersionMatch: 'Exact',
+      });
       const at = Date.now();
       const observedPods = pods.items.map(observePod);
-      const observedNodes: ObservedNode[] = nodes.items.map((node) => ({ name: node.metadata?.name ?? '', gpus: gpusOf(node), lock: node.metadata?.annotations?.[LOCK_ANNOTATION] }));
+      const observedNodes: ObservedNode[] = nodes.items.map((node) => ({
+        name: node.metadata?.name ?? '',
+        gpus: gpusOf(node),
+        lock: node.metadata?.annotations?.[LOCK_ANNOTATION],
+      }));
       this.record(observedPods, observedNodes, at);
       return { at, pods: observedPods, nodes: observedNodes };
     } catch {
@@ -88,7 +103,11 @@ export class ClusterObserver {
     for (const node of nodes) {
       if (this.previousLocks.get(node.name) !== node.lock) {
         const owner = node.lock?.split(',').slice(1).join('/');
-        this.deps.timeline.add([`node/${node.name}`, ...(owner ? [owner] : [])], `lock on ${node.name}: ${node.lock ?? '(free)'}`, at);
+        this.deps.timeline.add(
+          [`node/${node.name}`, ...(owner ? [owner] : [])],
+          `lock on ${node.name}: ${node.lock ?? '(free)'}`,
+          at,
+        );
       }
       this.previousLocks.set(node.name, node.lock);
     }

@@ -27,7 +27,11 @@ export class OutageLog {
   begin(): { end: () => void } {
     const span: { from: number; to: number | undefined } = { from: Date.now(), to: undefined };
     this.spans.push(span);
-    return { end: () => { span.to = Date.now(); } };
+    return {
+      end: () => {
+        span.to = Date.now();
+      },
+    };
   }
 
   /** Milliseconds of outage within [from, to]. */
@@ -48,12 +52,25 @@ export class FaultInjector {
   private readonly pending = new Set<Promise<unknown>>();
   private stopped = false;
 
-  constructor(private readonly deps: { plane: ControlPlane; proxies: FaultProxy[]; replicas: ReplicaSet; timeline: Timeline; outages: OutageLog; started: number }) {}
+  constructor(
+    private readonly deps: {
+      plane: ControlPlane;
+      proxies: FaultProxy[];
+      replicas: ReplicaSet;
+      timeline: Timeline;
+      outages: OutageLog;
+      started: number;
+    },
+  ) {}
 
   schedule(plan: readonly FaultEvent[]): void {
     for (const event of plan) {
       const delay = Math.max(0, this.deps.started + event.at - Date.now());
-      this.timers.push(setTimeout(() => { this.track(this.apply(event)); }, delay));
+      this.timers.push(
+        setTimeout(() => {
+          this.track(this.apply(event));
+        }, delay),
+      );
     }
   }
 
@@ -66,7 +83,9 @@ export class FaultInjector {
   }
 
   private track(work: Promise<unknown>): void {
-    const tracked = work.catch((error: unknown) => { this.deps.timeline.add(['faults'], `fault failed: ${(error as Error).message}`); });
+    const tracked = work.catch((error: unknown) => {
+      this.deps.timeline.add(['faults'], `fault failed: ${(error as Error).message}`);
+    });
     this.pending.add(tracked);
     void tracked.finally(() => this.pending.delete(tracked));
   }
@@ -79,9 +98,16 @@ export class FaultInjector {
       case 'proxy': {
         const proxy = this.deps.proxies[event.replica];
         const { fault } = event;
-        const action = fault.action === 'fail'
-          ? { kind: 'fail' as const, status: fault.status, ...(fault.status === 429 ? { headers: { 'Retry-After': '1' } } : {}) }
-          : fault.action === 'delay' ? { kind: 'delay' as const, ms: fault.ms } : { kind: fault.action };
+        const action =
+          fault.action === 'fail'
+            ? {
+                kind: 'fail' as const,
+                status: fault.status,
+                ...(fault.status === 429 ? { headers: { 'Retry-After': '1' } } : {}),
+              }
+            : fault.action === 'delay'
+              ? { kind: 'delay' as const, ms: fault.ms }
+              : { kind: fault.action };
         proxy?.addRule({ match: matchOf(event.target), action, times: event.times });
         return;
       }
@@ -104,7 +130,9 @@ export class FaultInjector {
       case 'kill-replica': {
         const { replicas } = this.deps;
         await replicas.kill(event.replica);
-        const othersUp = Array.from({ length: replicas.size }, (_, index) => index).some((index) => replicas.isUp(index));
+        const othersUp = Array.from({ length: replicas.size }, (_, index) => index).some((index) =>
+          replicas.isUp(index),
+        );
         const outage = othersUp ? undefined : this.deps.outages.begin();
         await new Promise((done) => setTimeout(done, event.downMs));
         replicas.start(event.replica);

@@ -66,13 +66,27 @@ function drawFault(random: Prng, kind: FaultKind, at: number, replicas: number):
         [{ action: 'fail', status: random.pick([429, 500, 503] as const) }, 3],
         [{ action: 'hang' }, 1],
       ]);
-      const target = random.weighted<FaultTarget>([['lock-writes', 3], ['bindings', 3], ['pod-writes', 2], ['reads', 1], ['any', 1]]);
+      const target = random.weighted<FaultTarget>([
+        ['lock-writes', 3],
+        ['bindings', 3],
+        ['pod-writes', 2],
+        ['reads', 1],
+        ['any', 1],
+      ]);
       return { at, kind, replica: random.int(0, replicas - 1), target, fault, times: random.int(1, 3) };
     }
     case 'watch-expiry':
       return { at, kind, replica: random.int(0, replicas - 1) };
     case 'restart':
-      return { at, kind, component: random.weighted([['kube-apiserver', 2], ['etcd', 1]] as const), downMs: random.int(300, 3000) };
+      return {
+        at,
+        kind,
+        component: random.weighted([
+          ['kube-apiserver', 2],
+          ['etcd', 1],
+        ] as const),
+        downMs: random.int(300, 3000),
+      };
     case 'kill-replica':
       return { at, kind, replica: random.int(0, replicas - 1), downMs: random.int(500, 6000) };
   }
@@ -84,7 +98,12 @@ export function describeFault(event: FaultEvent): string {
   switch (event.kind) {
     case 'proxy': {
       const { fault } = event;
-      const what = fault.action === 'delay' ? `delay ${fault.ms}ms` : fault.action === 'fail' ? `fail ${fault.status}` : fault.action;
+      const what =
+        fault.action === 'delay'
+          ? `delay ${fault.ms}ms`
+          : fault.action === 'fail'
+            ? `fail ${fault.status}`
+            : fault.action;
       return `${at} proxy r${event.replica} ${event.target} ${what} x${event.times}`;
     }
     case 'watch-expiry':

@@ -1,7 +1,13 @@
 import { isTerminal, podKey, type AllocationRecord, type ObservedPod, type Snapshot } from './observed-state.js';
 
 export interface Violation {
-  invariant: 'gpu-capacity' | 'foreign-devices' | 'stale-lock' | 'released-while-awaiting' | 'not-bound' | 'foreign-container-env';
+  invariant:
+    | 'gpu-capacity'
+    | 'foreign-devices'
+    | 'stale-lock'
+    | 'released-while-awaiting'
+    | 'not-bound'
+    | 'foreign-container-env';
   message: string;
   /** Objects whose time lines explain it: `ns/name` of pods, `node/<name>` of nodes. */
   subjects: string[];
@@ -36,14 +42,22 @@ export function checkCapacity(snapshot: Snapshot, decode: AllocationDecoder): Vi
     if (pod.nodeName === undefined || isTerminal(pod) || encoded === undefined) continue;
     const allocation = decode(encoded);
     if ('error' in allocation) {
-      violations.push({ invariant: 'gpu-capacity', message: `${podKey(pod)} is bound with an allocation the plugin cannot read: ${allocation.error}`, subjects: [podKey(pod)] });
+      violations.push({
+        invariant: 'gpu-capacity',
+        message: `${podKey(pod)} is bound with an allocation the plugin cannot read: ${allocation.error}`,
+        subjects: [podKey(pod)],
+      });
       continue;
     }
     for (const container of allocation) {
       for (const device of container) {
         const gpu = gpus.get(device.uuid);
         if (gpu?.node !== pod.nodeName) {
-          violations.push({ invariant: 'gpu-capacity', message: `${podKey(pod)} on ${pod.nodeName} was given ${device.uuid}, which that node does not have`, subjects: [podKey(pod), `node/${pod.nodeName}`] });
+          violations.push({
+            invariant: 'gpu-capacity',
+            message: `${podKey(pod)} on ${pod.nodeName} was given ${device.uuid}, which that node does not have`,
+            subjects: [podKey(pod), `node/${pod.nodeName}`],
+          });
           continue;
         }
         const tally = used.get(device.uuid) ?? { memoryMiB: 0, cores: 0, slots: 0, pods: [] };
@@ -63,7 +77,12 @@ export function checkCapacity(snapshot: Snapshot, decode: AllocationDecoder): Vi
       tally.cores > gpu.cores ? `cores ${tally.cores}/${gpu.cores}` : '',
       tally.slots > gpu.slots ? `slots ${tally.slots}/${gpu.slots}` : '',
     ].filter(Boolean);
-    if (over.length > 0) violations.push({ invariant: 'gpu-capacity', message: `${uuid} on ${gpu.node} is over capacity: ${over.join(', ')} (pods ${tally.pods.join(', ')})`, subjects: [...tally.pods, `node/${gpu.node}`] });
+    if (over.length > 0)
+      violations.push({
+        invariant: 'gpu-capacity',
+        message: `${uuid} on ${gpu.node} is over capacity: ${over.join(', ')} (pods ${tally.pods.join(', ')})`,
+        subjects: [...tally.pods, `node/${gpu.node}`],
+      });
   }
   return violations;
 }
@@ -71,7 +90,13 @@ export function checkCapacity(snapshot: Snapshot, decode: AllocationDecoder): Vi
 /** Invariant 7: kubelet admitted a pod and the plugin handed it another pod's devices. */
 export function checkForeignDevices(records: readonly AllocationRecord[]): Violation[] {
   return records
-    .filter((record): record is AllocationRecord & { admitted: NonNullable<AllocationRecord['admitted']> } => record.ok && record.admitted !== undefined && record.resolvedTo !== undefined && record.resolvedTo.uid !== record.admitted.uid)
+    .filter(
+      (record): record is AllocationRecord & { admitted: NonNullable<AllocationRecord['admitted']> } =>
+        record.ok &&
+        record.admitted !== undefined &&
+        record.resolvedTo !== undefined &&
+        record.resolvedTo.uid !== record.admitted.uid,
+    )
     .map((record) => ({
       invariant: 'foreign-devices' as const,
       message: `kubelet admitted ${podKey(record.admitted)} (${record.admitted.uid}) on ${record.node} and the plugin gave it the devices of ${podKey(record.resolvedTo ?? record.admitted)} (${record.resolvedTo?.uid ?? '?'})`,
@@ -83,7 +108,11 @@ export function checkForeignDevices(records: readonly AllocationRecord[]): Viola
 export function checkAllBound(snapshot: Snapshot): Violation[] {
   return snapshot.pods
     .filter((pod) => pod.gpuCount > 0 && pod.nodeName === undefined && !pod.deleting && !isTerminal(pod))
-    .map((pod) => ({ invariant: 'not-bound' as const, message: `${podKey(pod)} is still not bound after the quiesce phase`, subjects: [podKey(pod)] }));
+    .map((pod) => ({
+      invariant: 'not-bound' as const,
+      message: `${podKey(pod)} is still not bound after the quiesce phase`,
+      subjects: [podKey(pod)],
+    }));
 }
 
 export interface LockTrackerOptions {
@@ -151,18 +180,28 @@ export class LockTracker {
   constructor(private readonly options: LockTrackerOptions) {}
 
   /** `excused(from, to)`: how much of that span the system could not act (apiserver down, no replica up). */
-  observe(snapshot: Snapshot, records: readonly AllocationRecord[], excused: (from: number, to: number) => number = () => 0): Violation[] {
+  observe(
+    snapshot: Snapshot,
+    records: readonly AllocationRecord[],
+    excused: (from: number, to: number) => number = () => 0,
+  ): Violation[] {
     const violations: Violation[] = this.judgeSuspects(records, snapshot.at);
     const byName = new Map(snapshot.pods.map((pod) => [podKey(pod), pod]));
-    const allocated = new Set(records.map((record) => record.resolvedTo?.uid).filter((uid): uid is string => uid !== undefined));
+    const allocated = new Set(
+      records.map((record) => record.resolvedTo?.uid).filter((uid): uid is string => uid !== undefined),
+    );
     for (const node of snapshot.nodes) {
       const tracked = this.locks.get(node.name);
       // A re-stamp by the owner's own (retried) bind keeps its name and its incarnation: a new value of
       // the same name written while another incarnation carries it is that one's lock (invariant 9;
       // two snapshots can straddle a release and the next incarnation's take).
       const trackedOwner = tracked?.owner;
-      const sameName = trackedOwner !== undefined && node.lock !== undefined && podKey(trackedOwner) === podKey(lockOwner(node.lock) ?? { namespace: '', name: '' });
-      const sameOwner = sameName && (tracked?.ownerUid === undefined || byName.get(podKey(trackedOwner))?.uid === tracked.ownerUid);
+      const sameName =
+        trackedOwner !== undefined &&
+        node.lock !== undefined &&
+        podKey(trackedOwner) === podKey(lockOwner(node.lock) ?? { namespace: '', name: '' });
+      const sameOwner =
+        sameName && (tracked?.ownerUid === undefined || byName.get(podKey(trackedOwner))?.uid === tracked.ownerUid);
       if (tracked !== undefined && tracked.raw !== node.lock && sameOwner) {
         // A re-stamp by the owner's own (retried) bind: the same lock, younger.
         tracked.raw = node.lock ?? tracked.raw;
@@ -175,7 +214,14 @@ export class LockTracker {
       let current = this.locks.get(node.name);
       if (current === undefined) {
         const owner = lockOwner(node.lock);
-        current = { raw: node.lock, owner, firstSeen: snapshot.at, ownerUid: owner && byName.get(podKey(owner))?.uid, badSince: undefined, reported: false };
+        current = {
+          raw: node.lock,
+          owner,
+          firstSeen: snapshot.at,
+          ownerUid: owner && byName.get(podKey(owner))?.uid,
+          badSince: undefined,
+          reported: false,
+        };
         this.locks.set(node.name, current);
       }
       const why = this.whyStale(node.name, current, byName);
@@ -186,7 +232,7 @@ export class LockTracker {
       current.badSince ??= snapshot.at;
       // An owner replaced by a new pod of its name is gone too: kubelet may still admit it (lock-owner.ts).
       const gone = why === 'was gone' || why === REPLACED;
-      const allowed = this.options.staleAfterMs + (gone ? this.options.goneOwnerExtraMs ?? 0 : 0);
+      const allowed = this.options.staleAfterMs + (gone ? (this.options.goneOwnerExtraMs ?? 0) : 0);
       if (!current.reported && snapshot.at - current.badSince > allowed + excused(current.badSince, snapshot.at)) {
         current.reported = true;
         violations.push({
@@ -218,8 +264,13 @@ export class LockTracker {
     const graceMs = this.options.releaseGraceMs ?? 10_000;
     const violations: Violation[] = [];
     this.suspects = this.suspects.filter((suspect) => {
-      const explained = records.some((record) => record.resolvedTo?.uid === suspect.uid && record.node === suspect.node
-        && record.lock !== undefined && podKey(lockOwner(record.lock) ?? { namespace: '', name: '' }) === suspect.owner);
+      const explained = records.some(
+        (record) =>
+          record.resolvedTo?.uid === suspect.uid &&
+          record.node === suspect.node &&
+          record.lock !== undefined &&
+          podKey(lockOwner(record.lock) ?? { namespace: '', name: '' }) === suspect.owner,
+      );
       if (explained) return false;
       if (now - suspect.seenAt < graceMs) return true;
       violations.push(suspect.violation);
@@ -236,15 +287,23 @@ export class LockTracker {
     if (isTerminal(pod)) return `was ${pod.phase ?? 'terminal'}`;
     // Being deleted while bound here and awaiting Allocate, the lock must stay: kubelet may still
     // admit the pod and the plugin find it through the lock.
-    if (pod.deleting && !(pod.nodeName === node && pod.annotations[BIND_PHASE_ANNOTATION] === 'allocating')) return 'was being deleted';
+    if (pod.deleting && !(pod.nodeName === node && pod.annotations[BIND_PHASE_ANNOTATION] === 'allocating'))
+      return 'was being deleted';
     if (pod.nodeName !== undefined && pod.nodeName !== node) return `was bound to ${pod.nodeName}`;
     return undefined;
   }
 
-  private checkRelease(node: string, lock: TrackedLock, byName: Map<string, ObservedPod>, allocated: Set<string>, now: number): Omit<SuspectRelease, 'seenAt'> | undefined {
+  private checkRelease(
+    node: string,
+    lock: TrackedLock,
+    byName: Map<string, ObservedPod>,
+    allocated: Set<string>,
+    now: number,
+  ): Omit<SuspectRelease, 'seenAt'> | undefined {
     if (lock.owner === undefined) return undefined;
     const pod = byName.get(podKey(lock.owner));
-    if (pod === undefined || pod.uid !== (lock.ownerUid ?? pod.uid) || pod.nodeName !== node || isTerminal(pod)) return undefined;
+    if (pod === undefined || pod.uid !== (lock.ownerUid ?? pod.uid) || pod.nodeName !== node || isTerminal(pod))
+      return undefined;
     if (pod.annotations[BIND_PHASE_ANNOTATION] !== 'allocating' || allocated.has(pod.uid)) return undefined;
     if (this.options.forceAfterMs !== undefined && now - lock.firstSeen >= this.options.forceAfterMs) return undefined;
     const violation: Violation = {

@@ -1,5 +1,11 @@
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { decodePodDevices, HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest } from '../../src/local/hami-plugin/index.js';
+import {
+  decodePodDevices,
+  HamiDevicePlugin,
+  pluginApiFromCore,
+  type AllocateAction,
+  type AllocateRequest,
+} from '../../src/local/hami-plugin/index.js';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
 import type { AllocationDecoder } from './invariants.js';
 import type { NodeAgents, NodeAgentsOptions } from './node-agents.js';
@@ -15,7 +21,9 @@ function hashOf(text: string): number {
 /** The stand-in's decoder, so the capacity check does not rest on vgpu-warden's codec. */
 const decode: AllocationDecoder = (encoded) => {
   try {
-    return decodePodDevices(encoded).map((devices) => devices.map((device) => ({ uuid: device.uuid, memoryMiB: device.usedMem, cores: device.usedCores })));
+    return decodePodDevices(encoded).map((devices) =>
+      devices.map((device) => ({ uuid: device.uuid, memoryMiB: device.usedMem, cores: device.usedCores })),
+    );
   } catch (error) {
     return { error: (error as Error).message };
   }
@@ -36,13 +44,28 @@ export function createNodeAgents(options: NodeAgentsOptions & { kubeConfig: Kube
       // A stall ends as a broken connection does when the plugin is restarted: kubelet then rejects
       // the pod (UnexpectedAdmissionError). Its length is drawn from the pod name, so it replays.
       const forMs = 3_000 + (hashOf(request.admitted.name) % 12_000);
-      return behaviour === 'fail' ? { kind: 'fail' } : behaviour === 'stall' ? { kind: 'stall', forMs } : { kind: 'allocate' };
+      return behaviour === 'fail'
+        ? { kind: 'fail' }
+        : behaviour === 'stall'
+          ? { kind: 'stall', forMs }
+          : { kind: 'allocate' };
     },
     onRecord: (record) => {
-      const resolved = record.resolvedTo === undefined ? 'no pod' : `${record.resolvedTo.namespace}/${record.resolvedTo.name}`;
-      options.note?.([`${record.admitted.namespace}/${record.admitted.name}`, `node/${record.node}`], `plugin: Allocate for ${record.admitted.name} ${record.outcome}, resolved to ${resolved}${record.error === undefined ? '' : `: ${record.error.slice(0, 200)}`}`);
+      const resolved =
+        record.resolvedTo === undefined ? 'no pod' : `${record.resolvedTo.namespace}/${record.resolvedTo.name}`;
+      options.note?.(
+        [`${record.admitted.namespace}/${record.admitted.name}`, `node/${record.node}`],
+        `plugin: Allocate for ${record.admitted.name} ${record.outcome}, resolved to ${resolved}${record.error === undefined ? '' : `: ${record.error.slice(0, 200)}`}`,
+      );
       if (record.outcome === 'stalled') return;
-      records.push({ node: record.node, admitted: record.admitted, resolvedTo: record.resolvedTo, ...(record.lock === undefined ? {} : { lock: record.lock }), ok: record.outcome === 'allocated', at: record.at.getTime() });
+      records.push({
+        node: record.node,
+        admitted: record.admitted,
+        resolvedTo: record.resolvedTo,
+        ...(record.lock === undefined ? {} : { lock: record.lock }),
+        ok: record.outcome === 'allocated',
+        at: record.at.getTime(),
+      });
     },
   });
   const core: CoreV1Api = options.core;
@@ -50,20 +73,35 @@ export function createNodeAgents(options: NodeAgentsOptions & { kubeConfig: Kube
     listDevices: (node: string) => plugin.listDevices(node),
     allocate: async (request: AllocateRequest) => {
       if (!behaviours.has(request.admitted.uid)) {
-        const pod = await core.readNamespacedPod({ namespace: request.admitted.namespace, name: request.admitted.name }).catch(() => undefined);
-        behaviours.set(request.admitted.uid, pod?.metadata?.uid === request.admitted.uid ? options.behaviourOf(pod.metadata.labels ?? {}) : 'ok');
+        const pod = await core
+          .readNamespacedPod({ namespace: request.admitted.namespace, name: request.admitted.name })
+          .catch(() => undefined);
+        behaviours.set(
+          request.admitted.uid,
+          pod?.metadata?.uid === request.admitted.uid ? options.behaviourOf(pod.metadata.labels ?? {}) : 'ok',
+        );
       }
       return plugin.allocate(request);
     },
   };
   const nodes = new Set(options.nodes);
   const kubelet = new KubeletSim({
-    kubeConfig: options.kubeConfig, core, plugin: endpoint, servesNode: (node) => nodes.has(node), seed: options.seed, order: 'random',
+    kubeConfig: options.kubeConfig,
+    core,
+    plugin: endpoint,
+    servesNode: (node) => nodes.has(node),
+    seed: options.seed,
+    order: 'random',
     admitDelayMs: (_pod, random) => Math.floor(random() * 1500),
     onRecord: (record) => {
-      options.note?.([`${record.pod.namespace}/${record.pod.name}`, `node/${record.node}`], `kubelet: ${record.kind}${record.message === undefined ? '' : ` (${record.message.slice(0, 200)})`}`);
+      options.note?.(
+        [`${record.pod.namespace}/${record.pod.name}`, `node/${record.node}`],
+        `kubelet: ${record.kind}${record.message === undefined ? '' : ` (${record.message.slice(0, 200)})`}`,
+      );
     },
-    log: (line) => { options.note?.(['kubelet'], line.slice(0, 300)); },
+    log: (line) => {
+      options.note?.(['kubelet'], line.slice(0, 300));
+    },
   });
   return {
     start: () => kubelet.start(),

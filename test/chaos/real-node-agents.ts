@@ -3,7 +3,12 @@ import type { ControlPlane } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
 import { expectedGpuEnvironment, gpuEnvironment } from '../support/gpu-environment.js';
-import { decodePodDevices, HamiDevicePlugin, pluginApiFromCore, type Admission } from '../../src/local/hami-plugin/index.js';
+import {
+  decodePodDevices,
+  HamiDevicePlugin,
+  pluginApiFromCore,
+  type Admission,
+} from '../../src/local/hami-plugin/index.js';
 import type { AllocationDecoder, Violation } from './invariants.js';
 import type { NodeAgents } from './node-agents.js';
 import { podKey, type AllocationRecord, type Snapshot } from './observed-state.js';
@@ -32,7 +37,9 @@ export interface RealNodeAgentsOptions {
 
 const decode: AllocationDecoder = (encoded) => {
   try {
-    return decodePodDevices(encoded).map((devices) => devices.map((device) => ({ uuid: device.uuid, memoryMiB: device.usedMem, cores: device.usedCores })));
+    return decodePodDevices(encoded).map((devices) =>
+      devices.map((device) => ({ uuid: device.uuid, memoryMiB: device.usedMem, cores: device.usedCores })),
+    );
   } catch (error) {
     return { error: (error as Error).message };
   }
@@ -67,9 +74,19 @@ export class RealNodeAgents implements NodeAgents {
       log: (line) => options.note?.(subjectsMentioned(line, options.nodes), `plugin: ${line.slice(0, 300)}`),
       onRecord: (record) => {
         const resolved = record.resolvedTo === undefined ? 'no pod' : podKey(record.resolvedTo);
-        options.note?.([...(record.resolvedTo === undefined ? [] : [resolved]), `node/${record.node}`], `plugin: Allocate ${record.outcome}, resolved to ${resolved}${record.error === undefined ? '' : `: ${record.error.slice(0, 200)}`}`);
+        options.note?.(
+          [...(record.resolvedTo === undefined ? [] : [resolved]), `node/${record.node}`],
+          `plugin: Allocate ${record.outcome}, resolved to ${resolved}${record.error === undefined ? '' : `: ${record.error.slice(0, 200)}`}`,
+        );
         if (record.outcome === 'stalled') return;
-        this.history.push({ node: record.node, admitted: undefined, resolvedTo: record.resolvedTo, ...(record.lock === undefined ? {} : { lock: record.lock }), ok: record.outcome === 'allocated', at: record.at.getTime() });
+        this.history.push({
+          node: record.node,
+          admitted: undefined,
+          resolvedTo: record.resolvedTo,
+          ...(record.lock === undefined ? {} : { lock: record.lock }),
+          ok: record.outcome === 'allocated',
+          at: record.at.getTime(),
+        });
       },
     });
   }
@@ -93,10 +110,14 @@ export class RealNodeAgents implements NodeAgents {
 
   private async injectNodeFaults(started: number): Promise<void> {
     const { random } = this.options;
-    const sleep = (ms: number) => new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wake = () => { clearTimeout(timer); resolve(); };
-    });
+    const sleep = (ms: number) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
     // A function, not the field: stop() sets it while this loop sleeps.
     const over = () => this.stopping || Date.now() - started >= this.options.faultsUntilMs;
     await sleep(this.options.faultsFromMs);
@@ -104,7 +125,11 @@ export class RealNodeAgents implements NodeAgents {
       await sleep(-Math.log(1 - random.next()) * NODE_FAULT_INTERVAL_MS);
       if (over()) return;
       const name = random.pick(this.options.nodes);
-      const fault = random.weighted<NodeFault>([['pause-kubelet', 3], ['restart-kubelet', 2], ['restart-plugin', 2]]);
+      const fault = random.weighted<NodeFault>([
+        ['pause-kubelet', 3],
+        ['restart-kubelet', 2],
+        ['restart-plugin', 2],
+      ]);
       const node = this.fleet?.node(name);
       if (node === undefined) return;
       this.faultCounts[fault]++;
@@ -140,8 +165,16 @@ export class RealNodeAgents implements NodeAgents {
     const violations: Violation[] = [];
     for (const pod of snapshot.pods) {
       // Only pods on these real nodes have containers (a simulated node beside them runs none).
-      if (pod.phase !== 'Running' || pod.gpuCount === 0 || this.checked.has(pod.uid) || !this.options.nodes.includes(pod.nodeName ?? '')) continue;
-      const log = await this.options.core.readNamespacedPodLog({ namespace: pod.namespace, name: pod.name, container: 'main' }).catch(() => '');
+      if (
+        pod.phase !== 'Running' ||
+        pod.gpuCount === 0 ||
+        this.checked.has(pod.uid) ||
+        !this.options.nodes.includes(pod.nodeName ?? '')
+      )
+        continue;
+      const log = await this.options.core
+        .readNamespacedPodLog({ namespace: pod.namespace, name: pod.name, container: 'main' })
+        .catch(() => '');
       if (!log.includes('NVIDIA_VISIBLE_DEVICES')) continue;
       this.checked.add(pod.uid);
       const encoded = pod.annotations['hami.io/vgpu-devices-allocated'] ?? '';
@@ -154,7 +187,8 @@ export class RealNodeAgents implements NodeAgents {
       })();
       const expected = expectedGpuEnvironment(devices);
       const seen = gpuEnvironment(log);
-      const sorted = (env: Record<string, string>) => JSON.stringify(Object.entries(env).sort(([a], [b]) => a.localeCompare(b)));
+      const sorted = (env: Record<string, string>) =>
+        JSON.stringify(Object.entries(env).sort(([a], [b]) => a.localeCompare(b)));
       if (sorted(seen) !== sorted(expected)) {
         violations.push({
           invariant: 'foreign-container-env',

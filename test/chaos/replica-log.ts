@@ -11,10 +11,11 @@ export interface LockReleaseNote {
 
 const MAX_FIELD = 120;
 
-const field = (value: unknown): string | undefined => typeof value === 'string' && value !== '' ? value.slice(0, MAX_FIELD) : undefined;
+const field = (value: unknown): string | undefined =>
+  typeof value === 'string' && value !== '' ? value.slice(0, MAX_FIELD) : undefined;
 
 export function lockReleaseNote(replica: number, line: string): LockReleaseNote | undefined {
-  if (!line.startsWith('{') || !line.includes('"released"') && !line.includes('"taken-over"')) return undefined;
+  if (!line.startsWith('{') || (!line.includes('"released"') && !line.includes('"taken-over"'))) return undefined;
   let record: Record<string, unknown>;
   try {
     const parsed: unknown = JSON.parse(line);
@@ -28,8 +29,14 @@ export function lockReleaseNote(replica: number, line: string): LockReleaseNote 
   if (node === undefined) return undefined;
   if (record.event === 'released') {
     const holder = field(record.holder);
-    const by = record.path === 'device-plugin' ? 'saw the lock go outside vgpu-warden' : `released the lock by ${field(record.path) ?? '?'}: ${field(record.reason) ?? '?'}`;
-    return { subjects: [`node/${node}`, ...(holder === undefined ? [] : [holder])], text: `replica r${replica} ${by} (${field(record.value) ?? 'value unknown'})` };
+    const by =
+      record.path === 'device-plugin'
+        ? 'saw the lock go outside vgpu-warden'
+        : `released the lock by ${field(record.path) ?? '?'}: ${field(record.reason) ?? '?'}`;
+    return {
+      subjects: [`node/${node}`, ...(holder === undefined ? [] : [holder])],
+      text: `replica r${replica} ${by} (${field(record.value) ?? 'value unknown'})`,
+    };
   }
   if (record.event === 'acquired' && record.outcome === 'taken-over') {
     const previous = field(record.previousHolder);

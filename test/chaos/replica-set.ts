@@ -42,13 +42,27 @@ export class ReplicaSet {
   private readonly log: WriteStream;
 
   /** `onLine`: each whole line a replica prints (stdout or stderr), with its index. */
-  constructor(private readonly options: { env: Record<string, string>; logFile: string; onLine?: (index: number, line: string) => void }) {
+  constructor(
+    private readonly options: {
+      env: Record<string, string>;
+      logFile: string;
+      onLine?: (index: number, line: string) => void;
+    },
+  ) {
     this.log = createWriteStream(options.logFile, { flags: 'a' });
   }
 
   async add(kubeconfig: string): Promise<number> {
     const index = this.replicas.length;
-    this.replicas.push({ index, kubeconfig, child: undefined, starts: 0, expectingExit: false, crashes: 0, ports: await distinctServePorts() });
+    this.replicas.push({
+      index,
+      kubeconfig,
+      child: undefined,
+      starts: 0,
+      expectingExit: false,
+      crashes: 0,
+      ports: await distinctServePorts(),
+    });
     return index;
   }
 
@@ -71,9 +85,15 @@ export class ReplicaSet {
     replica.starts++;
     const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve'], {
       env: {
-        ...process.env, ...this.options.env, KUBECONFIG: replica.kubeconfig, POD_NAME: `replica-${index}`,
-        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(replica.ports.webhook), EXTENDER_PORT: String(replica.ports.extender),
-        METRICS_HOST: '127.0.0.1', METRICS_PORT: String(replica.ports.metrics),
+        ...process.env,
+        ...this.options.env,
+        KUBECONFIG: replica.kubeconfig,
+        POD_NAME: `replica-${index}`,
+        WEBHOOK_HOST: '127.0.0.1',
+        WEBHOOK_PORT: String(replica.ports.webhook),
+        EXTENDER_PORT: String(replica.ports.extender),
+        METRICS_HOST: '127.0.0.1',
+        METRICS_PORT: String(replica.ports.metrics),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -100,8 +120,12 @@ export class ReplicaSet {
       replica.crashes = Date.now() - startedAt > 60_000 ? 1 : replica.crashes + 1;
       const pauseMs = Math.min(10_000, 1_000 * 2 ** (replica.crashes - 1));
       this.crashRestarts++;
-      this.log.write(`[replica-${index}#${replica.starts}] exited on its own (${signal ?? `code ${String(code)}`}); restarting in ${pauseMs} ms\n`);
-      setTimeout(() => { if (!this.stopping && replica.child === child) this.start(index); }, pauseMs);
+      this.log.write(
+        `[replica-${index}#${replica.starts}] exited on its own (${signal ?? `code ${String(code)}`}); restarting in ${pauseMs} ms\n`,
+      );
+      setTimeout(() => {
+        if (!this.stopping && replica.child === child) this.start(index);
+      }, pauseMs);
     });
   }
 
@@ -122,17 +146,22 @@ export class ReplicaSet {
 
   async stopAll(): Promise<void> {
     this.stopping = true;
-    await Promise.all(this.replicas.map(async (replica) => {
-      const child = replica.child;
-      if (child === undefined || !this.isUp(replica.index)) return;
-      const exited = new Promise((done) => child.once('exit', done));
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }));
+    await Promise.all(
+      this.replicas.map(async (replica) => {
+        const child = replica.child;
+        if (child === undefined || !this.isUp(replica.index)) return;
+        const exited = new Promise((done) => child.once('exit', done));
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        await exited;
+        clearTimeout(timer);
+      }),
+    );
     // end()'s callback may never come for a stream that already failed; do not wait on it forever.
-    await new Promise<void>((done) => { this.log.end(done); setTimeout(done, 2_000).unref(); });
+    await new Promise<void>((done) => {
+      this.log.end(done);
+      setTimeout(done, 2_000).unref();
+    });
   }
 
   private replica(index: number): Replica {

@@ -11,7 +11,13 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, loadYaml, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  AppsV1Api,
+  CoreV1Api,
+  loadYaml,
+  type V1MutatingWebhookConfiguration,
+} from '@kubernetes/client-node';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { GPU_ALLOCATABLE_RESOURCE, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
@@ -53,8 +59,16 @@ const realNodes = realSpec !== null;
 const realCount = realSpec === null ? 0 : Number(realSpec[1] ?? 3);
 const simulatedCount = realSpec === null ? Number(args.nodes) : Number(realSpec[2] ?? 0);
 const nodeCount = realCount + simulatedCount;
-if (!Number.isInteger(seed) || !(minutes > 0) || !Number.isInteger(nodeCount) || nodeCount < 2 || (realNodes && realCount < 2)) {
-  process.stderr.write('chaos: --seed must be an integer, --minutes a positive number, --nodes an integer >= 2 or real[:N[+M]] (N >= 2 real nodes, M simulated beside them)\n');
+if (
+  !Number.isInteger(seed) ||
+  !(minutes > 0) ||
+  !Number.isInteger(nodeCount) ||
+  nodeCount < 2 ||
+  (realNodes && realCount < 2)
+) {
+  process.stderr.write(
+    'chaos: --seed must be an integer, --minutes a positive number, --nodes an integer >= 2 or real[:N[+M]] (N >= 2 real nodes, M simulated beside them)\n',
+  );
   process.exit(2);
 }
 
@@ -71,13 +85,26 @@ const QUIESCE_MS = 90_000;
 const NAMESPACE = 'chaos';
 const NODE_LABEL = { 'chaos.vgpu-warden.io/node': 'true' };
 
-const log = (line: string) => { process.stdout.write(`[chaos] ${line}\n`); };
+const log = (line: string) => {
+  process.stdout.write(`[chaos] ${line}\n`);
+};
 const logDir = mkdtempSync(join(tmpdir(), `vgpu-warden-chaos-${seed}-`));
 const random = new Prng(seed);
-const plan = planFaults(random.fork('faults'), { startMs: SETTLE_MS, endMs: CHAOS_MS, replicas: 2, meanIntervalMs: DEFAULT_INTERVALS });
-log(`seed ${seed}, ${minutes} min of chaos, ${realNodes ? `${realCount} real${simulatedCount > 0 ? ` + ${simulatedCount} simulated` : ''}` : `${nodeCount} simulated`} nodes x ${GPUS_PER_NODE} GPUs, at most ${MAX_GPU_UNITS} GPU shares live; ${plan.length} faults planned; logs in ${logDir}`);
+const plan = planFaults(random.fork('faults'), {
+  startMs: SETTLE_MS,
+  endMs: CHAOS_MS,
+  replicas: 2,
+  meanIntervalMs: DEFAULT_INTERVALS,
+});
+log(
+  `seed ${seed}, ${minutes} min of chaos, ${realNodes ? `${realCount} real${simulatedCount > 0 ? ` + ${simulatedCount} simulated` : ''}` : `${nodeCount} simulated`} nodes x ${GPUS_PER_NODE} GPUs, at most ${MAX_GPU_UNITS} GPU shares live; ${plan.length} faults planned; logs in ${logDir}`,
+);
 
-const plane = await ControlPlane.start({ binaries: locateBinaries({ repoRoot, env: process.env }), shutdownHooks: new ShutdownHooks(process), baseDir: logDir });
+const plane = await ControlPlane.start({
+  binaries: locateBinaries({ repoRoot, env: process.env }),
+  shutdownHooks: new ShutdownHooks(process),
+  baseDir: logDir,
+});
 const cleanups: (() => Promise<unknown>)[] = [];
 const violations: Violation[] = [];
 let exitCode = 0;
@@ -89,45 +116,73 @@ try {
   const manager = await plane.startControllerManager();
   cleanups.push(() => manager.stop());
   await core.createNamespace({ body: { metadata: { name: 'vgpu-warden' } } });
-  await core.createNamespace({ body: { metadata: { name: NAMESPACE, labels: { 'chaos.vgpu-warden.io/webhook': 'on' } } } });
+  await core.createNamespace({
+    body: { metadata: { name: NAMESPACE, labels: { 'chaos.vgpu-warden.io/webhook': 'on' } } },
+  });
   // Real nodes register themselves when their kubelet starts (below); simulated ones are made here.
   const realNames = Array.from({ length: realCount }, (_, index) => `chaos-node-${index}`);
-  const simulatedNames = Array.from({ length: simulatedCount }, (_, index) => (realNodes ? `chaos-sim-${index}` : `chaos-node-${index}`));
-  for (const name of simulatedNames) await core.createNode({ body: simulatedGpuNode({ name, gpus: GPUS_PER_NODE, labels: NODE_LABEL }) });
+  const simulatedNames = Array.from({ length: simulatedCount }, (_, index) =>
+    realNodes ? `chaos-sim-${index}` : `chaos-node-${index}`,
+  );
+  for (const name of simulatedNames)
+    await core.createNode({ body: simulatedGpuNode({ name, gpus: GPUS_PER_NODE, labels: NODE_LABEL }) });
 
   // Two replicas, each with its own proxy to the apiserver (faults hit one replica at a time).
-  const proxies = [await FaultProxy.start({ upstream: plane, baseDir: logDir }), await FaultProxy.start({ upstream: plane, baseDir: logDir })];
+  const proxies = [
+    await FaultProxy.start({ upstream: plane, baseDir: logDir }),
+    await FaultProxy.start({ upstream: plane, baseDir: logDir }),
+  ];
   cleanups.push(() => Promise.all(proxies.map((proxy) => proxy.stop())));
   // Set once the time line exists: the replicas' lock releases before the chaos phase explain nothing.
   let onReplicaLine: (index: number, line: string) => void = () => undefined;
   const replicas = new ReplicaSet({
     logFile: join(logDir, 'replicas.log'),
-    onLine: (index, line) => { onReplicaLine(index, line); },
+    onLine: (index, line) => {
+      onReplicaLine(index, line);
+    },
     env: {
-      POD_NAMESPACE: 'vgpu-warden', CERT_SECRET_NAME: 'vgpu-warden-tls', CERT_HOSTS: '127.0.0.1', WEBHOOK_CONFIG_NAME: 'chaos-webhook',
-      SWEEP_SCHEDULE: `*/${SWEEP_EVERY_S} * * * * *`, LOG_LEVEL: 'info',
+      POD_NAMESPACE: 'vgpu-warden',
+      CERT_SECRET_NAME: 'vgpu-warden-tls',
+      CERT_HOSTS: '127.0.0.1',
+      WEBHOOK_CONFIG_NAME: 'chaos-webhook',
+      SWEEP_SCHEDULE: `*/${SWEEP_EVERY_S} * * * * *`,
+      LOG_LEVEL: 'info',
     },
   });
   cleanups.push(() => replicas.stopAll());
   for (const proxy of proxies) await replicas.add(proxy.kubeconfigPath);
-  const up = (port: (index: number) => number) => () => Array.from({ length: replicas.size }, (_, index) => index).filter((index) => replicas.isUp(index)).map(port);
+  const up = (port: (index: number) => number) => () =>
+    Array.from({ length: replicas.size }, (_, index) => index)
+      .filter((index) => replicas.isUp(index))
+      .map(port);
   const extender = await TcpBalancer.start(up((index) => replicas.ports(index).extender));
   const webhook = await TcpBalancer.start(up((index) => replicas.ports(index).webhook));
-  cleanups.push(() => extender.stop(), () => webhook.stop());
+  cleanups.push(
+    () => extender.stop(),
+    () => webhook.stop(),
+  );
 
   // The webhook (CREATE defaults, DELETE release) for the chaos namespace, reached through the balancer.
-  const shipped = loadYaml<V1MutatingWebhookConfiguration>(readFileSync(join(repoRoot, 'manifests', 'webhook.yaml'), 'utf8'));
-  await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({ body: {
-    metadata: { name: 'chaos-webhook' },
-    webhooks: (shipped.webhooks ?? []).map((entry) => ({
-      ...entry, clientConfig: { url: `https://127.0.0.1:${webhook.port}/mutate` }, namespaceSelector: { matchLabels: { 'chaos.vgpu-warden.io/webhook': 'on' } },
-    })),
-  } });
+  const shipped = loadYaml<V1MutatingWebhookConfiguration>(
+    readFileSync(join(repoRoot, 'manifests', 'webhook.yaml'), 'utf8'),
+  );
+  await kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({
+    body: {
+      metadata: { name: 'chaos-webhook' },
+      webhooks: (shipped.webhooks ?? []).map((entry) => ({
+        ...entry,
+        clientConfig: { url: `https://127.0.0.1:${webhook.port}/mutate` },
+        namespaceSelector: { matchLabels: { 'chaos.vgpu-warden.io/webhook': 'on' } },
+      })),
+    },
+  });
 
   replicas.start(0);
   const caPem = await (async () => {
     for (let waited = 0; waited < 60_000; waited += 250) {
-      const secret = await core.readNamespacedSecret({ namespace: 'vgpu-warden', name: 'vgpu-warden-tls' }).catch(() => undefined);
+      const secret = await core
+        .readNamespacedSecret({ namespace: 'vgpu-warden', name: 'vgpu-warden-tls' })
+        .catch(() => undefined);
       const bundle = secret === undefined ? undefined : bundleFromSecretData(secret.data);
       if (bundle !== undefined && bundle.caCertPem !== '') return bundle.caCertPem;
       await new Promise((done) => setTimeout(done, 250));
@@ -135,7 +190,15 @@ try {
     throw new Error('replica 0 did not create its certificate Secret within 60 s');
   })();
   replicas.start(1);
-  const scheduler = await SchedulerSupervisor.start(plane, kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extender.port}`, caPem }), { logDir, log });
+  const scheduler = await SchedulerSupervisor.start(
+    plane,
+    kubeSchedulerConfiguration({
+      schedulerName: 'hami-scheduler',
+      extenderUrl: `https://127.0.0.1:${extender.port}`,
+      caPem,
+    }),
+    { logDir, log },
+  );
   cleanups.push(() => scheduler.stop());
 
   const behaviourOf = (labels: Readonly<Record<string, string>>): PluginBehaviour => {
@@ -144,27 +207,61 @@ try {
   };
   const started = Date.now();
   const timeline = new Timeline({ started });
-  const note = (subjects: string[], text: string) => { timeline.add(subjects, text); };
+  const note = (subjects: string[], text: string) => {
+    timeline.add(subjects, text);
+  };
   onReplicaLine = (index, line) => {
     const release = lockReleaseNote(index, line);
     if (release !== undefined) note(release.subjects, release.text);
   };
   const real = realNodes
-    ? new RealNodeAgents({ plane, kubeConfig, core, repoRoot, nodes: realNames, labels: NODE_LABEL, gpusPerNode: GPUS_PER_NODE, random: random.fork('nodes'), faultsFromMs: SETTLE_MS, faultsUntilMs: CHAOS_MS, note })
+    ? new RealNodeAgents({
+        plane,
+        kubeConfig,
+        core,
+        repoRoot,
+        nodes: realNames,
+        labels: NODE_LABEL,
+        gpusPerNode: GPUS_PER_NODE,
+        random: random.fork('nodes'),
+        faultsFromMs: SETTLE_MS,
+        faultsUntilMs: CHAOS_MS,
+        note,
+      })
     : undefined;
-  const simulated = simulatedCount > 0 ? createNodeAgents({ core, kubeConfig, nodes: simulatedNames, behaviourOf, seed, note }) : undefined;
-  const agents = real !== undefined && simulated !== undefined ? mixedNodeAgents(real, simulated) : real ?? simulated;
+  const simulated =
+    simulatedCount > 0
+      ? createNodeAgents({ core, kubeConfig, nodes: simulatedNames, behaviourOf, seed, note })
+      : undefined;
+  const agents = real !== undefined && simulated !== undefined ? mixedNodeAgents(real, simulated) : (real ?? simulated);
   if (agents === undefined) throw new Error('no nodes');
   await agents.start();
   cleanups.push(() => agents.stop());
 
   const outages = new OutageLog();
-  const observer = new ClusterObserver({ core, namespace: NAMESPACE, nodeSelector: 'chaos.vgpu-warden.io/node=true', timeline });
-  const locks = new LockTracker({ staleAfterMs: (SWEEP_EVERY_S + LEASE_S + 10) * 1000, ...(realNodes ? { goneOwnerExtraMs: 30_000 } : {}) });
-  const workload = new Workload({ core, apps, random: random.fork('workload'), timeline, options: {
-    namespace: NAMESPACE, schedulerName: 'hami-scheduler', nodeSelector: NODE_LABEL, maxGpuUnits: MAX_GPU_UNITS,
-    ...(realNodes ? { container: REAL_NODE_CONTAINER, hostNetwork: true } : {}),
-  } });
+  const observer = new ClusterObserver({
+    core,
+    namespace: NAMESPACE,
+    nodeSelector: 'chaos.vgpu-warden.io/node=true',
+    timeline,
+  });
+  const locks = new LockTracker({
+    staleAfterMs: (SWEEP_EVERY_S + LEASE_S + 10) * 1000,
+    ...(realNodes ? { goneOwnerExtraMs: 30_000 } : {}),
+  });
+  const workload = new Workload({
+    core,
+    apps,
+    random: random.fork('workload'),
+    timeline,
+    options: {
+      namespace: NAMESPACE,
+      schedulerName: 'hami-scheduler',
+      nodeSelector: NODE_LABEL,
+      maxGpuUnits: MAX_GPU_UNITS,
+      ...(realNodes ? { container: REAL_NODE_CONTAINER, hostNetwork: true } : {}),
+    },
+  });
   const injector = new FaultInjector({ plane, proxies, replicas, timeline, outages, started });
   const boundPods = new Set<string>();
   let checkedRecords = 0;
@@ -173,7 +270,9 @@ try {
   const report = (found: Violation[]) => {
     for (const violation of found) {
       violations.push(violation);
-      log(`VIOLATION ${violation.invariant}: ${violation.message}\n--- time line (seed ${seed}) ---\n${timeline.explain(violation.subjects)}\n---`);
+      log(
+        `VIOLATION ${violation.invariant}: ${violation.message}\n--- time line (seed ${seed}) ---\n${timeline.explain(violation.subjects)}\n---`,
+      );
     }
   };
   // No replica up (all crashed or killed at once): nothing can release a lock meanwhile.
@@ -190,7 +289,11 @@ try {
     latest = snapshot;
     for (const pod of snapshot.pods) if (pod.nodeName !== undefined) boundPods.add(pod.uid);
     const records = agents.records();
-    report(checkCapacity(snapshot, agents.decode).filter((found) => !violations.some((known) => known.message === found.message)));
+    report(
+      checkCapacity(snapshot, agents.decode).filter(
+        (found) => !violations.some((known) => known.message === found.message),
+      ),
+    );
     report(checkForeignDevices(records.slice(checkedRecords)));
     if (agents.checkContainers !== undefined) report(await agents.checkContainers(snapshot));
     checkedRecords = records.length;
@@ -221,7 +324,11 @@ try {
       if (latest !== undefined) {
         const unbound = checkAllBound(latest);
         report(unbound);
-        if (unbound.length > 0) await logWhyUnbound(core, unbound.flatMap((violation) => violation.subjects));
+        if (unbound.length > 0)
+          await logWhyUnbound(
+            core,
+            unbound.flatMap((violation) => violation.subjects),
+          );
       }
       break;
     }
@@ -237,32 +344,54 @@ try {
 
   const records = agents.records();
   const summary = {
-    seed, minutes, nodes: nodeCount, gpusPerNode: GPUS_PER_NODE,
+    seed,
+    minutes,
+    nodes: nodeCount,
+    gpusPerNode: GPUS_PER_NODE,
     workload: workload.counts,
     podsBound: boundPods.size,
     allocations: {
-      total: records.length, ok: records.filter((record) => record.ok).length, failed: records.filter((record) => !record.ok).length,
-      ...(real !== undefined && simulatedCount > 0 ? { onSimulatedNodes: records.filter((record) => simulatedNames.includes(record.node)).length } : {}),
+      total: records.length,
+      ok: records.filter((record) => record.ok).length,
+      failed: records.filter((record) => !record.ok).length,
+      ...(real !== undefined && simulatedCount > 0
+        ? { onSimulatedNodes: records.filter((record) => simulatedNames.includes(record.node)).length }
+        : {}),
     },
     faults: injector.applied,
     replicaCrashRestarts: replicas.crashRestarts,
     schedulerRestarts: scheduler.exits.length,
     faultsPlanned: plan.length,
-    ...(real === undefined ? {} : { realNodes: realCount, simulatedNodes: simulatedCount, nodeFaults: real.faultCounts, containersChecked: real.containersChecked }),
+    ...(real === undefined
+      ? {}
+      : {
+          realNodes: realCount,
+          simulatedNodes: simulatedCount,
+          nodeFaults: real.faultCounts,
+          containersChecked: real.containersChecked,
+        }),
     violations: violations.length,
   };
   log(`summary ${JSON.stringify(summary)}`);
   // A replica that exited on its own is no violation, but its log is the only record of why.
   replicasCrashed = replicas.crashRestarts;
   if (violations.length > 0) {
-    log(`${violations.length} violation(s); replay with: npm run chaos -- --seed ${seed} --minutes ${minutes}${realNodes ? ` --nodes ${args.nodes}` : ''}`);
+    log(
+      `${violations.length} violation(s); replay with: npm run chaos -- --seed ${seed} --minutes ${minutes}${realNodes ? ` --nodes ${args.nodes}` : ''}`,
+    );
     log(`fault plan:\n${plan.map(describeFault).join('\n')}`);
     // The control plane's run folder goes with it; kube-scheduler's view of the run is kept here.
     const current = scheduler.handle?.process;
     if (current !== undefined) {
       copyFileSync(current.logFile, join(logDir, 'kube-scheduler.log'));
-      const complaints = current.lastLogLines(4000).split('\n').filter((line) => /^[EW]\d{4} /.test(line)).slice(-40);
-      log(`kube-scheduler's last errors and warnings (whole log: ${join(logDir, 'kube-scheduler.log')}):\n${complaints.map((line) => line.slice(0, 400)).join('\n')}`);
+      const complaints = current
+        .lastLogLines(4000)
+        .split('\n')
+        .filter((line) => /^[EW]\d{4} /.test(line))
+        .slice(-40);
+      log(
+        `kube-scheduler's last errors and warnings (whole log: ${join(logDir, 'kube-scheduler.log')}):\n${complaints.map((line) => line.slice(0, 400)).join('\n')}`,
+      );
     }
     exitCode = 1;
   } else {
@@ -275,11 +404,17 @@ try {
   // Clean-up must not decide the exit code: a stop that never settles would otherwise end the
   // process with Node's "unsettled top-level await" (13) instead of the verdict (seen once).
   process.exitCode = exitCode;
-  setTimeout(() => { process.stderr.write('[chaos] clean-up did not finish within 60 s; exiting\n'); process.exit(exitCode); }, 60_000);
+  setTimeout(() => {
+    process.stderr.write('[chaos] clean-up did not finish within 60 s; exiting\n');
+    process.exit(exitCode);
+  }, 60_000);
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
   await plane.stop();
   if (!args['keep-logs'] && exitCode === 0 && replicasCrashed === 0) rmSync(logDir, { recursive: true, force: true });
-  else log(`logs kept in ${logDir}${exitCode === 0 && replicasCrashed > 0 ? ` (${replicasCrashed} replica exit(s) on their own: "exited on its own" in replicas.log)` : ''}`);
+  else
+    log(
+      `logs kept in ${logDir}${exitCode === 0 && replicasCrashed > 0 ? ` (${replicasCrashed} replica exit(s) on their own: "exited on its own" in replicas.log)` : ''}`,
+    );
 }
 process.exit(exitCode);
 
@@ -291,18 +426,22 @@ process.exit(exitCode);
 async function logWhyUnbound(core: CoreV1Api, pods: readonly string[]): Promise<void> {
   try {
     const wanted = new Set(pods);
-    const events = (await core.listNamespacedEvent({ namespace: NAMESPACE })).items
-      .filter((event) => wanted.has(`${NAMESPACE}/${event.involvedObject.name ?? ''}`) && event.type === 'Warning');
+    const events = (await core.listNamespacedEvent({ namespace: NAMESPACE })).items.filter(
+      (event) => wanted.has(`${NAMESPACE}/${event.involvedObject.name ?? ''}`) && event.type === 'Warning',
+    );
     const newest = new Map<string, { at: number; line: string }>();
     for (const event of events) {
       const key = `${event.involvedObject.name ?? ''} ${event.reason ?? ''}`;
       const at = new Date(event.lastTimestamp ?? event.eventTime ?? 0).getTime();
-      if ((newest.get(key)?.at ?? -1) < at) newest.set(key, { at, line: `${key} x${event.count ?? 1}: ${(event.message ?? '').slice(0, 300)}` });
+      if ((newest.get(key)?.at ?? -1) < at)
+        newest.set(key, { at, line: `${key} x${event.count ?? 1}: ${(event.message ?? '').slice(0, 300)}` });
     }
     for (const { line } of [...newest.values()].slice(0, 60)) process.stdout.write(`[chaos] why unbound: ${line}\n`);
     for (const node of (await core.listNode({ labelSelector: 'chaos.vgpu-warden.io/node=true' })).items) {
       const ready = node.status?.conditions?.find((condition) => condition.type === 'Ready')?.status;
-      process.stdout.write(`[chaos] node ${node.metadata?.name ?? ''}: Ready=${ready ?? '?'} allocatable nvidia.com/gpu=${node.status?.allocatable?.[GPU_ALLOCATABLE_RESOURCE] ?? '-'} lock=${node.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '-'} taints=${(node.spec?.taints ?? []).map((taint) => taint.key).join(',') || '-'}\n`);
+      process.stdout.write(
+        `[chaos] node ${node.metadata?.name ?? ''}: Ready=${ready ?? '?'} allocatable nvidia.com/gpu=${node.status?.allocatable?.[GPU_ALLOCATABLE_RESOURCE] ?? '-'} lock=${node.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '-'} taints=${(node.spec?.taints ?? []).map((taint) => taint.key).join(',') || '-'}\n`,
+      );
     }
   } catch (error) {
     process.stdout.write(`[chaos] could not read why pods are unbound: ${(error as Error).message}\n`);

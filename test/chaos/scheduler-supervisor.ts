@@ -34,8 +34,18 @@ export class SchedulerSupervisor {
     private readonly restartDelayMs: number,
   ) {}
 
-  static async start(plane: ControlPlane, config: SchedulerConfiguration, options: { logDir: string; log: (line: string) => void; restartDelayMs?: number }): Promise<SchedulerSupervisor> {
-    const supervisor = new SchedulerSupervisor(plane, config, options.logDir, options.log, options.restartDelayMs ?? 1000);
+  static async start(
+    plane: ControlPlane,
+    config: SchedulerConfiguration,
+    options: { logDir: string; log: (line: string) => void; restartDelayMs?: number },
+  ): Promise<SchedulerSupervisor> {
+    const supervisor = new SchedulerSupervisor(
+      plane,
+      config,
+      options.logDir,
+      options.log,
+      options.restartDelayMs ?? 1000,
+    );
     await supervisor.run();
     return supervisor;
   }
@@ -60,19 +70,29 @@ export class SchedulerSupervisor {
   private async run(): Promise<void> {
     const handle = await this.plane.startScheduler(this.config);
     this.current = handle;
-    this.watching = handle.process.exited.then(async (exit) => {
-      if (this.stopping) return;
-      const log = join(this.logDir, `kube-scheduler-exit-${this.exits.length + 1}.log`);
-      copyFileSync(handle.process.logFile, log);
-      const lastError = handle.process.lastLogLines(200).split('\n').filter((line) => /^[EF]\d{4} /.test(line)).at(-1)?.slice(0, 400) ?? '(no error logged)';
-      this.exits.push({ code: exit.code, signal: exit.signal, lastError, log });
-      this.log(`kube-scheduler exited (code ${String(exit.code)}, signal ${String(exit.signal)}); restarting it as its Deployment would. Its last error: ${lastError} (log: ${log})`);
-      await handle.stop();
-      await new Promise((done) => setTimeout(done, this.restartDelayMs));
-      // stop() may have come during the delay (the flag is read again, not narrowed).
-      if (!this.stopRequested()) await this.run();
-    }).catch((error: unknown) => {
-      this.log(`kube-scheduler could not be restarted: ${(error as Error).message}`);
-    });
+    this.watching = handle.process.exited
+      .then(async (exit) => {
+        if (this.stopping) return;
+        const log = join(this.logDir, `kube-scheduler-exit-${this.exits.length + 1}.log`);
+        copyFileSync(handle.process.logFile, log);
+        const lastError =
+          handle.process
+            .lastLogLines(200)
+            .split('\n')
+            .filter((line) => /^[EF]\d{4} /.test(line))
+            .at(-1)
+            ?.slice(0, 400) ?? '(no error logged)';
+        this.exits.push({ code: exit.code, signal: exit.signal, lastError, log });
+        this.log(
+          `kube-scheduler exited (code ${String(exit.code)}, signal ${String(exit.signal)}); restarting it as its Deployment would. Its last error: ${lastError} (log: ${log})`,
+        );
+        await handle.stop();
+        await new Promise((done) => setTimeout(done, this.restartDelayMs));
+        // stop() may have come during the delay (the flag is read again, not narrowed).
+        if (!this.stopRequested()) await this.run();
+      })
+      .catch((error: unknown) => {
+        this.log(`kube-scheduler could not be restarted: ${(error as Error).message}`);
+      });
   }
 }

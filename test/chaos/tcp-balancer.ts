@@ -9,22 +9,35 @@ export class TcpBalancer {
   private next = 0;
   private readonly sockets = new Set<Socket>();
 
-  private constructor(private readonly server: Server, readonly port: number, private readonly backends: () => number[]) {}
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+    private readonly backends: () => number[],
+  ) {}
 
   static async start(backends: () => number[]): Promise<TcpBalancer> {
     const server = createServer();
-    await new Promise<void>((done, fail) => { server.once('error', fail); server.listen({ host: '127.0.0.1', port: 0 }, () => { done(); }); });
+    await new Promise<void>((done, fail) => {
+      server.once('error', fail);
+      server.listen({ host: '127.0.0.1', port: 0 }, () => {
+        done();
+      });
+    });
     const address = server.address();
     if (address === null || typeof address !== 'object') throw new Error('balancer: no port');
     const balancer = new TcpBalancer(server, address.port, backends);
-    server.on('connection', (client) => { balancer.route(client); });
+    server.on('connection', (client) => {
+      balancer.route(client);
+    });
     return balancer;
   }
 
   private route(client: Socket): void {
     this.sockets.add(client);
     client.once('close', () => this.sockets.delete(client));
-    client.on('error', () => { client.destroy(); });
+    client.on('error', () => {
+      client.destroy();
+    });
     client.pause();
     const ports = this.backends();
     const tryBackend = (attempt: number): void => {
@@ -37,19 +50,31 @@ export class TcpBalancer {
       upstream.once('connect', () => {
         this.next = (this.next + attempt + 1) % Math.max(1, ports.length);
         this.sockets.add(upstream);
-        upstream.once('close', () => { this.sockets.delete(upstream); client.destroy(); });
+        upstream.once('close', () => {
+          this.sockets.delete(upstream);
+          client.destroy();
+        });
         client.once('close', () => upstream.destroy());
-        upstream.on('error', () => { upstream.destroy(); });
+        upstream.on('error', () => {
+          upstream.destroy();
+        });
         client.pipe(upstream).pipe(client);
         client.resume();
       });
-      upstream.once('error', () => { upstream.destroy(); tryBackend(attempt + 1); });
+      upstream.once('error', () => {
+        upstream.destroy();
+        tryBackend(attempt + 1);
+      });
     };
     tryBackend(0);
   }
 
   async stop(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((done) => { this.server.close(() => { done(); }); });
+    await new Promise<void>((done) => {
+      this.server.close(() => {
+        done();
+      });
+    });
   }
 }

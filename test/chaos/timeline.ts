@@ -26,7 +26,8 @@ export class Timeline {
   /** The entries of the subjects, merged in time order, plus the faults of the same span. */
   explain(subjects: readonly string[]): string {
     const lines = new Set<string>();
-    for (const subject of [...subjects, 'faults', 'kubelet']) for (const line of this.entries.get(subject) ?? []) lines.add(`${line}  [${subject}]`);
+    for (const subject of [...subjects, 'faults', 'kubelet'])
+      for (const line of this.entries.get(subject) ?? []) lines.add(`${line}  [${subject}]`);
     return [...lines].sort().join('\n');
   }
 }
@@ -36,7 +37,11 @@ export class Timeline {
  * `nodes` it mentions as a word. Keys with a dot before the slash (hami.io/bind-phase) are annotations.
  */
 export function subjectsMentioned(text: string, nodes: readonly string[]): string[] {
-  const pods = [...text.matchAll(/(?<![\w./-])([a-z0-9][a-z0-9-]*)\/([a-z0-9][a-z0-9.-]*[a-z0-9])(?![\w/-])/g)].map((match) => `${match[1]}/${match[2]}`);
-  const named = nodes.filter((node) => new RegExp(`(?<![\\w.-])${node.replace(/[.]/g, '\\.')}(?![\\w-])`).test(text)).map((node) => `node/${node}`);
+  const pods = [...text.matchAll(/(?<![\w./-])([a-z0-9][a-z0-9-]*)\/([a-z0-9][a-z0-9.-]*[a-z0-9])(?![\w/-])/g)].map(
+    (match) => `${match[1]}/${match[2]}`,
+  );
+  const named = nodes
+    .filter((node) => new RegExp(`(?<![\\w.-])${node.replace(/[.]/g, '\\.')}(?![\\w-])`).test(text))
+    .map((node) => `node/${node}`);
   return [...new Set([...pods, ...named])];
 }

@@ -7,7 +7,15 @@ import type { Timeline } from './timeline.js';
 export const PLUGIN_BEHAVIOUR_LABEL = 'chaos.vgpu-warden.io/plugin';
 export type PluginBehaviour = 'ok' | 'fail' | 'stall';
 
-export type WorkloadOp = 'gpu-pod' | 'plain-pod' | 'graceful-delete' | 'force-delete' | 'recreate' | 'deployment' | 'scale' | 'delete-deployment';
+export type WorkloadOp =
+  | 'gpu-pod'
+  | 'plain-pod'
+  | 'graceful-delete'
+  | 'force-delete'
+  | 'recreate'
+  | 'deployment'
+  | 'scale'
+  | 'delete-deployment';
 
 export interface WorkloadOptions {
   namespace: string;
@@ -35,20 +43,44 @@ const MAX_SHARE_CORES = 25;
  */
 export class Workload {
   readonly counts: Record<WorkloadOp | 'errors' | 'skipped-full', number> = {
-    'gpu-pod': 0, 'plain-pod': 0, 'graceful-delete': 0, 'force-delete': 0, recreate: 0, deployment: 0, scale: 0, 'delete-deployment': 0, errors: 0, 'skipped-full': 0,
+    'gpu-pod': 0,
+    'plain-pod': 0,
+    'graceful-delete': 0,
+    'force-delete': 0,
+    recreate: 0,
+    deployment: 0,
+    scale: 0,
+    'delete-deployment': 0,
+    errors: 0,
+    'skipped-full': 0,
   };
   private serial = 0;
   private readonly deployments = new Map<string, { replicas: number; gpus: number }>();
   private readonly stalled = new Map<string, number>();
 
-  constructor(private readonly deps: { core: CoreV1Api; apps: AppsV1Api; random: Prng; timeline: Timeline; options: WorkloadOptions }) {}
+  constructor(
+    private readonly deps: {
+      core: CoreV1Api;
+      apps: AppsV1Api;
+      random: Prng;
+      timeline: Timeline;
+      options: WorkloadOptions;
+    },
+  ) {}
 
   /** One step: draws an operation and carries it out against the latest snapshot. */
   async step(snapshot: Snapshot | undefined): Promise<void> {
     const { random } = this.deps;
     await this.deleteOverdueStalls();
     const op = random.weighted<WorkloadOp>([
-      ['gpu-pod', 30], ['plain-pod', 5], ['graceful-delete', 10], ['force-delete', 7], ['recreate', 6], ['deployment', 2], ['scale', 6], ['delete-deployment', 1],
+      ['gpu-pod', 30],
+      ['plain-pod', 5],
+      ['graceful-delete', 10],
+      ['force-delete', 7],
+      ['recreate', 6],
+      ['deployment', 2],
+      ['scale', 6],
+      ['delete-deployment', 1],
     ]);
     try {
       await this.run(op, snapshot);
@@ -62,7 +94,9 @@ export class Workload {
   private async run(op: WorkloadOp, snapshot: Snapshot | undefined): Promise<void> {
     const { random, core, apps, options } = this.deps;
     const { namespace } = options;
-    const ownPods = (snapshot?.pods ?? []).filter((pod) => !pod.deleting && !isTerminal(pod) && !pod.name.startsWith('d-'));
+    const ownPods = (snapshot?.pods ?? []).filter(
+      (pod) => !pod.deleting && !isTerminal(pod) && !pod.name.startsWith('d-'),
+    );
     switch (op) {
       case 'gpu-pod': {
         const gpus = random.chance(0.2) ? 2 : 1;
@@ -70,7 +104,11 @@ export class Workload {
           this.counts['skipped-full']++;
           return;
         }
-        const behaviour = random.weighted<PluginBehaviour>([['ok', 90], ['fail', 6], ['stall', 4]]);
+        const behaviour = random.weighted<PluginBehaviour>([
+          ['ok', 90],
+          ['fail', 6],
+          ['stall', 4],
+        ]);
         await this.createGpuPod(`g-${this.serial++}`, gpus, behaviour);
         this.counts['gpu-pod']++;
         return;
@@ -86,7 +124,11 @@ export class Workload {
       case 'force-delete': {
         if (ownPods.length === 0) return;
         const victim = random.pick(ownPods);
-        await core.deleteNamespacedPod({ namespace, name: victim.name, ...(op === 'force-delete' ? { gracePeriodSeconds: 0 } : {}) });
+        await core.deleteNamespacedPod({
+          namespace,
+          name: victim.name,
+          ...(op === 'force-delete' ? { gracePeriodSeconds: 0 } : {}),
+        });
         this.deps.timeline.add([`${namespace}/${victim.name}`], `workload: ${op}`);
         this.counts[op]++;
         return;
@@ -96,10 +138,15 @@ export class Workload {
         if (gpuPods.length === 0) return;
         // Mostly a pod bound and still awaiting its Allocate (issue #42: a StatefulSet replacing a pod
         // that a lagging or paused kubelet may still admit from its queue; the lock names both).
-        const awaiting = gpuPods.filter((pod) => pod.nodeName !== undefined && pod.annotations['hami.io/bind-phase'] === 'allocating');
+        const awaiting = gpuPods.filter(
+          (pod) => pod.nodeName !== undefined && pod.annotations['hami.io/bind-phase'] === 'allocating',
+        );
         const victim = random.pick(awaiting.length > 0 && random.chance(0.7) ? awaiting : gpuPods);
         await core.deleteNamespacedPod({ namespace, name: victim.name, gracePeriodSeconds: 0 });
-        this.deps.timeline.add([`${namespace}/${victim.name}`], 'workload: force-deleted to recreate under the same name');
+        this.deps.timeline.add(
+          [`${namespace}/${victim.name}`],
+          'workload: force-deleted to recreate under the same name',
+        );
         // The same name, a new UID: a StatefulSet replacing its pod. Retried while the old one is still there.
         for (let attempt = 0; attempt < 20; attempt++) {
           try {
@@ -123,14 +170,20 @@ export class Workload {
         }
         const name = `d-${this.serial++}`;
         const template = this.podBody(name, this.gpuLimits(random, gpus), 'ok');
-        await apps.createNamespacedDeployment({ namespace, body: {
-          metadata: { name },
-          spec: {
-            replicas,
-            selector: { matchLabels: { deployment: name } },
-            template: { metadata: { labels: { ...template.metadata?.labels, deployment: name } }, spec: template.spec ?? { containers: [] } },
+        await apps.createNamespacedDeployment({
+          namespace,
+          body: {
+            metadata: { name },
+            spec: {
+              replicas,
+              selector: { matchLabels: { deployment: name } },
+              template: {
+                metadata: { labels: { ...template.metadata?.labels, deployment: name } },
+                spec: template.spec ?? { containers: [] },
+              },
+            },
           },
-        } });
+        });
         this.deployments.set(name, { replicas, gpus });
         this.deps.timeline.add(['workload'], `deployment ${name} created with ${replicas} replicas`);
         this.counts.deployment++;
@@ -142,11 +195,18 @@ export class Workload {
         const deployment = this.deployments.get(name);
         if (deployment === undefined) return;
         const replicas = random.int(0, 4);
-        if (replicas > deployment.replicas && this.unitsInUse(snapshot) + (replicas - deployment.replicas) * deployment.gpus > options.maxGpuUnits) {
+        if (
+          replicas > deployment.replicas &&
+          this.unitsInUse(snapshot) + (replicas - deployment.replicas) * deployment.gpus > options.maxGpuUnits
+        ) {
           this.counts['skipped-full']++;
           return;
         }
-        await apps.patchNamespacedDeploymentScale({ namespace, name, body: [{ op: 'replace', path: '/spec/replicas', value: replicas }] });
+        await apps.patchNamespacedDeploymentScale({
+          namespace,
+          name,
+          body: [{ op: 'replace', path: '/spec/replicas', value: replicas }],
+        });
         deployment.replicas = replicas;
         this.deps.timeline.add(['workload'], `deployment ${name} scaled to ${replicas}`);
         this.counts.scale++;
@@ -185,13 +245,23 @@ export class Workload {
 
   private async createGpuPod(name: string, gpus: number, behaviour: PluginBehaviour): Promise<void> {
     const { random, core, options } = this.deps;
-    const annotations: Record<string, string> = random.chance(0.3) ? { 'hami.io/node-scheduler-policy': random.pick(['binpack', 'spread']) } : {};
-    await core.createNamespacedPod({ namespace: options.namespace, body: this.podBody(name, this.gpuLimits(random, gpus), behaviour, annotations) });
+    const annotations: Record<string, string> = random.chance(0.3)
+      ? { 'hami.io/node-scheduler-policy': random.pick(['binpack', 'spread']) }
+      : {};
+    await core.createNamespacedPod({
+      namespace: options.namespace,
+      body: this.podBody(name, this.gpuLimits(random, gpus), behaviour, annotations),
+    });
     if (behaviour === 'stall') this.stalled.set(name, Date.now() + random.int(5_000, 20_000));
     this.deps.timeline.add([`${options.namespace}/${name}`], `workload: created, ${gpus} GPU(s), plugin ${behaviour}`);
   }
 
-  private podBody(name: string, limits: Record<string, string>, behaviour: PluginBehaviour, annotations: Record<string, string> = {}): V1Pod {
+  private podBody(
+    name: string,
+    limits: Record<string, string>,
+    behaviour: PluginBehaviour,
+    annotations: Record<string, string> = {},
+  ): V1Pod {
     return {
       metadata: { name, labels: { [PLUGIN_BEHAVIOUR_LABEL]: behaviour }, annotations },
       spec: {
@@ -199,13 +269,15 @@ export class Workload {
         nodeSelector: this.deps.options.nodeSelector,
         terminationGracePeriodSeconds: 1,
         ...(this.deps.options.hostNetwork === true ? { hostNetwork: true, automountServiceAccountToken: false } : {}),
-        containers: [{
-          name: 'main',
-          ...(this.deps.options.container === undefined
-            ? { image: 'registry.invalid/chaos:1' }
-            : { ...this.deps.options.container, command: [...this.deps.options.container.command] }),
-          resources: { limits },
-        }],
+        containers: [
+          {
+            name: 'main',
+            ...(this.deps.options.container === undefined
+              ? { image: 'registry.invalid/chaos:1' }
+              : { ...this.deps.options.container, command: [...this.deps.options.container.command] }),
+            resources: { limits },
+          },
+        ],
       },
     };
   }

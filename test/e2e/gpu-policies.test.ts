@@ -20,7 +20,6 @@ import { ALLOCATED_ANNOTATION } from '../../src/hami/wire.js';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const POLICY = 'hami.io/gpu-scheduler-policy';
 
-
 function gpusOf(pod: V1Pod): string[] {
   const decoded = decodeAllocation(pod.metadata?.annotations?.[ALLOCATED_ANNOTATION] ?? '');
   if ('error' in decoded) throw new Error(decoded.error);
@@ -31,7 +30,12 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
   this.timeout(120_000);
   let fixture: ExtenderFixture;
 
-  fixtureForSuite(() => new ExtenderFixture(sharedControlPlane()), (started) => { fixture = started; });
+  fixtureForSuite(
+    () => new ExtenderFixture(sharedControlPlane()),
+    (started) => {
+      fixture = started;
+    },
+  );
 
   it('mutex: a pod never lands on a GPU in use, even under binpack; with none idle it stays Pending, ExclusiveDeviceAllocateConflict named', async () => {
     const { core, namespace } = testCluster();
@@ -43,7 +47,10 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
     // binpack alone would pack every one of these onto the sharer's GPU.
     const exclusive: string[] = [];
     for (let index = 0; index < 3; index++) {
-      await core.createNamespacedPod({ namespace, body: gpuPodSpec(`mutex-${index}`, group, limits, { [POLICY]: 'binpack,mutex' }) });
+      await core.createNamespacedPod({
+        namespace,
+        body: gpuPodSpec(`mutex-${index}`, group, limits, { [POLICY]: 'binpack,mutex' }),
+      });
       exclusive.push(...gpusOf(await allocatedPod(namespace, `mutex-${index}`)));
     }
     expect(exclusive).not.to.include(sharerGpu);
@@ -58,18 +65,49 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
     expect((await core.readNamespacedPod({ name: 'mutex-late', namespace })).spec?.nodeName).to.equal(undefined);
   });
 
-  it('numa-bind: a container\'s GPUs share a NUMA node where spread alone would cross', async () => {
+  it("numa-bind: a container's GPUs share a NUMA node where spread alone would cross", async () => {
     const { core, namespace } = testCluster();
     const { group, nodes } = await fixture.createNodes(1, 4, 24576);
     const node = nodes[0] ?? '';
     // The plugin reports GPUs 0-1 on NUMA node 0 and 2-3 on node 1.
-    await core.patchNode({ name: node, body: { metadata: { annotations: simulatedGpuAnnotations({ name: node, gpus: 4, gpuMemoryMiB: 24576, numaNodes: 2 }) } } }, mergePatch);
-    await eventually('the extender to see the NUMA nodes', () => {
-      const devices = fixture.server?.cache.inventory(node)?.devices;
-      return Promise.resolve(devices?.[3]?.numa === 1 ? true
-        : notYet(devices === undefined ? `no inventory of ${node} in the store` : `NUMA nodes of ${node}'s GPUs in the store: ${devices.map((device) => device.numa).join(', ')}`));
-    }, 10_000, 50, (recheck) => fixture.server!.cache.onNodeChange((changed) => { if (changed.metadata?.name === node) recheck(); }));
-    const numaOf = new Map((parseNodeInventory((await core.readNode({ name: node })).metadata?.annotations).devices).map((device) => [device.uuid, device.numa]));
+    await core.patchNode(
+      {
+        name: node,
+        body: {
+          metadata: {
+            annotations: simulatedGpuAnnotations({ name: node, gpus: 4, gpuMemoryMiB: 24576, numaNodes: 2 }),
+          },
+        },
+      },
+      mergePatch,
+    );
+    await eventually(
+      'the extender to see the NUMA nodes',
+      () => {
+        const devices = fixture.server?.cache.inventory(node)?.devices;
+        return Promise.resolve(
+          devices?.[3]?.numa === 1
+            ? true
+            : notYet(
+                devices === undefined
+                  ? `no inventory of ${node} in the store`
+                  : `NUMA nodes of ${node}'s GPUs in the store: ${devices.map((device) => device.numa).join(', ')}`,
+              ),
+        );
+      },
+      10_000,
+      50,
+      (recheck) =>
+        fixture.server!.cache.onNodeChange((changed) => {
+          if (changed.metadata?.name === node) recheck();
+        }),
+    );
+    const numaOf = new Map(
+      parseNodeInventory((await core.readNode({ name: node })).metadata?.annotations).devices.map((device) => [
+        device.uuid,
+        device.numa,
+      ]),
+    );
 
     const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('first', group, limits) });
@@ -77,7 +115,10 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
     expect(numaOf.get(firstGpu ?? '')).to.equal(0);
 
     // spread takes the idle GPUs in index order: GPU 1 (NUMA 0) and GPU 2 (NUMA 1), across the two.
-    await core.createNamespacedPod({ namespace, body: gpuPodSpec('bound', group, { ...limits, 'nvidia.com/gpu': '2' }, { 'nvidia.com/numa-bind': 'true' }) });
+    await core.createNamespacedPod({
+      namespace,
+      body: gpuPodSpec('bound', group, { ...limits, 'nvidia.com/gpu': '2' }, { 'nvidia.com/numa-bind': 'true' }),
+    });
     const gpus = gpusOf(await allocatedPod(namespace, 'bound'));
     expect(gpus).to.have.length(2);
     expect(new Set(gpus.map((uuid) => numaOf.get(uuid))).size, `NUMA nodes of ${gpus.join(', ')}`).to.equal(1);
@@ -86,7 +127,10 @@ describe('HAMi GPU policies through the real kube-scheduler', function () {
   it('an unknown policy leaves the pod Pending with the policy named in its events, never a default', async () => {
     const { core, namespace } = testCluster();
     const { group } = await fixture.createNodes(1, 4, 24576);
-    await core.createNamespacedPod({ namespace, body: gpuPodSpec('unknown-policy', group, { 'nvidia.com/gpu': '1' }, { [POLICY]: 'binpack,fastest' }) });
+    await core.createNamespacedPod({
+      namespace,
+      body: gpuPodSpec('unknown-policy', group, { 'nvidia.com/gpu': '1' }, { [POLICY]: 'binpack,fastest' }),
+    });
     const event = await eventMatching(namespace, 'unknown-policy', /unknown policy "fastest"/);
     expect(event.message).to.contain('hami.io/gpu-scheduler-policy "binpack,fastest"');
     const pod = await core.readNamespacedPod({ name: 'unknown-policy', namespace });

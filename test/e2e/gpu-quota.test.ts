@@ -23,7 +23,12 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
   this.timeout(180_000);
   let fixture: ExtenderFixture;
 
-  fixtureForSuite(() => new ExtenderFixture(sharedControlPlane()), (started) => { fixture = started; });
+  fixtureForSuite(
+    () => new ExtenderFixture(sharedControlPlane()),
+    (started) => {
+      fixture = started;
+    },
+  );
 
   /** Waits for the pod to be bound and allocated; on a timeout, says what kube-scheduler and the extender saw. */
   async function placedDespiteQuota(namespace: string, name: string): Promise<void> {
@@ -33,7 +38,10 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
     } catch (error) {
       const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` });
       const seen = events.items.map((item) => `${item.reason ?? ''} x${item.count ?? 1}: ${item.message ?? ''}`);
-      throw new Error(`${String(error)}; quota budget in the store: ${JSON.stringify(fixture.server?.cache.quotaBudget(namespace))}; events of ${name}:\n${seen.join('\n')}`, { cause: error });
+      throw new Error(
+        `${String(error)}; quota budget in the store: ${JSON.stringify(fixture.server?.cache.quotaBudget(namespace))}; events of ${name}:\n${seen.join('\n')}`,
+        { cause: error },
+      );
     }
   }
 
@@ -43,10 +51,25 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
     // Another node, which the pods' nodeSelector rules out (kube-scheduler's NodeAffinity rejects
     // it), as in the full suite and in most clusters.
     await fixture.createNodes(1, 1, 24576);
-    await core.createNamespacedResourceQuota({ namespace, body: { metadata: { name: 'gpu-quota' }, spec: { hard: { 'limits.nvidia.com/gpumem': '3000', 'limits.nvidia.com/gpu': '4' } } } });
+    await core.createNamespacedResourceQuota({
+      namespace,
+      body: {
+        metadata: { name: 'gpu-quota' },
+        spec: { hard: { 'limits.nvidia.com/gpumem': '3000', 'limits.nvidia.com/gpu': '4' } },
+      },
+    });
     // The store offers no quota listener: polled only.
-    await eventually('the extender to read the quota', () =>
-      Promise.resolve(fixture.server?.cache.quotaBudget(namespace) !== undefined ? true : notYet(`no quota budget for ${namespace} in the store`)), 10_000, 50);
+    await eventually(
+      'the extender to read the quota',
+      () =>
+        Promise.resolve(
+          fixture.server?.cache.quotaBudget(namespace) !== undefined
+            ? true
+            : notYet(`no quota budget for ${namespace} in the store`),
+        ),
+      10_000,
+      50,
+    );
 
     const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000' };
     await core.createNamespacedPod({ namespace, body: gpuPodSpec('first', group, limits) });
@@ -57,24 +80,51 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
     const quotaNamed = `ResourceQuotaNotFit (ResourceQuota ${namespace}/gpu-quota: limits.nvidia.com/gpumem 2000 used + 2000 requested > 3000)`;
     // Ours (FilteringFailed) and kube-scheduler's (FailedScheduling, the extender's Error) both name it.
     for (const reason of ['FilteringFailed', 'FailedScheduling']) {
-      await eventually(`a ${reason} event naming the quota`, async () => {
-        const events = await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=over,reason=${reason}` });
-        const last = events.items.at(-1)?.message;
-        return events.items.some((item) => item.message === quotaNamed) ? true
-          : notYet(`${events.items.length} ${reason} events on over${last === undefined ? '' : `, the last: ${last.slice(0, 200)}`}`);
-      }, 30_000, 200);
+      await eventually(
+        `a ${reason} event naming the quota`,
+        async () => {
+          const events = await core.listNamespacedEvent({
+            namespace,
+            fieldSelector: `involvedObject.name=over,reason=${reason}`,
+          });
+          const last = events.items.at(-1)?.message;
+          return events.items.some((item) => item.message === quotaNamed)
+            ? true
+            : notYet(
+                `${events.items.length} ${reason} events on over${last === undefined ? '' : `, the last: ${last.slice(0, 200)}`}`,
+              );
+        },
+        30_000,
+        200,
+      );
     }
     expect((await core.readNamespacedPod({ name: 'over', namespace })).spec?.nodeName).to.equal(undefined);
 
     const port = fixture.server?.metricsPort ?? 0;
     const scraped = await scrapeMetrics(port);
-    expect(seriesValue(scraped, 'hami_resource_quota_used', { zone: 'vGPU', namespace, quota_name: 'nvidia.com/gpumem', limit: '3000' })).to.equal(2000);
-    expect(seriesValue(scraped, 'hami_resource_quota_limit', { zone: 'vGPU', namespace, quota_name: 'nvidia.com/gpumem' })).to.equal(3000);
-    expect(seriesValue(scraped, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpu', limit: '4' })).to.equal(1);
-    expect(seriesValue(scraped, 'QuotaUsed', { quotanamespace: namespace, quotaName: 'nvidia.com/gpumem', limit: '3000' })).to.equal(2000);
+    expect(
+      seriesValue(scraped, 'hami_resource_quota_used', {
+        zone: 'vGPU',
+        namespace,
+        quota_name: 'nvidia.com/gpumem',
+        limit: '3000',
+      }),
+    ).to.equal(2000);
+    expect(
+      seriesValue(scraped, 'hami_resource_quota_limit', { zone: 'vGPU', namespace, quota_name: 'nvidia.com/gpumem' }),
+    ).to.equal(3000);
+    expect(
+      seriesValue(scraped, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpu', limit: '4' }),
+    ).to.equal(1);
+    expect(
+      seriesValue(scraped, 'QuotaUsed', { quotanamespace: namespace, quotaName: 'nvidia.com/gpumem', limit: '3000' }),
+    ).to.equal(2000);
 
     // The limit is raised (kube-scheduler does not watch quotas; it retries the Error on its backoff).
-    await core.patchNamespacedResourceQuota({ name: 'gpu-quota', namespace, body: { spec: { hard: { 'limits.nvidia.com/gpumem': '4000' } } } }, mergePatch);
+    await core.patchNamespacedResourceQuota(
+      { name: 'gpu-quota', namespace, body: { spec: { hard: { 'limits.nvidia.com/gpumem': '4000' } } } },
+      mergePatch,
+    );
     await placedDespiteQuota(namespace, 'over');
 
     // Full again: the next pod waits until a pod of the namespace ends.
@@ -82,13 +132,24 @@ describe('namespace GPU quota through the real kube-scheduler', function () {
     await eventMatching(namespace, 'third', /limits\.nvidia\.com\/gpumem 4000 used \+ 2000 requested > 4000/);
     await core.deleteNamespacedPod({ name: 'first', namespace, gracePeriodSeconds: 0 });
     await placedDespiteQuota(namespace, 'third');
-    await eventually('the quota metric to follow', async () => {
-      const text = await scrapeMetrics(port);
-      const [memory, gpus] = [
-        seriesValue(text, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpumem', limit: '4000' }),
-        seriesValue(text, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpu' }),
-      ];
-      return memory === 4000 && gpus === 2 ? true : notYet(`hami_resource_quota_used gpumem (limit 4000) ${memory ?? 'absent'}, gpu ${gpus ?? 'absent'}`);
-    }, 10_000, 200, (recheck) => fixture.server!.cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace) recheck(); }));
+    await eventually(
+      'the quota metric to follow',
+      async () => {
+        const text = await scrapeMetrics(port);
+        const [memory, gpus] = [
+          seriesValue(text, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpumem', limit: '4000' }),
+          seriesValue(text, 'hami_resource_quota_used', { namespace, quota_name: 'nvidia.com/gpu' }),
+        ];
+        return memory === 4000 && gpus === 2
+          ? true
+          : notYet(`hami_resource_quota_used gpumem (limit 4000) ${memory ?? 'absent'}, gpu ${gpus ?? 'absent'}`);
+      },
+      10_000,
+      200,
+      (recheck) =>
+        fixture.server!.cache.onPodChange((pod) => {
+          if (pod.metadata?.namespace === namespace) recheck();
+        }),
+    );
   });
 });

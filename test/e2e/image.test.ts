@@ -1,4 +1,13 @@
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -7,7 +16,14 @@ import type { JsonPatchOp } from '../../src/admission/json-patch.js';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { applyJsonPatch } from '../support/apply-json-patch.js';
 import { finished, spawnCaptured } from '../support/captured-process.js';
-import { BuildahContainer, buildahAvailable, groupProcesses, imageConfig, signalGroup, type ImageConfig } from '../support/buildah-container.js';
+import {
+  BuildahContainer,
+  buildahAvailable,
+  groupProcesses,
+  imageConfig,
+  signalGroup,
+  type ImageConfig,
+} from '../support/buildah-container.js';
 import { eventually, notYet, testCluster, wakeOn } from '../support/test-cluster.js';
 import { outputTail } from '../support/observations.js';
 import { createGpuNode, setLock } from '../support/lock-helpers.js';
@@ -24,7 +40,9 @@ const SERVICE_ACCOUNT_MOUNT = '/run/secrets/kubernetes.io/serviceaccount';
 
 /** `npm run image` with the test's tag; the last lines of its output on failure. */
 async function buildImage(): Promise<string> {
-  const { code, output } = await finished(spawnCaptured('bash', [join(repoRoot, 'tools', 'image', 'build.sh'), '--tag', IMAGE], { cwd: repoRoot }));
+  const { code, output } = await finished(
+    spawnCaptured('bash', [join(repoRoot, 'tools', 'image', 'build.sh'), '--tag', IMAGE], { cwd: repoRoot }),
+  );
   if (code !== 0) throw new Error(`tools/image/build.sh exited ${code}:\n${output.split('\n').slice(-30).join('\n')}`);
   return output;
 }
@@ -32,21 +50,34 @@ async function buildImage(): Promise<string> {
 function postReview(port: number, caPem: string, review: unknown): Promise<{ status: number; body: string }> {
   const payload = Buffer.from(JSON.stringify(review));
   return new Promise((done, fail) => {
-    const req = request({
-      host: '127.0.0.1', port, path: '/mutate', method: 'POST', ca: caPem,
-      headers: { 'content-type': 'application/json', 'content-length': payload.length },
-    }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
-      res.on('end', () => { done({ status: res.statusCode ?? 0, body }); });
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate',
+        method: 'POST',
+        ca: caPem,
+        headers: { 'content-type': 'application/json', 'content-length': payload.length },
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => {
+          body += chunk.toString();
+        });
+        res.on('end', () => {
+          done({ status: res.statusCode ?? 0, body });
+        });
+      },
+    );
     req.on('error', fail);
     req.end(payload);
   });
 }
 
 function envOf(config: ImageConfig): Record<string, string> {
-  return Object.fromEntries((config.Env ?? []).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]));
+  return Object.fromEntries(
+    (config.Env ?? []).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]),
+  );
 }
 
 /** How many lines the output has and its last one, shortened: what a wait on a log saw. */
@@ -57,7 +88,10 @@ function hostLocalCas(): { name: string; body: string }[] {
   try {
     return readdirSync(HOST_LOCAL_CA_DIR, { recursive: true, encoding: 'utf8' })
       .filter((name) => name.endsWith('.crt'))
-      .map((name) => ({ name, body: readFileSync(join(HOST_LOCAL_CA_DIR, name), 'utf8').replace(/-----(BEGIN|END) CERTIFICATE-----|\s/g, '') }))
+      .map((name) => ({
+        name,
+        body: readFileSync(join(HOST_LOCAL_CA_DIR, name), 'utf8').replace(/-----(BEGIN|END) CERTIFICATE-----|\s/g, ''),
+      }))
       .filter(({ body }) => body.length > 0);
   } catch {
     return [];
@@ -70,14 +104,18 @@ describe('the container image, built with buildah and run from inside (tools/ima
 
   before(async function () {
     if (!buildahAvailable()) {
-      process.stderr.write('    image tests skipped: buildah is not installed (Debian: apt-get install buildah debootstrap; npm test installs them as root, through npm run setup)\n');
+      process.stderr.write(
+        '    image tests skipped: buildah is not installed (Debian: apt-get install buildah debootstrap; npm test installs them as root, through npm run setup)\n',
+      );
       this.skip();
     }
     // Cold: a Debian root by debootstrap, npm ci of a staging copy, the commit (see docs/install.md).
     this.timeout(20 * 60_000);
     const started = Date.now();
     const output = await buildImage();
-    process.stderr.write(`    image: ${output.trim().split('\n').at(-1) ?? ''} (test saw ${Math.round((Date.now() - started) / 1000)}s)\n`);
+    process.stderr.write(
+      `    image: ${output.trim().split('\n').at(-1) ?? ''} (test saw ${Math.round((Date.now() - started) / 1000)}s)\n`,
+    );
     config = await imageConfig(IMAGE);
   });
 
@@ -94,11 +132,14 @@ describe('the container image, built with buildah and run from inside (tools/ima
 
     const container = await BuildahContainer.from(IMAGE);
     try {
-      const bundle = await container.readFile('/etc/ssl/certs/ca-certificates.crt') ?? '';
+      const bundle = (await container.readFile('/etc/ssl/certs/ca-certificates.crt')) ?? '';
       const flat = bundle.replace(/\s/g, '');
       for (const ca of hostLocalCas()) {
         expect(flat.includes(ca.body), `${ca.name}, a CA of this machine, is in the image's bundle`).to.equal(false);
-        expect(await container.readFile(join(HOST_LOCAL_CA_DIR, ca.name)), `${ca.name}, a CA of this machine, is in the image`).to.equal(undefined);
+        expect(
+          await container.readFile(join(HOST_LOCAL_CA_DIR, ca.name)),
+          `${ca.name}, a CA of this machine, is in the image`,
+        ).to.equal(undefined);
       }
       // Only the production dependencies: the pinned node binary and the compiler stay out.
       expect(await container.readFile('/app/node_modules/typescript/package.json')).to.equal(undefined);
@@ -120,7 +161,9 @@ describe('the container image, built with buildah and run from inside (tools/ima
       const help = await container.run([...(config.Entrypoint ?? []), '--help']);
       expect(help.code, help.stderr).to.equal(0);
       expect(help.stderr).to.equal('');
-      expect(help.stdout).to.match(/^Usage: vgpu-warden <command>/).and.include('serve ');
+      expect(help.stdout)
+        .to.match(/^Usage: vgpu-warden <command>/)
+        .and.include('serve ');
     } finally {
       await container.remove();
     }
@@ -139,14 +182,24 @@ describe('the container image, built with buildah and run from inside (tools/ima
       expect(shown.stdout).to.equal(`${version}\n`);
       const help = await container.run(['vgpu-warden', 'locks', '--help']);
       expect(help.code, help.stderr).to.equal(0);
-      expect(help.stdout).to.match(/^Usage: vgpu-warden locks \[flags\]/).and.match(/--context <value>/).and.match(/--kubeconfig <value>/);
+      expect(help.stdout)
+        .to.match(/^Usage: vgpu-warden locks \[flags\]/)
+        .and.match(/--context <value>/)
+        .and.match(/--kubeconfig <value>/);
 
       // The pod's view of the cluster: the Deployment's ServiceAccount (the shipped RBAC) mounted
       // where the kubelet mounts it, KUBERNETES_SERVICE_HOST/PORT set, no kubeconfig anywhere.
       // /var/run is a symlink to /run in the image, which buildah's chroot mounts do not follow:
       // the same directory by its real path (the CLI reads /var/run/secrets/..., through the link).
       removeIdentities = await applyShippedIdentities(kubeConfig, namespace);
-      const token = (await core.createNamespacedServiceAccountToken({ name: 'vgpu-warden', namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } })).status?.token ?? '';
+      const token =
+        (
+          await core.createNamespacedServiceAccountToken({
+            name: 'vgpu-warden',
+            namespace,
+            body: { spec: { audiences: [], expirationSeconds: 3600 } },
+          })
+        ).status?.token ?? '';
       expect(token).to.not.equal('');
       const account = join(scratch, 'serviceaccount');
       mkdirSync(account, { mode: 0o755 });
@@ -161,12 +214,25 @@ describe('the container image, built with buildah and run from inside (tools/ima
       });
       expect(locks.code, locks.stderr).to.equal(0);
       expect(locks.stderr).to.equal('');
-      const [, holder, age, ...judged] = locks.stdout.split('\n').find((line) => line.startsWith(`${node} `))?.split(/ +/) ?? [];
+      const [, holder, age, ...judged] =
+        locks.stdout
+          .split('\n')
+          .find((line) => line.startsWith(`${node} `))
+          ?.split(/ +/) ?? [];
       expect(holder, locks.stdout).to.equal(`${namespace}/gone`);
       expect(age).to.match(/^\d+s$/);
       expect(judged).to.deep.equal(['releasable', 'owner-not-found']);
       // explain, the other first troubleshooting step, with the same account.
-      await core.createNamespacedPod({ namespace, body: { metadata: { name: 'waiting' }, spec: { schedulerName: 'hami-scheduler', containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } });
+      await core.createNamespacedPod({
+        namespace,
+        body: {
+          metadata: { name: 'waiting' },
+          spec: {
+            schedulerName: 'hami-scheduler',
+            containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }],
+          },
+        },
+      });
       const explained = await container.run(['vgpu-warden', 'explain', `${namespace}/waiting`, '-o', 'json'], {
         mounts: [{ source: account, target: SERVICE_ACCOUNT_MOUNT }],
         env: { KUBERNETES_SERVICE_HOST: apiserver.hostname, KUBERNETES_SERVICE_PORT: apiserver.port },
@@ -194,41 +260,85 @@ describe('the container image, built with buildah and run from inside (tools/ima
       // Only what this host needs: where the apiserver is, loopback ports free here (the container
       // shares the host's network), the test's namespace for the Lease. No CERT_DIR.
       env: {
-        KUBECONFIG: '/etc/vgpu-warden-test/kubeconfig', POD_NAMESPACE: namespace, CERT_HOSTS: '127.0.0.1',
-        WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port), METRICS_HOST: '127.0.0.1',
-        EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(metricsPort),
+        KUBECONFIG: '/etc/vgpu-warden-test/kubeconfig',
+        POD_NAMESPACE: namespace,
+        CERT_HOSTS: '127.0.0.1',
+        WEBHOOK_HOST: '127.0.0.1',
+        WEBHOOK_PORT: String(port),
+        METRICS_HOST: '127.0.0.1',
+        EXTENDER_PORT: String(extenderPort),
+        METRICS_PORT: String(metricsPort),
       },
     });
     let output = '';
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
-    const exited = new Promise<number | null>((done) => { child.once('close', (code) => { done(code); }); });
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    const exited = new Promise<number | null>((done) => {
+      child.once('close', (code) => {
+        done(code);
+      });
+    });
     try {
       // serve logs (on stdout) as it starts up: each line is a moment to look again; the polls stay as the fallback.
-      const caPem = await eventually('serve to write its CA into the default directory', async () => {
-        const ca = await container.readFile(`${DEFAULT_CERT_DIR}/ca.crt`);
-        return ca ?? notYet(`no ${DEFAULT_CERT_DIR}/ca.crt in the container; ${outputTail(output)}`);
-      }, 60_000, 250, wakeOn(child.stdout, 'data'))
-        .catch((error: unknown) => { throw new Error(`${(error as Error).message}; output:\n${output}`); });
-      await eventually('the webhook to listen', () =>
-        Promise.resolve(output.includes('admission webhook listening') ? true : notYet(`no "admission webhook listening" in ${outputTail(output)}`)), 30_000, 100, wakeOn(child.stdout, 'data'));
+      const caPem = await eventually(
+        'serve to write its CA into the default directory',
+        async () => {
+          const ca = await container.readFile(`${DEFAULT_CERT_DIR}/ca.crt`);
+          return ca ?? notYet(`no ${DEFAULT_CERT_DIR}/ca.crt in the container; ${outputTail(output)}`);
+        },
+        60_000,
+        250,
+        wakeOn(child.stdout, 'data'),
+      ).catch((error: unknown) => {
+        throw new Error(`${(error as Error).message}; output:\n${output}`);
+      });
+      await eventually(
+        'the webhook to listen',
+        () =>
+          Promise.resolve(
+            output.includes('admission webhook listening')
+              ? true
+              : notYet(`no "admission webhook listening" in ${outputTail(output)}`),
+          ),
+        30_000,
+        100,
+        wakeOn(child.stdout, 'data'),
+      );
       expect(output).to.include(`(directory ${DEFAULT_CERT_DIR})`);
 
       const pod = {
-        apiVersion: 'v1', kind: 'Pod', metadata: { name: 'gpu', namespace },
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'gpu', namespace },
         spec: { containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
       };
       const answer = await postReview(port, caPem, {
-        apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
+        apiVersion: 'admission.k8s.io/v1',
+        kind: 'AdmissionReview',
         request: {
-          uid: 'image-test-1', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' },
-          namespace, name: 'gpu', operation: 'CREATE', userInfo: { username: 'image-test' }, object: pod,
+          uid: 'image-test-1',
+          kind: { group: '', version: 'v1', kind: 'Pod' },
+          resource: { group: '', version: 'v1', resource: 'pods' },
+          namespace,
+          name: 'gpu',
+          operation: 'CREATE',
+          userInfo: { username: 'image-test' },
+          object: pod,
         },
       });
       expect(answer.status, answer.body).to.equal(200);
-      const review = JSON.parse(answer.body) as { response: { uid: string; allowed: boolean; patchType?: string; patch?: string } };
+      const review = JSON.parse(answer.body) as {
+        response: { uid: string; allowed: boolean; patchType?: string; patch?: string };
+      };
       expect(review.response).to.include({ uid: 'image-test-1', allowed: true, patchType: 'JSONPatch' });
-      const mutated = applyJsonPatch(pod as unknown, JSON.parse(Buffer.from(review.response.patch ?? '', 'base64').toString()) as JsonPatchOp[]) as {
+      const mutated = applyJsonPatch(
+        pod as unknown,
+        JSON.parse(Buffer.from(review.response.patch ?? '', 'base64').toString()) as JsonPatchOp[],
+      ) as {
         spec: { schedulerName?: string; containers: { resources: { limits: Record<string, string> } }[] };
       };
       expect(mutated.spec.schedulerName).to.equal('hami-scheduler');
@@ -236,7 +346,7 @@ describe('the container image, built with buildah and run from inside (tools/ima
 
       // A container runtime's stop: SIGTERM to the entry point's process (node, exec form), a clean exit.
       const entry = groupProcesses(child, config.Entrypoint ?? []);
-      expect(entry, 'the container\'s node process').to.have.lengthOf(1);
+      expect(entry, "the container's node process").to.have.lengthOf(1);
       process.kill(entry[0] ?? 0, 'SIGTERM');
       expect(await exited, output).to.equal(0);
       expect(output).to.include('"signal":"SIGTERM"');

@@ -7,7 +7,6 @@ import { podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { PATH_ONLY, RELEASE_PATHS } from '../support/release-paths.js';
 
-
 /**
  * The seed scenario, once per release path with the others switched off: a GPU pod is deleted while
  * it holds its node's lock (the simulated kubelet never admits it, so no Allocate frees the lock),
@@ -38,20 +37,37 @@ describe('a lock whose pod is deleted mid-bind is freed by each path on its own'
         const node = nodes[0] ?? '';
         // Rechecks as soon as the fixture's store sees the node's lock or the named pod change; the polls stay as the fallback.
         const onLock: Wake = (recheck) => fixture.server!.cache.onLockChange(node, recheck);
-        const onPod = (name: string): Wake => (recheck) => fixture.server!.cache.onPodChange((pod) => {
-          if (pod.metadata?.namespace === namespace && pod.metadata.name === name) recheck();
-        });
+        const onPod =
+          (name: string): Wake =>
+          (recheck) =>
+            fixture.server!.cache.onPodChange((pod) => {
+              if (pod.metadata?.namespace === namespace && pod.metadata.name === name) recheck();
+            });
         const limits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' };
         await core.createNamespacedPod({ namespace, body: gpuPodSpec('victim', group, limits) });
-        await eventually('the victim to hold the node lock', async () => {
-          const lock = (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
-          const value = lock === undefined ? undefined : parseLockValue(lock);
-          return value?.kind === 'owned' && value.owner.name === 'victim' ? true : notYet(lock === undefined ? `${node} unlocked` : `${node} locked ${lock}`);
-        }, 30_000, 20, onLock);
-        await eventually('the victim to be bound', async () => {
-          const victim = await core.readNamespacedPod({ name: 'victim', namespace });
-          return victim.spec?.nodeName === node ? true : notYet(await podStory(core, namespace, 'victim', victim));
-        }, 30_000, 20, onPod('victim'));
+        await eventually(
+          'the victim to hold the node lock',
+          async () => {
+            const lock = (await core.readNode({ name: node })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+            const value = lock === undefined ? undefined : parseLockValue(lock);
+            return value?.kind === 'owned' && value.owner.name === 'victim'
+              ? true
+              : notYet(lock === undefined ? `${node} unlocked` : `${node} locked ${lock}`);
+          },
+          30_000,
+          20,
+          onLock,
+        );
+        await eventually(
+          'the victim to be bound',
+          async () => {
+            const victim = await core.readNamespacedPod({ name: 'victim', namespace });
+            return victim.spec?.nodeName === node ? true : notYet(await podStory(core, namespace, 'victim', victim));
+          },
+          30_000,
+          20,
+          onPod('victim'),
+        );
 
         const deleted = Date.now();
         await core.deleteNamespacedPod({ name: 'victim', namespace, gracePeriodSeconds: 0 });
@@ -65,20 +81,36 @@ describe('a lock whose pod is deleted mid-bind is freed by each path on its own'
           await new Promise((resolve) => setTimeout(resolve, 2000));
           expect(await lockNow(), 'no other path may have released it').to.not.equal(undefined);
         } else {
-          await eventually(`the ${path} to release the lock`, async () => {
-            const lock = await lockNow();
-            return lock === undefined ? true : notYet(`${node} locked ${lock}`);
-          }, 10_000, 20, onLock);
+          await eventually(
+            `the ${path} to release the lock`,
+            async () => {
+              const lock = await lockNow();
+              return lock === undefined ? true : notYet(`${node} locked ${lock}`);
+            },
+            10_000,
+            20,
+            onLock,
+          );
         }
         const released = Date.now();
 
         await core.createNamespacedPod({ namespace, body: gpuPodSpec('replacement', group, limits) });
-        const bound = await eventually('the replacement to bind and be allocated', async () => {
-          const pod = await core.readNamespacedPod({ name: 'replacement', namespace });
-          return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' ? pod : notYet(await podStory(core, namespace, 'replacement', pod));
-        }, 60_000, 50, onPod('replacement'));
+        const bound = await eventually(
+          'the replacement to bind and be allocated',
+          async () => {
+            const pod = await core.readNamespacedPod({ name: 'replacement', namespace });
+            return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success'
+              ? pod
+              : notYet(await podStory(core, namespace, 'replacement', pod));
+          },
+          60_000,
+          50,
+          onPod('replacement'),
+        );
         const waitedMs = Date.now() - deleted;
-        console.log(`        ${path}: lock ${path === 'takeover' || path === 'webhook' ? 'left in place' : `released ${released - deleted} ms after the delete`}; replacement bound ${waitedMs} ms after the delete`);
+        console.log(
+          `        ${path}: lock ${path === 'takeover' || path === 'webhook' ? 'left in place' : `released ${released - deleted} ms after the delete`}; replacement bound ${waitedMs} ms after the delete`,
+        );
         expect(bound.spec?.nodeName).to.equal(node);
         expect(waitedMs).to.be.below(60_000);
       } finally {

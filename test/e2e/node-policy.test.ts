@@ -37,37 +37,79 @@ function placementsOf(pods: V1Pod[], nodes: string[]): Map<string, number> {
   return perNode;
 }
 
-async function place(fixture: ExtenderFixture, nodePolicy: NodePolicy): Promise<{ perNode: Map<string, number>; hogNode: string }> {
+async function place(
+  fixture: ExtenderFixture,
+  nodePolicy: NodePolicy,
+): Promise<{ perNode: Map<string, number>; hogNode: string }> {
   const { core, namespace } = testCluster();
   const { group, nodes } = await fixture.createNodes(NODES, 4, 24576);
   const app = `gpu-${nodePolicy}`;
-  await core.createNamespacedService({ namespace, body: { metadata: { name: app }, spec: { clusterIP: 'None', selector: { [APP_LABEL]: app }, ports: [{ port: 80 }] } } });
+  await core.createNamespacedService({
+    namespace,
+    body: {
+      metadata: { name: app },
+      spec: { clusterIP: 'None', selector: { [APP_LABEL]: app }, ports: [{ port: 80 }] },
+    },
+  });
 
   // Never scheduled (nodeName is preset), yet counted by kube-scheduler's NodeResourcesFit there.
   const placeHog = async (node: string) => {
-    await core.createNamespacedPod({ namespace, body: {
-      metadata: { name: 'cpu-hog' },
-      spec: { nodeName: node, containers: [{ name: 'main', image: 'busy', resources: { requests: { cpu: '24', memory: '64Gi' } } }] },
-    } });
+    await core.createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name: 'cpu-hog' },
+        spec: {
+          nodeName: node,
+          containers: [{ name: 'main', image: 'busy', resources: { requests: { cpu: '24', memory: '64Gi' } } }],
+        },
+      },
+    });
   };
-  const gpuPods = async (): Promise<V1Pod[]> => (await core.listNamespacedPod({ namespace, labelSelector: `${APP_LABEL}=${app}` })).items;
+  const gpuPods = async (): Promise<V1Pod[]> =>
+    (await core.listNamespacedPod({ namespace, labelSelector: `${APP_LABEL}=${app}` })).items;
   // placeOne's condition changes only with the store's pods of the namespace and its view of the nodes' locks.
   const storeChanged: Wake = (recheck) => {
     const cache = fixture.server!.cache;
-    const stops = [cache.onPodChange((pod) => { if (pod.metadata?.namespace === namespace) recheck(); }), ...nodes.map((node) => cache.onLockChange(node, recheck))];
-    return () => { for (const stop of stops) stop(); };
+    const stops = [
+      cache.onPodChange((pod) => {
+        if (pod.metadata?.namespace === namespace) recheck();
+      }),
+      ...nodes.map((node) => cache.onLockChange(node, recheck)),
+    ];
+    return () => {
+      for (const stop of stops) stop();
+    };
   };
   const placeOne = async (index: number) => {
-    const body = gpuPodSpec(`${nodePolicy}-${index}`, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', cpu: '500m', memory: '1Gi' });
+    const body = gpuPodSpec(`${nodePolicy}-${index}`, group, {
+      'nvidia.com/gpu': '1',
+      'nvidia.com/gpumem': '2000',
+      cpu: '500m',
+      memory: '1Gi',
+    });
     body.metadata = { ...body.metadata, labels: { [APP_LABEL]: app } };
     await core.createNamespacedPod({ namespace, body });
-    await eventually(`${nodePolicy} pod ${index} allocated and its node lock gone from the extender's view`, async () => {
-      const pods = await gpuPods();
-      const allocated = pods.filter((pod) => pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success');
-      const locks = nodes.flatMap((node) => { const lock = fixture.server?.cache.lockOf(node); return lock === undefined ? [] : [`${node} ${lock.raw}`]; });
-      return allocated.length === index + 1 && locks.length === 0 ? true
-        : notYet(`${allocated.length} of ${index + 1} pods allocated (${pods.length} created); locks in the extender's view: ${locks.join(', ') || 'none'}`);
-    }, 20_000, 25, storeChanged);
+    await eventually(
+      `${nodePolicy} pod ${index} allocated and its node lock gone from the extender's view`,
+      async () => {
+        const pods = await gpuPods();
+        const allocated = pods.filter(
+          (pod) => pod.spec?.nodeName !== undefined && pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success',
+        );
+        const locks = nodes.flatMap((node) => {
+          const lock = fixture.server?.cache.lockOf(node);
+          return lock === undefined ? [] : [`${node} ${lock.raw}`];
+        });
+        return allocated.length === index + 1 && locks.length === 0
+          ? true
+          : notYet(
+              `${allocated.length} of ${index + 1} pods allocated (${pods.length} created); locks in the extender's view: ${locks.join(', ') || 'none'}`,
+            );
+      },
+      20_000,
+      25,
+      storeChanged,
+    );
   };
 
   let hogNode: string;
@@ -90,20 +132,35 @@ async function place(fixture: ExtenderFixture, nodePolicy: NodePolicy): Promise<
 }
 
 /** Creates `count` pods at once (no cpu or memory requests) and waits until all are bound. */
-async function placeBurst(fixture: ExtenderFixture, nodePolicy: NodePolicy, count: number): Promise<Map<string, number>> {
+async function placeBurst(
+  fixture: ExtenderFixture,
+  nodePolicy: NodePolicy,
+  count: number,
+): Promise<Map<string, number>> {
   const { core, namespace } = testCluster();
   const { group, nodes } = await fixture.createNodes(NODES, 4, 24576);
   const app = `burst-${nodePolicy}`;
-  await Promise.all(Array.from({ length: count }, (_, index) => {
-    const body = gpuPodSpec(`${app}-${index}`, group, { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '10' });
-    body.metadata = { ...body.metadata, labels: { [APP_LABEL]: app } };
-    return core.createNamespacedPod({ namespace, body });
-  }));
-  const pods = await eventually(`all ${count} ${nodePolicy} pods bound`, async () => {
-    const listed = (await core.listNamespacedPod({ namespace, labelSelector: `${APP_LABEL}=${app}` })).items;
-    const bound = listed.filter((pod) => pod.spec?.nodeName !== undefined);
-    return bound.length === count ? listed : notYet(`${bound.length} of ${count} bound`);
-  }, 50_000, 200);
+  await Promise.all(
+    Array.from({ length: count }, (_, index) => {
+      const body = gpuPodSpec(`${app}-${index}`, group, {
+        'nvidia.com/gpu': '1',
+        'nvidia.com/gpumem': '2000',
+        'nvidia.com/gpucores': '10',
+      });
+      body.metadata = { ...body.metadata, labels: { [APP_LABEL]: app } };
+      return core.createNamespacedPod({ namespace, body });
+    }),
+  );
+  const pods = await eventually(
+    `all ${count} ${nodePolicy} pods bound`,
+    async () => {
+      const listed = (await core.listNamespacedPod({ namespace, labelSelector: `${APP_LABEL}=${app}` })).items;
+      const bound = listed.filter((pod) => pod.spec?.nodeName !== undefined);
+      return bound.length === count ? listed : notYet(`${bound.length} of ${count} bound`);
+    },
+    50_000,
+    200,
+  );
   return placementsOf(pods, nodes);
 }
 
@@ -114,7 +171,12 @@ describe('the node policy decides placement through the real kube-scheduler', fu
     describe(`NODE_SCHEDULER_POLICY=${nodePolicy} (and the matching kube-scheduler profile)`, () => {
       let fixture: ExtenderFixture;
 
-      fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }), (started) => { fixture = started; });
+      fixtureForSuite(
+        () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
+        (started) => {
+          fixture = started;
+        },
+      );
 
       if (nodePolicy === 'binpack') {
         it('packs 40 small GPU pods onto one node (its 40 GPU slots), not onto the cpu-busy node', async () => {
@@ -153,7 +215,12 @@ describe('a burst created at once, as a Deployment scaled up (real kube-schedule
   for (const nodePolicy of ['binpack', 'spread'] as const) {
     describe(`NODE_SCHEDULER_POLICY=${nodePolicy}`, () => {
       let fixture: ExtenderFixture;
-      fixtureForSuite(() => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }), (started) => { fixture = started; });
+      fixtureForSuite(
+        () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
+        (started) => {
+          fixture = started;
+        },
+      );
 
       if (nodePolicy === 'binpack') {
         it(`packs ${BURST} pods onto the fewest nodes that hold them (${FEWEST_NODES}), at most one more`, async () => {
@@ -166,7 +233,10 @@ describe('a burst created at once, as a Deployment scaled up (real kube-schedule
           const perNode = await placeBurst(fixture, nodePolicy, BURST);
           const counts = [...perNode.values()];
           // One point of the rounded score is about 6 of these pods: within it the pods tie.
-          expect(Math.max(...counts) - Math.min(...counts), `pods per node: ${JSON.stringify([...perNode])}`).to.be.at.most(7);
+          expect(
+            Math.max(...counts) - Math.min(...counts),
+            `pods per node: ${JSON.stringify([...perNode])}`,
+          ).to.be.at.most(7);
         });
       }
     });

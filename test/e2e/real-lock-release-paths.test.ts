@@ -1,5 +1,13 @@
 import { expect } from 'chai';
-import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
+import {
+  boundPod,
+  expectOwnGpus,
+  nodeLock,
+  nodeUnlocked,
+  RealGpuNodes,
+  realGpuPod,
+  runningPod,
+} from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { PATH_ONLY, RELEASE_PATHS } from '../support/release-paths.js';
 
@@ -37,7 +45,10 @@ describe('on a real node, a lock whose pod was deleted while kubelet lagged is f
         const deleted = Date.now();
         await core.deleteNamespacedPod({ name: 'victim', namespace, gracePeriodSeconds: 0 });
         await new Promise((resolve) => setTimeout(resolve, KUBELET_LAG_MS));
-        expect(await nodeLock(core, node), `${path}: kept while the frozen kubelet may still admit the victim`).to.match(/,victim$/);
+        expect(
+          await nodeLock(core, node),
+          `${path}: kept while the frozen kubelet may still admit the victim`,
+        ).to.match(/,victim$/);
 
         real.resume();
         const resumed = Date.now();
@@ -50,18 +61,30 @@ describe('on a real node, a lock whose pod was deleted while kubelet lagged is f
           await new Promise((resolve) => setTimeout(resolve, 2000));
           expect(await nodeLock(core, node), `${path}: no path frees it`).to.match(/,victim$/);
         }
-        const kubeletEvents = (await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=victim,source=kubelet' })).items;
-        expect(kubeletEvents.map((event) => event.reason), 'kubelet got to the dead victim and rejected it').to.include('UnexpectedAdmissionError');
+        const kubeletEvents = (
+          await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=victim,source=kubelet' })
+        ).items;
+        expect(
+          kubeletEvents.map((event) => event.reason),
+          'kubelet got to the dead victim and rejected it',
+        ).to.include('UnexpectedAdmissionError');
 
         const created = Date.now();
         await core.createNamespacedPod({ namespace, body: realGpuPod('replacement', cluster.group, LIMITS) });
         const running = await runningPod('replacement', 60_000);
         await expectOwnGpus(running);
-        process.stdout.write(`        ${path}: resume -> lock ${releasedMs === undefined ? 'taken over by the replacement\'s bind' : `released in ${releasedMs} ms`}; replacement created -> Running with its GPUs ${Date.now() - created} ms; delete -> replacement Running ${Date.now() - deleted} ms\n`);
-        await eventually('the replacement\'s lock to go', async () => {
-          const lock = await nodeLock(core, node);
-          return lock === undefined ? true : notYet(`locked ${lock}`);
-        }, 20_000, 100);
+        process.stdout.write(
+          `        ${path}: resume -> lock ${releasedMs === undefined ? "taken over by the replacement's bind" : `released in ${releasedMs} ms`}; replacement created -> Running with its GPUs ${Date.now() - created} ms; delete -> replacement Running ${Date.now() - deleted} ms\n`,
+        );
+        await eventually(
+          "the replacement's lock to go",
+          async () => {
+            const lock = await nodeLock(core, node);
+            return lock === undefined ? true : notYet(`locked ${lock}`);
+          },
+          20_000,
+          100,
+        );
       } finally {
         real.resume();
         await unregister?.();

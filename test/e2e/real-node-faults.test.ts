@@ -1,5 +1,15 @@
 import { expect } from 'chai';
-import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, podGone, podNamed, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
+import {
+  boundPod,
+  expectOwnGpus,
+  nodeLock,
+  nodeUnlocked,
+  podGone,
+  podNamed,
+  RealGpuNodes,
+  realGpuPod,
+  runningPod,
+} from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { kubernetesVersionOf, locateBinaries } from '../../src/local/k8s-binaries.js';
 import type { GrpcPluginEvent } from '../../src/local/hami-plugin/index.js';
@@ -25,12 +35,20 @@ function registerAnswers(answers: string[]): (event: GrpcPluginEvent) => void {
 describe('kubelet and device-plugin faults on real nodes', function () {
   this.timeout(240_000);
   let cluster: RealGpuNodes;
-  const kubeletMinor = Number(/^v1\.(\d+)\./.exec(kubernetesVersionOf(locateBinaries({ repoRoot: `${import.meta.dirname}/../..`, env: process.env })))?.[1]);
+  const kubeletMinor = Number(
+    /^v1\.(\d+)\./.exec(
+      kubernetesVersionOf(locateBinaries({ repoRoot: `${import.meta.dirname}/../..`, env: process.env })),
+    )?.[1],
+  );
 
   before(async function () {
     this.timeout(180_000);
     // The sweeper every 2 s, so a lock left by a pod that ended is freed within the test.
-    cluster = new RealGpuNodes(sharedControlPlane(), { nodes: 2, gpusPerNode: 2, env: { SWEEP_SCHEDULE: '*/2 * * * * *' } });
+    cluster = new RealGpuNodes(sharedControlPlane(), {
+      nodes: 2,
+      gpusPerNode: 2,
+      env: { SWEEP_SCHEDULE: '*/2 * * * * *' },
+    });
     await cluster.start();
   });
 
@@ -56,7 +74,11 @@ describe('kubelet and device-plugin faults on real nodes', function () {
   /** A GPU pod pinned to `node`. */
   function pinned(name: string, node: string) {
     const pod = realGpuPod(name, cluster.group, LIMITS);
-    pod.spec = { ...pod.spec, containers: pod.spec?.containers ?? [], nodeSelector: { ...pod.spec?.nodeSelector, 'kubernetes.io/hostname': node } };
+    pod.spec = {
+      ...pod.spec,
+      containers: pod.spec?.containers ?? [],
+      nodeSelector: { ...pod.spec?.nodeSelector, 'kubernetes.io/hostname': node },
+    };
     return pod;
   }
 
@@ -65,7 +87,12 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     const [dead = '', alive = ''] = cluster.nodeNames;
     await cluster.pluginServers.get(dead)?.stop();
     await cluster.allocatable(dead, 0);
-    await eventually(`the store to see ${dead}'s plugin gone`, () => Promise.resolve(cluster.server?.cache.gpuLiveness(dead).ready === false ? true : notYet('still ready')), 20_000, 100);
+    await eventually(
+      `the store to see ${dead}'s plugin gone`,
+      () => Promise.resolve(cluster.server?.cache.gpuLiveness(dead).ready === false ? true : notYet('still ready')),
+      20_000,
+      100,
+    );
     for (const name of ['elsewhere-0', 'elsewhere-1']) {
       await core.createNamespacedPod({ namespace, body: realGpuPod(name, cluster.group, LIMITS) });
       const running = await runningPod(name);
@@ -74,7 +101,10 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     }
     await core.createNamespacedPod({ namespace, body: pinned('waits-for-plugin', dead) });
     await new Promise((resolve) => setTimeout(resolve, 2_000));
-    expect((await podNamed('waits-for-plugin'))?.spec?.nodeName, 'nothing is bound to a node whose plugin is down').to.equal(undefined);
+    expect(
+      (await podNamed('waits-for-plugin'))?.spec?.nodeName,
+      'nothing is bound to a node whose plugin is down',
+    ).to.equal(undefined);
     expect(await nodeLock(core, dead), 'and its lock is not taken').to.equal(undefined);
 
     await cluster.pluginServers.get(dead)?.start();
@@ -82,7 +112,11 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     const revived = await runningPod('waits-for-plugin', 60_000);
     expect(revived.spec?.nodeName).to.equal(dead);
     await expectOwnGpus(revived);
-    expect((await core.listNamespacedPod({ namespace })).items.map((pod) => pod.status?.phase)).to.deep.equal(['Running', 'Running', 'Running']);
+    expect((await core.listNamespacedPod({ namespace })).items.map((pod) => pod.status?.phase)).to.deep.equal([
+      'Running',
+      'Running',
+      'Running',
+    ]);
   });
 
   it('kubelet restarts while a bound pod waits for Allocate: the new kubelet admits it, the plugin re-registers, the pod runs with its GPUs, no lock left', async () => {
@@ -99,7 +133,10 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     const running = await runningPod('across-restart');
     process.stdout.write(`      kubelet restart -> pod Running: ${Date.now() - restarted} ms\n`);
     await expectOwnGpus(running);
-    expect(cluster.pluginServers.get(node)?.registrations, 'the plugin registered with the new kubelet').to.be.greaterThan(registrations);
+    expect(
+      cluster.pluginServers.get(node)?.registrations,
+      'the plugin registered with the new kubelet',
+    ).to.be.greaterThan(registrations);
     await nodeUnlocked(core, node);
   });
 
@@ -118,25 +155,45 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     // Without kubelet's word on first, the free lock must not go to second: a kubelet restarted now
     // admits first again, and HAMi's plugin would serve that Allocate with whatever pod the lock names.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
-    expect((await podNamed('second'))?.spec?.nodeName, 'second waits for kubelet to acknowledge first').to.equal(undefined);
+    expect((await podNamed('second'))?.spec?.nodeName, 'second waits for kubelet to acknowledge first').to.equal(
+      undefined,
+    );
     expect(await nodeLock(core, node)).to.equal(undefined);
     // Announced once the wait outlasts a burst's routine ones (5 s), at the bind's next try.
-    await eventually('second\'s NodeLockWait naming first', async () => {
-      const waitEvents = (await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=second,reason=NodeLockWait' })).items;
-      const messages = waitEvents.map((event) => event.message).join('\n');
-      return /kubelet has not acknowledged the allocation of .*\/first/.test(messages) ? true : notYet(`NodeLockWait messages: ${messages || 'none'}`);
-    }, 15_000, 250);
+    await eventually(
+      "second's NodeLockWait naming first",
+      async () => {
+        const waitEvents = (
+          await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=second,reason=NodeLockWait' })
+        ).items;
+        const messages = waitEvents.map((event) => event.message).join('\n');
+        return /kubelet has not acknowledged the allocation of .*\/first/.test(messages)
+          ? true
+          : notYet(`NodeLockWait messages: ${messages || 'none'}`);
+      },
+      15_000,
+      250,
+    );
     expect((await podNamed('second'))?.spec?.nodeName, 'second still waits').to.equal(undefined);
 
     await real.killKubelet();
     hold.release();
     await real.startKubelet();
     // The new kubelet has no checkpoint of first's devices and calls Allocate for it again.
-    const first = await eventually('kubelet to settle first', async () => {
-      const pod = await podNamed('first');
-      return pod?.status?.phase === 'Failed' || pod?.status?.phase === 'Running' ? pod : notYet(`phase ${pod?.status?.phase ?? 'gone'}`);
-    }, 60_000, 100);
-    process.stdout.write(`      first after the repeated Allocate: ${first.status?.phase ?? ''} ${first.status?.reason ?? ''}\n`);
+    const first = await eventually(
+      'kubelet to settle first',
+      async () => {
+        const pod = await podNamed('first');
+        return pod?.status?.phase === 'Failed' || pod?.status?.phase === 'Running'
+          ? pod
+          : notYet(`phase ${pod?.status?.phase ?? 'gone'}`);
+      },
+      60_000,
+      100,
+    );
+    process.stdout.write(
+      `      first after the repeated Allocate: ${first.status?.phase ?? ''} ${first.status?.reason ?? ''}\n`,
+    );
     if (first.status?.phase === 'Running') await expectOwnGpus(first);
     else expect(first.status?.reason).to.equal('UnexpectedAdmissionError');
     const second = await runningPod('second', 60_000);
@@ -151,12 +208,22 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     cluster.allocation = () => (calls++ === 0 ? { kind: 'stall' } : { kind: 'allocate' });
     await core.createNamespacedPod({ namespace, body: pinned('cut-off', node) });
     await boundPod('cut-off');
-    await eventually('the stalled Allocate', () => Promise.resolve(calls > 0 ? true : notYet('no Allocate yet')), 20_000, 50);
+    await eventually(
+      'the stalled Allocate',
+      () => Promise.resolve(calls > 0 ? true : notYet('no Allocate yet')),
+      20_000,
+      50,
+    );
     await cluster.pluginServers.get(node)?.stop();
-    const failed = await eventually('cut-off rejected by kubelet', async () => {
-      const pod = await podNamed('cut-off');
-      return pod?.status?.phase === 'Failed' ? pod : notYet(`phase ${pod?.status?.phase ?? 'gone'}`);
-    }, 30_000, 100);
+    const failed = await eventually(
+      'cut-off rejected by kubelet',
+      async () => {
+        const pod = await podNamed('cut-off');
+        return pod?.status?.phase === 'Failed' ? pod : notYet(`phase ${pod?.status?.phase ?? 'gone'}`);
+      },
+      30_000,
+      100,
+    );
     expect(failed.status?.reason).to.equal('UnexpectedAdmissionError');
     await nodeUnlocked(core, node, 30_000);
     // kubelet publishes the drop with its next status: wait for it, so that the 20 below is the
@@ -180,7 +247,9 @@ describe('kubelet and device-plugin faults on real nodes', function () {
       await cluster.allocatable(silent, 0);
       await core.createNamespacedPod({ namespace, body: pinned('on-silent', silent) });
       await new Promise((resolve) => setTimeout(resolve, 3_000));
-      expect((await podNamed('on-silent'))?.spec?.nodeName, 'kubelet offers no nvidia.com/gpu there').to.equal(undefined);
+      expect((await podNamed('on-silent'))?.spec?.nodeName, 'kubelet offers no nvidia.com/gpu there').to.equal(
+        undefined,
+      );
       expect(await nodeLock(core, silent)).to.equal(undefined);
 
       // Both Register calls are answered; kubelet 1.37 refuses the second of an endpoint it is
@@ -188,7 +257,11 @@ describe('kubelet and device-plugin faults on real nodes', function () {
       // since then), older kubelets accept it and replace the connection. Either way one plugin serves.
       const answers: string[] = [];
       await cluster.replacePlugin(twice, { registerTwice: true, onEvent: registerAnswers(answers) });
-      await eventually('both Register calls answered', () => Promise.resolve(answers.length >= 2 ? answers : notYet(answers.join(' | '))), 10_000);
+      await eventually(
+        'both Register calls answered',
+        () => Promise.resolve(answers.length >= 2 ? answers : notYet(answers.join(' | '))),
+        10_000,
+      );
       if (kubeletMinor >= 37) expect(answers.slice(0, 2)).to.deep.equal(['registered', ALREADY_CONNECTED]);
       else expect(answers.slice(0, 2)).to.deep.equal(['registered', 'registered']);
       await cluster.allocatable(twice, 20);
@@ -208,8 +281,15 @@ describe('kubelet and device-plugin faults on real nodes', function () {
     const later: string[] = [];
     const replacement = await cluster.replacePlugin(twice, { onEvent: registerAnswers(later) });
     if (kubeletMinor >= 37) {
-      await eventually('the replacement refused', () => Promise.resolve(later.length >= 2 ? later : notYet(later.join(' | '))), 10_000);
-      expect(later.slice(0, 2), 'refused, and refused again from a freshly served socket').to.deep.equal([ALREADY_CONNECTED, ALREADY_CONNECTED]);
+      await eventually(
+        'the replacement refused',
+        () => Promise.resolve(later.length >= 2 ? later : notYet(later.join(' | '))),
+        10_000,
+      );
+      expect(later.slice(0, 2), 'refused, and refused again from a freshly served socket').to.deep.equal([
+        ALREADY_CONNECTED,
+        ALREADY_CONNECTED,
+      ]);
       expect(replacement.registrations).to.equal(0);
       await cluster.node(twice).restartKubelet();
     }

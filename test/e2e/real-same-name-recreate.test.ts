@@ -2,7 +2,14 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { AppsV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { ControllerManagerHandle } from '../../src/local/control-plane.js';
-import { expectOwnGpus, nodeUnlocked, podNamed, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
+import {
+  expectOwnGpus,
+  nodeUnlocked,
+  podNamed,
+  RealGpuNodes,
+  realGpuPod,
+  runningPod,
+} from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const LIMITS = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000', 'nvidia.com/gpucores': '10' };
@@ -23,7 +30,7 @@ const LAG_MAX_MS = 10_000;
  * replacement's GPUs (4 of 4 runs, UnexpectedAdmissionError on the replacement). Now the lock stays
  * the dead incarnation's until kubelet is past it, and the replacement runs with its own GPUs.
  */
-describe('on a real node, a StatefulSet pod recreated under the same name while kubelet lags never gets another incarnation\'s GPUs', function () {
+describe("on a real node, a StatefulSet pod recreated under the same name while kubelet lags never gets another incarnation's GPUs", function () {
   this.timeout(120_000 + RUNS * 60_000);
   let cluster: RealGpuNodes | undefined;
   let manager: ControllerManagerHandle | undefined;
@@ -51,18 +58,30 @@ describe('on a real node, a StatefulSet pod recreated under the same name while 
         const template = realGpuPod(podName, cluster.group, LIMITS);
         const recordsBefore = cluster.plugin.records.length;
         real.pause();
-        await apps.createNamespacedStatefulSet({ namespace, body: {
-          metadata: { name: sts },
-          spec: {
-            replicas: 1, serviceName: sts, podManagementPolicy: 'Parallel',
-            selector: { matchLabels: { app: sts } },
-            template: { metadata: { labels: { app: sts } }, spec: template.spec },
+        await apps.createNamespacedStatefulSet({
+          namespace,
+          body: {
+            metadata: { name: sts },
+            spec: {
+              replicas: 1,
+              serviceName: sts,
+              podManagementPolicy: 'Parallel',
+              selector: { matchLabels: { app: sts } },
+              template: { metadata: { labels: { app: sts } }, spec: template.spec },
+            },
           },
-        } });
-        const first = await eventually(`${podName} bound`, async () => {
-          const found = await podNamed(podName);
-          return found?.spec?.nodeName !== undefined ? found : notYet(`phase ${found?.status?.phase ?? 'not created'}`);
-        }, 30_000, 20);
+        });
+        const first = await eventually(
+          `${podName} bound`,
+          async () => {
+            const found = await podNamed(podName);
+            return found?.spec?.nodeName !== undefined
+              ? found
+              : notYet(`phase ${found?.status?.phase ?? 'not created'}`);
+          },
+          30_000,
+          20,
+        );
         const firstUid = first.metadata?.uid ?? '';
         await core.deleteNamespacedPod({ namespace, name: podName, gracePeriodSeconds: 0 });
         const deleted = Date.now();
@@ -84,18 +103,38 @@ describe('on a real node, a StatefulSet pod recreated under the same name while 
 
         const running = await runningPod(podName, 60_000);
         const secondUid = running.metadata?.uid ?? '';
-        expect(secondUid, 'the controller\'s replacement is running').to.not.equal(firstUid);
+        expect(secondUid, "the controller's replacement is running").to.not.equal(firstUid);
         await expectOwnGpus(running);
         const served = cluster.plugin.records.slice(recordsBefore).filter((record) => record.outcome === 'allocated');
-        const servedText = served.map((record) => `${record.resolvedTo?.uid === firstUid ? 'dead' : record.resolvedTo?.uid === secondUid ? 'replacement' : 'other'} via ${record.via ?? '?'} ${record.devices.map((device) => device.uuid).join('+')}`).join('; ');
-        expect(served.map((record) => record.resolvedTo?.uid), `one Allocate served the replacement's devices, and none served the dead pod: ${servedText}`).to.deep.equal([secondUid]);
-        const events = (await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.uid=${secondUid},source=kubelet` })).items;
-        expect(events.map((event) => event.reason), 'kubelet admitted the replacement without an error').to.not.include('UnexpectedAdmissionError');
-        lines.push(`run ${run + 1}: replacement ${boundWhileFrozen ? 'bound while kubelet was frozen' : 'not bound while kubelet was frozen'}; resume -> Running ${Date.now() - resumed} ms`);
+        const servedText = served
+          .map(
+            (record) =>
+              `${record.resolvedTo?.uid === firstUid ? 'dead' : record.resolvedTo?.uid === secondUid ? 'replacement' : 'other'} via ${record.via ?? '?'} ${record.devices.map((device) => device.uuid).join('+')}`,
+          )
+          .join('; ');
+        expect(
+          served.map((record) => record.resolvedTo?.uid),
+          `one Allocate served the replacement's devices, and none served the dead pod: ${servedText}`,
+        ).to.deep.equal([secondUid]);
+        const events = (
+          await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.uid=${secondUid},source=kubelet` })
+        ).items;
+        expect(
+          events.map((event) => event.reason),
+          'kubelet admitted the replacement without an error',
+        ).to.not.include('UnexpectedAdmissionError');
+        lines.push(
+          `run ${run + 1}: replacement ${boundWhileFrozen ? 'bound while kubelet was frozen' : 'not bound while kubelet was frozen'}; resume -> Running ${Date.now() - resumed} ms`,
+        );
 
         await apps.deleteNamespacedStatefulSet({ namespace, name: sts });
         await core.deleteNamespacedPod({ namespace, name: podName, gracePeriodSeconds: 0 }).catch(() => undefined);
-        await eventually(`${podName} gone`, async () => ((await podNamed(podName)) === undefined ? true : notYet('still there')), 30_000, 50);
+        await eventually(
+          `${podName} gone`,
+          async () => ((await podNamed(podName)) === undefined ? true : notYet('still there')),
+          30_000,
+          50,
+        );
         await nodeUnlocked(core, node, 30_000);
       }
     } finally {

@@ -3,7 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { wire, type AllocateRecord, type Admission } from '../../src/local/hami-plugin/index.js';
-import { boundPod, expectOwnGpus, nodeLock, nodeUnlocked, podGone, podNamed, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
+import {
+  boundPod,
+  expectOwnGpus,
+  nodeLock,
+  nodeUnlocked,
+  podGone,
+  podNamed,
+  RealGpuNodes,
+  realGpuPod,
+  runningPod,
+} from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
@@ -38,7 +48,9 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
     cluster = new RealGpuNodes(sharedControlPlane(), { nodes: 1, gpusPerNode: 2 });
     await cluster.start();
     node = cluster.nodeNames[0] ?? '';
-    process.stdout.write(`      1 real node with 2 mock GPUs, plugin registered, scheduler up: ${Date.now() - started} ms\n`);
+    process.stdout.write(
+      `      1 real node with 2 mock GPUs, plugin registered, scheduler up: ${Date.now() - started} ms\n`,
+    );
   });
 
   after(async function () {
@@ -57,7 +69,12 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
   });
 
   function timeline(records: readonly AllocateRecord<Admission>[]): string {
-    return records.map((record) => `      #${record.seq} ${record.at.toISOString()} ${record.outcome} resolvedTo=${record.resolvedTo?.name ?? '-'} via=${record.via ?? '-'} ${record.error ?? ''}`).join('\n');
+    return records
+      .map(
+        (record) =>
+          `      #${record.seq} ${record.at.toISOString()} ${record.outcome} resolvedTo=${record.resolvedTo?.name ?? '-'} via=${record.via ?? '-'} ${record.error ?? ''}`,
+      )
+      .join('\n');
   }
 
   it('a GPU pod runs with exactly its allocation: kubelet called Allocate and the container got that environment', async () => {
@@ -74,7 +91,9 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
       await core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 });
       await podGone(name);
     }
-    process.stdout.write(`      create -> Running with its GPU env: median ${median(times)} ms, max ${Math.max(...times)} ms (${times.length} runs)\n`);
+    process.stdout.write(
+      `      create -> Running with its GPU env: median ${median(times)} ms, max ${Math.max(...times)} ms (${times.length} runs)\n`,
+    );
   });
 
   for (const variant of ['force', 'graceful'] as const) {
@@ -91,20 +110,33 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
         real.pause();
         await core.createNamespacedPod({ namespace, body: realGpuPod(victim, cluster.group, LIMITS) });
         const victimPod = await boundPod(victim);
-        expect(await nodeLock(core, node), 'the bind leaves the lock on the victim').to.match(new RegExp(`,${namespace},${victim}$`));
-        await core.deleteNamespacedPod({ namespace, name: victim, ...(variant === 'force' ? { gracePeriodSeconds: 0 } : {}) });
+        expect(await nodeLock(core, node), 'the bind leaves the lock on the victim').to.match(
+          new RegExp(`,${namespace},${victim}$`),
+        );
+        await core.deleteNamespacedPod({
+          namespace,
+          name: victim,
+          ...(variant === 'force' ? { gracePeriodSeconds: 0 } : {}),
+        });
         await core.createNamespacedPod({ namespace, body: realGpuPod(replacement, cluster.group, LIMITS) });
         // Give the replacement every chance to be bound while kubelet still has the victim queued.
         await new Promise((resolve) => setTimeout(resolve, 1_500));
-        expect(await nodeLock(core, node), 'while kubelet may still admit the victim, the lock names it').to.match(new RegExp(`,${namespace},${victim}$`));
+        expect(await nodeLock(core, node), 'while kubelet may still admit the victim, the lock names it').to.match(
+          new RegExp(`,${namespace},${victim}$`),
+        );
         expect((await podNamed(replacement))?.spec?.nodeName, 'the replacement waits for the lock').to.equal(undefined);
         real.resume();
         const resumed = Date.now();
 
-        await eventually('the victim\'s lock to go', async () => {
-          const lock = await nodeLock(core, node);
-          return lock?.endsWith(`,${namespace},${victim}`) === true ? notYet(`lock ${lock}`) : true;
-        }, 30_000, 20);
+        await eventually(
+          "the victim's lock to go",
+          async () => {
+            const lock = await nodeLock(core, node);
+            return lock?.endsWith(`,${namespace},${victim}`) === true ? notYet(`lock ${lock}`) : true;
+          },
+          30_000,
+          20,
+        );
         toLockGone.push(Date.now() - resumed);
         const replacementPod = await runningPod(replacement);
         toRunning.push(Date.now() - resumed);
@@ -115,12 +147,20 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
         const allocated = records.filter((record) => record.outcome === 'allocated');
         if (variant === 'force') {
           // kubelet called Allocate for the dead victim (the lock still named it: "not found"), or did not admit it at all.
-          victimAllocateCalls += records.filter((record) => record.outcome === 'failed' && (record.error ?? '').includes('not found')).length;
-          expect(allocated.map((record) => record.resolvedTo?.name), 'only the replacement was allocated').to.deep.equal([replacement]);
+          victimAllocateCalls += records.filter(
+            (record) => record.outcome === 'failed' && (record.error ?? '').includes('not found'),
+          ).length;
+          expect(
+            allocated.map((record) => record.resolvedTo?.name),
+            'only the replacement was allocated',
+          ).to.deep.equal([replacement]);
         } else {
           // The victim still existed: kubelet admitted it and the plugin served it its own allocation.
           victimAllocateCalls += allocated.filter((record) => record.resolvedTo?.uid === victimUid).length;
-          expect(allocated.map((record) => record.resolvedTo?.name), 'the victim got its own devices, then the replacement').to.deep.equal([victim, replacement]);
+          expect(
+            allocated.map((record) => record.resolvedTo?.name),
+            'the victim got its own devices, then the replacement',
+          ).to.deep.equal([victim, replacement]);
         }
         expect((await podNamed(replacement))?.status?.phase).to.equal('Running');
         await core.deleteNamespacedPod({ namespace, name: replacement, gracePeriodSeconds: 0 });
@@ -128,7 +168,9 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
         await podGone(victim);
         await nodeUnlocked(core, node);
       }
-      process.stdout.write(`      ${variant} delete, kubelet resumed 1.5 s later; resume -> lock gone: median ${median(toLockGone)} ms, max ${Math.max(...toLockGone)} ms; -> replacement Running with its GPU env: median ${median(toRunning)} ms, max ${Math.max(...toRunning)} ms (${RUNS} runs; kubelet called Allocate for the victim in ${victimAllocateCalls})\n`);
+      process.stdout.write(
+        `      ${variant} delete, kubelet resumed 1.5 s later; resume -> lock gone: median ${median(toLockGone)} ms, max ${Math.max(...toLockGone)} ms; -> replacement Running with its GPU env: median ${median(toRunning)} ms, max ${Math.max(...toRunning)} ms (${RUNS} runs; kubelet called Allocate for the victim in ${victimAllocateCalls})\n`,
+      );
     });
   }
 });

@@ -55,25 +55,42 @@ interface TwoNodes {
   stop(): Promise<void>;
 }
 
-async function simulatedNodes(plane: ControlPlane, core: CoreV1Api, [first, second]: readonly [string, string], group: string): Promise<TwoNodes> {
+async function simulatedNodes(
+  plane: ControlPlane,
+  core: CoreV1Api,
+  [first, second]: readonly [string, string],
+  group: string,
+): Promise<TwoNodes> {
   // Straight to the apiserver, as a node's kubelet and device plugin are (the proxy is vgpu-warden's).
   const plugin = new HamiDevicePlugin({ api: pluginApiFromCore(core) });
   // The kubelet tells of each step it takes (bound seen, running written): the waits on the pod look again then.
   const kubeletSteps = new EventEmitter();
   const kubelet = new KubeletSim({
-    kubeConfig: loadKubeConfig(plane.kubeconfigPath), core, plugin, servesNode: (node) => node === first || node === second,
-    onRecord: () => { kubeletSteps.emit('record'); },
+    kubeConfig: loadKubeConfig(plane.kubeconfigPath),
+    core,
+    plugin,
+    servesNode: (node) => node === first || node === second,
+    onRecord: () => {
+      kubeletSteps.emit('record');
+    },
   });
-  await core.createNode({ body: simulatedGpuNode({ name: first, gpus: 2, labels: { 'vgpu-warden.test/group': group } }) });
+  await core.createNode({
+    body: simulatedGpuNode({ name: first, gpus: 2, labels: { 'vgpu-warden.test/group': group } }),
+  });
   const secondNode = simulatedGpuNode({ name: second, gpus: 2, labels: { 'vgpu-warden.test/group': group } });
   await core.createNode({ body: { ...secondNode, spec: { ...secondNode.spec, unschedulable: true } } });
   await kubelet.start();
   return {
     victim: {
       metadata: { name: 'victim' },
-      spec: { schedulerName: 'hami-scheduler', nodeSelector: { 'vgpu-warden.test/group': group }, containers: [{ name: 'c', image: 'x', resources: { limits: LIMITS } }] },
+      spec: {
+        schedulerName: 'hami-scheduler',
+        nodeSelector: { 'vgpu-warden.test/group': group },
+        containers: [{ name: 'c', image: 'x', resources: { limits: LIMITS } }],
+      },
     },
-    allocations: () => plugin.records.map((record) => [record.node, record.outcome, record.admitted.name, record.resolvedTo?.name]),
+    allocations: () =>
+      plugin.records.map((record) => [record.node, record.outcome, record.admitted.name, record.resolvedTo?.name]),
     wake: wakeOn(kubeletSteps, 'record'),
     stop: async () => {
       await kubelet.stop();
@@ -83,15 +100,29 @@ async function simulatedNodes(plane: ControlPlane, core: CoreV1Api, [first, seco
   };
 }
 
-async function realNodes(plane: ControlPlane, core: CoreV1Api, [first, second]: readonly [string, string], group: string): Promise<TwoNodes> {
+async function realNodes(
+  plane: ControlPlane,
+  core: CoreV1Api,
+  [first, second]: readonly [string, string],
+  group: string,
+): Promise<TwoNodes> {
   const fleet = await RealGpuFleet.start({
-    names: [first, second], labels: { [REAL_GROUP_LABEL]: group }, gpusPerNode: 2, gpuMemoryMiB: 24576,
-    cluster: plane, kubeConfig: loadKubeConfig(plane.kubeconfigPath), core, binaries: locateBinaries({ repoRoot, env: process.env }),
+    names: [first, second],
+    labels: { [REAL_GROUP_LABEL]: group },
+    gpusPerNode: 2,
+    gpuMemoryMiB: 24576,
+    cluster: plane,
+    kubeConfig: loadKubeConfig(plane.kubeconfigPath),
+    core,
+    binaries: locateBinaries({ repoRoot, env: process.env }),
   });
   await core.patchNode({ name: second, body: { spec: { unschedulable: true } } }, mergePatch);
   return {
     victim: realGpuPod('victim', group, LIMITS),
-    allocations: () => fleet.plugin.records.filter((record) => record.outcome !== 'stalled').map((record) => [record.node, record.outcome, record.resolvedTo?.name]),
+    allocations: () =>
+      fleet.plugin.records
+        .filter((record) => record.outcome !== 'stalled')
+        .map((record) => [record.node, record.outcome, record.resolvedTo?.name]),
     wake: undefined,
     ranWithOwnGpus: expectOwnGpus,
     stop: () => fleet.stop(),
@@ -117,25 +148,56 @@ for (const kind of ['simulated', 'real'] as const) {
         // Through the proxy, so the Binding can be held; same ports and CERT_DIR across restarts.
         const replica = spawnTsx(main, ['serve'], {
           env: {
-            ...process.env, KUBECONFIG: proxy.kubeconfigPath, CERT_DIR: certDir, CERT_HOSTS: '127.0.0.1',
-            WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort), METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort),
-            SWEEP_ENABLED: 'false', POD_WATCH_ENABLED: 'true', POD_NAMESPACE: 'default', LOG_LEVEL: 'info',
+            ...process.env,
+            KUBECONFIG: proxy.kubeconfigPath,
+            CERT_DIR: certDir,
+            CERT_HOSTS: '127.0.0.1',
+            WEBHOOK_HOST: '127.0.0.1',
+            WEBHOOK_PORT: String(webhookPort),
+            EXTENDER_PORT: String(extenderPort),
+            METRICS_HOST: '127.0.0.1',
+            METRICS_PORT: String(metricsPort),
+            SWEEP_ENABLED: 'false',
+            POD_WATCH_ENABLED: 'true',
+            POD_NAMESPACE: 'default',
+            LOG_LEVEL: 'info',
           },
         });
         replicas.push(replica);
         const started = replica.child;
         child = started;
         // serve logs as it starts up: each line is a moment to look again; the polls stay as the fallback.
-        const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
-          try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) {
-            const exited = started.exitCode === null ? '' : `serve exited ${started.exitCode}; `;
-            return notYet(`${exited}no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${outputTail(output())}`);
-          }
-        })()), 30_000, 100, wakeOn(started.stdout, 'data'));
-        await eventually('serve to be ready', async () => {
-          const answer = await readyz(webhookPort, caPem);
-          return answer.status === 200 ? true : notYet(`/readyz ${answer.status}: ${answer.body.trim().slice(0, 300)}`);
-        }, 30_000, 100, wakeOn(started.stdout, 'data'));
+        const caPem = await eventually(
+          'serve to write its CA',
+          () =>
+            Promise.resolve(
+              (() => {
+                try {
+                  return readFileSync(join(certDir, 'ca.crt'), 'utf8');
+                } catch (error) {
+                  const exited = started.exitCode === null ? '' : `serve exited ${started.exitCode}; `;
+                  return notYet(
+                    `${exited}no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${outputTail(output())}`,
+                  );
+                }
+              })(),
+            ),
+          30_000,
+          100,
+          wakeOn(started.stdout, 'data'),
+        );
+        await eventually(
+          'serve to be ready',
+          async () => {
+            const answer = await readyz(webhookPort, caPem);
+            return answer.status === 200
+              ? true
+              : notYet(`/readyz ${answer.status}: ${answer.body.trim().slice(0, 300)}`);
+          },
+          30_000,
+          100,
+          wakeOn(started.stdout, 'data'),
+        );
         return caPem;
       };
 
@@ -146,13 +208,26 @@ for (const kind of ['simulated', 'real'] as const) {
       try {
         nodes = await (kind === 'real' ? realNodes : simulatedNodes)(plane, core, names, group);
         const caPem = await serve();
-        scheduler = await plane.startScheduler(kubeSchedulerConfiguration({ schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${extenderPort}`, caPem }));
-        const held = proxy.addRule({ match: { method: 'POST', path: new RegExp(`^/api/v1/namespaces/${namespace}/pods/victim/binding$`) }, action: { kind: 'hang' } });
+        scheduler = await plane.startScheduler(
+          kubeSchedulerConfiguration({
+            schedulerName: 'hami-scheduler',
+            extenderUrl: `https://127.0.0.1:${extenderPort}`,
+            caPem,
+          }),
+        );
+        const held = proxy.addRule({
+          match: { method: 'POST', path: new RegExp(`^/api/v1/namespaces/${namespace}/pods/victim/binding$`) },
+          action: { kind: 'hang' },
+        });
         await core.createNamespacedPod({ namespace, body: nodes.victim });
         await held.whenHit();
-        const lockOnFirst = async () => (await core.readNode({ name: first })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+        const lockOnFirst = async () =>
+          (await core.readNode({ name: first })).metadata?.annotations?.[NODE_LOCK_ANNOTATION];
         const taken = await lockOnFirst();
-        expect(taken && parseLockValue(taken), 'the lock was written before the Binding').to.deep.include({ kind: 'owned', owner: { namespace, name: 'victim' } });
+        expect(taken && parseLockValue(taken), 'the lock was written before the Binding').to.deep.include({
+          kind: 'owned',
+          owner: { namespace, name: 'victim' },
+        });
 
         child?.kill('SIGKILL');
         await new Promise((done) => child?.once('exit', done));
@@ -161,30 +236,64 @@ for (const kind of ['simulated', 'real'] as const) {
         await core.patchNode({ name: second, body: { spec: { unschedulable: false } } }, mergePatch);
         await serve();
 
-        const bound = await eventually('kube-scheduler to place the pod on the second node', async () => {
-          const pod = await core.readNamespacedPod({ name: 'victim', namespace });
-          return pod.spec?.nodeName === second ? Date.now() : notYet(await podStory(core, namespace, 'victim', pod));
-        }, 60_000, 50, nodes.wake);
+        const bound = await eventually(
+          'kube-scheduler to place the pod on the second node',
+          async () => {
+            const pod = await core.readNamespacedPod({ name: 'victim', namespace });
+            return pod.spec?.nodeName === second ? Date.now() : notYet(await podStory(core, namespace, 'victim', pod));
+          },
+          60_000,
+          50,
+          nodes.wake,
+        );
         // No store in this process watches the node: polled only.
-        const freed = await eventually('the first node\'s lock to be freed', async () => {
-          const lock = await lockOnFirst();
-          return lock === undefined ? Date.now() : notYet(`${first} locked ${lock}`);
-        }, 30_000, 50);
+        const freed = await eventually(
+          "the first node's lock to be freed",
+          async () => {
+            const lock = await lockOnFirst();
+            return lock === undefined ? Date.now() : notYet(`${first} locked ${lock}`);
+          },
+          30_000,
+          50,
+        );
         expect(freed - bound, 'freed at once, not after BIND_GRACE or a sweep').to.be.below(5_000);
-        const running = await eventually('the pod to be allocated on the second node', async () => {
-          const pod = await core.readNamespacedPod({ name: 'victim', namespace });
-          return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' && pod.status?.phase === 'Running' ? pod : notYet(await podStory(core, namespace, 'victim', pod));
-        }, 30_000, 50, nodes.wake);
-        expect(nodes.allocations(), 'one Allocate, on the second node, with its own devices')
-          .to.deep.equal([kind === 'real' ? [second, 'allocated', 'victim'] : [second, 'allocated', 'victim', 'victim']]);
+        const running = await eventually(
+          'the pod to be allocated on the second node',
+          async () => {
+            const pod = await core.readNamespacedPod({ name: 'victim', namespace });
+            return pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION] === 'success' && pod.status?.phase === 'Running'
+              ? pod
+              : notYet(await podStory(core, namespace, 'victim', pod));
+          },
+          30_000,
+          50,
+          nodes.wake,
+        );
+        expect(nodes.allocations(), 'one Allocate, on the second node, with its own devices').to.deep.equal([
+          kind === 'real' ? [second, 'allocated', 'victim'] : [second, 'allocated', 'victim', 'victim'],
+        ]);
         await nodes.ranWithOwnGpus?.(running);
         expect(await lockOnFirst()).to.equal(undefined);
-        process.stdout.write(`        ${kind}: bound on the second node -> first node's lock freed ${freed - bound} ms\n`);
+        process.stdout.write(
+          `        ${kind}: bound on the second node -> first node's lock freed ${freed - bound} ms\n`,
+        );
         // The child's log line may reach us a moment after the write it reports.
-        await eventually('the restarted replica to log the release', () => {
-          const [released, node] = [output().includes('released'), output().includes(first)];
-          return Promise.resolve(released && node ? true : notYet(`"released" in the output: ${released ? 'yes' : 'no'}, ${first}: ${node ? 'yes' : 'no'}; ${outputTail(output())}`));
-        }, 10_000, 50, wakeOn(child!.stdout, 'data'));
+        await eventually(
+          'the restarted replica to log the release',
+          () => {
+            const [released, node] = [output().includes('released'), output().includes(first)];
+            return Promise.resolve(
+              released && node
+                ? true
+                : notYet(
+                    `"released" in the output: ${released ? 'yes' : 'no'}, ${first}: ${node ? 'yes' : 'no'}; ${outputTail(output())}`,
+                  ),
+            );
+          },
+          10_000,
+          50,
+          wakeOn(child!.stdout, 'data'),
+        );
       } finally {
         child?.kill('SIGKILL');
         await scheduler?.stop();

@@ -12,11 +12,13 @@ function podOn(nodeName: string, name: string, gpus?: number): V1Pod {
     spec: {
       // Pin to this test's node: nodes are cluster-wide and other tests add their own.
       nodeSelector: { 'kubernetes.io/hostname': nodeName },
-      containers: [{
-        name: 'main',
-        image: 'registry.invalid/none:1',
-        ...(gpus === undefined ? {} : { resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }),
-      }],
+      containers: [
+        {
+          name: 'main',
+          image: 'registry.invalid/none:1',
+          ...(gpus === undefined ? {} : { resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }),
+        },
+      ],
     },
   };
 }
@@ -54,10 +56,15 @@ describe('kube-scheduler smoke (real kube-scheduler, apiserver, etcd)', function
   it("fails a scheduler start with kube-scheduler's own last log lines", async () => {
     const error: unknown = await sharedControlPlane()
       .startScheduler({ profiles: [{ schedulerName: 'broken' }], notAField: true })
-      .then(() => undefined, (caught: unknown) => caught);
+      .then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
 
     expect(error).to.be.instanceOf(ReadinessError);
-    expect((error as Error).message).to.match(/kube-scheduler:\d+ exited/).and.include('notAField');
+    expect((error as Error).message)
+      .to.match(/kube-scheduler:\d+ exited/)
+      .and.include('notAField');
   });
 
   it('leaves a pod Unschedulable when the node has too few nvidia.com/gpu', async () => {
@@ -69,7 +76,9 @@ describe('kube-scheduler smoke (real kube-scheduler, apiserver, etcd)', function
     const condition = await eventually('PodScheduled=False', async () => {
       const pod = await core.readNamespacedPod({ name: 'too-big', namespace });
       const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
-      return scheduled?.status === 'False' ? scheduled : notYet(`PodScheduled ${scheduled?.status ?? 'not set'}; ${await podStory(core, namespace, 'too-big', pod)}`);
+      return scheduled?.status === 'False'
+        ? scheduled
+        : notYet(`PodScheduled ${scheduled?.status ?? 'not set'}; ${await podStory(core, namespace, 'too-big', pod)}`);
     });
     expect(condition.reason).to.equal('Unschedulable');
     expect(condition.message).to.include('nvidia.com/gpu');

@@ -1,7 +1,12 @@
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterCache } from '../../src/cluster/cluster-cache.js';
-import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION } from '../../src/hami/wire.js';
+import {
+  ALLOCATED_ANNOTATION,
+  BIND_PHASE_ANNOTATION,
+  TO_ALLOCATE_ANNOTATION,
+  VGPU_NODE_ANNOTATION,
+} from '../../src/hami/wire.js';
 import { decodeAllocation, encodeAllocation, isDecodeError } from '../../src/devices/allocation-codec.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../src/devices/requests.js';
 import { Binder } from '../../src/extender/binder.js';
@@ -19,7 +24,11 @@ import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from 
 import { kubeSources } from '../../src/cluster/kube-list-watch.js';
 
 const FULL_CARD_MIB = 24576;
-const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
+const defaults = {
+  nodePolicy: 'binpack' as const,
+  gpuPolicy: 'spread' as const,
+  requestDefaults: DEFAULT_REQUEST_DEFAULTS,
+};
 
 /** A full-card GPU pod that nothing else will bind. */
 function gpuPod(name: string): V1Pod {
@@ -27,11 +36,13 @@ function gpuPod(name: string): V1Pod {
     metadata: { name },
     spec: {
       schedulerName: 'nobody',
-      containers: [{
-        name: 'main',
-        image: 'registry.invalid/none:1',
-        resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(FULL_CARD_MIB) } },
-      }],
+      containers: [
+        {
+          name: 'main',
+          image: 'registry.invalid/none:1',
+          resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(FULL_CARD_MIB) } },
+        },
+      ],
     },
   };
 }
@@ -58,8 +69,10 @@ async function gpuMemoryOn(core: CoreV1Api, namespace: string, node: string): Pr
     const encoded = pod.metadata?.annotations?.[ALLOCATED_ANNOTATION];
     if (encoded === undefined) continue;
     const allocation = decodeAllocation(encoded);
-    if (isDecodeError(allocation)) throw new Error(`unreadable allocation on ${pod.metadata?.name ?? '?'}: ${allocation.error}`);
-    for (const container of allocation) for (const device of container) used.set(device.uuid, (used.get(device.uuid) ?? 0) + device.memoryMiB);
+    if (isDecodeError(allocation))
+      throw new Error(`unreadable allocation on ${pod.metadata?.name ?? '?'}: ${allocation.error}`);
+    for (const container of allocation)
+      for (const device of container) used.set(device.uuid, (used.get(device.uuid) ?? 0) + device.memoryMiB);
   }
   return used;
 }
@@ -98,32 +111,78 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const kubeConfig = proxy.kubeConfig();
     const core = kubeConfig.makeApiClient(CoreV1Api);
     const logs: string[] = [];
-    const cache = new ClusterCache({ sources: kubeSources(kubeConfig), log: (level, message) => { logs.push(`[cache ${level}] ${message}`); } });
+    const cache = new ClusterCache({
+      sources: kubeSources(kubeConfig),
+      log: (level, message) => {
+        logs.push(`[cache ${level}] ${message}`);
+      },
+    });
     cleanups.push(() => cache.stop());
     const started = cache.start();
     expect(await cache.waitForSync(20_000), 'cache synced through the proxy').to.equal(true);
     await started;
-    const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
-    const labels = new BindingLabelFollowUp({ pods: cache, patchLabel: kubeLabelPatch(core), log: (message) => { logs.push(`[label] ${message}`); } });
+    const locks = new NodeLocks({
+      api: new KubeNodeLockApi(core),
+      view: cache.lockView,
+      config: { bindGraceMs: 60_000, expireMs: 300_000 },
+    });
+    const labels = new BindingLabelFollowUp({
+      pods: cache,
+      patchLabel: kubeLabelPatch(core),
+      log: (message) => {
+        logs.push(`[label] ${message}`);
+      },
+    });
     labels.start();
-    cleanups.push(() => { labels.stop(); return Promise.resolve(); });
+    cleanups.push(() => {
+      labels.stop();
+      return Promise.resolve();
+    });
     const binder = new Binder({
-      core, cache, locks, events: new EventRecorder(core, 'test'), defaults, lockWaitMs: 5000, timeoutMs: 8000, labels,
-      log: (level, message) => { logs.push(`[bind ${level}] ${message}`); },
+      core,
+      cache,
+      locks,
+      events: new EventRecorder(core, 'test'),
+      defaults,
+      lockWaitMs: 5000,
+      timeoutMs: 8000,
+      labels,
+      log: (level, message) => {
+        logs.push(`[bind ${level}] ${message}`);
+      },
     });
     return { proxy, core, cache, binder, logs };
   }
 
   /** Waits until the store has the node's inventory and this incarnation of the pod. */
-  async function cacheHas(cache: ClusterCache, node: string, namespace: string, pod: string, uid: string): Promise<void> {
-    await eventually(`the store to have node ${node} and pod ${pod} (${uid})`, () => {
-      const seenUid = cache.pod(namespace, pod)?.metadata?.uid;
-      return Promise.resolve(cache.inventory(node) !== undefined && seenUid === uid ? true
-        : notYet(`node ${cache.inventory(node) === undefined ? 'without inventory' : 'with inventory'}, pod ${seenUid === undefined ? 'absent' : `uid ${seenUid}`}; ${describeStore(cache)}`));
-    }, 10_000, 20, (recheck) => {
-      const unsubscribe = [cache.onNodeChange(recheck), cache.onPodChange(recheck)];
-      return () => { for (const off of unsubscribe) off(); };
-    });
+  async function cacheHas(
+    cache: ClusterCache,
+    node: string,
+    namespace: string,
+    pod: string,
+    uid: string,
+  ): Promise<void> {
+    await eventually(
+      `the store to have node ${node} and pod ${pod} (${uid})`,
+      () => {
+        const seenUid = cache.pod(namespace, pod)?.metadata?.uid;
+        return Promise.resolve(
+          cache.inventory(node) !== undefined && seenUid === uid
+            ? true
+            : notYet(
+                `node ${cache.inventory(node) === undefined ? 'without inventory' : 'with inventory'}, pod ${seenUid === undefined ? 'absent' : `uid ${seenUid}`}; ${describeStore(cache)}`,
+              ),
+        );
+      },
+      10_000,
+      20,
+      (recheck) => {
+        const unsubscribe = [cache.onNodeChange(recheck), cache.onPodChange(recheck)];
+        return () => {
+          for (const off of unsubscribe) off();
+        };
+      },
+    );
   }
 
   /** Whether the store is synced and watching, and its problems: why it may not have caught up. */
@@ -144,7 +203,16 @@ describe('Binder against the real apiserver through a fault proxy', function () 
 
   /** Waits until the API no longer has the pod (deleted with no grace period). */
   async function gone(core: CoreV1Api, namespace: string, name: string): Promise<void> {
-    await eventually(`${name} to be gone`, () => core.readNamespacedPod({ namespace, name }).then((pod) => notYet(`${name}: ${describePod(pod)}`), () => true), 10_000, 20);
+    await eventually(
+      `${name} to be gone`,
+      () =>
+        core.readNamespacedPod({ namespace, name }).then(
+          (pod) => notYet(`${name}: ${describePod(pod)}`),
+          () => true,
+        ),
+      10_000,
+      20,
+    );
   }
 
   it('a Binding whose answer is dropped after commit is a success; annotations and lock stay', async () => {
@@ -163,7 +231,9 @@ describe('Binder against the real apiserver through a fault proxy', function () 
 
     expect(outcome, logs.join('\n')).to.deep.equal({});
     expect(rule.hits, 'the Binding answer was dropped').to.equal(1);
-    expect(proxy.requestsWhere({ fault: 'drop-after-commit' }).map((entry) => [entry.status, entry.upstreamStatus])).to.deep.equal([['dropped', 201]]);
+    expect(
+      proxy.requestsWhere({ fault: 'drop-after-commit' }).map((entry) => [entry.status, entry.upstreamStatus]),
+    ).to.deep.equal([['dropped', 201]]);
     const pod = await direct.readNamespacedPod({ namespace, name: 'dropped' });
     expect(pod.spec?.nodeName).to.equal(node);
     const annotations = pod.metadata?.annotations ?? {};
@@ -172,7 +242,9 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(annotations[BIND_PHASE_ANNOTATION]).to.equal('allocating');
     expect(annotations[VGPU_NODE_ANNOTATION]).to.equal(node);
     const lock = parseLockValue((await readLock(direct, node)) ?? '');
-    expect(lock.kind === 'owned' ? `${lock.owner.namespace}/${lock.owner.name}` : lock.kind).to.equal(`${namespace}/dropped`);
+    expect(lock.kind === 'owned' ? `${lock.owner.namespace}/${lock.owner.name}` : lock.kind).to.equal(
+      `${namespace}/dropped`,
+    );
   });
 
   it('a GPU pod bind makes 2 API requests (lock write, Binding carrying the label), and nothing follows for the label', async () => {
@@ -200,10 +272,18 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const pod = await direct.readNamespacedPod({ namespace, name: 'counted' });
     expect(pod.spec?.nodeName).to.equal(node);
     expect(pod.metadata?.labels?.[VGPU_NODE_ANNOTATION]).to.equal(node);
-    await eventually('the store to show counted bound', () => Promise.resolve(cache.pod(namespace, 'counted')?.spec?.nodeName === node ? true : notYet('not yet')), 10_000, 20);
+    await eventually(
+      'the store to show counted bound',
+      () => Promise.resolve(cache.pod(namespace, 'counted')?.spec?.nodeName === node ? true : notYet('not yet')),
+      10_000,
+      20,
+    );
     // The follow-up decided on that same watch event; a patch it sent would reach the proxy within this.
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(proxy.tally({ watch: false, where: (entry: { seq: number }) => entry.seq > lastSeq, method: ['PATCH'] }), 'no label patch after the bind').to.deep.equal({});
+    expect(
+      proxy.tally({ watch: false, where: (entry: { seq: number }) => entry.seq > lastSeq, method: ['PATCH'] }),
+      'no label patch after the bind',
+    ).to.deep.equal({});
   });
 
   it('a bind waiting for the lock fails when its pod is recreated, writes nothing onto the new incarnation, which then binds', async () => {
@@ -236,15 +316,27 @@ describe('Binder against the real apiserver through a fault proxy', function () 
 
     const uidA = await createGpuPod(direct, namespace, 'sts-0');
     await cacheHas(cache, node, namespace, 'sts-0', uidA);
-    await eventually('the store to see the holder bound and the lock', () => Promise.resolve(
-      cache.lockOf(node)?.raw === holderLock && cache.pod(namespace, 'holder')?.spec?.nodeName === node ? true
-        : notYet(`${storeLock(cache, node)}, holder ${cache.pod(namespace, 'holder') === undefined ? 'absent' : `on ${cache.pod(namespace, 'holder')?.spec?.nodeName ?? 'no node'}`} in the store`)),
-      10_000, 20, lockChanges(cache, node));
+    await eventually(
+      'the store to see the holder bound and the lock',
+      () =>
+        Promise.resolve(
+          cache.lockOf(node)?.raw === holderLock && cache.pod(namespace, 'holder')?.spec?.nodeName === node
+            ? true
+            : notYet(
+                `${storeLock(cache, node)}, holder ${cache.pod(namespace, 'holder') === undefined ? 'absent' : `on ${cache.pod(namespace, 'holder')?.spec?.nodeName ?? 'no node'}`} in the store`,
+              ),
+        ),
+      10_000,
+      20,
+      lockChanges(cache, node),
+    );
 
     const started = Date.now();
     const oldBind = binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidA, node });
     let settled = false;
-    void oldBind.then(() => { settled = true; });
+    void oldBind.then(() => {
+      settled = true;
+    });
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(settled, 'the bind of sts-0 waits while holder holds the lock').to.equal(false);
 
@@ -257,11 +349,15 @@ describe('Binder against the real apiserver through a fault proxy', function () 
 
     const oldOutcome = await oldBind;
     console.log(`      old incarnation's bind after ${Date.now() - started} ms: ${JSON.stringify(oldOutcome)}`);
-    expect(oldOutcome.error, logs.join('\n')).to.be.a('string').and.match(/recreated/);
+    expect(oldOutcome.error, logs.join('\n'))
+      .to.be.a('string')
+      .and.match(/recreated/);
     const afterOld = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
     expect(afterOld.metadata?.uid).to.equal(uidB);
     expect(afterOld.spec?.nodeName ?? '', 'the new sts-0 was not bound by the old bind').to.equal('');
-    expect(Object.keys(afterOld.metadata?.annotations ?? {}).filter((key) => key.startsWith('hami.io/vgpu-'))).to.deep.equal([]);
+    expect(
+      Object.keys(afterOld.metadata?.annotations ?? {}).filter((key) => key.startsWith('hami.io/vgpu-')),
+    ).to.deep.equal([]);
     expect(afterOld.metadata?.labels?.[VGPU_NODE_ANNOTATION]).to.equal(undefined);
     const lockAfterOld = await readLock(direct, node);
     expect(lockAfterOld, 'the old bind left no lock behind').to.equal(undefined);
@@ -299,15 +395,31 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     await direct.createNamespacedPodBinding({
       name: 'holder',
       namespace,
-      body: { metadata: { name: 'holder', uid: holderUid, annotations: { [BIND_PHASE_ANNOTATION]: 'allocating' } }, target: { apiVersion: 'v1', kind: 'Node', name: node } },
+      body: {
+        metadata: { name: 'holder', uid: holderUid, annotations: { [BIND_PHASE_ANNOTATION]: 'allocating' } },
+        target: { apiVersion: 'v1', kind: 'Node', name: node },
+      },
     });
     const holderLock = formatLockValue(new Date(), { namespace, name: 'holder' });
     await setLock(direct, node, holderLock);
     const uidA = await createGpuPod(direct, namespace, 'sts-0');
     await cacheHas(cache, node, namespace, 'sts-0', uidA);
-    await eventually('the store to see the lock', () => Promise.resolve(cache.lockOf(node)?.raw === holderLock ? true : notYet(`${storeLock(cache, node)}; ${describeStore(cache)}`)), 10_000, 20, lockChanges(cache, node));
+    await eventually(
+      'the store to see the lock',
+      () =>
+        Promise.resolve(
+          cache.lockOf(node)?.raw === holderLock ? true : notYet(`${storeLock(cache, node)}; ${describeStore(cache)}`),
+        ),
+      10_000,
+      20,
+      lockChanges(cache, node),
+    );
     const goDark = async () => {
-      const dark = proxy.addRule({ match: { path: /^\/api\/v1\/pods$/, watch: true }, action: { kind: 'delay', ms: lagMs }, times: 1 });
+      const dark = proxy.addRule({
+        match: { path: /^\/api\/v1\/pods$/, watch: true },
+        action: { kind: 'delay', ms: lagMs },
+        times: 1,
+      });
       proxy.breakWatches();
       await dark.whenHit();
       await direct.deleteNamespacedPod({ namespace, name: 'sts-0', gracePeriodSeconds: 0 });
@@ -320,7 +432,8 @@ describe('Binder against the real apiserver through a fault proxy', function () 
   }
 
   it('a recreate the store has not seen yet: the Binding UID precondition refuses the old bind, which releases its lock and writes nothing', async () => {
-    const { proxy, cache, binder, logs, namespace, direct, node, uidA, goDark } = await recreateBehindLaggingStore(4000);
+    const { proxy, cache, binder, logs, namespace, direct, node, uidA, goDark } =
+      await recreateBehindLaggingStore(4000);
 
     const oldBind = binder.bind({ podName: 'sts-0', podNamespace: namespace, podUid: uidA, node });
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -328,12 +441,18 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     await setLock(direct, node, null);
 
     const oldOutcome = await oldBind;
-    console.log(`      old bind with a lagging store: ${JSON.stringify(oldOutcome)}; writes: ${JSON.stringify(proxy.tally({ watch: false, method: ['POST', 'PATCH'] }))}`);
-    expect(oldOutcome.error, logs.join('\n')).to.be.a('string').and.match(/recreated|Precondition failed: UID/i);
+    console.log(
+      `      old bind with a lagging store: ${JSON.stringify(oldOutcome)}; writes: ${JSON.stringify(proxy.tally({ watch: false, method: ['POST', 'PATCH'] }))}`,
+    );
+    expect(oldOutcome.error, logs.join('\n'))
+      .to.be.a('string')
+      .and.match(/recreated|Precondition failed: UID/i);
     const after = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
     expect(after.metadata?.uid).to.equal(uidB);
     expect(after.spec?.nodeName ?? '').to.equal('');
-    expect(Object.keys(after.metadata?.annotations ?? {}).filter((key) => key.startsWith('hami.io/'))).to.deep.equal([]);
+    expect(Object.keys(after.metadata?.annotations ?? {}).filter((key) => key.startsWith('hami.io/'))).to.deep.equal(
+      [],
+    );
     expect(after.metadata?.labels?.[VGPU_NODE_ANNOTATION]).to.equal(undefined);
     expect(await readLock(direct, node), 'the old bind released the lock it took').to.equal(undefined);
     expect(cache.isAssumed(uidA)).to.equal(false);
@@ -343,7 +462,9 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(newOutcome, logs.join('\n')).to.deep.equal({});
     const bound = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
     expect(bound.spec?.nodeName).to.equal(node);
-    expect(bound.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.match(new RegExp(`^GPU-${node}-\\d,NVIDIA,${FULL_CARD_MIB},\\d+:;$`));
+    expect(bound.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.match(
+      new RegExp(`^GPU-${node}-\\d,NVIDIA,${FULL_CARD_MIB},\\d+:;$`),
+    );
   });
 
   it('binds the new incarnation while the store still has the old one (the API read is newer than the store)', async () => {
@@ -356,12 +477,16 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const elapsed = Date.now() - started;
 
     expect(outcome, logs.join('\n')).to.deep.equal({});
-    expect(cache.pod(namespace, 'sts-0')?.metadata?.uid, 'the bind finished while the store still lagged').to.equal(uidA);
+    expect(cache.pod(namespace, 'sts-0')?.metadata?.uid, 'the bind finished while the store still lagged').to.equal(
+      uidA,
+    );
     expect(elapsed).to.be.lessThan(3000);
     const bound = await direct.readNamespacedPod({ namespace, name: 'sts-0' });
     expect(bound.metadata?.uid).to.equal(uidB);
     expect(bound.spec?.nodeName).to.equal(node);
-    expect(bound.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.match(new RegExp(`^GPU-${node}-\\d,NVIDIA,${FULL_CARD_MIB},\\d+:;$`));
+    expect(bound.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.match(
+      new RegExp(`^GPU-${node}-\\d,NVIDIA,${FULL_CARD_MIB},\\d+:;$`),
+    );
     const lock = parseLockValue((await readLock(direct, node)) ?? '');
     expect(lock.kind === 'owned' ? lock.owner.name : lock.kind).to.equal('sts-0');
   });
@@ -372,10 +497,16 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const node = await createGpuNode(direct);
     const uid = await createGpuPod(direct, namespace, 'lockdrop');
     await cacheHas(cache, node, namespace, 'lockdrop', uid);
-    const rule = proxy.addRule({ match: { method: 'PATCH', path: new RegExp(`^/api/v1/nodes/${node}$`) }, action: { kind: 'drop-after-commit' }, times: 1 });
+    const rule = proxy.addRule({
+      match: { method: 'PATCH', path: new RegExp(`^/api/v1/nodes/${node}$`) },
+      action: { kind: 'drop-after-commit' },
+      times: 1,
+    });
 
     const outcome = await binder.bind({ podName: 'lockdrop', podNamespace: namespace, podUid: uid, node });
-    console.log(`      lock-write drop: ${JSON.stringify(outcome)} ${JSON.stringify(proxy.tally({ watch: false, where: (entry) => !entry.path.endsWith('/events') && entry.path !== '/api/v1/pods' && entry.path !== '/api/v1/nodes' }))}`);
+    console.log(
+      `      lock-write drop: ${JSON.stringify(outcome)} ${JSON.stringify(proxy.tally({ watch: false, where: (entry) => !entry.path.endsWith('/events') && entry.path !== '/api/v1/pods' && entry.path !== '/api/v1/nodes' }))}`,
+    );
     expect(rule.hits).to.equal(1);
     expect(outcome, logs.join('\n')).to.deep.equal({});
     expect((await direct.readNamespacedPod({ namespace, name: 'lockdrop' })).spec?.nodeName).to.equal(node);
@@ -393,17 +524,29 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const uid = await createGpuPod(direct, namespace, 'late');
     await cacheHas(cache, node, namespace, 'late', uid);
     // The bind gives up after 6 s (BIND_TIMEOUT 8 s less its clean-up share); the apiserver commits at 7 s.
-    const rule = proxy.addRule({ match: { method: 'POST', path: /\/pods\/late\/binding$/ }, action: { kind: 'commit-late', ms: 7000 }, times: 1 });
+    const rule = proxy.addRule({
+      match: { method: 'POST', path: /\/pods\/late\/binding$/ },
+      action: { kind: 'commit-late', ms: 7000 },
+      times: 1,
+    });
 
     const outcome = await binder.bind({ podName: 'late', podNamespace: namespace, podUid: uid, node });
     expect(outcome.error, logs.join('\n')).to.match(/deadline/);
     expect(rule.hits).to.equal(1);
-    await eventually('the late Binding to commit', async () => {
-      const pod = await direct.readNamespacedPod({ namespace, name: 'late' });
-      return pod.spec?.nodeName === node ? true : notYet(describePod(pod));
-    }, 10_000, 50);
+    await eventually(
+      'the late Binding to commit',
+      async () => {
+        const pod = await direct.readNamespacedPod({ namespace, name: 'late' });
+        return pod.spec?.nodeName === node ? true : notYet(describePod(pod));
+      },
+      10_000,
+      50,
+    );
     const lock = parseLockValue((await readLock(direct, node)) ?? '');
-    expect(lock.kind === 'owned' ? `${lock.owner.namespace}/${lock.owner.name}` : lock.kind, 'the device plugin still finds the pod through the lock').to.equal(`${namespace}/late`);
+    expect(
+      lock.kind === 'owned' ? `${lock.owner.namespace}/${lock.owner.name}` : lock.kind,
+      'the device plugin still finds the pod through the lock',
+    ).to.equal(`${namespace}/late`);
     expect(cache.isAssumed(uid) || cache.usageOn(node).size > 0, 'its GPUs still count').to.equal(true);
   });
 
@@ -413,7 +556,11 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const node = await createGpuNode(direct);
     const uid = await createGpuPod(direct, namespace, 'refused');
     await cacheHas(cache, node, namespace, 'refused', uid);
-    proxy.addRule({ match: { method: 'POST', path: /\/pods\/refused\/binding$/ }, action: { kind: 'fail', status: 503 }, times: 1 });
+    proxy.addRule({
+      match: { method: 'POST', path: /\/pods\/refused\/binding$/ },
+      action: { kind: 'fail', status: 503 },
+      times: 1,
+    });
 
     const outcome = await binder.bind({ podName: 'refused', podNamespace: namespace, podUid: uid, node });
     expect(outcome.error).to.be.a('string');
@@ -432,8 +579,15 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const node = await createGpuNode(direct);
     await createGpuPod(direct, namespace, 'holder');
     await setLock(direct, node, formatLockValue(new Date(), { namespace, name: 'holder' }));
-    const hang = proxy.addRule({ match: { method: 'PATCH', path: new RegExp(`^/api/v1/nodes/${node}$`) }, action: { kind: 'hang' }, times: 1 });
-    const locks = new NodeLocks({ api: new KubeNodeLockApi(core, { callTimeoutMs: 500 }), config: { bindGraceMs: 60_000, expireMs: 300_000 } });
+    const hang = proxy.addRule({
+      match: { method: 'PATCH', path: new RegExp(`^/api/v1/nodes/${node}$`) },
+      action: { kind: 'hang' },
+      times: 1,
+    });
+    const locks = new NodeLocks({
+      api: new KubeNodeLockApi(core, { callTimeoutMs: 500 }),
+      config: { bindGraceMs: 60_000, expireMs: 300_000 },
+    });
 
     const started = Date.now();
     const result = await locks.release(node, { namespace, name: 'holder' }, 'watch');
@@ -445,7 +599,7 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(await readLock(direct, node)).to.equal(undefined);
   });
 
-  it('a pod recreated under the same name while the pod watch is down: the relist drops the old incarnation\'s usage and reports its delete', async () => {
+  it("a pod recreated under the same name while the pod watch is down: the relist drops the old incarnation's usage and reports its delete", async () => {
     const { proxy, cache, namespace, direct, node } = await (async () => {
       const { namespace, core: direct } = testCluster();
       const h = await harness();
@@ -453,20 +607,47 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     })();
     // A pod bound to `node` that uses `gpu` (as a running pod placed by an earlier bind would).
     const boundPod = async (gpu: number, memoryMiB: number): Promise<string> => {
-      const created = await direct.createNamespacedPod({ namespace, body: {
-        metadata: { name: 'sts-0', annotations: { [ALLOCATED_ANNOTATION]: encodeAllocation([[{ uuid: `GPU-${node}-${gpu}`, type: 'NVIDIA', memoryMiB, cores: 0 }]]), [VGPU_NODE_ANNOTATION]: node } },
-        spec: { ...gpuPod('sts-0').spec, nodeName: node, containers: [{ name: 'main', image: 'registry.invalid/none:1', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(memoryMiB) } } }] },
-      } });
+      const created = await direct.createNamespacedPod({
+        namespace,
+        body: {
+          metadata: {
+            name: 'sts-0',
+            annotations: {
+              [ALLOCATED_ANNOTATION]: encodeAllocation([
+                [{ uuid: `GPU-${node}-${gpu}`, type: 'NVIDIA', memoryMiB, cores: 0 }],
+              ]),
+              [VGPU_NODE_ANNOTATION]: node,
+            },
+          },
+          spec: {
+            ...gpuPod('sts-0').spec,
+            nodeName: node,
+            containers: [
+              {
+                name: 'main',
+                image: 'registry.invalid/none:1',
+                resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(memoryMiB) } },
+              },
+            ],
+          },
+        },
+      });
       return created.metadata?.uid ?? '';
     };
     const uidA = await boundPod(0, 8000);
     await cacheHas(cache, node, namespace, 'sts-0', uidA);
     expect(cache.usageOn(node).get(`GPU-${node}-0`)?.memoryMiB).to.equal(8000);
     const changes: string[] = [];
-    cache.onPodChange((pod, change) => { if (pod.metadata?.name === 'sts-0') changes.push(`${change}:${pod.metadata.uid ?? ''}`); });
+    cache.onPodChange((pod, change) => {
+      if (pod.metadata?.name === 'sts-0') changes.push(`${change}:${pod.metadata.uid ?? ''}`);
+    });
 
     // The next pod watch fails; the reflector pauses (about 1 s) and then relists.
-    const down = proxy.addRule({ match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: true }, action: { kind: 'fail', status: 503 }, times: 1 });
+    const down = proxy.addRule({
+      match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: true },
+      action: { kind: 'fail', status: 503 },
+      times: 1,
+    });
     proxy.breakWatches();
     await down.whenHit();
     await direct.deleteNamespacedPod({ namespace, name: 'sts-0', gracePeriodSeconds: 0 });
@@ -478,7 +659,10 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const usage = cache.usageOn(node);
     expect(usage.get(`GPU-${node}-0`)?.memoryMiB ?? 0, 'the old incarnation no longer counts').to.equal(0);
     expect(usage.get(`GPU-${node}-1`)?.memoryMiB).to.equal(4000);
-    expect(proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 200 }), 'a relist after the start-up LIST').to.be.at.least(2);
+    expect(
+      proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 200 }),
+      'a relist after the start-up LIST',
+    ).to.be.at.least(2);
   });
 
   it('two replicas: one whose pod watch lags does not overcommit a GPU the other just filled (chaos seed 1, 14 min)', async () => {
@@ -487,28 +671,59 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     const first = await harness();
     const lagging = await harness();
     const uids = { p1: await createGpuPod(direct, namespace, 'p1'), p2: await createGpuPod(direct, namespace, 'p2') };
-    for (const h of [first, lagging]) for (const [name, uid] of Object.entries(uids)) await cacheHas(h.cache, node, namespace, name, uid);
+    for (const h of [first, lagging])
+      for (const [name, uid] of Object.entries(uids)) await cacheHas(h.cache, node, namespace, name, uid);
 
     // The lagging replica's pod watch goes down and cannot come back (its relists hang); its node
     // watch stays up. Its binder's own LIST of the node's pods (with a field selector) still passes.
-    lagging.proxy.addRule({ match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: true }, action: { kind: 'hang' } });
-    lagging.proxy.addRule({ match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, query: /^(?!.*fieldSelector)/ }, action: { kind: 'hang' } });
+    lagging.proxy.addRule({
+      match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: true },
+      action: { kind: 'hang' },
+    });
+    lagging.proxy.addRule({
+      match: { method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, query: /^(?!.*fieldSelector)/ },
+      action: { kind: 'hang' },
+    });
     lagging.proxy.breakWatches();
 
-    expect(await first.binder.bind({ podName: 'p1', podNamespace: namespace, podUid: uids.p1, node }), first.logs.join('\n')).to.deep.equal({});
+    expect(
+      await first.binder.bind({ podName: 'p1', podNamespace: namespace, podUid: uids.p1, node }),
+      first.logs.join('\n'),
+    ).to.deep.equal({});
     // The device plugin allocates p1 and frees the lock; the lagging replica's node watch sees that.
     await setLock(direct, node, null);
-    await eventually('the lagging replica to see the lock released', () => Promise.resolve(lagging.cache.lockOf(node) === undefined ? true : notYet(`${storeLock(lagging.cache, node)}; ${describeStore(lagging.cache)}`)),
-      10_000, 20, lockChanges(lagging.cache, node));
-    expect(lagging.cache.pod(namespace, 'p1')?.spec?.nodeName ?? '', 'the lagging store has not seen p1 bound').to.equal('');
+    await eventually(
+      'the lagging replica to see the lock released',
+      () =>
+        Promise.resolve(
+          lagging.cache.lockOf(node) === undefined
+            ? true
+            : notYet(`${storeLock(lagging.cache, node)}; ${describeStore(lagging.cache)}`),
+        ),
+      10_000,
+      20,
+      lockChanges(lagging.cache, node),
+    );
+    expect(
+      lagging.cache.pod(namespace, 'p1')?.spec?.nodeName ?? '',
+      'the lagging store has not seen p1 bound',
+    ).to.equal('');
 
     const outcome = await lagging.binder.bind({ podName: 'p2', podNamespace: namespace, podUid: uids.p2, node });
 
     expect(outcome.error, lagging.logs.join('\n')).to.match(/no longer fits on node/);
-    expect([...(await gpuMemoryOn(direct, namespace, node)).values()], 'one full card, used once').to.deep.equal([FULL_CARD_MIB]);
-    expect((await direct.readNamespacedPod({ namespace, name: 'p2' })).spec?.nodeName ?? '', 'p2 stays unbound').to.equal('');
+    expect([...(await gpuMemoryOn(direct, namespace, node)).values()], 'one full card, used once').to.deep.equal([
+      FULL_CARD_MIB,
+    ]);
+    expect(
+      (await direct.readNamespacedPod({ namespace, name: 'p2' })).spec?.nodeName ?? '',
+      'p2 stays unbound',
+    ).to.equal('');
     expect(await readLock(direct, node), 'the refused bind released its lock').to.equal(undefined);
-    expect(lagging.proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, query: /fieldSelector=spec.nodeName/ }), 'the bind listed the node\'s pods').to.equal(1);
+    expect(
+      lagging.proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, query: /fieldSelector=spec.nodeName/ }),
+      "the bind listed the node's pods",
+    ).to.equal(1);
   });
 
   it('a cache whose first pod LISTs fail is not synced, reports problems, then syncs with the pods', async () => {
@@ -538,6 +753,8 @@ describe('Binder against the real apiserver through a fault proxy', function () 
     expect(cache.problems()).to.deep.equal([]);
     expect(cache.pod(namespace, 'listed')?.metadata?.uid).to.equal(uid);
     expect(proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 503 })).to.equal(2);
-    expect(proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 200 })).to.be.at.least(1);
+    expect(proxy.countRequests({ method: 'GET', path: /^\/api\/v1\/pods$/, watch: false, status: 200 })).to.be.at.least(
+      1,
+    );
   });
 });

@@ -3,7 +3,11 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
-import { AdmissionregistrationV1Api, type CoreV1Api, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  type CoreV1Api,
+  type V1MutatingWebhookConfiguration,
+} from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { CaBundlePatcher } from '../../src/tls/ca-bundle-patcher.js';
 import type { ServingMaterial } from '../../src/tls/cert-bundle.js';
@@ -30,7 +34,11 @@ interface Replica {
  * One replica: a CertKeeper over the shared Secret. Every load passes `gate()` first when set, so a
  * test can hold both replicas until both have read, making them race for real on the next write.
  */
-function replica(core: CoreV1Api, namespace: string, options: { gate?: () => Promise<void> | undefined; caBundleTarget?: CaBundleTarget } = {}): Replica {
+function replica(
+  core: CoreV1Api,
+  namespace: string,
+  options: { gate?: () => Promise<void> | undefined; caBundleTarget?: CaBundleTarget } = {},
+): Replica {
   const served: ServingMaterial[] = [];
   const store = new HookedStore(new SecretCertStore({ core, namespace, name: SECRET }), {
     afterLoad: () => options.gate?.() ?? Promise.resolve(),
@@ -161,16 +169,24 @@ describe('certificates on a real apiserver', () => {
       const patcher = new CaBundlePatcher({ api: admission, configurationName: name });
 
       const first = await patcher.apply(material.caBundlePem);
-      expect(first).to.deep.include({ outcome: 'updated', webhooks: ['first.cert-test.vgpu-warden.io', 'second.cert-test.vgpu-warden.io'] });
+      expect(first).to.deep.include({
+        outcome: 'updated',
+        webhooks: ['first.cert-test.vgpu-warden.io', 'second.cert-test.vgpu-warden.io'],
+      });
       const after = await caBundles();
       expect(after.bundles).to.deep.equal([material.caBundlePem, material.caBundlePem]);
 
       const second = await patcher.apply(material.caBundlePem);
-      expect(second).to.deep.equal({ outcome: 'unchanged', configurationName: name, resourceVersion: after.resourceVersion });
+      expect(second).to.deep.equal({
+        outcome: 'unchanged',
+        configurationName: name,
+        resourceVersion: after.resourceVersion,
+      });
       expect((await caBundles()).resourceVersion).to.equal(after.resourceVersion);
 
-      expect(await new CaBundlePatcher({ api: admission, configurationName: `${name}-missing` }).apply(material.caBundlePem))
-        .to.deep.equal({ outcome: 'not-found', configurationName: `${name}-missing` });
+      expect(
+        await new CaBundlePatcher({ api: admission, configurationName: `${name}-missing` }).apply(material.caBundlePem),
+      ).to.deep.equal({ outcome: 'not-found', configurationName: `${name}-missing` });
     });
 
     it('after a concurrent edit (a real 409) reads again and patches, keeping the other edit', async () => {
@@ -181,7 +197,8 @@ describe('certificates on a real apiserver', () => {
       // really writes the configuration, so the patcher's replace carries a stale resourceVersion.
       const racing = new Proxy(admission, {
         get(target, property, receiver) {
-          if (property !== 'readMutatingWebhookConfiguration') return Reflect.get(target, property, receiver) as unknown;
+          if (property !== 'readMutatingWebhookConfiguration')
+            return Reflect.get(target, property, receiver) as unknown;
           return async (param: { name: string }) => {
             const read = await target.readMutatingWebhookConfiguration(param);
             if (++reads === 1) {
@@ -200,7 +217,10 @@ describe('certificates on a real apiserver', () => {
       expect(reads).to.equal(2);
       const configuration = await admission.readMutatingWebhookConfiguration({ name });
       expect(configuration.metadata?.labels).to.deep.equal({ edited: 'by-someone-else' });
-      expect((configuration.webhooks ?? []).map((webhook) => decode(webhook.clientConfig.caBundle))).to.deep.equal([material.caBundlePem, material.caBundlePem]);
+      expect((configuration.webhooks ?? []).map((webhook) => decode(webhook.clientConfig.caBundle))).to.deep.equal([
+        material.caBundlePem,
+        material.caBundlePem,
+      ]);
     });
 
     it('a CA rotation puts [new, old] into the real configuration before the new leaf is handed out', async () => {
@@ -245,11 +265,19 @@ describe('certificates on a real apiserver', () => {
         const local = (request.socket as TLSSocket).getCertificate();
         presented.push(local !== null && 'fingerprint256' in local ? local.fingerprint256 : 'unknown');
         let body = '';
-        request.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+        request.on('data', (chunk: Buffer) => {
+          body += chunk.toString();
+        });
         request.on('end', () => {
           const review = JSON.parse(body) as { request?: { uid?: string } };
           response.setHeader('Content-Type', 'application/json');
-          response.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: review.request?.uid, allowed: true } }));
+          response.end(
+            JSON.stringify({
+              apiVersion: 'admission.k8s.io/v1',
+              kind: 'AdmissionReview',
+              response: { uid: review.request?.uid, allowed: true },
+            }),
+          );
         });
       });
       return { server, presented };
@@ -271,7 +299,9 @@ describe('certificates on a real apiserver', () => {
         caBundleTarget: new CaBundlePatcher({ api: admission, configurationName }),
         // The defaults' propagation delay; a short retention so the test sees the old CA go.
         previousCaRetentionMs: 4000,
-        onChange: (material) => { serving.server?.setSecureContext({ cert: material.certPem, key: material.keyPem }); },
+        onChange: (material) => {
+          serving.server?.setSecureContext({ cert: material.certPem, key: material.keyPem });
+        },
       });
       const first = await keeper.ensure();
       const { server, presented } = allowingWebhook(first);
@@ -282,19 +312,25 @@ describe('certificates on a real apiserver', () => {
       await admission.createMutatingWebhookConfiguration({
         body: {
           metadata: { name: configurationName },
-          webhooks: [{
-            name: 'probe.cert-test.vgpu-warden.io',
-            admissionReviewVersions: ['v1'],
-            sideEffects: 'None',
-            failurePolicy: 'Fail',
-            timeoutSeconds: 5,
-            clientConfig: { url: `https://127.0.0.1:${port}/mutate` },
-            rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['configmaps'] }],
-            objectSelector: { matchLabels: { [PROBE_LABEL]: namespace } },
-          }],
+          webhooks: [
+            {
+              name: 'probe.cert-test.vgpu-warden.io',
+              admissionReviewVersions: ['v1'],
+              sideEffects: 'None',
+              failurePolicy: 'Fail',
+              timeoutSeconds: 5,
+              clientConfig: { url: `https://127.0.0.1:${port}/mutate` },
+              rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['configmaps'] }],
+              objectSelector: { matchLabels: { [PROBE_LABEL]: namespace } },
+            },
+          ],
         },
       });
-      const probe = () => core.createNamespacedConfigMap({ namespace, body: { metadata: { generateName: 'probe-', labels: { [PROBE_LABEL]: namespace } } } });
+      const probe = () =>
+        core.createNamespacedConfigMap({
+          namespace,
+          body: { metadata: { generateName: 'probe-', labels: { [PROBE_LABEL]: namespace } } },
+        });
       try {
         await keeper.ensure();
         await eventually('the apiserver to call the webhook', async () => {
@@ -306,7 +342,9 @@ describe('certificates on a real apiserver', () => {
         const probing = { on: true };
         const traffic = (async () => {
           while (probing.on) {
-            await probe().catch((error: unknown) => { failures.push(apiStatusMessage(error)); });
+            await probe().catch((error: unknown) => {
+              failures.push(apiStatusMessage(error));
+            });
             await delay(20);
           }
         })();

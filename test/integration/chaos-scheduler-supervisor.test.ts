@@ -9,12 +9,20 @@ import { eventually, notYet, sharedControlPlane } from '../support/test-cluster.
 describe('chaos SchedulerSupervisor (real kube-scheduler)', function () {
   this.timeout(60_000);
   let logDir = '';
-  beforeEach(() => { logDir = mkdtempSync(join(tmpdir(), 'scheduler-supervisor-')); });
-  afterEach(() => { rmSync(logDir, { recursive: true, force: true }); });
+  beforeEach(() => {
+    logDir = mkdtempSync(join(tmpdir(), 'scheduler-supervisor-'));
+  });
+  afterEach(() => {
+    rmSync(logDir, { recursive: true, force: true });
+  });
 
   it('restarts kube-scheduler after it exits on its own, keeping the exit and its log; stop() ends it for good', async () => {
     const lines: string[] = [];
-    const supervisor = await SchedulerSupervisor.start(sharedControlPlane(), { profiles: [{ schedulerName: 'supervised-scheduler' }] }, { logDir, log: (line) => lines.push(line), restartDelayMs: 100 });
+    const supervisor = await SchedulerSupervisor.start(
+      sharedControlPlane(),
+      { profiles: [{ schedulerName: 'supervised-scheduler' }] },
+      { logDir, log: (line) => lines.push(line), restartDelayMs: 100 },
+    );
     try {
       const first = supervisor.handle?.process;
       expect(first).to.not.equal(undefined);

@@ -15,22 +15,45 @@ import { testCluster } from '../support/test-cluster.js';
  */
 function twoContexts(server: string, caPem: string, token: string): string {
   return [
-    'apiVersion: v1', 'kind: Config',
+    'apiVersion: v1',
+    'kind: Config',
     'clusters:',
-    '- name: broken', '  cluster:', '    server: https://127.0.0.1:2',
-    '- name: test', '  cluster:', `    server: ${server}`, `    certificate-authority-data: ${Buffer.from(caPem).toString('base64')}`,
-    'users:', '- name: admin', '  user:', `    token: ${token}`,
+    '- name: broken',
+    '  cluster:',
+    '    server: https://127.0.0.1:2',
+    '- name: test',
+    '  cluster:',
+    `    server: ${server}`,
+    `    certificate-authority-data: ${Buffer.from(caPem).toString('base64')}`,
+    'users:',
+    '- name: admin',
+    '  user:',
+    `    token: ${token}`,
     'contexts:',
-    '- name: broken', '  context:', '    cluster: broken', '    user: admin',
-    '- name: test', '  context:', '    cluster: test', '    user: admin',
-    'current-context: broken', '',
+    '- name: broken',
+    '  context:',
+    '    cluster: broken',
+    '    user: admin',
+    '- name: test',
+    '  context:',
+    '    cluster: test',
+    '    user: admin',
+    'current-context: broken',
+    '',
   ].join('\n');
 }
 
-async function cli(args: string[], env: Record<string, string>): Promise<{ code: number; out: string[]; err: string[] }> {
+async function cli(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; out: string[]; err: string[] }> {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(args, [locksCommand(), explainCommand()], { env, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
+  const code = await runCli(args, [locksCommand(), explainCommand()], {
+    env,
+    stdout: (line) => out.push(line),
+    stderr: (line) => err.push(line),
+  });
   return { code, out, err };
 }
 
@@ -50,7 +73,9 @@ describe('--context on a real apiserver', () => {
     const node = await createGpuNode(core);
     await setLock(core, node, formatLockValue(new Date(), { namespace, name: 'gone' }));
     const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(kubeconfig, twoContexts(controlPlane.server, controlPlane.caPem, controlPlane.token), { mode: 0o600 });
+    writeFileSync(kubeconfig, twoContexts(controlPlane.server, controlPlane.caPem, controlPlane.token), {
+      mode: 0o600,
+    });
 
     // The current-context is the broken one: without --context, locks fails naming the cause.
     const current = await cli(['locks', '--kubeconfig', kubeconfig], {});
@@ -64,17 +89,30 @@ describe('--context on a real apiserver', () => {
       const { code, out, err } = await cli([...args], { ...env });
       expect(err, args.join(' ')).to.deep.equal([]);
       expect(code, args.join(' ')).to.equal(EXIT_OK);
-      const { items } = JSON.parse(out.join('\n')) as { items: { node: string; holder?: unknown; state: string; reason: string }[] };
-      expect(items.find((row) => row.node === node), args.join(' ')).to.deep.include({ holder: { namespace, name: 'gone' }, state: 'releasable', reason: 'owner-not-found' });
+      const { items } = JSON.parse(out.join('\n')) as {
+        items: { node: string; holder?: unknown; state: string; reason: string }[];
+      };
+      expect(
+        items.find((row) => row.node === node),
+        args.join(' '),
+      ).to.deep.include({ holder: { namespace, name: 'gone' }, state: 'releasable', reason: 'owner-not-found' });
     }
   });
 
-  it('explain --context <name> reads the pod from that context\'s cluster', async () => {
+  it("explain --context <name> reads the pod from that context's cluster", async () => {
     const { core, namespace, controlPlane } = testCluster();
-    await core.createNamespacedPod({ namespace, body: { metadata: { name: 'plain' }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
+    await core.createNamespacedPod({
+      namespace,
+      body: { metadata: { name: 'plain' }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
+    });
     const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(kubeconfig, twoContexts(controlPlane.server, controlPlane.caPem, controlPlane.token), { mode: 0o600 });
-    const { code, out, err } = await cli(['explain', `${namespace}/plain`, '--kubeconfig', kubeconfig, '--context', 'test', '-o', 'json'], {});
+    writeFileSync(kubeconfig, twoContexts(controlPlane.server, controlPlane.caPem, controlPlane.token), {
+      mode: 0o600,
+    });
+    const { code, out, err } = await cli(
+      ['explain', `${namespace}/plain`, '--kubeconfig', kubeconfig, '--context', 'test', '-o', 'json'],
+      {},
+    );
     expect(err).to.deep.equal([]);
     expect(code).to.equal(EXIT_OK);
     expect(out.join('\n')).to.include('"plain"');

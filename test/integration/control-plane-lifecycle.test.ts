@@ -13,20 +13,28 @@ interface Started {
 const fixture = resolve(import.meta.dirname, '..', 'support', 'fixtures', 'hold-control-plane.ts');
 
 /** The fixture process; `started` is the first JSON line it prints (what it started, and where). */
-function startFixture(): { child: CapturedProcess['child']; started: Promise<Started>; exited: CapturedProcess['exited'] } {
+function startFixture(): {
+  child: CapturedProcess['child'];
+  started: Promise<Started>;
+  exited: CapturedProcess['exited'];
+} {
   const fixtureProcess = spawnTsx(fixture);
   const { child, exited } = fixtureProcess;
   const started = new Promise<Started>((done, fail) => {
     // Registered after the capture's own listener, so stdout() already holds this chunk.
     child.stdout.on('data', () => {
-      const line = fixtureProcess.stdout().split('\n').find((candidate) => candidate.startsWith('{'));
+      const line = fixtureProcess
+        .stdout()
+        .split('\n')
+        .find((candidate) => candidate.startsWith('{'));
       if (line !== undefined) done(JSON.parse(line) as Started);
     });
-    void exited.then(({ code }) => { fail(new Error(`fixture exited (${String(code)}) before starting: ${fixtureProcess.stderr()}`)); });
+    void exited.then(({ code }) => {
+      fail(new Error(`fixture exited (${String(code)}) before starting: ${fixtureProcess.stderr()}`));
+    });
   });
   return { child, started, exited };
 }
-
 
 /** Every live process whose command line mentions the run directory (etcd data dir, configs, certs). */
 function processesUsing(runDir: string): string[] {
@@ -70,13 +78,22 @@ describe('control plane lifecycle: nothing is left behind', function () {
     await exited;
 
     // The guard around each program notices within about a second and stops it.
-    await eventually('the guards to stop every control-plane process', () => {
-      const groups = processGroups.filter(processGroupExists);
-      const processes = processesUsing(runDir);
-      return Promise.resolve(groups.length > 0 || processes.length > 0
-        ? notYet(`process groups alive: [${groups.join(', ')}]; ${processes.length} processes using the run directory${processes.length === 0 ? '' : `, e.g. ${processes[0]}`}`)
-        : true);
-    }, 30_000, 250);
+    await eventually(
+      'the guards to stop every control-plane process',
+      () => {
+        const groups = processGroups.filter(processGroupExists);
+        const processes = processesUsing(runDir);
+        return Promise.resolve(
+          groups.length > 0 || processes.length > 0
+            ? notYet(
+                `process groups alive: [${groups.join(', ')}]; ${processes.length} processes using the run directory${processes.length === 0 ? '' : `, e.g. ${processes[0]}`}`,
+              )
+            : true,
+        );
+      },
+      30_000,
+      250,
+    );
     // Nobody was left to remove the directory; that is the one trace a SIGKILL leaves.
     rmSync(runDir, { recursive: true, force: true });
   });

@@ -43,7 +43,10 @@ describe('control plane smoke (real kube-apiserver + etcd)', () => {
     await core.createNamespacedPodBinding({
       name: 'bind-me',
       namespace,
-      body: { metadata: { name: 'bind-me', uid: pod.metadata?.uid }, target: { apiVersion: 'v1', kind: 'Node', name: nodeName } },
+      body: {
+        metadata: { name: 'bind-me', uid: pod.metadata?.uid },
+        target: { apiVersion: 'v1', kind: 'Node', name: nodeName },
+      },
     });
 
     const bound = await core.readNamespacedPod({ name: 'bind-me', namespace });
@@ -61,9 +64,15 @@ describe('control plane smoke (real kube-apiserver + etcd)', () => {
       .createNamespacedPodBinding({
         name: 'recreated',
         namespace,
-        body: { metadata: { name: 'recreated', uid: '00000000-0000-0000-0000-000000000000' }, target: { kind: 'Node', name: nodeName } },
+        body: {
+          metadata: { name: 'recreated', uid: '00000000-0000-0000-0000-000000000000' },
+          target: { kind: 'Node', name: nodeName },
+        },
       })
-      .then(() => undefined, (caught: unknown) => caught);
+      .then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
 
     expect(httpStatusOf(error)).to.equal(409);
     const pod = await core.readNamespacedPod({ name: 'recreated', namespace });
@@ -77,12 +86,24 @@ describe('control plane smoke (real kube-apiserver + etcd)', () => {
     const staleVersion = (await core.readNode({ name })).metadata?.resourceVersion;
 
     await core.patchNode(
-      { name, body: { metadata: { resourceVersion: staleVersion, annotations: { 'hami.io/mutex.lock': 'first-writer' } } } },
+      {
+        name,
+        body: { metadata: { resourceVersion: staleVersion, annotations: { 'hami.io/mutex.lock': 'first-writer' } } },
+      },
       mergePatch,
     );
     const error: unknown = await core
-      .patchNode({ name, body: { metadata: { resourceVersion: staleVersion, annotations: { 'hami.io/mutex.lock': 'second-writer' } } } }, mergePatch)
-      .then(() => undefined, (caught: unknown) => caught);
+      .patchNode(
+        {
+          name,
+          body: { metadata: { resourceVersion: staleVersion, annotations: { 'hami.io/mutex.lock': 'second-writer' } } },
+        },
+        mergePatch,
+      )
+      .then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
 
     expect(httpStatusOf(error)).to.equal(409);
     const node = await core.readNode({ name });
@@ -97,8 +118,12 @@ describe('control plane start when another process takes a port first (real etcd
     // It accepts and never answers, like a process that took the port for itself; its accepted
     // sockets (readiness probes that found it) are destroyed at the end, or close() would wait on them.
     const accepted = new Set<Socket>();
-    const squatter = createServer((socket) => { accepted.add(socket); });
-    await new Promise<void>((done) => { squatter.listen({ host: '127.0.0.1', port: 0 }, done); });
+    const squatter = createServer((socket) => {
+      accepted.add(socket);
+    });
+    await new Promise<void>((done) => {
+      squatter.listen({ host: '127.0.0.1', port: 0 }, done);
+    });
     const taken = (squatter.address() as AddressInfo).port;
     // The first ask for three ports (API server, etcd client, etcd peer) and the first ask for
     // kube-scheduler's port each get the squatter's port, as a lost race would.
@@ -116,7 +141,9 @@ describe('control plane start when another process takes a port first (real etcd
       plane = await ControlPlane.start({
         binaries: locateBinaries({ repoRoot: resolve(import.meta.dirname, '..', '..'), env: process.env }),
         freePorts,
-        progress: (line) => { progress.push(line); },
+        progress: (line) => {
+          progress.push(line);
+        },
         scheduler: { profiles: [{ schedulerName: 'port-retry-scheduler' }] },
       });
       expect(handedOut.map((ports) => ports.length)).to.deep.equal([3, 3, 1, 1]);
@@ -124,13 +151,21 @@ describe('control plane start when another process takes a port first (real etcd
       expect(handedOut[2]?.[0]).to.equal(taken);
       expect(new URL(plane.server).port).to.equal(String(handedOut[1]?.[0]));
       expect(progress.filter((line) => line.includes('a port was taken'))).to.have.length(2);
-      expect(progress).to.include(`kube-scheduler ready (health https://127.0.0.1:${String(handedOut[3]?.[0])}/healthz)`);
-      const newRunDirs = readdirSync(tmpdir()).filter((entry) => entry.startsWith('vgpu-warden-cp-') && !runDirsBefore.has(entry));
+      expect(progress).to.include(
+        `kube-scheduler ready (health https://127.0.0.1:${String(handedOut[3]?.[0])}/healthz)`,
+      );
+      const newRunDirs = readdirSync(tmpdir()).filter(
+        (entry) => entry.startsWith('vgpu-warden-cp-') && !runDirsBefore.has(entry),
+      );
       expect(newRunDirs, 'only the run that started keeps a directory').to.have.length(1);
     } finally {
       await plane?.stop();
       for (const socket of accepted) socket.destroy();
-      await new Promise<void>((done) => { squatter.close(() => { done(); }); });
+      await new Promise<void>((done) => {
+        squatter.close(() => {
+          done();
+        });
+      });
     }
   });
 });

@@ -36,31 +36,56 @@ describe('lock of an owner gone before Allocate (real kube-apiserver, serve wiri
 
   async function createKubeletLease(node: string): Promise<void> {
     const coordination = testCluster().kubeConfig.makeApiClient(CoordinationV1Api);
-    await coordination.createNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, body: {
-      metadata: { name: node },
-      spec: { holderIdentity: node, leaseDurationSeconds: 40, renewTime: new V1MicroTime() },
-    } });
+    await coordination.createNamespacedLease({
+      namespace: NODE_LEASE_NAMESPACE,
+      body: {
+        metadata: { name: node },
+        spec: { holderIdentity: node, leaseDurationSeconds: 40, renewTime: new V1MicroTime() },
+      },
+    });
   }
 
   async function renewKubeletLease(node: string): Promise<void> {
     const coordination = testCluster().kubeConfig.makeApiClient(CoordinationV1Api);
     const lease = await coordination.readNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, name: node });
-    await coordination.replaceNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, name: node, body: { ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime() } } });
+    await coordination.replaceNamespacedLease({
+      namespace: NODE_LEASE_NAMESPACE,
+      name: node,
+      body: { ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime() } },
+    });
   }
 
   /** A pod bound to `node`, bind-phase allocating, holding its lock, as our bind leaves it; returns its uid. */
-  async function boundAwaitingAllocation(core: CoreV1Api, namespace: string, node: string, name: string): Promise<string> {
+  async function boundAwaitingAllocation(
+    core: CoreV1Api,
+    namespace: string,
+    node: string,
+    name: string,
+  ): Promise<string> {
     await createPod(core, namespace, name, { nodeName: node, bindPhase: 'allocating', gpus: 1 });
     await setLock(core, node, `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},${namespace},${name}`);
-    await eventually('the store to see the lock and the bound pod', () => Promise.resolve(
-      server?.cache.lockOf(node) !== undefined && server.cache.pod(namespace, name)?.spec?.nodeName === node ? true : notYet('not yet'),
-    ), 10_000, 20);
+    await eventually(
+      'the store to see the lock and the bound pod',
+      () =>
+        Promise.resolve(
+          server?.cache.lockOf(node) !== undefined && server.cache.pod(namespace, name)?.spec?.nodeName === node
+            ? true
+            : notYet('not yet'),
+        ),
+      10_000,
+      20,
+    );
     return (await core.readNamespacedPod({ namespace, name })).metadata?.uid ?? '';
   }
 
   async function forceDelete(core: CoreV1Api, namespace: string, name: string): Promise<void> {
     await core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 });
-    await eventually('the store to see the pod gone', () => Promise.resolve(server?.cache.pod(namespace, name) === undefined ? true : notYet('still there')), 10_000, 20);
+    await eventually(
+      'the store to see the pod gone',
+      () => Promise.resolve(server?.cache.pod(namespace, name) === undefined ? true : notYet('still there')),
+      10_000,
+      20,
+    );
   }
 
   /** The lock stays for `ms` (sampled every 100 ms). */
@@ -73,7 +98,12 @@ describe('lock of an owner gone before Allocate (real kube-apiserver, serve wiri
   }
 
   const lockGone = (core: CoreV1Api, node: string, timeoutMs: number) =>
-    eventually('the lock to be released', async () => ((await readLock(core, node)) === undefined ? true : notYet('still locked')), timeoutMs, 50);
+    eventually(
+      'the lock to be released',
+      async () => ((await readLock(core, node)) === undefined ? true : notYet('still locked')),
+      timeoutMs,
+      50,
+    );
 
   it("stays until the node's kubelet records an Event about that pod (its Allocate refused), then goes within a second", async () => {
     const { core, namespace } = testCluster();
@@ -87,8 +117,13 @@ describe('lock of an owner gone before Allocate (real kube-apiserver, serve wiri
     const event = (name: string, podUid: string, host: string) => ({
       metadata: { name: uniqueName(name) },
       involvedObject: { kind: 'Pod', apiVersion: 'v1', namespace, name: 'victim', uid: podUid },
-      reason: 'UnexpectedAdmissionError', type: 'Warning', message: 'Allocate failed due to rpc error: pods "victim" not found, which is unexpected',
-      source: { component: 'kubelet', host }, firstTimestamp: new Date() as never, lastTimestamp: new Date() as never, count: 1,
+      reason: 'UnexpectedAdmissionError',
+      type: 'Warning',
+      message: 'Allocate failed due to rpc error: pods "victim" not found, which is unexpected',
+      source: { component: 'kubelet', host },
+      firstTimestamp: new Date() as never,
+      lastTimestamp: new Date() as never,
+      count: 1,
     });
     await core.createNamespacedEvent({ namespace, body: event('other-uid', 'another-uid', node) });
     await core.createNamespacedEvent({ namespace, body: event('other-node', uid, 'another-node') });
@@ -116,24 +151,38 @@ describe('lock of an owner gone before Allocate (real kube-apiserver, serve wiri
     expect(waited, 'at least the 5 s margin').to.be.at.least(4_900);
   });
 
-  it('a replica started after the pod went decides from the apiserver\'s records: a Lease written well after the lock, and the margin since, free it with no renewal seen by itself', async () => {
+  it("a replica started after the pod went decides from the apiserver's records: a Lease written well after the lock, and the margin since, free it with no renewal seen by itself", async () => {
     const { core, controlPlane } = testCluster();
     const node = await createGpuNode(core);
     await createKubeletLease(node);
     // The owner's last state is nowhere: no process saw it go.
-    await setLock(core, node, `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},${testCluster().namespace},gone-before-start`);
+    await setLock(
+      core,
+      node,
+      `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},${testCluster().namespace},gone-before-start`,
+    );
     await server?.stop();
     server = undefined;
     // More than the 5 s margin (and a second of managedFields rounding) after the lock's write.
     await new Promise((resolve) => setTimeout(resolve, 7_500));
     await renewKubeletLease(node);
     const renewed = Date.now();
-    ({ server } = await startTestServer(controlPlane, certDir ?? '', { SWEEP_ENABLED: 'true', SWEEP_SCHEDULE: '* * * * * *' }));
+    ({ server } = await startTestServer(controlPlane, certDir ?? '', {
+      SWEEP_ENABLED: 'true',
+      SWEEP_SCHEDULE: '* * * * * *',
+    }));
     const started = Date.now();
-    await lockStays(core, node, Math.max(0, renewed + 3_500 - Date.now()), 'kubelet gets the margin after that renewal');
+    await lockStays(
+      core,
+      node,
+      Math.max(0, renewed + 3_500 - Date.now()),
+      'kubelet gets the margin after that renewal',
+    );
     // Without the apiserver's records, this process would wait for a renewal of its own (10 s) plus the margin.
     await lockGone(core, node, 6_000);
-    process.stdout.write(`      fresh replica: start -> lock released ${Date.now() - started} ms; Lease renewal -> released ${Date.now() - renewed} ms\n`);
+    process.stdout.write(
+      `      fresh replica: start -> lock released ${Date.now() - started} ms; Lease renewal -> released ${Date.now() - renewed} ms\n`,
+    );
     expect(Date.now() - renewed, 'at least the 5 s margin after the renewal').to.be.at.least(4_900);
   });
 
@@ -148,7 +197,12 @@ describe('lock of an owner gone before Allocate (real kube-apiserver, serve wiri
     await createKubeletLease(real);
     await createPod(core, namespace, 'never-bound', { gpus: 1 });
     await setLock(core, real, `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},${namespace},never-bound`);
-    await eventually('the store to see the lock', () => Promise.resolve(server?.cache.lockOf(real) !== undefined ? true : notYet('no lock yet')), 10_000, 20);
+    await eventually(
+      'the store to see the lock',
+      () => Promise.resolve(server?.cache.lockOf(real) !== undefined ? true : notYet('no lock yet')),
+      10_000,
+      20,
+    );
     await forceDelete(core, namespace, 'never-bound');
     await lockGone(core, real, 5_000);
   });

@@ -31,15 +31,18 @@ const lowerCaseT = (owner: PodRef) => formatLockValue(new Date(), owner).replace
 
 async function plant(core: CoreV1Api, values: Record<string, string>): Promise<Record<string, string>> {
   const nodes: Record<string, string> = {};
-  await Promise.all(Object.entries(values).map(async ([label, value]) => {
-    const node = await createGpuNode(core);
-    await setLock(core, node, value);
-    nodes[label] = node;
-  }));
+  await Promise.all(
+    Object.entries(values).map(async ([label, value]) => {
+      const node = await createGpuNode(core);
+      await setLock(core, node, value);
+      nodes[label] = node;
+    }),
+  );
   return nodes;
 }
 
-const releasedBy = (report: SweepReport): Record<string, string | undefined> => Object.fromEntries(report.released.map((entry) => [entry.node, entry.classification?.reason]));
+const releasedBy = (report: SweepReport): Record<string, string | undefined> =>
+  Object.fromEntries(report.released.map((entry) => [entry.node, entry.classification?.reason]));
 
 describe('hostile node-lock values on a real apiserver', function () {
   this.timeout(120_000);
@@ -55,24 +58,46 @@ describe('hostile node-lock values on a real apiserver', function () {
       hugeOwner: hugeOwner(namespace),
       lowerCaseT: lowerCaseT(waiting),
     });
-    const byNode: Record<string, string> = Object.fromEntries(Object.entries(nodes).map(([label, node]) => [node, label]));
+    const byNode: Record<string, string> = Object.fromEntries(
+      Object.entries(nodes).map(([label, node]) => [node, label]),
+    );
     const cache = new ClusterCache({ sources: kubeSources(kubeConfig) });
     await cache.start();
     try {
       const ours = Object.values(nodes);
-      await eventually('the state store to see every planted lock', () => {
-        const unseen = ours.filter((node) => cache.lockOf(node) === undefined);
-        return Promise.resolve(unseen.length === 0 ? true : notYet(`${unseen.length} of ${ours.length} planted locks not in the store: ${unseen.map((node) => byNode[node] ?? node).join(', ')}`));
-      }, undefined, undefined, (recheck) => cache.onNodeChange(recheck));
+      await eventually(
+        'the state store to see every planted lock',
+        () => {
+          const unseen = ours.filter((node) => cache.lockOf(node) === undefined);
+          return Promise.resolve(
+            unseen.length === 0
+              ? true
+              : notYet(
+                  `${unseen.length} of ${ours.length} planted locks not in the store: ${unseen.map((node) => byNode[node] ?? node).join(', ')}`,
+                ),
+          );
+        },
+        undefined,
+        undefined,
+        (recheck) => cache.onNodeChange(recheck),
+      );
       const api = new InstrumentedLockApi(core);
       const locks = new NodeLocks({ api, view: cache.lockView, config: CONFIG });
       const sweep = async (): Promise<Record<string, string | undefined>> => {
-        const report = await sweepOnce({ targets: { lockedNodes: () => ours.filter((node) => cache.lockOf(node) !== undefined) }, locks, concurrency: 4, stillLeading: () => true });
+        const report = await sweepOnce({
+          targets: { lockedNodes: () => ours.filter((node) => cache.lockOf(node) !== undefined) },
+          locks,
+          concurrency: 4,
+          stillLeading: () => true,
+        });
         expect(report.errors).to.deep.equal([]);
-        return Object.fromEntries(Object.entries(releasedBy(report)).map(([node, reason]) => [byNode[node] ?? node, reason]));
+        return Object.fromEntries(
+          Object.entries(releasedBy(report)).map(([node, reason]) => [byNode[node] ?? node, reason]),
+        );
       };
       const firstSeen = Math.max(...ours.map((node) => cache.lockOf(node)?.firstSeen.getTime() ?? 0));
-      const waitUntil = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, firstSeen + ms - Date.now())));
+      const waitUntil = (ms: number) =>
+        new Promise((resolve) => setTimeout(resolve, Math.max(0, firstSeen + ms - Date.now())));
 
       // No owner to look up: freed at once, without a pod read. An owned stamp from long ago proves
       // nothing (issue #42 item 8: a stamp is its writer's clock): the apiserver recorded the lock's
@@ -125,7 +150,11 @@ describe('hostile node-lock values on a real apiserver', function () {
     const run = async (args: string[]) => {
       const out: string[] = [];
       const err: string[] = [];
-      const code = await runCli(['locks', ...args], [locksCommand()], { env: { KUBECONFIG: testCluster().controlPlane.kubeconfigPath }, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
+      const code = await runCli(['locks', ...args], [locksCommand()], {
+        env: { KUBECONFIG: testCluster().controlPlane.kubeconfigPath },
+        stdout: (line) => out.push(line),
+        stderr: (line) => err.push(line),
+      });
       return { code, out, err };
     };
 
@@ -151,7 +180,14 @@ describe('hostile node-lock values on a real apiserver', function () {
     expect(item('ancientLegacy')).to.deep.include({ kind: 'legacy', state: 'releasable', reason: 'legacy-expired' });
     expect(item('ancientLegacy').ageSeconds).to.be.above(2024 * YEAR_SECONDS);
     for (const label of ['hugeOwner', 'lowerCaseT']) {
-      expect(item(label), label).to.deep.include({ kind: 'malformed', holder: null, ageSeconds: null, state: 'releasable', reason: 'malformed', owner: null });
+      expect(item(label), label).to.deep.include({
+        kind: 'malformed',
+        holder: null,
+        ageSeconds: null,
+        state: 'releasable',
+        reason: 'malformed',
+        owner: null,
+      });
     }
     expect(item('hugeOwner').problem).to.match(/^names no possible pod: pod name "a+…" is not a DNS-1123 subdomain/);
     expect(item('hugeOwner').value).to.have.length.above(250_000);
@@ -171,45 +207,77 @@ describe('hostile node-lock values on a real apiserver', function () {
     expect(cells('ancientLegacy').slice(2)).to.deep.equal(['releasable', 'legacy-expired']);
     expect(cells('hugeOwner')).to.deep.equal(['<malformed>', '<unknown>', 'releasable', 'malformed']);
     expect(cells('orphan').slice(2)).to.deep.equal(['releasable', 'owner-not-found']);
-    expect(Math.max(...table.out.map((line) => line.length)), 'no line carries the 250,000-character value').to.be.below(400);
+    expect(
+      Math.max(...table.out.map((line) => line.length)),
+      'no line carries the 250,000-character value',
+    ).to.be.below(400);
   });
 
   it('vgpu-warden locks lists a node whose owner cannot be read as unknown, lists the others, and exits 0', async () => {
     const { core, kubeConfig, namespace, controlPlane } = testCluster();
     const owner = await createPod(core, namespace, 'owner');
-    const nodes = await plant(core, { owned: formatLockValue(new Date(), owner), legacy: formatRfc3339(new Date()), garbage: 'not,a lock' });
+    const nodes = await plant(core, {
+      owned: formatLockValue(new Date(), owner),
+      legacy: formatRfc3339(new Date()),
+      garbage: 'not,a lock',
+    });
     // An identity that may read nodes but not pods: every owner lookup answers 403.
     const user = uniqueName('nodes-only');
     const rbac = kubeConfig.makeApiClient(RbacAuthorizationV1Api);
-    await rbac.createClusterRole({ body: { metadata: { name: user }, rules: [{ apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list'] }] } });
-    await rbac.createClusterRoleBinding({ body: {
-      metadata: { name: user }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: user },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
-    } });
+    await rbac.createClusterRole({
+      body: { metadata: { name: user }, rules: [{ apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list'] }] },
+    });
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: user },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: user },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      },
+    });
     const dir = mkdtempSync(join(tmpdir(), 'hostile-locks-'));
     try {
       const asUser = new KubeConfig();
       asUser.loadFromFile(controlPlane.kubeconfigPath);
       const current = asUser.getCurrentUser();
       if (current === null) throw new Error('the admin kubeconfig has no current user');
-      asUser.users = asUser.users.map((entry) => (entry.name === current.name ? { ...entry, impersonateUser: user } : entry));
+      asUser.users = asUser.users.map((entry) =>
+        entry.name === current.name ? { ...entry, impersonateUser: user } : entry,
+      );
       const kubeconfig = join(dir, 'kubeconfig');
       writeFileSync(kubeconfig, asUser.exportConfig());
       const out: string[] = [];
       const err: string[] = [];
       // Until the new ClusterRole reaches the authorizer the listing itself is refused (exit 1).
-      const code = await eventually('a listing as the nodes-only user', async () => {
-        out.length = 0;
-        err.length = 0;
-        const exit = await runCli(['locks', '-o', 'json', '--kubeconfig', kubeconfig], [locksCommand()], { env: {}, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
-        return exit === EXIT_OK ? exit : notYet(`exit ${exit}; stderr: ${err.at(-1)?.slice(0, 200) ?? 'nothing'}`);
-      }, 10_000, 250);
+      const code = await eventually(
+        'a listing as the nodes-only user',
+        async () => {
+          out.length = 0;
+          err.length = 0;
+          const exit = await runCli(['locks', '-o', 'json', '--kubeconfig', kubeconfig], [locksCommand()], {
+            env: {},
+            stdout: (line) => out.push(line),
+            stderr: (line) => err.push(line),
+          });
+          return exit === EXIT_OK ? exit : notYet(`exit ${exit}; stderr: ${err.at(-1)?.slice(0, 200) ?? 'nothing'}`);
+        },
+        10_000,
+        250,
+      );
 
       expect(code).to.equal(EXIT_OK);
       const items = (JSON.parse(out.join('\n')) as { items: LockRow[] }).items;
       const item = (label: string) => items.find((candidate) => candidate.node === nodes[label]);
-      expect(item('owned')).to.deep.include({ holder: owner, kind: 'owned', ageSeconds: null, state: 'unknown', reason: 'inspect-failed', owner: null });
-      expect(item('owned')?.error).to.match(new RegExp(`^could not inspect the lock on node ${nodes.owned ?? '?'}: caused by: .*403`));
+      expect(item('owned')).to.deep.include({
+        holder: owner,
+        kind: 'owned',
+        ageSeconds: null,
+        state: 'unknown',
+        reason: 'inspect-failed',
+        owner: null,
+      });
+      expect(item('owned')?.error).to.match(
+        new RegExp(`^could not inspect the lock on node ${nodes.owned ?? '?'}: caused by: .*403`),
+      );
       expect(item('legacy')).to.deep.include({ kind: 'legacy', state: 'held', reason: 'legacy-fresh' });
       expect(item('garbage')).to.deep.include({ kind: 'malformed', state: 'releasable', reason: 'malformed' });
       expect(err.filter((line) => line.includes(nodes.owned ?? '?'))).to.have.length(1);

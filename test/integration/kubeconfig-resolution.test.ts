@@ -29,7 +29,11 @@ describe('kubeconfig resolution against a real apiserver', () => {
   async function locks(env: Record<string, string>): Promise<{ code: number; out: string[]; err: string[] }> {
     const out: string[] = [];
     const err: string[] = [];
-    const code = await runCli(['locks', '-o', 'json'], [locksCommand()], { env, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
+    const code = await runCli(['locks', '-o', 'json'], [locksCommand()], {
+      env,
+      stdout: (line) => out.push(line),
+      stderr: (line) => err.push(line),
+    });
     return { code, out, err };
   }
 
@@ -44,21 +48,30 @@ describe('kubeconfig resolution against a real apiserver', () => {
     write(join(dir, 'cluster', 'ca.crt'), plane.caPem);
     // The first file wins each name: the admin user here shadows a user of the same name with a bad token below.
     const credentials = write(join(dir, 'credentials'), {
-      apiVersion: 'v1', kind: 'Config', users: [{ name: 'admin', user: { token: plane.token } }], 'current-context': 'local',
+      apiVersion: 'v1',
+      kind: 'Config',
+      users: [{ name: 'admin', user: { token: plane.token } }],
+      'current-context': 'local',
     });
     const cluster = write(join(dir, 'cluster', 'config'), {
-      apiVersion: 'v1', kind: 'Config',
+      apiVersion: 'v1',
+      kind: 'Config',
       clusters: [{ name: 'local', cluster: { server: plane.server, 'certificate-authority': 'ca.crt' } }],
       users: [{ name: 'admin', user: { token: 'not-the-token' } }],
       contexts: [{ name: 'local', context: { cluster: 'local', user: 'admin' } }],
       'current-context': 'elsewhere',
     });
 
-    const { code, out, err } = await locks({ KUBECONFIG: `${credentials}:${join(dir, 'missing')}:${cluster}`, HOME: dir });
+    const { code, out, err } = await locks({
+      KUBECONFIG: `${credentials}:${join(dir, 'missing')}:${cluster}`,
+      HOME: dir,
+    });
 
     expect(err).to.deep.equal([]);
     expect(code).to.equal(EXIT_OK);
-    expect(JSON.parse(out.join('\n'))).to.have.property('items').that.is.an('array');
+    expect(JSON.parse(out.join('\n')))
+      .to.have.property('items')
+      .that.is.an('array');
   });
 
   it('uses ~/.kube/config from HOME when KUBECONFIG is empty', async () => {

@@ -26,7 +26,16 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
   async function start(core: CoreV1Api, options: Partial<KubeletSimOptions> = {}): Promise<KubeletSim> {
     const { kubeConfig } = testCluster();
     plugin = new HamiDevicePlugin({ api: pluginApiFromCore(core), behaviour: () => action });
-    kubelet = new KubeletSim({ kubeConfig, core, plugin, servesNode: (name) => name === node, onRecord: () => { recorded.emit('record'); }, ...options });
+    kubelet = new KubeletSim({
+      kubeConfig,
+      core,
+      plugin,
+      servesNode: (name) => name === node,
+      onRecord: () => {
+        recorded.emit('record');
+      },
+      ...options,
+    });
     await kubelet.start();
     return kubelet;
   }
@@ -43,36 +52,85 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     await kubelet?.stop();
     kubelet = undefined;
     plugin.stop();
-    await testCluster().core.deleteNode({ name: node }).catch(() => undefined);
+    await testCluster()
+      .core.deleteNode({ name: node })
+      .catch(() => undefined);
   });
 
   /** What vgpu-warden's bind does: lock the node for the pod, then a Binding carrying the annotations. */
-  async function bindAsScheduler(core: CoreV1Api, namespace: string, name: string, gpus = 1, toAllocate = `GPU-${node}-0,NVIDIA,1000,10:;`): Promise<V1Pod> {
+  async function bindAsScheduler(
+    core: CoreV1Api,
+    namespace: string,
+    name: string,
+    gpus = 1,
+    toAllocate = `GPU-${node}-0,NVIDIA,1000,10:;`,
+  ): Promise<V1Pod> {
     const created = await core.createNamespacedPod({
       namespace,
-      body: { metadata: { name }, spec: { schedulerName: 'nobody', containers: [{ name: 'main', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }] } },
-    });
-    await core.patchNode({ name: node, body: { metadata: { annotations: { [wire.NODE_LOCK]: `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},${namespace},${name}` } } } },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-    await core.createNamespacedPodBinding({
-      name, namespace,
       body: {
-        metadata: { name, uid: created.metadata?.uid, annotations: { [wire.DEVICES_TO_ALLOCATE]: toAllocate, [wire.BIND_PHASE]: 'allocating', [wire.BIND_TIME]: '1', [wire.VGPU_NODE]: node } },
+        metadata: { name },
+        spec: {
+          schedulerName: 'nobody',
+          containers: [{ name: 'main', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }],
+        },
+      },
+    });
+    await core.patchNode(
+      {
+        name: node,
+        body: {
+          metadata: {
+            annotations: {
+              [wire.NODE_LOCK]: `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},${namespace},${name}`,
+            },
+          },
+        },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await core.createNamespacedPodBinding({
+      name,
+      namespace,
+      body: {
+        metadata: {
+          name,
+          uid: created.metadata?.uid,
+          annotations: {
+            [wire.DEVICES_TO_ALLOCATE]: toAllocate,
+            [wire.BIND_PHASE]: 'allocating',
+            [wire.BIND_TIME]: '1',
+            [wire.VGPU_NODE]: node,
+          },
+        },
         target: { kind: 'Node', name: node },
       },
     });
     return created;
   }
 
-  const lockOf = async (core: CoreV1Api) => (await core.readNode({ name: node })).metadata?.annotations?.[wire.NODE_LOCK];
+  const lockOf = async (core: CoreV1Api) =>
+    (await core.readNode({ name: node })).metadata?.annotations?.[wire.NODE_LOCK];
   /** The kubelet's steps for the pod so far, for a wait that did not see what it waited for. */
   const kubeletSaw = (namespace: string, name: string): string =>
-    `kubelet records: ${kubelet?.recordsOf(namespace, name).map((record) => record.kind).join(', ') || 'none'}`;
+    `kubelet records: ${
+      kubelet
+        ?.recordsOf(namespace, name)
+        .map((record) => record.kind)
+        .join(', ') || 'none'
+    }`;
   const phaseOf = (core: CoreV1Api, namespace: string, name: string, phase: string) =>
-    eventually(`${name} ${phase}`, async () => {
-      const pod = await core.readNamespacedPod({ name, namespace });
-      return pod.status?.phase === phase ? pod : notYet(`${name}: ${describePod(pod)}; ${kubeletSaw(namespace, name)}`);
-    }, 20_000, 50, wakeOn(recorded, 'record'));
+    eventually(
+      `${name} ${phase}`,
+      async () => {
+        const pod = await core.readNamespacedPod({ name, namespace });
+        return pod.status?.phase === phase
+          ? pod
+          : notYet(`${name}: ${describePod(pod)}; ${kubeletSaw(namespace, name)}`);
+      },
+      20_000,
+      50,
+      wakeOn(recorded, 'record'),
+    );
 
   it('admits a bound GPU pod: Allocate through the lock, annotation consumed, bind-phase success, lock gone, pod Running', async () => {
     const { core, namespace } = testCluster();
@@ -82,9 +140,20 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     expect(pod.metadata?.annotations?.[wire.DEVICES_TO_ALLOCATE]).to.equal(';;');
     expect(pod.metadata?.annotations?.[wire.BIND_PHASE]).to.equal('success');
     expect(await lockOf(core)).to.equal(undefined);
-    expect(pod.status?.conditions?.map((condition) => condition.type)).to.include.members(['PodScheduled', 'Ready', 'ContainersReady']);
+    expect(pod.status?.conditions?.map((condition) => condition.type)).to.include.members([
+      'PodScheduled',
+      'Ready',
+      'ContainersReady',
+    ]);
     expect(pod.status?.containerStatuses?.[0]?.state?.running).to.not.equal(undefined);
-    expect(plugin.records.map((record) => [record.outcome, record.admitted.name, record.resolvedTo?.name, record.deviceIds.length])).to.deep.equal([['allocated', 'gpu', 'gpu', 1]]);
+    expect(
+      plugin.records.map((record) => [
+        record.outcome,
+        record.admitted.name,
+        record.resolvedTo?.name,
+        record.deviceIds.length,
+      ]),
+    ).to.deep.equal([['allocated', 'gpu', 'gpu', 1]]);
   });
 
   it('a failed Allocate: pod Failed with UnexpectedAdmissionError, bind-phase failed, lock released', async () => {
@@ -94,12 +163,14 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     await bindAsScheduler(core, namespace, 'doomed');
     const pod = await phaseOf(core, namespace, 'doomed', 'Failed');
     expect(pod.status?.reason).to.equal('UnexpectedAdmissionError');
-    expect(pod.status?.message).to.equal('Pod was rejected: Allocate failed due to rpc error: code = Unknown desc = nvml: driver not loaded, which is unexpected');
+    expect(pod.status?.message).to.equal(
+      'Pod was rejected: Allocate failed due to rpc error: code = Unknown desc = nvml: driver not loaded, which is unexpected',
+    );
     expect(pod.metadata?.annotations?.[wire.BIND_PHASE]).to.equal('failed');
     expect(await lockOf(core)).to.equal(undefined);
   });
 
-  it('retries a status write the apiserver refused (kubelet\'s status manager does): a pod rejected meanwhile still ends Failed', async () => {
+  it("retries a status write the apiserver refused (kubelet's status manager does): a pod rejected meanwhile still ends Failed", async () => {
     const { core, namespace } = testCluster();
     action = { kind: 'fail', message: 'nvml: driver not loaded' };
     // The apiserver answers the first two status writes with a 503, as during a restart.
@@ -124,12 +195,14 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     expect(refusals).to.equal(0);
   });
 
-  it('more nvidia.com/gpu than the plugin advertises: kubelet\'s device manager rejects the pod, Allocate is never called', async () => {
+  it("more nvidia.com/gpu than the plugin advertises: kubelet's device manager rejects the pod, Allocate is never called", async () => {
     const { core, namespace } = testCluster();
     await start(core);
     await bindAsScheduler(core, namespace, 'greedy', 3);
     const pod = await phaseOf(core, namespace, 'greedy', 'Failed');
-    expect(pod.status?.message).to.include('requested number of devices unavailable for nvidia.com/gpu. Requested: 3, Available: 2');
+    expect(pod.status?.message).to.include(
+      'requested number of devices unavailable for nvidia.com/gpu. Requested: 3, Available: 2',
+    );
     expect(plugin.records).to.deep.equal([]);
     expect(await lockOf(core), 'no Allocate, so the lock stays for vgpu-warden to judge').to.not.equal(undefined);
   });
@@ -140,11 +213,29 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     await bindAsScheduler(core, namespace, 'one', 2, `GPU-${node}-0,NVIDIA,1000,10:GPU-${node}-0,NVIDIA,1000,10:;`);
     await phaseOf(core, namespace, 'one', 'Running');
     await core.deleteNamespacedPod({ name: 'one', namespace });
-    await eventually('one to be gone', async () => {
-      const pods = (await core.listNamespacedPod({ namespace })).items;
-      return pods.length === 0 ? true : notYet(`${pods.map((pod) => `${pod.metadata?.name ?? '?'}: ${describePod(pod)}`).join(' | ')}; ${kubeletSaw(namespace, 'one')}`);
-    }, 20_000, 50, wakeOn(recorded, 'record'));
-    expect(sim.recordsOf(namespace, 'one').map((record) => record.kind)).to.deep.equal(['bound', 'admitting', 'admitted', 'running', 'terminating', 'terminated', 'deleted']);
+    await eventually(
+      'one to be gone',
+      async () => {
+        const pods = (await core.listNamespacedPod({ namespace })).items;
+        return pods.length === 0
+          ? true
+          : notYet(
+              `${pods.map((pod) => `${pod.metadata?.name ?? '?'}: ${describePod(pod)}`).join(' | ')}; ${kubeletSaw(namespace, 'one')}`,
+            );
+      },
+      20_000,
+      50,
+      wakeOn(recorded, 'record'),
+    );
+    expect(sim.recordsOf(namespace, 'one').map((record) => record.kind)).to.deep.equal([
+      'bound',
+      'admitting',
+      'admitted',
+      'running',
+      'terminating',
+      'terminated',
+      'deleted',
+    ]);
     // Both device IDs were held by `one`: the next pod gets them only because they were freed.
     await bindAsScheduler(core, namespace, 'two', 2, `GPU-${node}-0,NVIDIA,1000,10:GPU-${node}-0,NVIDIA,1000,10:;`);
     await phaseOf(core, namespace, 'two', 'Running');
@@ -168,16 +259,28 @@ describe('kubelet simulator + HAMi stand-in on a real apiserver', function () {
     const sim = await start(core, { order: 'latest-first', admitDelayMs: () => 'never' });
     await bindAsScheduler(core, namespace, 'early', 0);
     await bindAsScheduler(core, namespace, 'late', 0);
-    await eventually('both seen bound', () => {
-      const bound = sim.records.filter((record) => record.kind === 'bound').map((record) => record.pod.name);
-      return Promise.resolve(bound.length === 2 ? true : notYet(`seen bound: [${bound.join(', ')}]`));
-    }, 10_000, 20, wakeOn(recorded, 'record'));
+    await eventually(
+      'both seen bound',
+      () => {
+        const bound = sim.records.filter((record) => record.kind === 'bound').map((record) => record.pod.name);
+        return Promise.resolve(bound.length === 2 ? true : notYet(`seen bound: [${bound.join(', ')}]`));
+      },
+      10_000,
+      20,
+      wakeOn(recorded, 'record'),
+    );
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(sim.records.some((record) => record.kind === 'admitting'), 'held pods are not admitted').to.equal(false);
+    expect(
+      sim.records.some((record) => record.kind === 'admitting'),
+      'held pods are not admitted',
+    ).to.equal(false);
     // Both become due in one tick; latest-first picks `late` although `early` was released first.
     expect([sim.admitNow(namespace, 'early'), sim.admitNow(namespace, 'late')]).to.deep.equal([true, true]);
     await phaseOf(core, namespace, 'early', 'Running');
     await phaseOf(core, namespace, 'late', 'Running');
-    expect(sim.records.filter((record) => record.kind === 'admitting').map((record) => record.pod.name)).to.deep.equal(['late', 'early']);
+    expect(sim.records.filter((record) => record.kind === 'admitting').map((record) => record.pod.name)).to.deep.equal([
+      'late',
+      'early',
+    ]);
   });
 });

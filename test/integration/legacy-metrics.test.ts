@@ -16,16 +16,23 @@ describe('LEGACY_METRICS on a serve process (real apiserver)', function () {
     rmSync(certDir, { recursive: true, force: true });
   });
 
-  it('false: /metrics has HAMi\'s hami_* families for a node\'s GPUs and none of the legacy names', async () => {
+  it("false: /metrics has HAMi's hami_* families for a node's GPUs and none of the legacy names", async () => {
     const { core, controlPlane } = testCluster();
     const node = uniqueName('legacy-metrics');
     await core.createNode({ body: simulatedGpuNode({ name: node, gpus: 2 }) });
     ({ server } = await startTestServer(controlPlane, certDir, { LEGACY_METRICS: 'false' }));
     const url = `http://127.0.0.1:${server.metricsPort}/metrics`;
-    const text = await eventually(`the GPUs of ${node} in the scrape`, async () => {
-      const scraped = await (await fetch(url)).text();
-      return scraped.includes(`hami_gpu_memory_limit_bytes{zone="vGPU",node="${node}"`) ? scraped : notYet('not yet in the scrape');
-    }, 20_000, 100);
+    const text = await eventually(
+      `the GPUs of ${node} in the scrape`,
+      async () => {
+        const scraped = await (await fetch(url)).text();
+        return scraped.includes(`hami_gpu_memory_limit_bytes{zone="vGPU",node="${node}"`)
+          ? scraped
+          : notYet('not yet in the scrape');
+      },
+      20_000,
+      100,
+    );
     expect(text).not.to.match(/^# TYPE (GPUDevice\w+|nodeGPU\w+|vGPU\w+Allocated|QuotaUsed) gauge$/m);
     expect(text).not.to.include('GPUDeviceMemoryLimit{');
   });

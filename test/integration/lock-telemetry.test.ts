@@ -22,16 +22,39 @@ function setup(timing: { stalledRepeatMs?: number; eventIntervalMs?: number } = 
   const { core } = testCluster();
   const metrics = new WardenMetrics({ processMetrics: false });
   const lines: Record<string, unknown>[] = [];
-  const log = pino({ level: 'info' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>); } });
+  const log = pino(
+    { level: 'info' },
+    {
+      write: (line: string) => {
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      },
+    },
+  );
   const recorderErrors: string[] = [];
-  const events = new EventRecorder(core, 'vgpu-warden', (message) => recorderErrors.push(message), { intervalMs: timing.eventIntervalMs ?? MINUTE });
-  const telemetry = new LockTelemetry({ metrics, log, events, ...(timing.stalledRepeatMs === undefined ? {} : { stalledRepeatMs: timing.stalledRepeatMs }) });
-  const locks = new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: 60_000, expireMs: 5 * MINUTE }, observer: telemetry });
+  const events = new EventRecorder(core, 'vgpu-warden', (message) => recorderErrors.push(message), {
+    intervalMs: timing.eventIntervalMs ?? MINUTE,
+  });
+  const telemetry = new LockTelemetry({
+    metrics,
+    log,
+    events,
+    ...(timing.stalledRepeatMs === undefined ? {} : { stalledRepeatMs: timing.stalledRepeatMs }),
+  });
+  const locks = new NodeLocks({
+    api: new KubeNodeLockApi(core),
+    config: { bindGraceMs: 60_000, expireMs: 5 * MINUTE },
+    observer: telemetry,
+  });
   return { core, metrics, lines, locks, recorderErrors, telemetry };
 }
 
 /** Events about one object, read back from the apiserver. */
-async function eventsFor(namespace: string, kind: 'Node' | 'Pod', name: string, reason: string): Promise<CoreV1Event[]> {
+async function eventsFor(
+  namespace: string,
+  kind: 'Node' | 'Pod',
+  name: string,
+  reason: string,
+): Promise<CoreV1Event[]> {
   const list = await testCluster().core.listNamespacedEvent({
     namespace,
     fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name},reason=${reason}`,
@@ -39,9 +62,19 @@ async function eventsFor(namespace: string, kind: 'Node' | 'Pod', name: string, 
   return list.items;
 }
 
-async function eventuallyOne(namespace: string, kind: 'Node' | 'Pod', name: string, reason: string): Promise<CoreV1Event> {
-  return eventually(`${reason} event on ${kind} ${name}`, async () => (await eventsFor(namespace, kind, name, reason))[0]
-    ?? notYet(`no ${reason} yet; events on ${name}: ${await describeEvents(testCluster().core, namespace, name)}`), 10_000);
+async function eventuallyOne(
+  namespace: string,
+  kind: 'Node' | 'Pod',
+  name: string,
+  reason: string,
+): Promise<CoreV1Event> {
+  return eventually(
+    `${reason} event on ${kind} ${name}`,
+    async () =>
+      (await eventsFor(namespace, kind, name, reason))[0] ??
+      notYet(`no ${reason} yet; events on ${name}: ${await describeEvents(testCluster().core, namespace, name)}`),
+    10_000,
+  );
 }
 
 describe('LockTelemetry on a real apiserver', () => {
@@ -58,11 +91,23 @@ describe('LockTelemetry on a real apiserver', () => {
     const event = await eventuallyOne('default', 'Node', node, 'NodeLockReleased');
     expect(event.type).to.equal('Normal');
     expect(event.involvedObject).to.deep.include({ kind: 'Node', name: node, uid: node });
-    expect(event.message).to.include(`pod ${namespace}/gone`).and.include('owner-not-found').and.include('the lock sweeper');
+    expect(event.message)
+      .to.include(`pod ${namespace}/gone`)
+      .and.include('owner-not-found')
+      .and.include('the lock sweeper');
     expect(event.source?.component).to.equal('vgpu-warden');
-    expect(await metrics.text()).to.include('vgpu_warden_lock_releases_total{reason="owner-not-found",path="sweeper"} 1');
+    expect(await metrics.text()).to.include(
+      'vgpu_warden_lock_releases_total{reason="owner-not-found",path="sweeper"} 1',
+    );
     expect(lines).to.have.length(1);
-    expect(lines[0]).to.deep.include({ event: 'released', node, holder: `${namespace}/gone`, reason: 'owner-not-found', path: 'sweeper', value: orphan });
+    expect(lines[0]).to.deep.include({
+      event: 'released',
+      node,
+      holder: `${namespace}/gone`,
+      reason: 'owner-not-found',
+      path: 'sweeper',
+      value: orphan,
+    });
     expect(recorderErrors).to.deep.equal([]);
   });
 
@@ -93,7 +138,8 @@ describe('LockTelemetry on a real apiserver', () => {
     await setLock(core, node, value);
 
     // Three sweeps in a row, as a sweeper every 30 s would make within the interval.
-    for (let pass = 0; pass < 3; pass++) expect((await locks.releaseIfReleasable(node, 'sweeper')).outcome).to.equal('kept');
+    for (let pass = 0; pass < 3; pass++)
+      expect((await locks.releaseIfReleasable(node, 'sweeper')).outcome).to.equal('kept');
 
     const onNode = await eventuallyOne('default', 'Node', node, 'NodeLockStalled');
     const onPod = await eventuallyOne(namespace, 'Pod', 'stuck', 'NodeLockStalled');
@@ -118,19 +164,38 @@ describe('LockTelemetry on a real apiserver', () => {
     const node = await createGpuNode(core);
     const stuck = await createPod(core, namespace, 'stuck', { nodeName: node, bindPhase: 'allocating' });
     await setLock(core, node, lockValue(stuck, 6 * MINUTE));
-    const sweep = () => sweepOnce({ targets: { lockedNodes: () => [node] }, locks, concurrency: 1, stillLeading: () => true, observer: telemetry });
+    const sweep = () =>
+      sweepOnce({
+        targets: { lockedNodes: () => [node] },
+        locks,
+        concurrency: 1,
+        stillLeading: () => true,
+        observer: telemetry,
+      });
 
     expect((await sweep()).stalled).to.have.length(1);
     await eventuallyOne('default', 'Node', node, 'NodeLockStalled');
     await new Promise((resolve) => setTimeout(resolve, 1_200));
     expect((await sweep()).stalled).to.have.length(1);
 
-    const counted = await eventually('the node Event to count the reminder', async () => {
-      const items = await eventsFor('default', 'Node', node, 'NodeLockStalled');
-      return items.length === 1 && items[0]?.count === 2 ? items[0] : notYet(`${items.length} NodeLockStalled events, counts ${items.map((item) => item.count ?? 'none').join(', ') || 'none'}`);
-    }, 10_000, 200);
+    const counted = await eventually(
+      'the node Event to count the reminder',
+      async () => {
+        const items = await eventsFor('default', 'Node', node, 'NodeLockStalled');
+        return items.length === 1 && items[0]?.count === 2
+          ? items[0]
+          : notYet(
+              `${items.length} NodeLockStalled events, counts ${items.map((item) => item.count ?? 'none').join(', ') || 'none'}`,
+            );
+      },
+      10_000,
+      200,
+    );
     expect(counted.message).to.include(`pod ${namespace}/stuck`);
-    expect(lines.filter((line) => line.event === 'stalled').map((line) => line.reminder ?? false)).to.deep.equal([false, true]);
+    expect(lines.filter((line) => line.event === 'stalled').map((line) => line.reminder ?? false)).to.deep.equal([
+      false,
+      true,
+    ]);
 
     // The device plugin's Allocate removes the lock; the next complete sweep notices.
     await setLock(core, node, null);

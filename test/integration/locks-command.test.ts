@@ -20,7 +20,11 @@ async function locks(args: string[]): Promise<{ code: number; out: string[]; err
   const out: string[] = [];
   const err: string[] = [];
   const env = { KUBECONFIG: testCluster().controlPlane.kubeconfigPath };
-  const code = await runCli(['locks', ...args], [locksCommand()], { env, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
+  const code = await runCli(['locks', ...args], [locksCommand()], {
+    env,
+    stdout: (line) => out.push(line),
+    stderr: (line) => err.push(line),
+  });
   return { code, out, err };
 }
 
@@ -30,7 +34,14 @@ describe('vgpu-warden locks on a real apiserver', () => {
   async function lockedNodes() {
     const { core, namespace } = testCluster();
     const [held, stalled, orphaned, garbage, free] = await Promise.all([1, 2, 3, 4, 5].map(() => createGpuNode(core)));
-    if (held === undefined || stalled === undefined || orphaned === undefined || garbage === undefined || free === undefined) throw new Error('unreachable');
+    if (
+      held === undefined ||
+      stalled === undefined ||
+      orphaned === undefined ||
+      garbage === undefined ||
+      free === undefined
+    )
+      throw new Error('unreachable');
     const fresh = await createPod(core, namespace, 'fresh');
     const waiting = await createPod(core, namespace, 'waiting', { nodeName: stalled, bindPhase: 'allocating' });
     await setLock(core, held, lockValue(fresh, 5_000));
@@ -53,7 +64,8 @@ describe('vgpu-warden locks on a real apiserver', () => {
       const line = rows.find((candidate) => candidate.startsWith(`${node} `));
       expect(line, `no row for ${node} in:\n${out.join('\n')}`).to.be.a('string');
       // Padded columns: every cell starts under its header.
-      for (const column of ['HOLDER', 'AGE', 'STATE', 'REASON']) expect(line?.charAt(header?.indexOf(column) ?? -1)).to.not.equal(' ');
+      for (const column of ['HOLDER', 'AGE', 'STATE', 'REASON'])
+        expect(line?.charAt(header?.indexOf(column) ?? -1)).to.not.equal(' ');
       return line?.split(/ +/) ?? [];
     };
     const [, heldHolder, heldAge, ...heldRest] = row(nodes.held);
@@ -86,22 +98,36 @@ describe('vgpu-warden locks on a real apiserver', () => {
     const item = (node: string) => items.find((candidate) => candidate.node === node);
 
     expect(item(nodes.held)).to.deep.include({
-      holder: { namespace: nodes.namespace, name: 'fresh' }, kind: 'owned', state: 'held', reason: 'bind-in-progress',
+      holder: { namespace: nodes.namespace, name: 'fresh' },
+      kind: 'owned',
+      state: 'held',
+      reason: 'bind-in-progress',
       owner: { exists: true, phase: 'Pending', node: null, bindPhase: null, deleting: false },
     });
-    expect(item(nodes.held)?.value).to.match(new RegExp(`^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ,${nodes.namespace},fresh$`));
+    expect(item(nodes.held)?.value).to.match(
+      new RegExp(`^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ,${nodes.namespace},fresh$`),
+    );
     expect(item(nodes.held)?.ageSeconds).to.be.within(4, 15);
     expect(item(nodes.stalled)).to.deep.include({
-      state: 'stalled', reason: 'awaiting-allocation-past-expiry',
+      state: 'stalled',
+      reason: 'awaiting-allocation-past-expiry',
       owner: { exists: true, phase: 'Pending', node: nodes.stalled, bindPhase: 'allocating', deleting: false },
     });
     expect(item(nodes.stalled)?.ageSeconds).to.be.within(359, 370);
     expect(item(nodes.orphaned)).to.deep.include({
-      holder: { namespace: nodes.namespace, name: 'gone' }, state: 'releasable', reason: 'owner-not-found',
+      holder: { namespace: nodes.namespace, name: 'gone' },
+      state: 'releasable',
+      reason: 'owner-not-found',
       owner: { exists: false, phase: null, node: null, bindPhase: null, deleting: false },
     });
     expect(item(nodes.garbage)).to.deep.include({
-      value: 'definitely,not a,lock', holder: null, kind: 'malformed', ageSeconds: null, state: 'releasable', reason: 'malformed', owner: null,
+      value: 'definitely,not a,lock',
+      holder: null,
+      kind: 'malformed',
+      ageSeconds: null,
+      state: 'releasable',
+      reason: 'malformed',
+      owner: null,
     });
     expect(item(nodes.garbage)?.problem).to.be.a('string');
     expect(item(nodes.free)).to.equal(undefined);
@@ -114,7 +140,10 @@ describe('vgpu-warden locks on a real apiserver', () => {
 
     expect(code).to.equal(EXIT_OK);
     const { items } = JSON.parse(out.join('\n')) as { items: LockRow[] };
-    expect(items.find((candidate) => candidate.node === nodes.stalled)).to.deep.include({ state: 'held', reason: 'awaiting-allocation' });
+    expect(items.find((candidate) => candidate.node === nodes.stalled)).to.deep.include({
+      state: 'held',
+      reason: 'awaiting-allocation',
+    });
   });
 
   it('fails with exit 1 and one line naming the step when the cluster cannot be reached', async () => {
@@ -123,15 +152,35 @@ describe('vgpu-warden locks on a real apiserver', () => {
       // A free port nobody listens on: the connection is refused at once.
       const port = await findFreePort('127.0.0.1');
       const kubeconfig = join(dir, 'kubeconfig');
-      writeFileSync(kubeconfig, [
-        'apiVersion: v1', 'kind: Config', 'current-context: dead',
-        'clusters:', '- name: dead', '  cluster:', `    server: https://127.0.0.1:${port}`, '    insecure-skip-tls-verify: true',
-        'users:', '- name: dead', '  user:', '    token: none',
-        'contexts:', '- name: dead', '  context:', '    cluster: dead', '    user: dead',
-      ].join('\n'));
+      writeFileSync(
+        kubeconfig,
+        [
+          'apiVersion: v1',
+          'kind: Config',
+          'current-context: dead',
+          'clusters:',
+          '- name: dead',
+          '  cluster:',
+          `    server: https://127.0.0.1:${port}`,
+          '    insecure-skip-tls-verify: true',
+          'users:',
+          '- name: dead',
+          '  user:',
+          '    token: none',
+          'contexts:',
+          '- name: dead',
+          '  context:',
+          '    cluster: dead',
+          '    user: dead',
+        ].join('\n'),
+      );
       const out: string[] = [];
       const err: string[] = [];
-      const code = await runCli(['locks', '--kubeconfig', kubeconfig], [locksCommand()], { env: {}, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
+      const code = await runCli(['locks', '--kubeconfig', kubeconfig], [locksCommand()], {
+        env: {},
+        stdout: (line) => out.push(line),
+        stderr: (line) => err.push(line),
+      });
       expect(code).to.equal(1);
       expect(out).to.deep.equal([]);
       expect(err).to.have.length(1);

@@ -14,7 +14,9 @@ interface WorkerReport {
 }
 
 async function runWorker(input: Record<string, unknown>): Promise<WorkerReport> {
-  const { code, stdout, stderr } = await finished(spawnTsx(worker, [], { env: { ...process.env, LOCK_WORKER: JSON.stringify(input) } }));
+  const { code, stdout, stderr } = await finished(
+    spawnTsx(worker, [], { env: { ...process.env, LOCK_WORKER: JSON.stringify(input) } }),
+  );
   if (code !== 0) throw new Error(`lock worker ${String(input.pod)} exited ${String(code)}: ${stderr}`);
   return JSON.parse(stdout.trim()) as WorkerReport;
 }
@@ -29,9 +31,14 @@ describe('NodeLocks across two OS processes', function () {
     await createPod(core, namespace, 'worker-b');
     const common = { kubeconfig: controlPlane.kubeconfigPath, namespace, nodes, cycles: 200, holdMs: 3 };
 
-    const reports = await Promise.all([runWorker({ ...common, pod: 'worker-a' }), runWorker({ ...common, pod: 'worker-b' })]);
+    const reports = await Promise.all([
+      runWorker({ ...common, pod: 'worker-a' }),
+      runWorker({ ...common, pod: 'worker-b' }),
+    ]);
 
-    const sections: CriticalSection[] = reports.flatMap((report) => report.sections.map((section) => ({ holder: report.pod, ...section })));
+    const sections: CriticalSection[] = reports.flatMap((report) =>
+      report.sections.map((section) => ({ holder: report.pod, ...section })),
+    );
     expect(reports.map((report) => report.sections.length)).to.deep.equal([200, 200]);
     expect(findOverlaps(sections)).to.deep.equal([]);
     // The workers really competed: at least once one found the other holding a node.

@@ -30,7 +30,12 @@ function newLocks(overrides: Partial<NodeLocksDeps> = {}): { locks: NodeLocks; e
 }
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  return promise.then(() => { throw new Error('expected a rejection'); }, (error: unknown) => error);
+  return promise.then(
+    () => {
+      throw new Error('expected a rejection');
+    },
+    (error: unknown) => error,
+  );
 }
 
 describe('NodeLocks on a real apiserver', () => {
@@ -41,7 +46,9 @@ describe('NodeLocks on a real apiserver', () => {
       const [podA, podB] = [await createPod(core, namespace, 'pod-a'), await createPod(core, namespace, 'pod-b')];
       const theirs = lockValue(podB);
       // pod-b's real write lands between our read and our RV-guarded patch, so ours gets a real 409.
-      const api = new InstrumentedLockApi(core, { beforeWrite: (call) => (call === 1 ? setLock(core, node, theirs) : Promise.resolve()) });
+      const api = new InstrumentedLockApi(core, {
+        beforeWrite: (call) => (call === 1 ? setLock(core, node, theirs) : Promise.resolve()),
+      });
       const { locks } = newLocks({ api });
 
       const error = await rejection(locks.acquire(node, podA));
@@ -70,7 +77,9 @@ describe('NodeLocks on a real apiserver', () => {
       const node = await createGpuNode(core);
       const podA = await createPod(core, namespace, 'pod-a');
       await setLock(core, node, lockValue(podA, 2000));
-      const api = new InstrumentedLockApi(core, { beforeWrite: (call) => (call === 1 ? setLock(core, node, lockValue(podA, 1000)) : Promise.resolve()) });
+      const api = new InstrumentedLockApi(core, {
+        beforeWrite: (call) => (call === 1 ? setLock(core, node, lockValue(podA, 1000)) : Promise.resolve()),
+      });
       const { locks } = newLocks({ api });
 
       const result = await locks.release(node, podA);
@@ -130,7 +139,8 @@ describe('NodeLocks on a real apiserver', () => {
       const stamp = (value: string) => Date.parse(value.split(',')[0] ?? '');
       expect(second.value.split(',').slice(1)).to.deep.equal(first.value.split(',').slice(1));
       expect(stamp(second.value)).to.be.at.least(stamp(first.value));
-      if (second.value === first.value) expect(second.resourceVersion, 'the same value writes nothing').to.equal(first.resourceVersion);
+      if (second.value === first.value)
+        expect(second.resourceVersion, 'the same value writes nothing').to.equal(first.resourceVersion);
     });
 
     it('two concurrent acquirers in separate services give exactly one winner', async () => {
@@ -138,14 +148,19 @@ describe('NodeLocks on a real apiserver', () => {
       const node = await createGpuNode(core);
       const [podA, podB] = [await createPod(core, namespace, 'pod-a'), await createPod(core, namespace, 'pod-b')];
       // Separate instances share no in-process mutex: only the resourceVersion decides.
-      const results = await Promise.allSettled([newLocks().locks.acquire(node, podA), newLocks().locks.acquire(node, podB)]);
+      const results = await Promise.allSettled([
+        newLocks().locks.acquire(node, podA),
+        newLocks().locks.acquire(node, podB),
+      ]);
 
       const winners = results.filter((result) => result.status === 'fulfilled');
       const losers = results.filter((result) => result.status === 'rejected');
       expect(winners).to.have.length(1);
       expect(losers).to.have.length(1);
       expect((losers[0] as PromiseRejectedResult).reason).to.be.instanceOf(LockContentionError);
-      expect(await readLock(core, node)).to.equal((winners[0] as PromiseFulfilledResult<{ value: string }>).value.value);
+      expect(await readLock(core, node)).to.equal(
+        (winners[0] as PromiseFulfilledResult<{ value: string }>).value.value,
+      );
     });
 
     it('keeps going through many conflicts caused by unrelated node writes (kubelet, device plugin)', async () => {
@@ -154,7 +169,15 @@ describe('NodeLocks on a real apiserver', () => {
       const podA = await createPod(core, namespace, 'pod-a');
       // Each of our first eight writes races a real write of another annotation: eight 409s.
       const api = new InstrumentedLockApi(core, {
-        beforeWrite: (call) => (call <= 8 ? core.patchNode({ name: node, body: { metadata: { annotations: { 'example.com/heartbeat': String(call) } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch)).then(() => undefined) : Promise.resolve()),
+        beforeWrite: (call) =>
+          call <= 8
+            ? core
+                .patchNode(
+                  { name: node, body: { metadata: { annotations: { 'example.com/heartbeat': String(call) } } } },
+                  setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+                )
+                .then(() => undefined)
+            : Promise.resolve(),
       });
 
       const result = await newLocks({ api }).locks.acquire(node, podA);
@@ -194,7 +217,9 @@ describe('NodeLocks on a real apiserver', () => {
       const [podA, podB] = [await createPod(core, namespace, 'pod-a'), await createPod(core, namespace, 'pod-b')];
       await setLock(core, node, lockValue(podA));
       const theirs = lockValue(podB);
-      const api = new InstrumentedLockApi(core, { beforeWrite: (call) => (call === 1 ? setLock(core, node, theirs) : Promise.resolve()) });
+      const api = new InstrumentedLockApi(core, {
+        beforeWrite: (call) => (call === 1 ? setLock(core, node, theirs) : Promise.resolve()),
+      });
 
       const result = await newLocks({ api }).locks.release(node, podA);
 
@@ -213,7 +238,10 @@ describe('NodeLocks on a real apiserver', () => {
       expect((await locks.release(node, podA)).outcome).to.equal('not-locked');
       expect((await locks.release('no-such-node', podA)).outcome).to.equal('not-locked');
       expect(events.filter((event) => event.type === 'released')).to.have.length(1);
-      expect(events.find((event) => event.type === 'released')).to.deep.include({ path: 'bind-failure', reason: 'owner-request' });
+      expect(events.find((event) => event.type === 'released')).to.deep.include({
+        path: 'bind-failure',
+        reason: 'owner-request',
+      });
     });
   });
 
@@ -241,7 +269,17 @@ describe('NodeLocks on a real apiserver', () => {
       expect(result.outcome).to.equal('released');
       expect(result.classification).to.deep.include({ state: 'releasable', reason: 'owner-not-found' });
       expect(await readLock(core, node)).to.equal(undefined);
-      expect(events).to.deep.include.members([{ type: 'released', node, value: result.value, parsed: parseLockValue(result.value ?? ''), reason: 'owner-not-found', path: 'webhook', ageMs: result.classification?.ageMs }]);
+      expect(events).to.deep.include.members([
+        {
+          type: 'released',
+          node,
+          value: result.value,
+          parsed: parseLockValue(result.value ?? ''),
+          reason: 'owner-not-found',
+          path: 'webhook',
+          ageMs: result.classification?.ageMs,
+        },
+      ]);
     });
 
     // Found by the chaos suite (seed 1, 30 minutes): a bind that died with its outcome unknown kept
@@ -257,27 +295,50 @@ describe('NodeLocks on a real apiserver', () => {
         await setLock(core, node, value);
         const pod = await createPod(core, namespace, 'sts-0');
         // The store's own listeners wake the check as the watch delivers the lock and the pod.
-        await eventually('the store to have the lock and the pod', () => Promise.resolve(
-          cache.lockOf(node)?.raw === value && cache.pod(namespace, 'sts-0') !== undefined
-            ? true
-            : notYet(`store lock ${cache.lockOf(node)?.raw ?? 'none'}, pod sts-0 ${cache.pod(namespace, 'sts-0') === undefined ? 'unseen' : 'seen'}`)), 10_000, 20,
-        (recheck) => {
-          const stopLock = cache.onLockChange(node, recheck);
-          const stopPod = cache.onPodChange(recheck);
-          return () => { stopLock(); stopPod(); };
-        });
+        await eventually(
+          'the store to have the lock and the pod',
+          () =>
+            Promise.resolve(
+              cache.lockOf(node)?.raw === value && cache.pod(namespace, 'sts-0') !== undefined
+                ? true
+                : notYet(
+                    `store lock ${cache.lockOf(node)?.raw ?? 'none'}, pod sts-0 ${cache.pod(namespace, 'sts-0') === undefined ? 'unseen' : 'seen'}`,
+                  ),
+            ),
+          10_000,
+          20,
+          (recheck) => {
+            const stopLock = cache.onLockChange(node, recheck);
+            const stopPod = cache.onPodChange(recheck);
+            return () => {
+              stopLock();
+              stopPod();
+            };
+          },
+        );
         const { locks } = newLocks({ view: cache.lockView });
 
         const freed = await locks.releaseIfReleasable(node, 'sweeper');
 
-        expect(freed.classification, 'a fresh lock, inside the bind grace, yet provably an earlier incarnation\'s').to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
+        expect(
+          freed.classification,
+          "a fresh lock, inside the bind grace, yet provably an earlier incarnation's",
+        ).to.deep.include({ state: 'releasable', reason: 'owner-replaced' });
         expect(await readLock(core, node)).to.equal(undefined);
 
         // The same pod's own bind writes the lock after the pod's creation: a bind in progress.
         const own = lockValue(pod);
         await setLock(core, node, own);
-        await eventually('the store to see the new lock', () => Promise.resolve(cache.lockOf(node)?.raw === own ? true : notYet(`store lock ${cache.lockOf(node)?.raw ?? 'none'}`)), 10_000, 20,
-          (recheck) => cache.onLockChange(node, recheck));
+        await eventually(
+          'the store to see the new lock',
+          () =>
+            Promise.resolve(
+              cache.lockOf(node)?.raw === own ? true : notYet(`store lock ${cache.lockOf(node)?.raw ?? 'none'}`),
+            ),
+          10_000,
+          20,
+          (recheck) => cache.onLockChange(node, recheck),
+        );
         const kept = await locks.releaseIfReleasable(node, 'sweeper');
         expect(kept).to.deep.include({ outcome: 'kept' });
         expect(kept.classification).to.deep.include({ state: 'held', reason: 'bind-in-progress' });
@@ -311,7 +372,10 @@ describe('NodeLocks on a real apiserver', () => {
       const inspection = await locks.inspect(node);
 
       expect(result).to.deep.include({ outcome: 'kept', value });
-      expect(inspection).to.deep.include({ raw: value, classification: { state: 'held', reason: 'bind-in-progress', ageMs: inspection.classification?.ageMs } });
+      expect(inspection).to.deep.include({
+        raw: value,
+        classification: { state: 'held', reason: 'bind-in-progress', ageMs: inspection.classification?.ageMs },
+      });
       expect(inspection.owner).to.deep.include({ phase: 'Pending', deleting: false });
       expect(await readLock(core, node)).to.equal(value);
     });
@@ -366,7 +430,14 @@ describe('NodeLocks on a real apiserver', () => {
   });
 
   describe('garbage and legacy values', () => {
-    const garbage = ['lock', '', 'a,b', '2026-13-45T99:00:00Z,ns,p', '{"json":true}', '2026-08-01T06:00:00Z,ns,pod,extra'];
+    const garbage = [
+      'lock',
+      '',
+      'a,b',
+      '2026-13-45T99:00:00Z,ns,p',
+      '{"json":true}',
+      '2026-08-01T06:00:00Z,ns,pod,extra',
+    ];
     for (const raw of garbage) {
       it(`never crashes on ${JSON.stringify(raw)}: inspect classifies it, release keeps it, acquire replaces it`, async () => {
         const { core, namespace } = testCluster();
@@ -375,7 +446,11 @@ describe('NodeLocks on a real apiserver', () => {
         await setLock(core, node, raw);
         const { locks } = newLocks();
 
-        expect((await locks.inspect(node)).classification).to.deep.equal({ state: 'releasable', reason: 'malformed', ageMs: undefined });
+        expect((await locks.inspect(node)).classification).to.deep.equal({
+          state: 'releasable',
+          reason: 'malformed',
+          ageMs: undefined,
+        });
         expect((await locks.release(node, podA)).outcome).to.equal('not-owner');
         expect(await readLock(core, node)).to.equal(raw);
         const result = await locks.acquire(node, podA);

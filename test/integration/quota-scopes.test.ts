@@ -29,7 +29,10 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
 
   async function createPriorityClasses(): Promise<void> {
     const scheduling = testCluster().kubeConfig.makeApiClient(SchedulingV1Api);
-    for (const [name, value] of [[high, 1000], [low, 10]] as const) {
+    for (const [name, value] of [
+      [high, 1000],
+      [low, 10],
+    ] as const) {
       await scheduling.createPriorityClass({ body: { metadata: { name }, value } });
     }
   }
@@ -43,32 +46,56 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
     for (const name of [high, low]) await scheduling.deletePriorityClass({ name }).catch(() => undefined);
   });
 
-  async function createQuota(core: CoreV1Api, namespace: string, name: string, spec: NonNullable<V1ResourceQuota['spec']>): Promise<void> {
+  async function createQuota(
+    core: CoreV1Api,
+    namespace: string,
+    name: string,
+    spec: NonNullable<V1ResourceQuota['spec']>,
+  ): Promise<void> {
     const hard = { pods: '100', ...spec.hard };
     await core.createNamespacedResourceQuota({ namespace, body: { metadata: { name }, spec: { ...spec, hard } } });
     // What kube-controller-manager's quota controller would write first: admission reads status.hard and status.used.
     const created = await core.readNamespacedResourceQuota({ namespace, name });
-    await core.replaceNamespacedResourceQuotaStatus({ namespace, name, body: { ...created, status: { hard, used: { pods: '0' } } } });
+    await core.replaceNamespacedResourceQuotaStatus({
+      namespace,
+      name,
+      body: { ...created, status: { hard, used: { pods: '0' } } },
+    });
   }
 
-  const gpuLimits = (gpumem: number): Record<string, string> => ({ 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(gpumem) });
+  const gpuLimits = (gpumem: number): Record<string, string> => ({
+    'nvidia.com/gpu': '1',
+    'nvidia.com/gpumem': String(gpumem),
+  });
 
-  async function createPod(core: CoreV1Api, namespace: string, name: string, spec: Partial<NonNullable<V1Pod['spec']>>, gpumem = 4000, annotations?: Record<string, string>): Promise<V1Pod> {
-    return core.createNamespacedPod({ namespace, body: {
-      metadata: { name, ...(annotations === undefined ? {} : { annotations }) },
-      spec: {
-        // No scheduler of this name runs: the pod stays Pending, as a GPU pod does before its bind.
-        schedulerName: 'quota-scopes-nobody',
-        containers: [{ name: 'app', image: 'busybox', resources: { limits: gpuLimits(gpumem) } }],
-        ...spec,
+  async function createPod(
+    core: CoreV1Api,
+    namespace: string,
+    name: string,
+    spec: Partial<NonNullable<V1Pod['spec']>>,
+    gpumem = 4000,
+    annotations?: Record<string, string>,
+  ): Promise<V1Pod> {
+    return core.createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name, ...(annotations === undefined ? {} : { annotations }) },
+        spec: {
+          // No scheduler of this name runs: the pod stays Pending, as a GPU pod does before its bind.
+          schedulerName: 'quota-scopes-nobody',
+          containers: [{ name: 'app', image: 'busybox', resources: { limits: gpuLimits(gpumem) } }],
+          ...spec,
+        },
       },
-    } });
+    });
   }
 
   it('counts the same pods as kube-apiserver for every scope, and a PriorityClass-scoped GPU quota does not limit a pod of another priority class', async () => {
     const { core, namespace } = testCluster();
     await createPriorityClasses();
-    const priority = (operator: string, values?: string[]): NonNullable<V1ResourceQuota['spec']>['scopeSelector'] => ({ matchExpressions: [{ scopeName: 'PriorityClass', operator, ...(values === undefined ? {} : { values }) }] });
+    const priority = (operator: string, values?: string[]): NonNullable<V1ResourceQuota['spec']>['scopeSelector'] => ({
+      matchExpressions: [{ scopeName: 'PriorityClass', operator, ...(values === undefined ? {} : { values }) }],
+    });
     const quotas: [string, NonNullable<V1ResourceQuota['spec']>][] = [
       ['high-gpu', { hard: { 'limits.nvidia.com/gpumem': '8000' }, scopeSelector: priority('In', [high]) }],
       ['not-high', { hard: { 'limits.nvidia.com/gpumem': '100000' }, scopeSelector: priority('NotIn', [high]) }],
@@ -78,18 +105,38 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
       ['not-terminating', { hard: {}, scopes: ['NotTerminating'] }],
       ['best-effort', { hard: {}, scopes: ['BestEffort'] }],
       ['not-best-effort', { hard: {}, scopes: ['NotBestEffort'] }],
-      ['cross-namespace', { hard: {}, scopeSelector: { matchExpressions: [{ scopeName: 'CrossNamespacePodAffinity', operator: 'Exists' }] } }],
+      [
+        'cross-namespace',
+        {
+          hard: {},
+          scopeSelector: { matchExpressions: [{ scopeName: 'CrossNamespacePodAffinity', operator: 'Exists' }] },
+        },
+      ],
       ['high-and-serving', { hard: {}, scopes: ['NotTerminating'], scopeSelector: priority('In', [high]) }],
       ['everything', { hard: { 'limits.nvidia.com/gpumem': '1000000' } }],
     ];
     for (const [name, spec] of quotas) await createQuota(core, namespace, name, spec);
 
-    const affinity = { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'x' } }, namespaces: ['other'] }] } };
+    const affinity = {
+      podAntiAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: [
+          {
+            topologyKey: 'kubernetes.io/hostname',
+            labelSelector: { matchLabels: { app: 'x' } },
+            namespaces: ['other'],
+          },
+        ],
+      },
+    };
     await createPod(core, namespace, 'high-1', { priorityClassName: high }, 6000);
     await createPod(core, namespace, 'low-1', { priorityClassName: low }, 5000);
     await createPod(core, namespace, 'plain', {});
     await createPod(core, namespace, 'batch', { activeDeadlineSeconds: 600, priorityClassName: high }, 1000);
-    await createPod(core, namespace, 'burstable', { containers: [{ name: 'app', image: 'busybox', resources: { requests: { cpu: '100m' }, limits: gpuLimits(2000) } }] });
+    await createPod(core, namespace, 'burstable', {
+      containers: [
+        { name: 'app', image: 'busybox', resources: { requests: { cpu: '100m' }, limits: gpuLimits(2000) } },
+      ],
+    });
     await createPod(core, namespace, 'spread-out', { affinity });
 
     const pods = (await core.listNamespacedPod({ namespace })).items;
@@ -103,16 +150,33 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
       predicted[name] = pods.filter((pod) => scopesMatchPod(quotaScopeRequirements(quota), pod)).length;
     }
     // Not a vacuous comparison: the scopes split the six pods differently.
-    expect(counted).to.deep.include({ 'high-gpu': 2, 'not-high': 4, 'best-effort': 5, 'not-best-effort': 1, 'cross-namespace': 1, everything: 6 });
+    expect(counted).to.deep.include({
+      'high-gpu': 2,
+      'not-high': 4,
+      'best-effort': 5,
+      'not-best-effort': 1,
+      'cross-namespace': 1,
+      everything: 6,
+    });
     expect(predicted).to.deep.equal(counted);
 
     // vgpu-warden's budget from the same quotas and pods: a pod counts the gpumem it asks for.
     const index = new QuotaIndex();
     index.apply(listed.map((object) => ({ type: 'add' as const, object })));
-    const useOf = (exclude: string): NamespaceUseOf => (matches) => pods
-      .filter((pod) => pod.metadata?.name !== exclude && (matches === undefined || matches(pod)))
-      .map((pod) => podGpuRequests(pod, DEFAULT_REQUEST_DEFAULTS).containers[0])
-      .reduce<NamespaceUse>((sum, request) => ({ gpus: sum.gpus + (request?.count ?? 0), memoryMiB: sum.memoryMiB + (request?.memoryMiB ?? 0), cores: sum.cores }), { ...NO_NAMESPACE_USE });
+    const useOf =
+      (exclude: string): NamespaceUseOf =>
+      (matches) =>
+        pods
+          .filter((pod) => pod.metadata?.name !== exclude && (matches === undefined || matches(pod)))
+          .map((pod) => podGpuRequests(pod, DEFAULT_REQUEST_DEFAULTS).containers[0])
+          .reduce<NamespaceUse>(
+            (sum, request) => ({
+              gpus: sum.gpus + (request?.count ?? 0),
+              memoryMiB: sum.memoryMiB + (request?.memoryMiB ?? 0),
+              cores: sum.cores,
+            }),
+            { ...NO_NAMESPACE_USE },
+          );
 
     const lowPod = pods.find((pod) => pod.metadata?.name === 'low-1');
     const highPod = pods.find((pod) => pod.metadata?.name === 'high-1');
@@ -123,13 +187,18 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
     if (lowBudget === undefined || highBudget === undefined) return;
     // 9000 MiB more: the high class quota (8000) would refuse it for the high pod, not for the low one.
     expect(quotaExceeded(lowBudget, { gpus: 1, memoryMiB: 9000, cores: 0 })).to.equal(undefined);
-    expect(quotaExceeded(highBudget, { gpus: 1, memoryMiB: 9000, cores: 0 })).to.contain('high-gpu: limits.nvidia.com/gpumem 1000 used + 9000 requested > 8000');
+    expect(quotaExceeded(highBudget, { gpus: 1, memoryMiB: 9000, cores: 0 })).to.contain(
+      'high-gpu: limits.nvidia.com/gpumem 1000 used + 9000 requested > 8000',
+    );
   });
 
-  it('the extender and the binder hold a pod to the quotas whose scopes count it, each against its own pods\' use, a sidecar counted beside its app container', async () => {
+  it("the extender and the binder hold a pod to the quotas whose scopes count it, each against its own pods' use, a sidecar counted beside its app container", async () => {
     const { core, namespace, kubeConfig } = testCluster();
     await createPriorityClasses();
-    await createQuota(core, namespace, 'high-gpu', { hard: { 'limits.nvidia.com/gpumem': '8000' }, scopeSelector: { matchExpressions: [{ scopeName: 'PriorityClass', operator: 'In', values: [high] }] } });
+    await createQuota(core, namespace, 'high-gpu', {
+      hard: { 'limits.nvidia.com/gpumem': '8000' },
+      scopeSelector: { matchExpressions: [{ scopeName: 'PriorityClass', operator: 'In', values: [high] }] },
+    });
     // One node per bind: no lock left by a bind (no device plugin here) stands in the next one's way.
     const nodes = [1, 2, 3, 4].map(() => uniqueName('quota-scopes'));
     for (const name of nodes) {
@@ -141,17 +210,38 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
     const started = cache.start();
     expect(await cache.waitForSync(20_000), 'store synced').to.equal(true);
     await started;
-    const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
+    const defaults = {
+      nodePolicy: 'binpack' as const,
+      gpuPolicy: 'spread' as const,
+      requestDefaults: DEFAULT_REQUEST_DEFAULTS,
+    };
     const events = new EventRecorder(core, 'test');
-    const locks = new NodeLocks({ api: new KubeNodeLockApi(core), view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 } });
+    const locks = new NodeLocks({
+      api: new KubeNodeLockApi(core),
+      view: cache.lockView,
+      config: { bindGraceMs: 60_000, expireMs: 300_000 },
+    });
     const binder = new Binder({ core, cache, locks, events, defaults, lockWaitMs: 5000, timeoutMs: 8000 });
     const service = new ExtenderService({ cache, binder, events, defaults, syncWaitMs: 5000 });
-    const storeHas = (name: string, check: (pod: V1Pod) => boolean) => eventually(`the store to have ${name}`, () => {
-      const stored = cache.pod(namespace, name);
-      return Promise.resolve(stored !== undefined && check(stored) ? true : notYet(`${name}: ${stored === undefined ? 'absent' : `node ${stored.spec?.nodeName ?? 'none'}`}`));
-    }, 10_000, 20);
+    const storeHas = (name: string, check: (pod: V1Pod) => boolean) =>
+      eventually(
+        `the store to have ${name}`,
+        () => {
+          const stored = cache.pod(namespace, name);
+          return Promise.resolve(
+            stored !== undefined && check(stored)
+              ? true
+              : notYet(`${name}: ${stored === undefined ? 'absent' : `node ${stored.spec?.nodeName ?? 'none'}`}`),
+          );
+        },
+        10_000,
+        20,
+      );
     // What kube-scheduler sends: the pod as JSON.
-    const filterArgs = (pod: V1Pod) => ({ pod: JSON.parse(JSON.stringify(pod)) as Record<string, unknown>, nodeNames: nodes });
+    const filterArgs = (pod: V1Pod) => ({
+      pod: JSON.parse(JSON.stringify(pod)) as Record<string, unknown>,
+      nodeNames: nodes,
+    });
     const bind = async (pod: V1Pod, node: string) => {
       const name = pod.metadata?.name ?? '';
       await storeHas(name, () => true);
@@ -159,14 +249,28 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
     };
 
     // The high class: a 3000 MiB sidecar beside a 3000 MiB app container on one GPU (binpack) uses 6000.
-    const sidecar = { name: 'sidecar', image: 'busybox', restartPolicy: 'Always', resources: { limits: gpuLimits(3000) } };
-    const high1 = await createPod(core, namespace, 'high-1', { priorityClassName: high, initContainers: [sidecar] }, 3000, { [GPU_POLICY_ANNOTATION]: 'binpack' });
+    const sidecar = {
+      name: 'sidecar',
+      image: 'busybox',
+      restartPolicy: 'Always',
+      resources: { limits: gpuLimits(3000) },
+    };
+    const high1 = await createPod(
+      core,
+      namespace,
+      'high-1',
+      { priorityClassName: high, initContainers: [sidecar] },
+      3000,
+      { [GPU_POLICY_ANNOTATION]: 'binpack' },
+    );
     expect(await bind(high1, nodes[0] ?? '')).to.deep.equal({});
     // The low class: 6000 MiB, which the high class's quota does not count.
     const low1 = await createPod(core, namespace, 'low-1', { priorityClassName: low }, 6000);
     expect(await bind(low1, nodes[1] ?? '')).to.deep.equal({});
     for (const name of ['high-1', 'low-1']) await storeHas(name, (pod) => (pod.spec?.nodeName ?? '') !== '');
-    expect(cache.quotaUses().filter((use) => use.namespace === namespace)).to.deep.equal([{ namespace, resource: 'nvidia.com/gpumem', used: 6000, limit: 8000 }]);
+    expect(cache.quotaUses().filter((use) => use.namespace === namespace)).to.deep.equal([
+      { namespace, resource: 'nvidia.com/gpumem', used: 6000, limit: 8000 },
+    ]);
 
     // 9000 MiB more of the low class: no quota counts it.
     const low2 = await createPod(core, namespace, 'low-2', { priorityClassName: low }, 9000);
@@ -175,7 +279,9 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
     // 4000 MiB more of the high class: over its 8000 beside the sidecar pod's 6000, on every node, in filter and in bind.
     const high2 = await createPod(core, namespace, 'high-2', { priorityClassName: high }, 4000);
     const refused = await service.filter(filterArgs(high2));
-    expect(refused.Error).to.equal(`ResourceQuotaNotFit (ResourceQuota ${namespace}/high-gpu: limits.nvidia.com/gpumem 6000 used + 4000 requested > 8000)`);
+    expect(refused.Error).to.equal(
+      `ResourceQuotaNotFit (ResourceQuota ${namespace}/high-gpu: limits.nvidia.com/gpumem 6000 used + 4000 requested > 8000)`,
+    );
     expect((await bind(high2, nodes[2] ?? '')).error).to.match(/no longer fits on node .*ResourceQuotaNotFit/);
     // 2000 MiB of the high class: exactly its limit, whatever the low class uses.
     const high3 = await createPod(core, namespace, 'high-3', { priorityClassName: high }, 2000);

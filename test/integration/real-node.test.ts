@@ -26,8 +26,26 @@ interface HostSnapshot {
   hostPaths: Record<string, boolean>;
 }
 
-const KUBELET_SYSCTLS = ['vm/overcommit_memory', 'vm/panic_on_oom', 'kernel/panic', 'kernel/panic_on_oops', 'kernel/keys/root_maxkeys', 'kernel/keys/root_maxbytes'];
-const HOST_PATHS = ['/var/lib/kubelet', '/run/containerd', '/run/containerd/s', '/var/log/containers', '/var/log/pods', '/usr/libexec/kubernetes', '/opt/containerd', '/var/run/netns', '/etc/cni/net.d', '/var/lib/cni'];
+const KUBELET_SYSCTLS = [
+  'vm/overcommit_memory',
+  'vm/panic_on_oom',
+  'kernel/panic',
+  'kernel/panic_on_oops',
+  'kernel/keys/root_maxkeys',
+  'kernel/keys/root_maxbytes',
+];
+const HOST_PATHS = [
+  '/var/lib/kubelet',
+  '/run/containerd',
+  '/run/containerd/s',
+  '/var/log/containers',
+  '/var/log/pods',
+  '/usr/libexec/kubernetes',
+  '/opt/containerd',
+  '/var/run/netns',
+  '/etc/cni/net.d',
+  '/var/lib/cni',
+];
 const NODE_PROGRAMS = new Set(['kubelet', 'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'runc']);
 
 function readOr(path: string, fallback: string): string {
@@ -41,32 +59,44 @@ function readOr(path: string, fallback: string): string {
 function hostSnapshot(baseDir: string, marker: string, cgroupNames: readonly string[]): HostSnapshot {
   const processes: string[] = [];
   for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
-    const argv = readOr(`/proc/${pid}/cmdline`, '').split('\0').filter((arg) => arg !== '');
+    const argv = readOr(`/proc/${pid}/cmdline`, '')
+      .split('\0')
+      .filter((arg) => arg !== '');
     const comm = readOr(`/proc/${pid}/comm`, '').trim();
     if (argv.length === 0 || pid === String(process.pid)) continue;
     const program = basename(argv[0] ?? '');
-    const ours = argv.some((arg) => arg.includes(baseDir)) || readOr(`/proc/${pid}/environ`, '').split('\0').includes(marker);
+    const ours =
+      argv.some((arg) => arg.includes(baseDir)) || readOr(`/proc/${pid}/environ`, '').split('\0').includes(marker);
     // A node program of another run on this machine (a chaos or e2e run beside this one) names its
     // own run folder; one that names none could be an escaped process of ours, and counts.
     // A `runc init` names nothing: its cgroup (under another run's node root) tells.
     const cgroup = readOr(`/proc/${pid}/cgroup`, '');
-    const otherNodeCgroup = cgroup.includes('/vgpu-warden-') && !cgroupNames.some((name) => cgroup.includes(`/${name}`));
+    const otherNodeCgroup =
+      cgroup.includes('/vgpu-warden-') && !cgroupNames.some((name) => cgroup.includes(`/${name}`));
     const anotherRun = !ours && (argv.some((arg) => arg.includes('/vgpu-warden-rn-')) || otherNodeCgroup);
-    if (ours || ((NODE_PROGRAMS.has(program) || NODE_PROGRAMS.has(comm)) && !anotherRun)) processes.push(`${pid} ${argv.join(' ').slice(0, 200)}`);
+    if (ours || ((NODE_PROGRAMS.has(program) || NODE_PROGRAMS.has(comm)) && !anotherRun))
+      processes.push(`${pid} ${argv.join(' ').slice(0, 200)}`);
   }
   const cgroups: string[] = [];
   for (const hierarchy of readdirSync('/sys/fs/cgroup')) {
-    for (const name of cgroupNames) if (existsSync(join('/sys/fs/cgroup', hierarchy, name))) cgroups.push(join(hierarchy, name));
+    for (const name of cgroupNames)
+      if (existsSync(join('/sys/fs/cgroup', hierarchy, name))) cgroups.push(join(hierarchy, name));
   }
-  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((line) => line.includes(baseDir));
-  const sysctls = Object.fromEntries(KUBELET_SYSCTLS.map((key) => [key, readOr(`/proc/sys/${key}`, 'unreadable').trim()]));
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter((line) => line.includes(baseDir));
+  const sysctls = Object.fromEntries(
+    KUBELET_SYSCTLS.map((key) => [key, readOr(`/proc/sys/${key}`, 'unreadable').trim()]),
+  );
   const hostPaths = Object.fromEntries(HOST_PATHS.map((path) => [path, existsSync(path)]));
   return { processes: processes.sort(), cgroups, mounts, sysctls, hostPaths };
 }
 
 /** Host pids of the processes that carry `VAR=value` in their environment (a pod's containers). */
 function processesWithEnv(entry: string): number[] {
-  return readdirSync('/proc').filter((pid) => /^\d+$/.test(pid) && readOr(`/proc/${pid}/environ`, '').split('\0').includes(entry)).map(Number);
+  return readdirSync('/proc')
+    .filter((pid) => /^\d+$/.test(pid) && readOr(`/proc/${pid}/environ`, '').split('\0').includes(entry))
+    .map(Number);
 }
 
 function hostNetworkPod(name: string, nodeName: string, marker: { name: string; value: string }): V1Pod {
@@ -78,24 +108,35 @@ function hostNetworkPod(name: string, nodeName: string, marker: { name: string; 
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 1,
-      containers: [{
-        name: 'main',
-        image: TEST_IMAGE,
-        imagePullPolicy: 'Never',
-        command: ['sh', '-c', 'echo hello-$POD; sleep 3600'],
-        env: [{ name: 'POD', value: name }, marker],
-      }],
+      containers: [
+        {
+          name: 'main',
+          image: TEST_IMAGE,
+          imagePullPolicy: 'Never',
+          command: ['sh', '-c', 'echo hello-$POD; sleep 3600'],
+          env: [{ name: 'POD', value: name }, marker],
+        },
+      ],
     },
   };
 }
 
 async function runningPod(namespace: string, name: string, timeoutMs: number): Promise<V1Pod> {
   const { core } = testCluster();
-  return eventually(`pod ${name} Running`, async () => {
-    const pod = await core.readNamespacedPod({ name, namespace });
-    const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
-    return pod.status?.phase === 'Running' ? pod : notYet(`phase ${pod.status?.phase ?? 'none'}${waiting ? ` (${waiting.reason ?? ''}: ${waiting.message ?? ''})` : ''}`);
-  }, timeoutMs, 100);
+  return eventually(
+    `pod ${name} Running`,
+    async () => {
+      const pod = await core.readNamespacedPod({ name, namespace });
+      const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
+      return pod.status?.phase === 'Running'
+        ? pod
+        : notYet(
+            `phase ${pod.status?.phase ?? 'none'}${waiting ? ` (${waiting.reason ?? ''}: ${waiting.message ?? ''})` : ''}`,
+          );
+    },
+    timeoutMs,
+    100,
+  );
 }
 
 function readyCondition(node: V1Node) {
@@ -148,14 +189,22 @@ describe('real nodes (kubelet + containerd in namespaces of their own)', functio
     for (const [index, name] of names.entries()) {
       const node = await core.readNode({ name });
       expect(readyCondition(node)?.status, `${name} Ready`).to.equal('True');
-      expect(node.status?.addresses).to.deep.equal([{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: name }]);
-      expect((node.spec?.taints ?? []).map((taint) => taint.key)).to.not.include('node.cloudprovider.kubernetes.io/uninitialized');
+      expect(node.status?.addresses).to.deep.equal([
+        { type: 'InternalIP', address: '127.0.0.1' },
+        { type: 'Hostname', address: name },
+      ]);
+      expect((node.spec?.taints ?? []).map((taint) => taint.key)).to.not.include(
+        'node.cloudprovider.kubernetes.io/uninitialized',
+      );
       expect(node.metadata?.labels?.['vgpu-warden.test/real-node']).to.equal(String(index));
       expect(node.status?.nodeInfo?.kubeletVersion).to.equal(kubeletVersion);
       expect(node.status?.nodeInfo?.containerRuntimeVersion).to.match(/^containerd:\/\/1\.6\./);
     }
     for (const node of nodes()) {
-      expect(existsSync(join(node.devicePluginDir, 'kubelet.sock')), `${node.nodeName} kubelet.sock on the host`).to.equal(true);
+      expect(
+        existsSync(join(node.devicePluginDir, 'kubelet.sock')),
+        `${node.nodeName} kubelet.sock on the host`,
+      ).to.equal(true);
       expect(node.kubeletPid).to.be.a('number');
       expect(node.containerdPid).to.be.a('number');
     }
@@ -163,8 +212,14 @@ describe('real nodes (kubelet + containerd in namespaces of their own)', functio
     // its mounts stay invisible to the host all along.
     const running = hostSnapshot(baseDir, `${marker.name}=${marker.value}`, cgroupNames);
     for (const node of nodes()) {
-      expect(running.processes.some((line) => line.startsWith(`${String(node.kubeletPid)} `)), `kubelet of ${node.nodeName} seen`).to.equal(true);
-      expect(running.processes.some((line) => line.startsWith(`${String(node.containerdPid)} `)), `containerd of ${node.nodeName} seen`).to.equal(true);
+      expect(
+        running.processes.some((line) => line.startsWith(`${String(node.kubeletPid)} `)),
+        `kubelet of ${node.nodeName} seen`,
+      ).to.equal(true);
+      expect(
+        running.processes.some((line) => line.startsWith(`${String(node.containerdPid)} `)),
+        `containerd of ${node.nodeName} seen`,
+      ).to.equal(true);
     }
     expect(running.cgroups).to.have.length(readdirSync('/sys/fs/cgroup').length * names.length);
     expect(running.mounts).to.deep.equal([]);
@@ -174,14 +229,23 @@ describe('real nodes (kubelet + containerd in namespaces of their own)', functio
   it('runs a hostNetwork pod on each node and serves its log through kube-apiserver', async () => {
     const { core, namespace } = testCluster();
     const started = Date.now();
-    await Promise.all(names.map((nodeName, index) => core.createNamespacedPod({ namespace, body: hostNetworkPod(`hello-${index}`, nodeName, marker) })));
+    await Promise.all(
+      names.map((nodeName, index) =>
+        core.createNamespacedPod({ namespace, body: hostNetworkPod(`hello-${index}`, nodeName, marker) }),
+      ),
+    );
     await Promise.all(names.map((_, index) => runningPod(namespace, `hello-${index}`, 20_000)));
     process.stdout.write(`      (2 pods created → Running in ${Date.now() - started} ms)\n`);
     for (const index of names.keys()) {
-      const log = await eventually(`log of hello-${index}`, async () => {
-        const text = await core.readNamespacedPodLog({ name: `hello-${index}`, namespace, container: 'main' });
-        return text.includes(`hello-hello-${index}`) ? text : notYet(JSON.stringify(text));
-      }, 10_000, 200);
+      const log = await eventually(
+        `log of hello-${index}`,
+        async () => {
+          const text = await core.readNamespacedPodLog({ name: `hello-${index}`, namespace, container: 'main' });
+          return text.includes(`hello-hello-${index}`) ? text : notYet(JSON.stringify(text));
+        },
+        10_000,
+        200,
+      );
       expect(log.trim()).to.equal(`hello-hello-${index}`);
     }
   });
@@ -215,14 +279,26 @@ describe('real nodes (kubelet + containerd in namespaces of their own)', functio
     expect(processesWithEnv('POD=doomed')).to.have.length.greaterThan(0);
     // What cluster-hooks' afterEach does after every test.
     await cleanUpTestNamespace();
-    await eventually('doomed gone from the API', async () => {
-      const left = await core.readNamespacedPod({ name: 'doomed', namespace }).then(() => 'still there', (error: unknown) => (httpStatusOf(error) === 404 ? 'gone' : String(error)));
-      return left === 'gone' ? left : notYet(left);
-    }, 10_000);
-    await eventually('the container of doomed killed on the node', () => {
-      const pids = processesWithEnv('POD=doomed');
-      return Promise.resolve(pids.length === 0 ? 'killed' : notYet(`pids ${pids.join(', ')}`));
-    }, 20_000, 200);
+    await eventually(
+      'doomed gone from the API',
+      async () => {
+        const left = await core.readNamespacedPod({ name: 'doomed', namespace }).then(
+          () => 'still there',
+          (error: unknown) => (httpStatusOf(error) === 404 ? 'gone' : String(error)),
+        );
+        return left === 'gone' ? left : notYet(left);
+      },
+      10_000,
+    );
+    await eventually(
+      'the container of doomed killed on the node',
+      () => {
+        const pids = processesWithEnv('POD=doomed');
+        return Promise.resolve(pids.length === 0 ? 'killed' : notYet(`pids ${pids.join(', ')}`));
+      },
+      20_000,
+      200,
+    );
   });
 
   it('restarts kubelet alone: the pod keeps running in the same process', async () => {
@@ -261,7 +337,10 @@ describe('real nodes (kubelet + containerd in namespaces of their own)', functio
     expect(after).to.deep.equal(hostBefore);
     expect(readdirSync(baseDir)).to.deep.equal([]);
     for (const name of names) {
-      const status = await core.readNode({ name }).then(() => 200, (error: unknown) => httpStatusOf(error));
+      const status = await core.readNode({ name }).then(
+        () => 200,
+        (error: unknown) => httpStatusOf(error),
+      );
       expect(status, `Node ${name} deleted`).to.equal(404);
     }
   });

@@ -19,13 +19,26 @@ import { readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
 
 const CONFIG = { bindGraceMs: 60_000, expireMs: 300_000 };
-const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
+const defaults = {
+  nodePolicy: 'binpack' as const,
+  gpuPolicy: 'spread' as const,
+  requestDefaults: DEFAULT_REQUEST_DEFAULTS,
+};
 
 /** A GPU pod nothing else binds (no scheduler of that name runs). */
 function gpuPod(name: string): V1Pod {
   return {
     metadata: { name, labels: { app: 'sts' } },
-    spec: { schedulerName: 'nobody', containers: [{ name: 'main', image: 'registry.invalid/none:1', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' } } }] },
+    spec: {
+      schedulerName: 'nobody',
+      containers: [
+        {
+          name: 'main',
+          image: 'registry.invalid/none:1',
+          resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '1000' } },
+        },
+      ],
+    },
   };
 }
 
@@ -51,16 +64,42 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
     const cache = new ClusterCache({ sources: { ...sources, pods } });
     cleanups.push(() => cache.stop());
     await cache.start();
-    const kubeletAdmission = new KubeletAdmission({ api: new KubeKubeletEvidenceApi(core, kubeConfig.makeApiClient(CoordinationV1Api)) });
+    const kubeletAdmission = new KubeletAdmission({
+      api: new KubeKubeletEvidenceApi(core, kubeConfig.makeApiClient(CoordinationV1Api)),
+    });
     const released: string[] = [];
     const locks = new NodeLocks({
-      api: new KubeNodeLockApi(core), view: cache.lockView, config: CONFIG, kubeletAdmission,
-      observer: { onLockEvent: (event) => { if (event.type === 'released') released.push(`${event.path}:${event.reason}`); } },
+      api: new KubeNodeLockApi(core),
+      view: cache.lockView,
+      config: CONFIG,
+      kubeletAdmission,
+      observer: {
+        onLockEvent: (event) => {
+          if (event.type === 'released') released.push(`${event.path}:${event.reason}`);
+        },
+      },
     });
     const logs: string[] = [];
-    const stopWatch = startPodWatchRelease({ cache, locks, log: (message) => { logs.push(message); } });
+    const stopWatch = startPodWatchRelease({
+      cache,
+      locks,
+      log: (message) => {
+        logs.push(message);
+      },
+    });
     cleanups.push(stopWatch);
-    const binder = new Binder({ core, cache, locks, events: new EventRecorder(core, 'test'), defaults, lockWaitMs: 3000, timeoutMs: 8000, log: (level, message) => { logs.push(`[bind ${level}] ${message}`); } });
+    const binder = new Binder({
+      core,
+      cache,
+      locks,
+      events: new EventRecorder(core, 'test'),
+      defaults,
+      lockWaitMs: 3000,
+      timeoutMs: 8000,
+      log: (level, message) => {
+        logs.push(`[bind ${level}] ${message}`);
+      },
+    });
     return { core, cache, pods, binder, logs, released };
   }
 
@@ -68,11 +107,22 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
   async function kubeletNode(core: CoreV1Api): Promise<string> {
     const name = uniqueName('sts-node');
     const node = simulatedGpuNode({ name, gpus: 2 });
-    const body: V1Node = { ...node, status: { ...node.status, nodeInfo: { ...node.status?.nodeInfo, kubeletVersion: 'v1.37.2' } as never } };
+    const body: V1Node = {
+      ...node,
+      status: { ...node.status, nodeInfo: { ...node.status?.nodeInfo, kubeletVersion: 'v1.37.2' } as never },
+    };
     await core.createNode({ body });
     const coordination = testCluster().kubeConfig.makeApiClient(CoordinationV1Api);
-    await coordination.createNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, body: { metadata: { name }, spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: new V1MicroTime() } } });
-    cleanups.push(async () => { await core.deleteNode({ name }).catch(() => undefined); });
+    await coordination.createNamespacedLease({
+      namespace: NODE_LEASE_NAMESPACE,
+      body: {
+        metadata: { name },
+        spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: new V1MicroTime() },
+      },
+    });
+    cleanups.push(async () => {
+      await core.deleteNode({ name }).catch(() => undefined);
+    });
     return name;
   }
 
@@ -81,16 +131,35 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
     return pod.metadata?.uid ?? '';
   }
 
-  const storeHas = (cache: ClusterCache, namespace: string, name: string, uid: string | undefined, timeoutMs = 15_000) => eventually(`the store to show ${name} as ${uid ?? 'gone'}`,
-    () => Promise.resolve(cache.pod(namespace, name)?.metadata?.uid === uid ? true : notYet(`uid ${cache.pod(namespace, name)?.metadata?.uid ?? 'none'}`)), timeoutMs, 20);
+  const storeHas = (
+    cache: ClusterCache,
+    namespace: string,
+    name: string,
+    uid: string | undefined,
+    timeoutMs = 15_000,
+  ) =>
+    eventually(
+      `the store to show ${name} as ${uid ?? 'gone'}`,
+      () =>
+        Promise.resolve(
+          cache.pod(namespace, name)?.metadata?.uid === uid
+            ? true
+            : notYet(`uid ${cache.pod(namespace, name)?.metadata?.uid ?? 'none'}`),
+        ),
+      timeoutMs,
+      20,
+    );
 
-  it('item 1: the recreated pod\'s bind does not adopt the lock of the dead incarnation kubelet may still admit; it binds once kubelet is past it', async () => {
+  it("item 1: the recreated pod's bind does not adopt the lock of the dead incarnation kubelet may still admit; it binds once kubelet is past it", async () => {
     const { core, namespace } = testCluster();
     const { cache, binder, logs } = await harness();
     const node = await kubeletNode(core);
     const first = await created(core, namespace, 'worker-0');
     await storeHas(cache, namespace, 'worker-0', first);
-    expect(await binder.bind({ podName: 'worker-0', podNamespace: namespace, podUid: first, node }), logs.join('\n')).to.deep.equal({});
+    expect(
+      await binder.bind({ podName: 'worker-0', podNamespace: namespace, podUid: first, node }),
+      logs.join('\n'),
+    ).to.deep.equal({});
     const lock = await readLock(core, node);
     expect(lock).to.match(/,worker-0$/);
 
@@ -102,21 +171,37 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
 
     const refused = await binder.bind({ podName: 'worker-0', podNamespace: namespace, podUid: second, node });
     expect(refused.error, 'the new incarnation waits like any other pod').to.be.a('string');
-    expect(await readLock(core, node), 'the dead incarnation\'s lock, not re-stamped').to.equal(lock);
-    expect((await core.readNamespacedPod({ namespace, name: 'worker-0' })).spec?.nodeName ?? '', 'not bound while kubelet may admit the dead one').to.equal('');
+    expect(await readLock(core, node), "the dead incarnation's lock, not re-stamped").to.equal(lock);
+    expect(
+      (await core.readNamespacedPod({ namespace, name: 'worker-0' })).spec?.nodeName ?? '',
+      'not bound while kubelet may admit the dead one',
+    ).to.equal('');
 
     // kubelet resumes, admits the dead pod from its queue; its Allocate is refused and kubelet says so.
-    await core.createNamespacedEvent({ namespace, body: {
-      metadata: { name: uniqueName('worker-0') },
-      involvedObject: { kind: 'Pod', apiVersion: 'v1', namespace, name: 'worker-0', uid: first },
-      reason: 'UnexpectedAdmissionError', type: 'Warning', message: 'Allocate failed due to rpc error: pods "worker-0" not found, which is unexpected',
-      source: { component: 'kubelet', host: node }, firstTimestamp: new Date(), lastTimestamp: new Date(), count: 1,
-    } });
-    expect(await binder.bind({ podName: 'worker-0', podNamespace: namespace, podUid: second, node }), logs.join('\n')).to.deep.equal({});
+    await core.createNamespacedEvent({
+      namespace,
+      body: {
+        metadata: { name: uniqueName('worker-0') },
+        involvedObject: { kind: 'Pod', apiVersion: 'v1', namespace, name: 'worker-0', uid: first },
+        reason: 'UnexpectedAdmissionError',
+        type: 'Warning',
+        message: 'Allocate failed due to rpc error: pods "worker-0" not found, which is unexpected',
+        source: { component: 'kubelet', host: node },
+        firstTimestamp: new Date(),
+        lastTimestamp: new Date(),
+        count: 1,
+      },
+    });
+    expect(
+      await binder.bind({ podName: 'worker-0', podNamespace: namespace, podUid: second, node }),
+      logs.join('\n'),
+    ).to.deep.equal({});
     const bound = await core.readNamespacedPod({ namespace, name: 'worker-0' });
     expect(bound.spec?.nodeName).to.equal(node);
     expect(bound.metadata?.annotations?.[BIND_PHASE_ANNOTATION]).to.equal('allocating');
-    expect(await readLock(core, node)).to.match(/,worker-0$/).and.not.equal(lock);
+    expect(await readLock(core, node))
+      .to.match(/,worker-0$/)
+      .and.not.equal(lock);
   });
 
   it('item 4: a lock whose owner kubelet has admitted (status.startTime) while bind-phase still says allocating is freed by the pod watch, and the release says why', async () => {
@@ -125,19 +210,36 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
     const node = await kubeletNode(core);
     const uid = await created(core, namespace, 'worker-2');
     await storeHas(cache, namespace, 'worker-2', uid);
-    expect(await binder.bind({ podName: 'worker-2', podNamespace: namespace, podUid: uid, node }), logs.join('\n')).to.deep.equal({});
+    expect(
+      await binder.bind({ podName: 'worker-2', podNamespace: namespace, podUid: uid, node }),
+      logs.join('\n'),
+    ).to.deep.equal({});
     expect(await readLock(core, node)).to.match(/,worker-2$/);
     // The plugin answered Allocate and returned before it flipped bind-phase or released the lock
     // (HAMi v2.10 on a failed re-read); kubelet admitted the pod and reports its first status.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(await readLock(core, node), 'kept while kubelet has not admitted it').to.match(/,worker-2$/);
     const pod = await core.readNamespacedPod({ namespace, name: 'worker-2' });
-    await core.replaceNamespacedPodStatus({ namespace, name: 'worker-2', body: { ...pod, status: { ...pod.status, phase: 'Pending', startTime: new Date() } } });
+    await core.replaceNamespacedPodStatus({
+      namespace,
+      name: 'worker-2',
+      body: { ...pod, status: { ...pod.status, phase: 'Pending', startTime: new Date() } },
+    });
     const admitted = Date.now();
-    await eventually('the lock to go', async () => ((await readLock(core, node)) === undefined ? true : notYet('still locked')), 10_000, 50);
+    await eventually(
+      'the lock to go',
+      async () => ((await readLock(core, node)) === undefined ? true : notYet('still locked')),
+      10_000,
+      50,
+    );
     process.stdout.write(`      kubelet's first status -> lock released: ${Date.now() - admitted} ms\n`);
-    expect(released, 'released by the pod watch, with the reason the Event and metrics carry').to.deep.equal(['watch:owner-admitted']);
-    expect((await core.readNamespacedPod({ namespace, name: 'worker-2' })).metadata?.annotations?.[BIND_PHASE_ANNOTATION], 'bind-phase is the plugin\'s, left as it was').to.equal('allocating');
+    expect(released, 'released by the pod watch, with the reason the Event and metrics carry').to.deep.equal([
+      'watch:owner-admitted',
+    ]);
+    expect(
+      (await core.readNamespacedPod({ namespace, name: 'worker-2' })).metadata?.annotations?.[BIND_PHASE_ANNOTATION],
+      "bind-phase is the plugin's, left as it was",
+    ).to.equal('allocating');
   });
 
   it('item 3: a pod that vanished from a relist is judged by what kubelet may still admit, not by its stale copy (unbound when last seen, bound and allocating in the gap)', async () => {
@@ -149,16 +251,28 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
     const uid = await created(core, namespace, 'worker-3');
     await storeHas(cache, namespace, 'worker-3', uid);
     // The store's pod watch goes down and its relists fail for a while.
-    const down = proxy.addRule({ match: { method: 'GET', path: /^\/api\/v1\/pods$/ }, action: { kind: 'fail', status: 503 }, times: 2 });
+    const down = proxy.addRule({
+      match: { method: 'GET', path: /^\/api\/v1\/pods$/ },
+      action: { kind: 'fail', status: 503 },
+      times: 2,
+    });
     proxy.breakWatches();
     await down.whenHit();
     // In the gap: a bind of it (another replica's) locks the node and binds it, allocating; then it is
     // force-deleted before the frozen kubelet admitted it.
     await setLock(core, node, formatLockValue(new Date(), { namespace, name: 'worker-3' }));
-    await core.createNamespacedPodBinding({ namespace, name: 'worker-3', body: {
-      metadata: { name: 'worker-3', uid, annotations: { [BIND_PHASE_ANNOTATION]: 'allocating', 'hami.io/vgpu-node': node } },
-      target: { apiVersion: 'v1', kind: 'Node', name: node },
-    } });
+    await core.createNamespacedPodBinding({
+      namespace,
+      name: 'worker-3',
+      body: {
+        metadata: {
+          name: 'worker-3',
+          uid,
+          annotations: { [BIND_PHASE_ANNOTATION]: 'allocating', 'hami.io/vgpu-node': node },
+        },
+        target: { apiVersion: 'v1', kind: 'Node', name: node },
+      },
+    });
     await core.deleteNamespacedPod({ namespace, name: 'worker-3', gracePeriodSeconds: 0 });
     // The relist: the pod is missing, its stale copy unbound.
     await storeHas(cache, namespace, 'worker-3', undefined, 40_000);
@@ -173,7 +287,12 @@ describe('lock owners by UID, events by resourceVersion (real kube-apiserver, is
     const node = await kubeletNode(core);
     await created(core, namespace, 'worker-1');
     await setLock(core, node, formatLockValue(new Date(), { namespace, name: 'worker-1' }));
-    await eventually('the store to see the lock', () => Promise.resolve(cache.lockOf(node) !== undefined ? true : notYet('no lock')), 10_000, 20);
+    await eventually(
+      'the store to see the lock',
+      () => Promise.resolve(cache.lockOf(node) !== undefined ? true : notYet('no lock')),
+      10_000,
+      20,
+    );
     // The first incarnation's bind gave up and released its lock; from now on the pod watch lags.
     await setLock(core, node, null);
     pods.lagMs = 3000;

@@ -1,7 +1,13 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { AdmissionregistrationV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  loadYaml,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1MutatingWebhookConfiguration,
+} from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { finished, spawnTsx, type CapturedProcess } from '../support/captured-process.js';
@@ -44,29 +50,74 @@ describe('vgpu-warden serve (the real process)', function () {
       serve = spawnTsx(main, ['serve'], {
         env: {
           // The test's namespace for the Lease: /readyz is 503 while leader election cannot work.
-          ...process.env, KUBECONFIG: controlPlane.kubeconfigPath, POD_NAMESPACE: namespace, CERT_DIR: certDir, WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(port),
-          WEBHOOK_CONFIG_NAME: configName, CERT_HOSTS: '127.0.0.1', LOG_LEVEL: 'info', EXTENDER_PORT: String(extenderPort), METRICS_PORT: String(metricsPort),
+          ...process.env,
+          KUBECONFIG: controlPlane.kubeconfigPath,
+          POD_NAMESPACE: namespace,
+          CERT_DIR: certDir,
+          WEBHOOK_HOST: '127.0.0.1',
+          WEBHOOK_PORT: String(port),
+          WEBHOOK_CONFIG_NAME: configName,
+          CERT_HOSTS: '127.0.0.1',
+          LOG_LEVEL: 'info',
+          EXTENDER_PORT: String(extenderPort),
+          METRICS_PORT: String(metricsPort),
         },
       });
       const { child, output } = serve;
 
       // serve logs as it makes its certificates: each line wakes the check, polling stays the fallback.
-      const caPem = await eventually('serve to write its CA', () => Promise.resolve((() => {
-        try { return readFileSync(join(certDir, 'ca.crt'), 'utf8'); } catch (error) { return notYet(`no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${describeOutput(output())}`); }
-      })()), 30_000, 200, wakeOn(child.stdout, 'data'));
-      await eventually('serve to be ready', async () => {
-        const answer = await httpGet(port, '/readyz', { caPem }).catch(() => ({ status: 0, body: 'no answer' }));
-        return answer.status === 200 ? true : notYet(`/readyz ${answer.status}: ${answer.body.slice(0, 300)}`);
-      }, 30_000, 200);
+      const caPem = await eventually(
+        'serve to write its CA',
+        () =>
+          Promise.resolve(
+            (() => {
+              try {
+                return readFileSync(join(certDir, 'ca.crt'), 'utf8');
+              } catch (error) {
+                return notYet(
+                  `no ca.crt (${(error as NodeJS.ErrnoException).code ?? String(error)}); ${describeOutput(output())}`,
+                );
+              }
+            })(),
+          ),
+        30_000,
+        200,
+        wakeOn(child.stdout, 'data'),
+      );
+      await eventually(
+        'serve to be ready',
+        async () => {
+          const answer = await httpGet(port, '/readyz', { caPem }).catch(() => ({ status: 0, body: 'no answer' }));
+          return answer.status === 200 ? true : notYet(`/readyz ${answer.status}: ${answer.body.slice(0, 300)}`);
+        },
+        30_000,
+        200,
+      );
       const patched = await admission.readMutatingWebhookConfiguration({ name: configName });
-      for (const webhook of patched.webhooks ?? []) expect(Buffer.from(webhook.clientConfig.caBundle ?? '', 'base64').toString()).to.include(caPem.trim());
+      for (const webhook of patched.webhooks ?? [])
+        expect(Buffer.from(webhook.clientConfig.caBundle ?? '', 'base64').toString()).to.include(caPem.trim());
 
-      await core.patchNamespace({ name: namespace, body: { metadata: { labels: { 'vgpu-warden.test/serve': namespace } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-      const body = { metadata: { name: 'gpu' }, spec: { containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
-      const mutated = await eventually('the apiserver to call serve', async () => {
-        const created = await core.createNamespacedPod({ namespace, body, dryRun: 'All' });
-        return created.spec?.schedulerName === 'hami-scheduler' ? created : notYet(`dry-run pod got schedulerName ${created.spec?.schedulerName ?? 'none'}; serve: ${describeOutput(output())}`);
-      }, 20_000, 200);
+      await core.patchNamespace(
+        { name: namespace, body: { metadata: { labels: { 'vgpu-warden.test/serve': namespace } } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      const body = {
+        metadata: { name: 'gpu' },
+        spec: { containers: [{ name: 'c', image: 'cuda', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
+      };
+      const mutated = await eventually(
+        'the apiserver to call serve',
+        async () => {
+          const created = await core.createNamespacedPod({ namespace, body, dryRun: 'All' });
+          return created.spec?.schedulerName === 'hami-scheduler'
+            ? created
+            : notYet(
+                `dry-run pod got schedulerName ${created.spec?.schedulerName ?? 'none'}; serve: ${describeOutput(output())}`,
+              );
+        },
+        20_000,
+        200,
+      );
       expect(mutated.spec?.containers[0]?.resources?.limits?.['nvidia.com/gpucores']).to.equal('100');
 
       child.kill('SIGTERM');
@@ -83,17 +134,33 @@ describe('vgpu-warden serve (the real process)', function () {
   it('refuses to start with the extender off loopback and no client authentication: exit 2, one line, no stack', async () => {
     const { controlPlane } = testCluster();
     const run = async (args: string[], env: Record<string, string>) => {
-      const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('EXTENDER_')));
-      const { code, stdout, stderr } = await finished(spawnTsx(main, ['serve', ...args], { env: { ...inherited, KUBECONFIG: controlPlane.kubeconfigPath, ...env } }));
+      const inherited = Object.fromEntries(
+        Object.entries(process.env).filter(([name]) => !name.startsWith('EXTENDER_')),
+      );
+      const { code, stdout, stderr } = await finished(
+        spawnTsx(main, ['serve', ...args], { env: { ...inherited, KUBECONFIG: controlPlane.kubeconfigPath, ...env } }),
+      );
       return { code, stdout, stderr };
     };
     // The messages are config.ts's (ConfigError): the setting, where its value came from, the value, the rule.
-    const why = 'is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods';
-    expect(await run([], { EXTENDER_HOST: '0.0.0.0' })).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: EXTENDER_HOST (env) = 0.0.0.0 ${why}\n` });
-    expect(await run(['--extender-host', '10.1.2.3'], {})).to.deep.equal({ code: 2, stdout: '', stderr: `vgpu-warden: EXTENDER_HOST (flag --extender-host) = 10.1.2.3 ${why}\n` });
+    const why =
+      'is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods';
+    expect(await run([], { EXTENDER_HOST: '0.0.0.0' })).to.deep.equal({
+      code: 2,
+      stdout: '',
+      stderr: `vgpu-warden: EXTENDER_HOST (env) = 0.0.0.0 ${why}\n`,
+    });
+    expect(await run(['--extender-host', '10.1.2.3'], {})).to.deep.equal({
+      code: 2,
+      stdout: '',
+      stderr: `vgpu-warden: EXTENDER_HOST (flag --extender-host) = 10.1.2.3 ${why}\n`,
+    });
     // Client authentication on, but no Secret to keep the CA in: refused just as plainly.
     expect(await run([], { EXTENDER_HOST: '0.0.0.0', EXTENDER_CLIENT_AUTH: 'true' })).to.deep.equal({
-      code: 2, stdout: '', stderr: 'vgpu-warden: EXTENDER_CLIENT_AUTH (env) = true needs CERT_SECRET_NAME: kube-scheduler\'s client certificate is issued from the CA kept in that Secret\n',
+      code: 2,
+      stdout: '',
+      stderr:
+        "vgpu-warden: EXTENDER_CLIENT_AUTH (env) = true needs CERT_SECRET_NAME: kube-scheduler's client certificate is issued from the CA kept in that Secret\n",
     });
   });
 });

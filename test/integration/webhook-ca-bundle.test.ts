@@ -50,14 +50,27 @@ type ApplyOutcome = { ok: true } | { ok: false; conflict: boolean; message: stri
  * run as is; elsewhere (CI installs none) the test sends kubectl's request itself: a PATCH of type
  * application/apply-patch+yaml with fieldManager=kubectl and force as given.
  */
-async function serverSideApply(kubeConfig: KubeConfig, kubeconfigPath: string, object: V1MutatingWebhookConfiguration, force: boolean): Promise<ApplyOutcome> {
+async function serverSideApply(
+  kubeConfig: KubeConfig,
+  kubeconfigPath: string,
+  object: V1MutatingWebhookConfiguration,
+  force: boolean,
+): Promise<ApplyOutcome> {
   const kubectl = findKubectl();
   if (kubectl !== undefined) {
     const dir = mkdtempSync(join(tmpdir(), 'ssa-'));
     const file = join(dir, 'webhook.yaml');
     writeFileSync(file, dumpYaml(object));
     try {
-      await run(kubectl, ['apply', '--server-side', ...(force ? ['--force-conflicts'] : []), '-f', file, '--kubeconfig', kubeconfigPath]);
+      await run(kubectl, [
+        'apply',
+        '--server-side',
+        ...(force ? ['--force-conflicts'] : []),
+        '-f',
+        file,
+        '--kubeconfig',
+        kubeconfigPath,
+      ]);
       return { ok: true };
     } catch (error) {
       const stderr = (error as { stderr?: string }).stderr ?? String(error);
@@ -67,7 +80,14 @@ async function serverSideApply(kubeConfig: KubeConfig, kubeconfigPath: string, o
     }
   }
   try {
-    await KubernetesObjectApi.makeApiClient(kubeConfig).patch(object, undefined, undefined, 'kubectl', force, PatchStrategy.ServerSideApply);
+    await KubernetesObjectApi.makeApiClient(kubeConfig).patch(
+      object,
+      undefined,
+      undefined,
+      'kubectl',
+      force,
+      PatchStrategy.ServerSideApply,
+    );
     return { ok: true };
   } catch (error) {
     return { ok: false, conflict: httpStatusOf(error) === 409, message: apiStatusOf(error)?.message ?? String(error) };
@@ -99,21 +119,51 @@ function withEmptyCaBundle(configuration: V1MutatingWebhookConfiguration): V1Mut
 
 /** Each webhook's caBundle as empty, the wanted one or another (by length): what a wait for the bundle saw. */
 function describeBundles(bundles: string[], wanted: string): string {
-  const each = bundles.map((bundle, index) => `webhook ${index}: ${bundle === '' ? 'empty' : bundle === wanted ? 'ours' : `another (${bundle.length} chars)`}`);
+  const each = bundles.map(
+    (bundle, index) =>
+      `webhook ${index}: ${bundle === '' ? 'empty' : bundle === wanted ? 'ours' : `another (${bundle.length} chars)`}`,
+  );
   return each.length === 0 ? 'no webhooks' : each.join(', ');
 }
 
 function logSink(lines: string[]): Writable {
-  return new Writable({ write(chunk: Buffer, _encoding, done) { lines.push(...chunk.toString().split('\n').filter((line) => line !== '')); done(); } });
+  return new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(
+        ...chunk
+          .toString()
+          .split('\n')
+          .filter((line) => line !== ''),
+      );
+      done();
+    },
+  });
 }
 
-async function serve(namespace: string, kubeconfigPath: string, configName: string, certSecret: string, lines: string[]): Promise<RunningServer> {
+async function serve(
+  namespace: string,
+  kubeconfigPath: string,
+  configName: string,
+  certSecret: string,
+  lines: string[],
+): Promise<RunningServer> {
   const [webhookPort = 0, extenderPort = 0, metricsPort = 0] = await findFreePorts(3);
-  return startServer(loadConfig({
-    KUBECONFIG: kubeconfigPath, POD_NAMESPACE: namespace, CERT_SECRET_NAME: certSecret, WEBHOOK_CONFIG_NAME: configName,
-    WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(webhookPort), EXTENDER_PORT: String(extenderPort),
-    METRICS_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), SWEEP_ENABLED: 'false', LEADER_ELECTION: 'false',
-  }), createLogger('info', logSink(lines)));
+  return startServer(
+    loadConfig({
+      KUBECONFIG: kubeconfigPath,
+      POD_NAMESPACE: namespace,
+      CERT_SECRET_NAME: certSecret,
+      WEBHOOK_CONFIG_NAME: configName,
+      WEBHOOK_HOST: '127.0.0.1',
+      WEBHOOK_PORT: String(webhookPort),
+      EXTENDER_PORT: String(extenderPort),
+      METRICS_HOST: '127.0.0.1',
+      METRICS_PORT: String(metricsPort),
+      SWEEP_ENABLED: 'false',
+      LEADER_ELECTION: 'false',
+    }),
+    createLogger('info', logSink(lines)),
+  );
 }
 
 describe('GitOps-safe webhook configuration: server-side apply of the manifest, caBundle injected and repaired by serve (real apiserver)', function () {
@@ -130,25 +180,44 @@ describe('GitOps-safe webhook configuration: server-side apply of the manifest, 
     const bundles = async () => ((await read()).webhooks ?? []).map((webhook) => webhook.clientConfig.caBundle ?? '');
     const ours = () => caBundleFieldOf(server?.keeper.current()?.caBundlePem ?? 'none');
     const healed = async (what: string, since: number) => {
-      await eventually(`serve to repair the caBundle after ${what}`, async () => {
-        const current = await bundles();
-        return current.every((bundle) => bundle === ours()) ? true : notYet(describeBundles(current, ours()));
-      }, HEAL_WITHIN_MS, 50)
-        .catch((error: unknown) => { throw new Error(`${(error as Error).message}; serve said:\n${lines.slice(-20).join('\n')}`); });
+      await eventually(
+        `serve to repair the caBundle after ${what}`,
+        async () => {
+          const current = await bundles();
+          return current.every((bundle) => bundle === ours()) ? true : notYet(describeBundles(current, ours()));
+        },
+        HEAL_WITHIN_MS,
+        50,
+      ).catch((error: unknown) => {
+        throw new Error(`${(error as Error).message}; serve said:\n${lines.slice(-20).join('\n')}`);
+      });
       return Date.now() - since;
     };
     try {
-      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, false)).to.deep.equal({ ok: true });
+      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, false)).to.deep.equal({
+        ok: true,
+      });
       expect(await bundles()).to.deep.equal(['', '']);
 
       server = await serve(namespace, controlPlane.kubeconfigPath, name, uniqueName('ca-bundle-tls'), lines);
-      await eventually('serve to inject its caBundle', async () => {
-        const current = await bundles();
-        return current.every((bundle) => bundle !== '' && bundle === ours()) ? true : notYet(`${describeBundles(current, ours())}; serve has ${server?.keeper.current() === undefined ? 'no' : 'a'} CA`);
-      }, 20_000, 100);
+      await eventually(
+        'serve to inject its caBundle',
+        async () => {
+          const current = await bundles();
+          return current.every((bundle) => bundle !== '' && bundle === ours())
+            ? true
+            : notYet(
+                `${describeBundles(current, ours())}; serve has ${server?.keeper.current() === undefined ? 'no' : 'a'} CA`,
+              );
+        },
+        20_000,
+        100,
+      );
 
       // A GitOps re-sync of the same manifest: no conflict (the manifest does not name the field), and the bundle stays.
-      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, false)).to.deep.equal({ ok: true });
+      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, false)).to.deep.equal({
+        ok: true,
+      });
       expect(await bundles()).to.deep.equal([ours(), ours()]);
 
       // The old manifest (caBundle: "") conflicts with serve's ownership of the field...
@@ -161,21 +230,36 @@ describe('GitOps-safe webhook configuration: server-side apply of the manifest, 
       expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, old, true)).to.deep.equal({ ok: true });
       expect(await healed('a forced server-side apply with caBundle ""', since)).to.be.below(HEAL_WITHIN_MS);
       // The repair's log line follows its write: the test may read the repaired bundle first.
-      await eventually('serve to log the repair', () => Promise.resolve(lines.some((line) => line.includes('re-injected'))
-        ? true
-        : notYet(`${lines.length} log lines, none re-injected; last: ${lines.at(-1)?.slice(0, 300) ?? 'none'}`)), 5_000, 20);
+      await eventually(
+        'serve to log the repair',
+        () =>
+          Promise.resolve(
+            lines.some((line) => line.includes('re-injected'))
+              ? true
+              : notYet(`${lines.length} log lines, none re-injected; last: ${lines.at(-1)?.slice(0, 300) ?? 'none'}`),
+          ),
+        5_000,
+        20,
+      );
 
       // The current manifest applied again after that: serve owns caBundle again, so nothing is removed.
-      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, true)).to.deep.equal({ ok: true });
+      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, true)).to.deep.equal({
+        ok: true,
+      });
       expect(await bundles()).to.deep.equal([ours(), ours()]);
 
       since = Date.now();
-      await admission.patchMutatingWebhookConfiguration({ name, body: [{ op: 'remove', path: '/webhooks/1/clientConfig/caBundle' }] }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
+      await admission.patchMutatingWebhookConfiguration(
+        { name, body: [{ op: 'remove', path: '/webhooks/1/clientConfig/caBundle' }] },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      );
       expect(await healed('a JSON patch removing it', since)).to.be.below(HEAL_WITHIN_MS);
 
       since = Date.now();
       await admission.deleteMutatingWebhookConfiguration({ name });
-      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, false)).to.deep.equal({ ok: true });
+      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, false)).to.deep.equal({
+        ok: true,
+      });
       expect(await healed('a delete and re-create', since)).to.be.below(HEAL_WITHIN_MS);
     } finally {
       await server?.stop();
@@ -191,30 +275,57 @@ describe('GitOps-safe webhook configuration: server-side apply of the manifest, 
     const lines: string[] = [];
     const servers: RunningServer[] = [];
     try {
-      expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, shippedConfiguration(name, namespace), false)).to.deep.equal({ ok: true });
+      expect(
+        await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, shippedConfiguration(name, namespace), false),
+      ).to.deep.equal({ ok: true });
       servers.push(await serve(namespace, controlPlane.kubeconfigPath, name, secret, lines));
       servers.push(await serve(namespace, controlPlane.kubeconfigPath, name, secret, lines));
       const wanted = caBundleFieldOf(servers[0]!.keeper.current()!.caBundlePem);
-      expect(caBundleFieldOf(servers[1]!.keeper.current()!.caBundlePem), 'one CA, shared through the Secret').to.equal(wanted);
-      const bundles = async () => ((await admission.readMutatingWebhookConfiguration({ name })).webhooks ?? []).map((webhook) => webhook.clientConfig.caBundle ?? '');
-      await eventually('the caBundle to be injected', async () => {
-        const current = await bundles();
-        return current.every((bundle) => bundle === wanted) ? true : notYet(describeBundles(current, wanted));
-      }, 20_000, 100);
+      expect(caBundleFieldOf(servers[1]!.keeper.current()!.caBundlePem), 'one CA, shared through the Secret').to.equal(
+        wanted,
+      );
+      const bundles = async () =>
+        ((await admission.readMutatingWebhookConfiguration({ name })).webhooks ?? []).map(
+          (webhook) => webhook.clientConfig.caBundle ?? '',
+        );
+      await eventually(
+        'the caBundle to be injected',
+        async () => {
+          const current = await bundles();
+          return current.every((bundle) => bundle === wanted) ? true : notYet(describeBundles(current, wanted));
+        },
+        20_000,
+        100,
+      );
 
-      await admission.patchMutatingWebhookConfiguration({
-        name, body: [{ op: 'replace', path: '/webhooks/0/clientConfig/caBundle', value: '' }, { op: 'replace', path: '/webhooks/1/clientConfig/caBundle', value: '' }],
-      }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
-      await eventually('the reset to be repaired', async () => {
-        const current = await bundles();
-        return current.every((bundle) => bundle === wanted) ? true : notYet(describeBundles(current, wanted));
-      }, HEAL_WITHIN_MS, 50);
+      await admission.patchMutatingWebhookConfiguration(
+        {
+          name,
+          body: [
+            { op: 'replace', path: '/webhooks/0/clientConfig/caBundle', value: '' },
+            { op: 'replace', path: '/webhooks/1/clientConfig/caBundle', value: '' },
+          ],
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      );
+      await eventually(
+        'the reset to be repaired',
+        async () => {
+          const current = await bundles();
+          return current.every((bundle) => bundle === wanted) ? true : notYet(describeBundles(current, wanted));
+        },
+        HEAL_WITHIN_MS,
+        50,
+      );
       // Settled: no replica keeps rewriting it (its resourceVersion stays put).
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const settled = (await admission.readMutatingWebhookConfiguration({ name })).metadata?.resourceVersion;
       await new Promise((resolve) => setTimeout(resolve, 3_000));
       expect((await admission.readMutatingWebhookConfiguration({ name })).metadata?.resourceVersion).to.equal(settled);
-      expect(lines.filter((line) => line.includes('another writer keeps changing it')), 'the replicas fought').to.deep.equal([]);
+      expect(
+        lines.filter((line) => line.includes('another writer keeps changing it')),
+        'the replicas fought',
+      ).to.deep.equal([]);
     } finally {
       for (const server of servers) await server.stop();
       await admission.deleteMutatingWebhookConfiguration({ name }).catch(() => undefined);

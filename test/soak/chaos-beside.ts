@@ -72,7 +72,12 @@ export class ChaosBeside {
     for (let seed = this.options.firstSeed; !this.isStopping(); seed++) {
       const { file, args } = this.options.command(seed);
       const logPath = join(this.options.logDir, `chaos-seed-${seed}.log`);
-      const group = new ProcessGroup(file, args, { cwd: this.options.cwd, env: this.options.env, logPath, killAfterMs: this.options.killAfterMs });
+      const group = new ProcessGroup(file, args, {
+        cwd: this.options.cwd,
+        env: this.options.env,
+        logPath,
+        killAfterMs: this.options.killAfterMs,
+      });
       this.current = group;
       const exit = await group.finished;
       this.current = undefined;

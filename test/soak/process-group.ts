@@ -2,7 +2,17 @@
 // everything it started (npm, sh, tsx, node, the cluster binaries a test forgot), and so that a
 // Ctrl-C at the terminal reaches the soak alone, which then stops each group in order.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, createWriteStream, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync, type WriteStream } from 'node:fs';
+import {
+  closeSync,
+  createWriteStream,
+  existsSync,
+  fstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  type WriteStream,
+} from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { ChildExit } from './step-outcome.js';
 
@@ -46,7 +56,12 @@ export class ProcessGroup {
     this.stdioGraceMs = options.stdioGraceMs ?? STDIO_GRACE_MS;
     // Opened synchronously so the log exists the moment the step starts (for `tail -f`).
     this.log = createWriteStream(options.logPath, { fd: openSync(options.logPath, 'w') });
-    this.child = spawn(file, args, { cwd: options.cwd, env: options.env ?? process.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(file, args, {
+      cwd: options.cwd,
+      env: options.env ?? process.env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.child.stdout?.pipe(this.log, { end: false });
     this.child.stderr?.pipe(this.log, { end: false });
     this.finished = this.watch();
@@ -70,9 +85,15 @@ export class ProcessGroup {
   }
 
   private async watch(): Promise<GroupExit> {
-    const closed = new Promise<boolean>((resolve) => this.child.once('close', () => { resolve(true); }));
+    const closed = new Promise<boolean>((resolve) =>
+      this.child.once('close', () => {
+        resolve(true);
+      }),
+    );
     const exit = await new Promise<ChildExit>((resolve) => {
-      this.child.once('exit', (code, signal) => { resolve({ code, signal }); });
+      this.child.once('exit', (code, signal) => {
+        resolve({ code, signal });
+      });
       this.child.once('error', (error) => {
         this.log.write(`\n[soak] could not run the command: ${error.message}\n`);
         resolve({ code: null, signal: null });
@@ -85,14 +106,20 @@ export class ProcessGroup {
     if (this.groupAlive()) {
       // Left-overs of one step (a server a test did not stop) would load and confuse later steps.
       strays = true;
-      this.log.write(`\n[soak] processes of group ${this.child.pid ?? '?'} were still running after its leader exited; stopping them\n`);
+      this.log.write(
+        `\n[soak] processes of group ${this.child.pid ?? '?'} were still running after its leader exited; stopping them\n`,
+      );
       await this.terminate();
     }
     if (!closedInTime) {
       this.child.stdout?.destroy();
       this.child.stderr?.destroy();
     }
-    await new Promise<void>((resolve) => { this.log.end(() => { resolve(); }); });
+    await new Promise<void>((resolve) => {
+      this.log.end(() => {
+        resolve();
+      });
+    });
     return { ...exit, durationMs, stoppedBySoak: this.signalled, strays };
   }
 
@@ -100,10 +127,14 @@ export class ProcessGroup {
     this.stopping ??= (async () => {
       this.signal('SIGTERM');
       if (await this.waitGone(this.killAfterMs)) return;
-      this.log.write(`\n[soak] group ${this.child.pid ?? '?'} still running ${this.killAfterMs} ms after SIGTERM; sending SIGKILL\n`);
+      this.log.write(
+        `\n[soak] group ${this.child.pid ?? '?'} still running ${this.killAfterMs} ms after SIGTERM; sending SIGKILL\n`,
+      );
       this.signal('SIGKILL');
       await this.waitGone(5_000);
-    })().finally(() => { this.stopping = undefined; });
+    })().finally(() => {
+      this.stopping = undefined;
+    });
     return this.stopping;
   }
 

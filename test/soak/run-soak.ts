@@ -20,7 +20,9 @@ const SIGNAL_EXIT: Record<'SIGINT' | 'SIGTERM', number> = { SIGINT: 130, SIGTERM
 // a signal this long after the first means "stop waiting for the clean-up".
 const DUPLICATE_SIGNAL_MS = 2_000;
 
-const say = (line: string) => { process.stdout.write(`${line}\n`); };
+const say = (line: string) => {
+  process.stdout.write(`${line}\n`);
+};
 
 function usageFailure(error: unknown): never {
   if (!(error instanceof SoakUsageError)) throw error;
@@ -34,7 +36,9 @@ function readSteps(options: SoakOptions): string[] {
   try {
     packageJson = JSON.parse(readFileSync(path, 'utf8')) as { scripts?: unknown };
   } catch (error) {
-    throw new SuiteShapeError(`cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new SuiteShapeError(`cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
   }
   return selectSteps(splitTestScript(packageJson.scripts), options.steps);
 }
@@ -43,7 +47,10 @@ let options: SoakOptions;
 let steps: string[];
 try {
   options = parseSoakArgs(process.argv.slice(2));
-  if (options.help) { say(USAGE); process.exit(0); }
+  if (options.help) {
+    say(USAGE);
+    process.exit(0);
+  }
   steps = readSteps(options);
 } catch (error) {
   usageFailure(error);
@@ -65,15 +72,18 @@ let firstSignalAt = 0;
 
 const chaos = options.load
   ? new ChaosBeside({
-    command: (seed) => ({ file: 'npm', args: ['run', 'chaos', '--', '--seed', String(seed), '--minutes', String(options.chaosMinutes)] }),
-    firstSeed: options.chaosSeed,
-    cwd: repoRoot,
-    logDir,
-    onRunEnd: (result) => {
-      tally.recordChaos(result);
-      say(chaosLine(result));
-    },
-  })
+      command: (seed) => ({
+        file: 'npm',
+        args: ['run', 'chaos', '--', '--seed', String(seed), '--minutes', String(options.chaosMinutes)],
+      }),
+      firstSeed: options.chaosSeed,
+      cwd: repoRoot,
+      logDir,
+      onRunEnd: (result) => {
+        tally.recordChaos(result);
+        say(chaosLine(result));
+      },
+    })
   : undefined;
 
 function onSignal(signal: 'SIGINT' | 'SIGTERM'): void {
@@ -81,7 +91,9 @@ function onSignal(signal: 'SIGINT' | 'SIGTERM'): void {
   if (interrupted === undefined) {
     interrupted = signal;
     firstSignalAt = now;
-    say(`soak: ${signal}; stopping the running step${chaos === undefined ? '' : ' and chaos'} (SIGTERM, SIGKILL after 20 s)`);
+    say(
+      `soak: ${signal}; stopping the running step${chaos === undefined ? '' : ' and chaos'} (SIGTERM, SIGKILL after 20 s)`,
+    );
     // The main loop sees `interrupted` once the step has stopped, stops chaos and prints the summary.
     void currentStep?.stop();
     return;
@@ -102,7 +114,9 @@ process.on('exit', () => {
 });
 
 const started = Date.now();
-say(`soak: ${options.runs} run(s) of ${steps.join(', ')}${chaos === undefined ? '' : `, with chaos beside from seed ${options.chaosSeed} (${options.chaosMinutes} min each)`}`);
+say(
+  `soak: ${options.runs} run(s) of ${steps.join(', ')}${chaos === undefined ? '' : `, with chaos beside from seed ${options.chaosSeed} (${options.chaosMinutes} min each)`}`,
+);
 say(`soak: logs in ${logDir}`);
 chaos?.start();
 
@@ -117,7 +131,9 @@ runs: for (let run = 1; run <= options.runs; run++) {
     currentStep = undefined;
     if (interrupted !== undefined) {
       // A step the soak stopped says nothing about the suite; it is not recorded.
-      say(`run ${run}/${options.runs} ${step}: stopped by ${interrupted} after ${Math.round(exit.durationMs / 1000)} s`);
+      say(
+        `run ${run}/${options.runs} ${step}: stopped by ${interrupted} after ${Math.round(exit.durationMs / 1000)} s`,
+      );
       endedEarly = `interrupted by ${interrupted}`;
       break runs;
     }

@@ -34,7 +34,8 @@ export const USAGE = `usage: npm run test:soak -- --runs N [--load] [--steps a,b
   --chaos-minutes M  minutes of each chaos run with --load (default ${DEFAULT_CHAOS_MINUTES})`;
 
 function positiveInteger(flag: string, text: string): number {
-  if (!/^\d+$/.test(text) || Number(text) < 1) throw new SoakUsageError(`${flag} must be a positive integer, got "${text}"`);
+  if (!/^\d+$/.test(text) || Number(text) < 1)
+    throw new SoakUsageError(`${flag} must be a positive integer, got "${text}"`);
   return Number(text);
 }
 
@@ -66,19 +67,22 @@ export function parseSoakArgs(argv: readonly string[]): SoakOptions {
     logDir: values['log-dir'],
     help: values.help,
   };
-  if (values.help) return { ...base, runs: 1, steps: undefined, chaosSeed: DEFAULT_CHAOS_SEED, chaosMinutes: DEFAULT_CHAOS_MINUTES };
+  if (values.help)
+    return { ...base, runs: 1, steps: undefined, chaosSeed: DEFAULT_CHAOS_SEED, chaosMinutes: DEFAULT_CHAOS_MINUTES };
   if (values.runs === undefined) throw new SoakUsageError('--runs N is required');
   const runs = positiveInteger('--runs', values.runs);
   let steps: string[] | undefined;
   if (values.steps !== undefined) {
     steps = values.steps.split(',').map((step) => step.trim());
-    if (steps.some((step) => step === '')) throw new SoakUsageError(`--steps must be a comma-separated list of step names, got "${values.steps}"`);
+    if (steps.some((step) => step === ''))
+      throw new SoakUsageError(`--steps must be a comma-separated list of step names, got "${values.steps}"`);
   }
   const seedText = values['chaos-seed'] ?? String(DEFAULT_CHAOS_SEED);
   if (!/^-?\d+$/.test(seedText)) throw new SoakUsageError(`--chaos-seed must be an integer, got "${seedText}"`);
   const minutesText = values['chaos-minutes'] ?? String(DEFAULT_CHAOS_MINUTES);
   const chaosMinutes = Number(minutesText);
-  if (!/^\d+(\.\d+)?$/.test(minutesText) || !(chaosMinutes > 0)) throw new SoakUsageError(`--chaos-minutes must be a positive number, got "${minutesText}"`);
+  if (!/^\d+(\.\d+)?$/.test(minutesText) || !(chaosMinutes > 0))
+    throw new SoakUsageError(`--chaos-minutes must be a positive number, got "${minutesText}"`);
   if (!values.load && (values['chaos-seed'] !== undefined || values['chaos-minutes'] !== undefined)) {
     throw new SoakUsageError('--chaos-seed and --chaos-minutes only apply with --load');
   }

@@ -17,7 +17,10 @@ export class SuiteShapeError extends SoakUsageError {}
 
 /** `--steps` named a step that is not one of the "test" script's steps: exit 2. */
 export class UnknownStepError extends SoakUsageError {
-  constructor(readonly step: string, known: readonly string[]) {
+  constructor(
+    readonly step: string,
+    known: readonly string[],
+  ) {
     super(`unknown step "${step}" in --steps; the "test" script's steps are: ${known.join(', ')}`);
   }
 }

@@ -25,12 +25,14 @@ export function progressLine(result: StepResult, runs: number): string {
   const took = `in ${formatSeconds(result.durationMs)}`;
   const { outcome } = result;
   switch (outcome.kind) {
-    case 'passed': return `${prefix} passed ${took}`;
+    case 'passed':
+      return `${prefix} passed ${took}`;
     case 'tests': {
       const count = outcome.failing === 1 ? '1 test' : `${outcome.failing} tests`;
       return `${prefix} failed (${count}) ${took}`;
     }
-    case 'step': return `${prefix} failed (${outcome.exit}) ${took}`;
+    case 'step':
+      return `${prefix} failed (${outcome.exit}) ${took}`;
   }
 }
 
@@ -72,7 +74,9 @@ export function renderSummary(input: SummaryInput): string {
     const failsWidth = Math.max('failed'.length, ...fails.map((text) => text.length));
     const stepWidth = Math.max('step'.length, ...input.rows.map((row) => row.step.length));
     const indent = ' '.repeat(2 + failsWidth + 2 + stepWidth + 2 + 2);
-    out.push(`failures (${input.rows.length} ${input.rows.length === 1 ? 'test or step' : 'tests or steps'} failed at least once):`);
+    out.push(
+      `failures (${input.rows.length} ${input.rows.length === 1 ? 'test or step' : 'tests or steps'} failed at least once):`,
+    );
     out.push(`  ${'failed'.padEnd(failsWidth)}  ${'step'.padEnd(stepWidth)}  test`);
     for (const [index, row] of input.rows.entries()) {
       out.push(`  ${(fails[index] ?? '').padEnd(failsWidth)}  ${row.step.padEnd(stepWidth)}  ${names[index] ?? ''}`);
@@ -84,7 +88,9 @@ export function renderSummary(input: SummaryInput): string {
     const runs = input.durations.map((stats) => stats.runs);
     const sameRuns = runs.every((count) => count === runs[0]);
     const stepWidth = Math.max('step'.length, ...input.durations.map((stats) => stats.step.length));
-    out.push(`step durations (min / median / max over ${sameRuns ? plural(runs[0] ?? 0, 'run') : 'the runs of each step'}):`);
+    out.push(
+      `step durations (min / median / max over ${sameRuns ? plural(runs[0] ?? 0, 'run') : 'the runs of each step'}):`,
+    );
     for (const stats of input.durations) {
       const cells = [stats.minMs, stats.medianMs, stats.maxMs].map((ms) => formatSeconds(ms).padStart(8));
       out.push(`  ${stats.step.padEnd(stepWidth)}  ${cells.join('  ')}${sameRuns ? '' : `  (${stats.runs} runs)`}`);
@@ -94,14 +100,24 @@ export function renderSummary(input: SummaryInput): string {
     const failed = input.chaos.filter(chaosFailed).length;
     const stopped = input.chaos.filter((result) => result.stoppedBySoak).length;
     const seeds = input.chaos.map((result) => result.seed);
-    const seedText = seeds.length === 0 ? 'none' : seeds.length === 1 ? `seed ${seeds[0] ?? ''}` : `seeds ${seeds[0] ?? ''}..${seeds.at(-1) ?? ''}`;
-    out.push(`chaos beside: ${input.chaos.length} run(s) (${seedText}): ${input.chaos.length - failed - stopped} passed, ${failed} failed, ${stopped} stopped by the soak`);
+    const seedText =
+      seeds.length === 0
+        ? 'none'
+        : seeds.length === 1
+          ? `seed ${seeds[0] ?? ''}`
+          : `seeds ${seeds[0] ?? ''}..${seeds.at(-1) ?? ''}`;
+    out.push(
+      `chaos beside: ${input.chaos.length} run(s) (${seedText}): ${input.chaos.length - failed - stopped} passed, ${failed} failed, ${stopped} stopped by the soak`,
+    );
   }
   out.push(`total wall time: ${formatWallTime(input.wallMs)}; logs in ${input.logDir}`);
-  if (input.endedEarly !== undefined) out.push(`ended early after run ${input.runsDone} of ${input.runsPlanned}: ${input.endedEarly}`);
+  if (input.endedEarly !== undefined)
+    out.push(`ended early after run ${input.runsDone} of ${input.runsPlanned}: ${input.endedEarly}`);
   const runsText = plural(input.runsDone, 'run');
-  out.push(input.failureCount === 0 && input.endedEarly === undefined
-    ? `all green: ${runsText}`
-    : `${plural(input.failureCount, 'failure')} in ${runsText}`);
+  out.push(
+    input.failureCount === 0 && input.endedEarly === undefined
+      ? `all green: ${runsText}`
+      : `${plural(input.failureCount, 'failure')} in ${runsText}`,
+  );
   return out.join('\n');
 }

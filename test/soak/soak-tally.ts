@@ -33,9 +33,15 @@ export class SoakTally {
     this.steps.push(result);
     const { outcome } = result;
     if (outcome.kind === 'tests') {
-      for (const failure of outcome.failures) this.bump(result, failure.title, [failure.error === '' ? '(the output ended before the error)' : failure.error]);
+      for (const failure of outcome.failures)
+        this.bump(result, failure.title, [
+          failure.error === '' ? '(the output ended before the error)' : failure.error,
+        ]);
       const unlisted = outcome.failing - outcome.failures.length;
-      if (unlisted > 0) this.bump(result, undefined, [`mocha reported ${outcome.failing} failing but its list ended after ${outcome.failures.length}`]);
+      if (unlisted > 0)
+        this.bump(result, undefined, [
+          `mocha reported ${outcome.failing} failing but its list ended after ${outcome.failures.length}`,
+        ]);
     } else if (outcome.kind === 'step') {
       this.bump(result, undefined, [outcome.exit, ...outcome.lastLines]);
     }
@@ -47,7 +53,14 @@ export class SoakTally {
     const test = `chaos beside (seed ${result.seed})`;
     const key = `chaos\u0000${test}\u0000${this.chaos.length}`;
     const exit = result.exit.signal === null ? `exit ${result.exit.code ?? '?'}` : `signal ${result.exit.signal}`;
-    this.rows.set(key, { step: 'chaos', test, failures: 1, runs: 1, latest: [exit, ...result.lastLines], latestRun: 0 });
+    this.rows.set(key, {
+      step: 'chaos',
+      test,
+      failures: 1,
+      runs: 1,
+      latest: [exit, ...result.lastLines],
+      latestRun: 0,
+    });
   }
 
   /** Every test or step that failed at least once: most failures first, then in order of first failure. */
@@ -73,7 +86,10 @@ export class SoakTally {
   durations(order: readonly string[]): StepDurations[] {
     const stats: StepDurations[] = [];
     for (const step of order) {
-      const times = this.steps.filter((result) => result.step === step).map((result) => result.durationMs).sort((a, b) => a - b);
+      const times = this.steps
+        .filter((result) => result.step === step)
+        .map((result) => result.durationMs)
+        .sort((a, b) => a - b);
       if (times.length === 0) continue;
       stats.push({ step, runs: times.length, minMs: times[0] ?? 0, medianMs: median(times), maxMs: times.at(-1) ?? 0 });
     }
@@ -87,10 +103,12 @@ export class SoakTally {
   private bump(result: StepResult, test: string | undefined, latest: string[]): void {
     const key = `${result.step}\u0000${test ?? ''}`;
     const row = this.rows.get(key);
-    if (row === undefined) this.rows.set(key, { step: result.step, test, failures: 1, runs: 0, latest, latestRun: result.run });
+    if (row === undefined)
+      this.rows.set(key, { step: result.step, test, failures: 1, runs: 0, latest, latestRun: result.run });
     // Two entries with one title in one run (mocha's multiple errors of one test, or two files
     // with the same titles) make one failing run of that test, shown with its first error.
-    else if (row.latestRun !== result.run) this.rows.set(key, { ...row, failures: row.failures + 1, latest, latestRun: result.run });
+    else if (row.latestRun !== result.run)
+      this.rows.set(key, { ...row, failures: row.failures + 1, latest, latestRun: result.run });
   }
 }
 

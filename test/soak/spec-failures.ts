@@ -45,7 +45,10 @@ export function parseSpecFailures(output: string): SpecFailureList | undefined {
   let index = failingAt + 1;
   while (failures.length < failing && index < lines.length) {
     const entry = entryAt(lines, index, failures.length + 1);
-    if (entry === 'not-an-entry') { index++; continue; }
+    if (entry === 'not-an-entry') {
+      index++;
+      continue;
+    }
     if (entry === 'truncated') break;
     failures.push(entry.failure);
     index = entry.next;
@@ -57,7 +60,11 @@ export function parseSpecFailures(output: string): SpecFailureList | undefined {
 /** The `N failing` line that belongs to the last `N passing` line (with `N pending` between). */
 function findFailingLine(lines: readonly string[]): number | undefined {
   let passingAt: number | undefined;
-  for (let i = lines.length - 1; i >= 0; i--) if (PASSING.test(lines[i] ?? '')) { passingAt = i; break; }
+  for (let i = lines.length - 1; i >= 0; i--)
+    if (PASSING.test(lines[i] ?? '')) {
+      passingAt = i;
+      break;
+    }
   if (passingAt === undefined) {
     // Output cut at the front (a tail read of a huge log) may have lost the passing line only.
     for (let i = lines.length - 1; i >= 0; i--) if (FAILING.test(lines[i] ?? '')) return i;

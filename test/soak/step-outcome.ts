@@ -23,7 +23,8 @@ export function classifyStep(exit: ChildExit, output: string): StepOutcome {
   if (exit.code === 0 && exit.signal === null) return { kind: 'passed' };
   // Mocha's exit code is its failure count, so any non-zero exit with a failure list is those tests.
   const list = parseSpecFailures(output);
-  if (list !== undefined && list.failures.length > 0) return { kind: 'tests', failing: Math.max(list.failing, list.failures.length), failures: list.failures };
+  if (list !== undefined && list.failures.length > 0)
+    return { kind: 'tests', failing: Math.max(list.failing, list.failures.length), failures: list.failures };
   return { kind: 'step', exit: describeExit(exit), lastLines: lastMeaningfulLines(output, 5) };
 }
 

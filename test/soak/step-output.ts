@@ -21,7 +21,9 @@ const NPM_NOISE = /^npm (?:error|ERR!|warn|WARN|notice)\b/;
 
 /** The last `count` non-empty lines, skipping npm's own failure report when anything else is left. */
 export function lastMeaningfulLines(text: string, count = 5): string[] {
-  const lines = outputLines(text).map((line) => line.trimEnd()).filter((line) => line.trim() !== '');
+  const lines = outputLines(text)
+    .map((line) => line.trimEnd())
+    .filter((line) => line.trim() !== '');
   const meaningful = lines.filter((line) => !NPM_NOISE.test(line.trimStart()));
   return (meaningful.length > 0 ? meaningful : lines).slice(-count);
 }
@@ -30,6 +32,9 @@ export const CLIP_CHARS = 160;
 
 /** One summary-safe line: tabs and runs of spaces collapsed, at most `max` characters. */
 export function clip(text: string, max = CLIP_CHARS): string {
-  const line = stripAnsi(text).replace(/[\r\n\t]+/g, ' ').replace(/ {2,}/g, ' ').trim();
+  const line = stripAnsi(text)
+    .replace(/[\r\n\t]+/g, ' ')
+    .replace(/ {2,}/g, ' ')
+    .trim();
   return line.length <= max ? line : `${line.slice(0, max - 1)}…`;
 }

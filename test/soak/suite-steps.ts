@@ -10,7 +10,8 @@ const NPM_RUN_STEP = /^npm run ([A-Za-z0-9][A-Za-z0-9:._-]*)$/;
  * suite from `npm test` would make the soak's numbers mean nothing.
  */
 export function splitTestScript(scripts: unknown): string[] {
-  if (typeof scripts !== 'object' || scripts === null) throw new SuiteShapeError('package.json has no "scripts" object');
+  if (typeof scripts !== 'object' || scripts === null)
+    throw new SuiteShapeError('package.json has no "scripts" object');
   const table = scripts as Record<string, unknown>;
   const test = table.test;
   if (typeof test !== 'string') throw new SuiteShapeError('package.json has no "test" script');
@@ -19,7 +20,8 @@ export function splitTestScript(scripts: unknown): string[] {
   for (const [index, part] of parts.entries()) {
     const name = NPM_RUN_STEP.exec(part)?.[1];
     const where = `package.json "test" script, part ${index + 1} ("${part.slice(0, 80)}")`;
-    if (name === undefined) throw new SuiteShapeError(`cannot split the ${where}: every part between "&&" must be "npm run <name>"`);
+    if (name === undefined)
+      throw new SuiteShapeError(`cannot split the ${where}: every part between "&&" must be "npm run <name>"`);
     if (typeof table[name] !== 'string') throw new SuiteShapeError(`${where} names no script in package.json`);
     if (name === 'test') throw new SuiteShapeError(`${where} runs "test" itself`);
     // Log files and the duration table are keyed by step name.

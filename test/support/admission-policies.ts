@@ -1,4 +1,8 @@
-import type { CoreV1Api, V1ValidatingAdmissionPolicy, V1ValidatingAdmissionPolicyBinding } from '@kubernetes/client-node';
+import type {
+  CoreV1Api,
+  V1ValidatingAdmissionPolicy,
+  V1ValidatingAdmissionPolicyBinding,
+} from '@kubernetes/client-node';
 import { apiStatusOf } from '../../src/kube/errors.js';
 import { eventually, notYet } from './eventually.js';
 import { loadManifestObjects, objectsOfKind } from './manifests.js';
@@ -13,9 +17,15 @@ export interface PolicyConfig {
 }
 
 /** The admission policies and bindings of the kustomize base. */
-export function shippedPolicies(): { policies: V1ValidatingAdmissionPolicy[]; bindings: V1ValidatingAdmissionPolicyBinding[] } {
+export function shippedPolicies(): {
+  policies: V1ValidatingAdmissionPolicy[];
+  bindings: V1ValidatingAdmissionPolicyBinding[];
+} {
   const objects = loadManifestObjects();
-  return { policies: objectsOfKind(objects, 'ValidatingAdmissionPolicy'), bindings: objectsOfKind(objects, 'ValidatingAdmissionPolicyBinding') };
+  return {
+    policies: objectsOfKind(objects, 'ValidatingAdmissionPolicy'),
+    bindings: objectsOfKind(objects, 'ValidatingAdmissionPolicyBinding'),
+  };
 }
 
 const LITERAL = String.raw`'[^'\\]*'`;
@@ -27,7 +37,8 @@ const LIST = new RegExp(String.raw`^\[\s*(?:${LITERAL}\s*(?:,\s*${LITERAL}\s*)*)
  */
 export function celStrings(expression: string): string[] {
   const text = expression.trim();
-  if (!LIST.test(text) && !new RegExp(`^${LITERAL}$`).test(text)) throw new Error(`not a CEL string literal or list of them: ${expression}`);
+  if (!LIST.test(text) && !new RegExp(`^${LITERAL}$`).test(text))
+    throw new Error(`not a CEL string literal or list of them: ${expression}`);
   return [...text.matchAll(/'([^'\\]*)'/g)].map((match) => match[1]!);
 }
 
@@ -40,8 +51,13 @@ export function policyConfig(policy: V1ValidatingAdmissionPolicy): PolicyConfig 
     return found.expression;
   };
   const schedulerName = celStrings(expression('schedulerName'));
-  if (schedulerName.length !== 1 || expression('schedulerName').trim().startsWith('[')) throw new Error('schedulerName must be one string literal');
-  return { wardenUsers: celStrings(expression('wardenUsers')), devicePluginUsers: celStrings(expression('devicePluginUsers')), schedulerName: schedulerName[0]! };
+  if (schedulerName.length !== 1 || expression('schedulerName').trim().startsWith('['))
+    throw new Error('schedulerName must be one string literal');
+  return {
+    wardenUsers: celStrings(expression('wardenUsers')),
+    devicePluginUsers: celStrings(expression('devicePluginUsers')),
+    schedulerName: schedulerName[0]!,
+  };
 }
 
 /**
@@ -56,16 +72,24 @@ export function policyConfig(policy: V1ValidatingAdmissionPolicy): PolicyConfig 
 export async function untilPoliciesLifted(core: CoreV1Api, namespace: string): Promise<void> {
   const probe = {
     metadata: { name: 'policy-lift-probe', annotations: { 'hami.io/bind-phase': 'probe' } },
-    spec: { schedulerName: 'nobody', containers: [{ name: 'gpu', image: 'registry.invalid/none:1', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
+    spec: {
+      schedulerName: 'nobody',
+      containers: [{ name: 'gpu', image: 'registry.invalid/none:1', resources: { limits: { 'nvidia.com/gpu': '1' } } }],
+    },
   };
-  await eventually('the admission policies to be lifted', async () => {
-    try {
-      await core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
-      return true;
-    } catch (error) {
-      const message = apiStatusOf(error)?.message ?? '';
-      if (message.includes('ValidatingAdmissionPolicy')) return notYet(message.slice(0, 200));
-      throw error;
-    }
-  }, 20_000, 100);
+  await eventually(
+    'the admission policies to be lifted',
+    async () => {
+      try {
+        await core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
+        return true;
+      } catch (error) {
+        const message = apiStatusOf(error)?.message ?? '';
+        if (message.includes('ValidatingAdmissionPolicy')) return notYet(message.slice(0, 200));
+        throw error;
+      }
+    },
+    20_000,
+    100,
+  );
 }

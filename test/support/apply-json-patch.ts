@@ -7,7 +7,10 @@ import type { JsonPatchOp } from '../../src/admission/json-patch.js';
 export function applyJsonPatch<T>(document: T, ops: readonly JsonPatchOp[]): T {
   const root = structuredClone(document) as unknown;
   for (const op of ops) {
-    const segments = op.path.split('/').slice(1).map((segment) => segment.replaceAll('~1', '/').replaceAll('~0', '~'));
+    const segments = op.path
+      .split('/')
+      .slice(1)
+      .map((segment) => segment.replaceAll('~1', '/').replaceAll('~0', '~'));
     const last = segments.pop();
     if (last === undefined) throw new Error(`empty path in ${JSON.stringify(op)}`);
     let parent: unknown = root;

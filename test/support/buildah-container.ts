@@ -26,7 +26,9 @@ export interface ImageConfig {
 
 export async function imageConfig(image: string): Promise<ImageConfig> {
   // buildah 1.28's --format has no `json` function: the whole inspection, then its OCI config.
-  const { stdout } = await execFileAsync('buildah', ['inspect', '--type', 'image', image], { maxBuffer: 16 * 1024 * 1024 });
+  const { stdout } = await execFileAsync('buildah', ['inspect', '--type', 'image', image], {
+    maxBuffer: 16 * 1024 * 1024,
+  });
   return (JSON.parse(stdout) as { OCIv1: { config?: ImageConfig } }).OCIv1.config ?? {};
 }
 
@@ -60,11 +62,15 @@ export class BuildahContainer {
 
   private runArgs(command: readonly string[], options: RunOptions): string[] {
     return [
-      'run', '--isolation', 'chroot',
+      'run',
+      '--isolation',
+      'chroot',
       ...(options.user === undefined ? [] : ['--user', options.user]),
       ...Object.entries(options.env ?? {}).flatMap(([name, value]) => ['--env', `${name}=${value}`]),
       ...(options.mounts ?? []).flatMap(({ source, target }) => ['--volume', `${source}:${target}:ro`]),
-      this.id, '--', ...command,
+      this.id,
+      '--',
+      ...command,
     ];
   }
 
@@ -128,7 +134,11 @@ export function groupProcesses(child: { pid?: number | undefined }, command: rea
       const pgrp = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
       if (pgrp !== child.pid || Number(entry) === child.pid) continue;
       const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (basename(argv[0] ?? '') === basename(command[0] ?? '-') && command.every((word, index) => index === 0 || argv[index] === word)) found.push(Number(entry));
+      if (
+        basename(argv[0] ?? '') === basename(command[0] ?? '-') &&
+        command.every((word, index) => index === 0 || argv[index] === word)
+      )
+        found.push(Number(entry));
     } catch {
       // Gone between the listing and the read.
     }

@@ -48,15 +48,30 @@ export function spawnCaptured(file: string, args: readonly string[], options: Ca
   let stdout = '';
   let stderr = '';
   let output = '';
-  child.stdout.on('data', (chunk: Buffer) => { const text = chunk.toString(); stdout += text; output += text; });
-  child.stderr.on('data', (chunk: Buffer) => { const text = chunk.toString(); stderr += text; output += text; });
-  const failed = new Promise<never>((_done, fail) => { child.once('error', fail); });
+  child.stdout.on('data', (chunk: Buffer) => {
+    const text = chunk.toString();
+    stdout += text;
+    output += text;
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    const text = chunk.toString();
+    stderr += text;
+    output += text;
+  });
+  const failed = new Promise<never>((_done, fail) => {
+    child.once('error', fail);
+  });
   // Only the awaited promise reports a start failure; the other must not count as unhandled.
   failed.catch(() => undefined);
-  const settled = (event: 'exit' | 'close') => Promise.race([
-    new Promise<ProcessExit>((done) => { child.once(event, (code: number | null, signal: NodeJS.Signals | null) => { done({ code, signal, at: Date.now() }); }); }),
-    failed,
-  ]);
+  const settled = (event: 'exit' | 'close') =>
+    Promise.race([
+      new Promise<ProcessExit>((done) => {
+        child.once(event, (code: number | null, signal: NodeJS.Signals | null) => {
+          done({ code, signal, at: Date.now() });
+        });
+      }),
+      failed,
+    ]);
   const exited = settled('exit');
   const closed = settled('close');
   exited.catch(() => undefined);

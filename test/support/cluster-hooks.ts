@@ -14,7 +14,9 @@ export const mochaHooks = {
     const binaries = locateBinaries({ repoRoot: resolve(import.meta.dirname, '..', '..'), env: process.env });
     const plane = await ControlPlane.start({
       binaries,
-      shutdownHooks: new ShutdownHooks(process, 20_000, (line) => { process.stderr.write(`[control plane] ${line}\n`); }),
+      shutdownHooks: new ShutdownHooks(process, 20_000, (line) => {
+        process.stderr.write(`[control plane] ${line}\n`);
+      }),
     });
     attachControlPlane(plane);
   },

@@ -21,10 +21,19 @@ export type Wake = (recheck: () => void) => () => void;
 
 /** The timeout error: the last observation (and the check's last error, as `cause`). */
 export class EventuallyTimeoutError extends Error {
-  constructor(readonly what: string, readonly timeoutMs: number, readonly lastSeen: string | undefined, readonly checks: number, cause: unknown) {
+  constructor(
+    readonly what: string,
+    readonly timeoutMs: number,
+    readonly lastSeen: string | undefined,
+    readonly checks: number,
+    cause: unknown,
+  ) {
     const seen = lastSeen === undefined ? 'no check answered' : clipSeen(lastSeen);
     const error = cause === undefined ? '' : `; last error: ${clipSeen(describeCause(cause))}`;
-    super(`timed out after ${timeoutMs} ms waiting for ${what} (${checks} checks); last seen: ${seen}${error}`, cause === undefined ? undefined : { cause });
+    super(
+      `timed out after ${timeoutMs} ms waiting for ${what} (${checks} checks); last seen: ${seen}${error}`,
+      cause === undefined ? undefined : { cause },
+    );
     this.name = 'EventuallyTimeoutError';
   }
 }
@@ -83,7 +92,10 @@ export async function eventually<T extends Defined>(
       if (wokenMeanwhile()) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(intervalMs, left));
-        woke.resume = () => { clearTimeout(timer); resolve(); };
+        woke.resume = () => {
+          clearTimeout(timer);
+          resolve();
+        };
       });
       woke.resume = undefined;
     }
@@ -96,7 +108,9 @@ export async function eventually<T extends Defined>(
 export function wakeOn(emitter: NodeJS.EventEmitter, event: string): Wake {
   return (recheck) => {
     emitter.on(event, recheck);
-    return () => { emitter.off(event, recheck); };
+    return () => {
+      emitter.off(event, recheck);
+    };
   };
 }
 
@@ -106,5 +120,10 @@ export function wakeOn(emitter: NodeJS.EventEmitter, event: string): Wake {
  * cannot say what it saw, so a timeout names only what it waited for.
  */
 export async function until(what: string, condition: () => boolean, timeoutMs = 3_000, intervalMs = 5): Promise<void> {
-  await eventually(what, () => Promise.resolve(condition() ? true : notYet('the condition was false')), timeoutMs, intervalMs);
+  await eventually(
+    what,
+    () => Promise.resolve(condition() ? true : notYet('the condition was false')),
+    timeoutMs,
+    intervalMs,
+  );
 }

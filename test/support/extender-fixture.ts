@@ -9,7 +9,13 @@ import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
 import { simulatedGpuNode, simulatedGpus } from '../../src/local/simulated-gpu-node.js';
-import { HamiDevicePlugin, pluginApiFromCore, type AllocateAction, type AllocateRequest, type HamiDevicePluginOptions } from '../../src/local/hami-plugin/index.js';
+import {
+  HamiDevicePlugin,
+  pluginApiFromCore,
+  type AllocateAction,
+  type AllocateRequest,
+  type HamiDevicePluginOptions,
+} from '../../src/local/hami-plugin/index.js';
 import { KubeletSim, type KubeletSimOptions, type Random } from './kubelet-sim/index.js';
 import { nonLoopbackAddress } from './mtls-request.js';
 import { uniqueName } from './test-cluster.js';
@@ -21,10 +27,17 @@ export const SIMULATED_LABEL = 'vgpu-warden.test/simulated';
 export const GROUP_LABEL = 'vgpu-warden.test/group';
 
 /** Kubelet simulator settings a test may choose; the fixture supplies the clients, the plugin and the nodes. */
-export type FixtureKubeletOptions = Partial<Pick<KubeletSimOptions, 'seed' | 'order' | 'admitTerminating' | 'admitDeleted' | 'finishGracefulDeletes' | 'teardownDelayMs' | 'onRecord'>>;
+export type FixtureKubeletOptions = Partial<
+  Pick<
+    KubeletSimOptions,
+    'seed' | 'order' | 'admitTerminating' | 'admitDeleted' | 'finishGracefulDeletes' | 'teardownDelayMs' | 'onRecord'
+  >
+>;
 
 /** HAMi stand-in settings a test may choose. */
-export type FixturePluginOptions = Partial<Pick<HamiDevicePluginOptions, 'fallback' | 'delayMs' | 'onRecord' | 'refuseOversized' | 'lockOnly'>>;
+export type FixturePluginOptions = Partial<
+  Pick<HamiDevicePluginOptions, 'fallback' | 'delayMs' | 'onRecord' | 'refuseOversized' | 'lockOnly'>
+>;
 
 export interface ExtenderFixtureOptions {
   /** NODE_SCHEDULER_POLICY for the server, and the matching kube-scheduler profile. */
@@ -68,23 +81,46 @@ export class ExtenderFixture {
   private readonly clientAuth: { caSecret: string; clientSecret: string; address: string } | undefined;
 
   /** `env` overrides vgpu-warden settings (e.g. SWEEP_ENABLED=false) for this fixture's server. */
-  constructor(private readonly plane: ControlPlane, env: Record<string, string> = {}, private readonly options: ExtenderFixtureOptions = {}) {
+  constructor(
+    private readonly plane: ControlPlane,
+    env: Record<string, string> = {},
+    private readonly options: ExtenderFixtureOptions = {},
+  ) {
     this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
-    this.clientAuth = options.clientAuth === true
-      ? { caSecret: uniqueName('e2e-tls'), clientSecret: uniqueName('e2e-scheduler-client'), address: nonLoopbackAddress() }
-      : undefined;
-    const clientAuthEnv: Record<string, string> = this.clientAuth === undefined ? {} : {
-      EXTENDER_HOST: '0.0.0.0', EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: this.clientAuth.caSecret,
-      EXTENDER_CLIENT_SECRET_NAME: this.clientAuth.clientSecret, CERT_HOSTS: `127.0.0.1,${this.clientAuth.address}`,
+    this.clientAuth =
+      options.clientAuth === true
+        ? {
+            caSecret: uniqueName('e2e-tls'),
+            clientSecret: uniqueName('e2e-scheduler-client'),
+            address: nonLoopbackAddress(),
+          }
+        : undefined;
+    const clientAuthEnv: Record<string, string> =
+      this.clientAuth === undefined
+        ? {}
+        : {
+            EXTENDER_HOST: '0.0.0.0',
+            EXTENDER_CLIENT_AUTH: 'true',
+            CERT_SECRET_NAME: this.clientAuth.caSecret,
+            EXTENDER_CLIENT_SECRET_NAME: this.clientAuth.clientSecret,
+            CERT_HOSTS: `127.0.0.1,${this.clientAuth.address}`,
+          };
+    this.env = {
+      ...clientAuthEnv,
+      ...env,
+      ...(options.nodePolicy === undefined ? {} : { NODE_SCHEDULER_POLICY: options.nodePolicy }),
     };
-    this.env = { ...clientAuthEnv, ...env, ...(options.nodePolicy === undefined ? {} : { NODE_SCHEDULER_POLICY: options.nodePolicy }) };
   }
 
   async start(): Promise<void> {
     const { server, config } = await startTestServer(this.plane, this.certDir, this.env);
     this.server = server;
 
-    this.plugin = new HamiDevicePlugin({ api: pluginApiFromCore(this.core), ...this.options.plugin, behaviour: (request) => this.allocation(request) });
+    this.plugin = new HamiDevicePlugin({
+      api: pluginApiFromCore(this.core),
+      ...this.options.plugin,
+      behaviour: (request) => this.allocation(request),
+    });
     this.kubelet = new KubeletSim({
       kubeConfig: loadKubeConfig(this.plane.kubeconfigPath),
       core: this.core,
@@ -96,12 +132,20 @@ export class ExtenderFixture {
     await this.kubelet.start();
 
     const caPem = this.server.keeper.current()?.caBundlePem;
-    const extenderTls = this.clientAuth === undefined
-      ? { extenderUrl: `https://127.0.0.1:${this.server.extender.port}`, ...(caPem ? { caPem } : {}) }
-      : { extenderUrl: `https://${this.clientAuth.address}:${this.server.extender.port}`, clientTls: await this.mountClientSecret(this.clientAuth.clientSecret) };
-    this.scheduler = await this.plane.startScheduler(kubeSchedulerConfiguration({
-      schedulerName: 'hami-scheduler', ...extenderTls, nodePolicy: config.nodeSchedulerPolicy,
-    }));
+    const extenderTls =
+      this.clientAuth === undefined
+        ? { extenderUrl: `https://127.0.0.1:${this.server.extender.port}`, ...(caPem ? { caPem } : {}) }
+        : {
+            extenderUrl: `https://${this.clientAuth.address}:${this.server.extender.port}`,
+            clientTls: await this.mountClientSecret(this.clientAuth.clientSecret),
+          };
+    this.scheduler = await this.plane.startScheduler(
+      kubeSchedulerConfiguration({
+        schedulerName: 'hami-scheduler',
+        ...extenderTls,
+        nodePolicy: config.nodeSchedulerPolicy,
+      }),
+    );
   }
 
   /** Writes the client-certificate Secret into files, as the kubelet mounts it for kube-scheduler. */
@@ -109,7 +153,8 @@ export class ExtenderFixture {
     const secret = await this.core.readNamespacedSecret({ name, namespace: 'default' });
     const dir = join(this.certDir, 'extender-client');
     mkdirSync(dir, { mode: 0o700 });
-    for (const [key, value] of Object.entries(secret.data ?? {})) writeFileSync(join(dir, key), Buffer.from(value, 'base64'), { mode: 0o600 });
+    for (const [key, value] of Object.entries(secret.data ?? {}))
+      writeFileSync(join(dir, key), Buffer.from(value, 'base64'), { mode: 0o600 });
     return { certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key'), caFile: join(dir, 'ca.crt') };
   }
 
@@ -154,7 +199,14 @@ export class ExtenderFixture {
     for (let index = 0; index < count; index++) {
       const name = `${group}-n${index}`;
       this.nodes.add(name);
-      await this.core.createNode({ body: simulatedGpuNode({ name, gpus, gpuMemoryMiB, labels: { [SIMULATED_LABEL]: 'true', [GROUP_LABEL]: group } }) });
+      await this.core.createNode({
+        body: simulatedGpuNode({
+          name,
+          gpus,
+          gpuMemoryMiB,
+          labels: { [SIMULATED_LABEL]: 'true', [GROUP_LABEL]: group },
+        }),
+      });
       nodes.push(name);
     }
     return { group, nodes };
@@ -165,7 +217,12 @@ export function gpuUuids(node: string, gpus = 4): string[] {
   return simulatedGpus({ name: node, gpus }).map((device) => device.uuid);
 }
 
-export function gpuPodSpec(name: string, group: string, limits: Record<string, string>, annotations: Record<string, string> = {}): V1Pod {
+export function gpuPodSpec(
+  name: string,
+  group: string,
+  limits: Record<string, string>,
+  annotations: Record<string, string> = {},
+): V1Pod {
   return {
     metadata: { name, annotations },
     spec: {
@@ -176,7 +233,11 @@ export function gpuPodSpec(name: string, group: string, limits: Record<string, s
   };
 }
 
-export interface GpuLoad { slots: number; memoryMiB: number; cores: number }
+export interface GpuLoad {
+  slots: number;
+  memoryMiB: number;
+  cores: number;
+}
 
 /** Sums the allocated annotation of every bound pod per GPU: what invariant 4 bounds. */
 export function loadPerGpu(pods: V1Pod[]): Map<string, GpuLoad> {
@@ -188,7 +249,11 @@ export function loadPerGpu(pods: V1Pod[]): Map<string, GpuLoad> {
     if ('error' in allocation) throw new Error(`pod ${pod.metadata?.name ?? ''}: ${allocation.error}`);
     for (const device of allocation.flat()) {
       const current = load.get(device.uuid) ?? { slots: 0, memoryMiB: 0, cores: 0 };
-      load.set(device.uuid, { slots: current.slots + 1, memoryMiB: current.memoryMiB + device.memoryMiB, cores: current.cores + device.cores });
+      load.set(device.uuid, {
+        slots: current.slots + 1,
+        memoryMiB: current.memoryMiB + device.memoryMiB,
+        cores: current.cores + device.cores,
+      });
     }
   }
   return load;

@@ -1,5 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type { ClientRequest, IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type {
+  ClientRequest,
+  IncomingHttpHeaders,
+  IncomingMessage,
+  OutgoingHttpHeaders,
+  ServerResponse,
+} from 'node:http';
 import { Agent, createServer, request as httpsRequest, type Server } from 'node:https';
 import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -7,7 +13,12 @@ import { join } from 'node:path';
 import { loadKubeConfig, type PooledKubeConfig } from '../../src/kube/client.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { renderKubeconfig } from '../../src/local/kubeconfig.js';
-import { createCertificateAuthority, issueCertificate, type CertificateAuthority, type IssuedCertificate } from '../../src/tls/certificates.js';
+import {
+  createCertificateAuthority,
+  issueCertificate,
+  type CertificateAuthority,
+  type IssuedCertificate,
+} from '../../src/tls/certificates.js';
 
 /**
  * A fault-injecting HTTPS proxy on loopback in front of a real kube-apiserver, for integration, e2e
@@ -152,7 +163,18 @@ interface OpenWatch {
   end(mode: 'end' | 'reset'): void;
 }
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'expect', 'host']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'upgrade',
+  'expect',
+  'host',
+]);
 const PROXY_USER = 'vgpu-warden-admin';
 
 let servingMaterial: { ca: CertificateAuthority; serving: IssuedCertificate } | undefined;
@@ -161,7 +183,12 @@ let servingMaterial: { ca: CertificateAuthority; serving: IssuedCertificate } | 
 function proxyServingMaterial(): { ca: CertificateAuthority; serving: IssuedCertificate } {
   if (!servingMaterial) {
     const ca = createCertificateAuthority({ commonName: 'vgpu-warden-fault-proxy-ca', validityDays: 7 });
-    const serving = issueCertificate(ca, { commonName: 'fault-proxy', subjectAltNames: ['127.0.0.1', 'localhost'], usage: 'server', validityDays: 7 });
+    const serving = issueCertificate(ca, {
+      commonName: 'fault-proxy',
+      subjectAltNames: ['127.0.0.1', 'localhost'],
+      usage: 'server',
+      validityDays: 7,
+    });
     servingMaterial = { ca, serving };
   }
   return servingMaterial;
@@ -177,11 +204,16 @@ function methodMatches(wanted: string | readonly string[] | undefined, method: s
   return list.some((one) => one.toUpperCase() === method.toUpperCase());
 }
 
-function matches(match: Omit<RequestMatch, 'where'>, request: Pick<RequestInfo, 'method' | 'path' | 'query' | 'watch'>): boolean {
-  return methodMatches(match.method, request.method)
-    && (match.path === undefined || testRegExp(match.path, request.path))
-    && (match.query === undefined || testRegExp(match.query, request.query))
-    && (match.watch === undefined || match.watch === request.watch);
+function matches(
+  match: Omit<RequestMatch, 'where'>,
+  request: Pick<RequestInfo, 'method' | 'path' | 'query' | 'watch'>,
+): boolean {
+  return (
+    methodMatches(match.method, request.method) &&
+    (match.path === undefined || testRegExp(match.path, request.path)) &&
+    (match.query === undefined || testRegExp(match.query, request.query)) &&
+    (match.watch === undefined || match.watch === request.watch)
+  );
 }
 
 /** RegExp.test without the lastIndex trap of /g and /y expressions. */
@@ -195,15 +227,29 @@ function statusBody(code: number, reason: string, message: string): object {
 }
 
 const REASONS: Record<number, string> = {
-  400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 405: 'MethodNotAllowed', 409: 'Conflict',
-  410: 'Expired', 422: 'Invalid', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable', 504: 'Timeout',
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  409: 'Conflict',
+  410: 'Expired',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
 };
 
 function stripHopByHop(headers: IncomingHttpHeaders, alsoDrop: readonly string[] = []): OutgoingHttpHeaders {
-  const connectionListed = (headers.connection ?? '').split(',').map((name) => name.trim().toLowerCase()).filter(Boolean);
+  const connectionListed = (headers.connection ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter(Boolean);
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || alsoDrop.includes(name) || connectionListed.includes(name)) continue;
+    if (value === undefined || HOP_BY_HOP.has(name) || alsoDrop.includes(name) || connectionListed.includes(name))
+      continue;
     out[name] = value;
   }
   return out;
@@ -211,7 +257,15 @@ function stripHopByHop(headers: IncomingHttpHeaders, alsoDrop: readonly string[]
 
 const EXPIRED_EVENT = {
   type: 'ERROR',
-  object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'Expired', code: 410, message: 'too old resource version' },
+  object: {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    reason: 'Expired',
+    code: 410,
+    message: 'too old resource version',
+  },
 };
 
 export class FaultProxy {
@@ -242,12 +296,18 @@ export class FaultProxy {
   ) {}
 
   static async start(options: FaultProxyOptions): Promise<FaultProxy> {
-    const upstream: FaultProxyUpstream = 'url' in options.upstream
-      ? options.upstream
-      : { url: options.upstream.server, caPem: options.upstream.caPem, token: options.upstream.token };
+    const upstream: FaultProxyUpstream =
+      'url' in options.upstream
+        ? options.upstream
+        : { url: options.upstream.server, caPem: options.upstream.caPem, token: options.upstream.token };
     const { ca, serving } = proxyServingMaterial();
     // requestTimeout 0: a hang must last until the client gives up, not until Node's 300 s limit.
-    const server = createServer({ cert: serving.certPem, key: serving.keyPem, requestTimeout: 0, keepAliveTimeout: 30_000 });
+    const server = createServer({
+      cert: serving.certPem,
+      key: serving.keyPem,
+      requestTimeout: 0,
+      keepAliveTimeout: 30_000,
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen({ host: '127.0.0.1', port: 0 }, () => {
@@ -263,16 +323,32 @@ export class FaultProxy {
     const url = `https://127.0.0.1:${address.port}`;
     const dir = mkdtempSync(join(options.baseDir ?? tmpdir(), 'vgpu-warden-fault-proxy-'));
     const kubeconfigPath = join(dir, 'kubeconfig');
-    writeFileSync(kubeconfigPath, renderKubeconfig({ clusterName: 'vgpu-warden-fault-proxy', server: url, caPem: ca.certPem, userName: PROXY_USER, token: upstream.token }), { mode: 0o600 });
+    writeFileSync(
+      kubeconfigPath,
+      renderKubeconfig({
+        clusterName: 'vgpu-warden-fault-proxy',
+        server: url,
+        caPem: ca.certPem,
+        userName: PROXY_USER,
+        token: upstream.token,
+      }),
+      { mode: 0o600 },
+    );
     const agent = new Agent({ ca: upstream.caPem, keepAlive: true });
     const proxy = new FaultProxy(server, agent, new URL(upstream.url), url, ca.certPem, dir, kubeconfigPath);
     server.on('connection', (socket: Socket) => {
       proxy.sockets.add(socket);
       socket.once('close', () => proxy.sockets.delete(socket));
     });
-    server.on('clientError', (_error, socket) => { socket.destroy(); });
-    server.on('tlsClientError', (_error, socket) => { socket.destroy(); });
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => { proxy.handle(req, res); });
+    server.on('clientError', (_error, socket) => {
+      socket.destroy();
+    });
+    server.on('tlsClientError', (_error, socket) => {
+      socket.destroy();
+    });
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      proxy.handle(req, res);
+    });
     return proxy;
   }
 
@@ -285,17 +361,33 @@ export class FaultProxy {
 
   /** Adds a rule. Rules are tried in the order they were added; the first live one that matches applies. */
   addRule(rule: FaultRule): RuleHandle {
-    const active: ActiveRule = { match: rule.match ?? {}, action: rule.action, times: rule.times, hits: 0, removed: false, waiters: [] };
+    const active: ActiveRule = {
+      match: rule.match ?? {},
+      action: rule.action,
+      times: rule.times,
+      hits: 0,
+      removed: false,
+      waiters: [],
+    };
     this.rules.push(active);
     return {
-      get hits() { return active.hits; },
-      get spent() { return active.removed || (active.times !== undefined && active.hits >= active.times); },
+      get hits() {
+        return active.hits;
+      },
+      get spent() {
+        return active.removed || (active.times !== undefined && active.hits >= active.times);
+      },
       remove: () => {
         active.removed = true;
         const index = this.rules.indexOf(active);
         if (index >= 0) this.rules.splice(index, 1);
       },
-      whenHit: (count = 1) => (active.hits >= count ? Promise.resolve() : new Promise<void>((resolve) => { active.waiters.push({ count, resolve }); })),
+      whenHit: (count = 1) =>
+        active.hits >= count
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => {
+              active.waiters.push({ count, resolve });
+            }),
     };
   }
 
@@ -306,12 +398,16 @@ export class FaultProxy {
 
   /** The logged requests that pass `filter` (all of them without one). */
   requestsWhere(filter: RequestFilter = {}): LoggedRequest[] {
-    const statuses = filter.status === undefined ? undefined : typeof filter.status === 'object' ? filter.status : [filter.status];
-    return this.requests.filter((entry) => matches(filter, entry)
-      && (statuses === undefined || statuses.includes(entry.status))
-      && (filter.fault === undefined || entry.fault === (filter.fault ?? undefined))
-      && (filter.forwarded === undefined || entry.forwarded === filter.forwarded)
-      && (filter.where === undefined || filter.where(entry)));
+    const statuses =
+      filter.status === undefined ? undefined : typeof filter.status === 'object' ? filter.status : [filter.status];
+    return this.requests.filter(
+      (entry) =>
+        matches(filter, entry) &&
+        (statuses === undefined || statuses.includes(entry.status)) &&
+        (filter.fault === undefined || entry.fault === (filter.fault ?? undefined)) &&
+        (filter.forwarded === undefined || entry.forwarded === filter.forwarded) &&
+        (filter.where === undefined || filter.where(entry)),
+    );
   }
 
   countRequests(filter: RequestFilter = {}): number {
@@ -363,7 +459,11 @@ export class FaultProxy {
       this.clearRules();
       for (const timer of this.timers) clearTimeout(timer);
       this.timers.clear();
-      const closed = new Promise<void>((resolve) => { this.server.close(() => { resolve(); }); });
+      const closed = new Promise<void>((resolve) => {
+        this.server.close(() => {
+          resolve();
+        });
+      });
       this.server.closeAllConnections();
       for (const socket of this.sockets) socket.destroy();
       for (const request of this.upstreamRequests) request.destroy();
@@ -380,10 +480,28 @@ export class FaultProxy {
     const queryAt = url.indexOf('?');
     const path = queryAt < 0 ? url : url.slice(0, queryAt);
     const query = queryAt < 0 ? '' : url.slice(queryAt + 1);
-    const info: RequestInfo = { method: req.method ?? 'GET', path, query, url, watch: isWatchRequest(path, query), headers: req.headers };
+    const info: RequestInfo = {
+      method: req.method ?? 'GET',
+      path,
+      query,
+      url,
+      watch: isWatchRequest(path, query),
+      headers: req.headers,
+    };
     const entry: LoggedRequest = {
-      seq: ++this.seq, method: info.method, path, query, url, watch: info.watch, fault: undefined, status: 'pending',
-      upstreamStatus: undefined, forwarded: false, at: Date.now(), endedAt: undefined, error: undefined,
+      seq: ++this.seq,
+      method: info.method,
+      path,
+      query,
+      url,
+      watch: info.watch,
+      fault: undefined,
+      status: 'pending',
+      upstreamStatus: undefined,
+      forwarded: false,
+      at: Date.now(),
+      endedAt: undefined,
+      error: undefined,
     };
     this.requests.push(entry);
     req.on('error', () => undefined);
@@ -408,7 +526,9 @@ export class FaultProxy {
     switch (action.kind) {
       case 'fail': {
         req.resume();
-        const body = action.body ?? statusBody(action.status, REASONS[action.status] ?? 'Unknown', `fault-proxy: injected ${action.status}`);
+        const body =
+          action.body ??
+          statusBody(action.status, REASONS[action.status] ?? 'Unknown', `fault-proxy: injected ${action.status}`);
         entry.status = action.status;
         res.writeHead(action.status, { 'content-type': 'application/json', ...action.headers });
         res.end(JSON.stringify(body));
@@ -434,7 +554,9 @@ export class FaultProxy {
         this.hanging.add(res);
         res.once('close', () => this.hanging.delete(res));
         const chunks: Buffer[] = [];
-        req.on('data', (chunk: Buffer) => { chunks.push(chunk); });
+        req.on('data', (chunk: Buffer) => {
+          chunks.push(chunk);
+        });
         req.once('end', () => {
           const timer = setTimeout(() => {
             this.timers.delete(timer);
@@ -470,10 +592,13 @@ export class FaultProxy {
   }
 
   private takeRule(info: RequestInfo): ActiveRule | undefined {
-    const rule = this.rules.find((candidate) => !candidate.removed
-      && (candidate.times === undefined || candidate.hits < candidate.times)
-      && matches(candidate.match, info)
-      && (candidate.match.where === undefined || candidate.match.where(info)));
+    const rule = this.rules.find(
+      (candidate) =>
+        !candidate.removed &&
+        (candidate.times === undefined || candidate.hits < candidate.times) &&
+        matches(candidate.match, info) &&
+        (candidate.match.where === undefined || candidate.match.where(info)),
+    );
     if (!rule) return undefined;
     rule.hits++;
     const due = rule.waiters.filter((waiter) => rule.hits >= waiter.count);
@@ -486,8 +611,13 @@ export class FaultProxy {
   /** Sends a request the client has given up on to the upstream, and records its answer only. */
   private commitLate(req: IncomingMessage, body: Buffer, entry: LoggedRequest): void {
     const upstreamReq = httpsRequest({
-      protocol: 'https:', hostname: this.upstreamUrl.hostname, port: this.upstreamUrl.port, method: req.method, path: req.url,
-      headers: { ...stripHopByHop(req.headers), host: this.upstreamUrl.host, 'content-length': String(body.length) }, agent: this.agent,
+      protocol: 'https:',
+      hostname: this.upstreamUrl.hostname,
+      port: this.upstreamUrl.port,
+      method: req.method,
+      path: req.url,
+      headers: { ...stripHopByHop(req.headers), host: this.upstreamUrl.host, 'content-length': String(body.length) },
+      agent: this.agent,
     });
     entry.forwarded = true;
     this.upstreamRequests.add(upstreamReq);
@@ -495,9 +625,13 @@ export class FaultProxy {
     upstreamReq.on('response', (upstreamRes: IncomingMessage) => {
       entry.upstreamStatus = upstreamRes.statusCode;
       upstreamRes.resume();
-      upstreamRes.once('end', () => { entry.endedAt = Date.now(); });
+      upstreamRes.once('end', () => {
+        entry.endedAt = Date.now();
+      });
     });
-    upstreamReq.once('error', (error: Error) => { entry.error = error.message; });
+    upstreamReq.once('error', (error: Error) => {
+      entry.error = error.message;
+    });
     upstreamReq.end(body);
   }
 
@@ -587,9 +721,13 @@ export class FaultProxy {
       }
       entry.status = 502;
       res.writeHead(502, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(statusBody(502, 'InternalError', `fault-proxy: upstream request failed: ${error.message}`)));
+      res.end(
+        JSON.stringify(statusBody(502, 'InternalError', `fault-proxy: upstream request failed: ${error.message}`)),
+      );
     });
-    res.once('close', () => { if (watch) this.watches.delete(watch); });
+    res.once('close', () => {
+      if (watch) this.watches.delete(watch);
+    });
 
     req.pipe(upstreamReq);
   }

@@ -41,7 +41,10 @@ export function fuzz(seed: number): Fuzz {
   const flipCase = (c: string): string => (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase());
   const mutations: ((text: string, alphabet: string) => string)[] = [
     // Replace, insert or delete one character.
-    (text, alphabet) => { const at = int(text.length - 1); return text.slice(0, at) + char(alphabet) + text.slice(at + 1); },
+    (text, alphabet) => {
+      const at = int(text.length - 1);
+      return text.slice(0, at) + char(alphabet) + text.slice(at + 1);
+    },
     // Hit the structure: a separator or upper-case letter (T, Z, NVIDIA) flipped or replaced.
     // Positions drawn uniformly would land in long names almost every time.
     (text, alphabet) => {
@@ -51,12 +54,25 @@ export function fuzz(seed: number): Fuzz {
       const c = text.charAt(at);
       return text.slice(0, at) + (random() < 0.5 ? flipCase(c) : char(alphabet)) + text.slice(at + 1);
     },
-    (text, alphabet) => { const at = int(text.length); return text.slice(0, at) + char(alphabet) + text.slice(at); },
-    (text) => { const at = int(text.length - 1); return text.slice(0, at) + text.slice(at + 1); },
+    (text, alphabet) => {
+      const at = int(text.length);
+      return text.slice(0, at) + char(alphabet) + text.slice(at);
+    },
+    (text) => {
+      const at = int(text.length - 1);
+      return text.slice(0, at) + text.slice(at + 1);
+    },
     // Flip the case of one letter anywhere.
-    (text) => { const at = int(text.length - 1); return text.slice(0, at) + flipCase(text.charAt(at)) + text.slice(at + 1); },
+    (text) => {
+      const at = int(text.length - 1);
+      return text.slice(0, at) + flipCase(text.charAt(at)) + text.slice(at + 1);
+    },
     // Duplicate or drop a slice (repeated separators, truncation).
-    (text) => { const from = int(text.length); const to = from + int(Math.min(8, text.length - from)); return text.slice(0, to) + text.slice(from, to) + text.slice(to); },
+    (text) => {
+      const from = int(text.length);
+      const to = from + int(Math.min(8, text.length - from));
+      return text.slice(0, to) + text.slice(from, to) + text.slice(to);
+    },
     (text) => text.slice(0, int(text.length)),
     (text) => text.slice(int(text.length)),
     // Stray text at either end, or a digit run grown long.

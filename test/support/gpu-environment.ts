@@ -16,7 +16,9 @@ export function gpuEnvironment(log: string): Record<string, string> {
 }
 
 /** What a container given `devices` must have printed (one container's segment of the allocation). */
-export function expectedGpuEnvironment(devices: readonly { uuid: string; usedMem: number; usedCores: number }[]): Record<string, string> {
+export function expectedGpuEnvironment(
+  devices: readonly { uuid: string; usedMem: number; usedCores: number }[],
+): Record<string, string> {
   return {
     NVIDIA_VISIBLE_DEVICES: devices.map((device) => device.uuid).join(','),
     ...Object.fromEntries(devices.map((device, index) => [`CUDA_DEVICE_MEMORY_LIMIT_${index}`, `${device.usedMem}m`])),

@@ -67,7 +67,11 @@ export async function helm(args: string[], kubeconfig?: string): Promise<HelmRes
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code?: unknown; stdout?: string; stderr?: string };
-    return { code: typeof failed.code === 'number' ? failed.code : -1, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
+    return {
+      code: typeof failed.code === 'number' ? failed.code : -1,
+      stdout: failed.stdout ?? '',
+      stderr: failed.stderr ?? '',
+    };
   }
 }
 
@@ -89,8 +93,13 @@ export interface RenderOptions {
 
 function templateArgs(options: RenderOptions): string[] {
   return [
-    'template', options.release ?? 'vgpu-warden', options.chart ?? CHART_DIR,
-    '--namespace', options.namespace, '--kube-version', renderKubeVersion(),
+    'template',
+    options.release ?? 'vgpu-warden',
+    options.chart ?? CHART_DIR,
+    '--namespace',
+    options.namespace,
+    '--kube-version',
+    renderKubeVersion(),
     ...(options.valuesFiles ?? []).flatMap((file) => ['--values', file]),
     ...Object.entries(options.set ?? {}).flatMap(([key, value]) => ['--set', `${key}=${value}`]),
   ];
@@ -99,7 +108,9 @@ function templateArgs(options: RenderOptions): string[] {
 /** `helm template` of the chart: its objects, in the order helm prints them. */
 export async function renderChart(options: RenderOptions): Promise<AnyObject[]> {
   const output = await helmOk(templateArgs(options));
-  return (loadAllYaml(output) as unknown[]).filter((document): document is AnyObject => typeof document === 'object' && document !== null);
+  return (loadAllYaml(output) as unknown[]).filter(
+    (document): document is AnyObject => typeof document === 'object' && document !== null,
+  );
 }
 
 /** `helm template` expected to fail: its error output. */
@@ -132,7 +143,8 @@ export function comparable(objects: readonly KubernetesObject[]): Map<string, un
     const object = structuredClone(original) as AnyObject;
     if (object.kind === 'ConfigMap') {
       const data = (object as { data?: Record<string, string> }).data ?? {};
-      if (data['config.yaml'] !== undefined) (object as { data: Record<string, unknown> }).data['config.yaml'] = loadAllYaml(data['config.yaml']);
+      if (data['config.yaml'] !== undefined)
+        (object as { data: Record<string, unknown> }).data['config.yaml'] = loadAllYaml(data['config.yaml']);
     }
     const template = (object as PodTemplateOwner).spec?.template?.metadata;
     if (object.kind === 'Deployment' && template?.annotations !== undefined) {

@@ -29,16 +29,25 @@ export interface HttpGetOptions {
 export function httpGet(port: number, path: string, options: HttpGetOptions = {}): Promise<HttpAnswer> {
   const request = options.caPem === undefined ? httpRequest : httpsRequest;
   return new Promise((done, fail) => {
-    request({
-      host: '127.0.0.1', port, path,
-      ...(options.method === undefined ? {} : { method: options.method }),
-      ...(options.caPem === undefined ? {} : { ca: options.caPem }),
-      ...(options.agent === undefined ? {} : { agent: options.agent }),
-    }, (res) => {
-      let body = '';
-      res.on('data', (chunk: Buffer) => { body += chunk.toString(); });
-      res.on('end', () => { done({ status: res.statusCode ?? 0, body, headers: res.headers }); });
-    })
+    request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        ...(options.method === undefined ? {} : { method: options.method }),
+        ...(options.caPem === undefined ? {} : { ca: options.caPem }),
+        ...(options.agent === undefined ? {} : { agent: options.agent }),
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => {
+          body += chunk.toString();
+        });
+        res.on('end', () => {
+          done({ status: res.statusCode ?? 0, body, headers: res.headers });
+        });
+      },
+    )
       .on('error', (error) => {
         if (options.noAnswerAsStatus0 === true) done({ status: 0, body: error.message, headers: {} });
         else fail(error);

@@ -22,11 +22,13 @@ type AnyObject = KubernetesObject & Record<string, unknown>;
 
 /** `a=b,c=d` as a map; anything but equality terms is not used by our components and fails. */
 function parseSelector(selector: string): Record<string, string> {
-  return Object.fromEntries(selector.split(',').map((term) => {
-    const match = /^\s*([^=!\s]+)\s*==?\s*([^=!\s]*)\s*$/.exec(term);
-    if (!match) throw new Error(`unsupported label selector term ${JSON.stringify(term)}`);
-    return [match[1]!, match[2]!];
-  }));
+  return Object.fromEntries(
+    selector.split(',').map((term) => {
+      const match = /^\s*([^=!\s]+)\s*==?\s*([^=!\s]*)\s*$/.exec(term);
+      if (!match) throw new Error(`unsupported label selector term ${JSON.stringify(term)}`);
+      return [match[1]!, match[2]!];
+    }),
+  );
 }
 
 function targets(object: AnyObject, target: PatchTarget): boolean {
@@ -43,7 +45,10 @@ function targets(object: AnyObject, target: PatchTarget): boolean {
  * never render a component differently from kustomize without noticing. Returns patched copies
  * and, per patch, how many objects it changed.
  */
-export function applyComponent<T extends KubernetesObject>(objects: readonly T[], componentDir: string): { objects: T[]; matched: number[] } {
+export function applyComponent<T extends KubernetesObject>(
+  objects: readonly T[],
+  componentDir: string,
+): { objects: T[]; matched: number[] } {
   const component = loadYaml<ComponentFile>(readFileSync(resolve(componentDir, 'kustomization.yaml'), 'utf8'));
   if (component.apiVersion !== 'kustomize.config.k8s.io/v1alpha1' || component.kind !== 'Component') {
     throw new Error(`${componentDir} is not a kustomize Component`);
@@ -54,13 +59,18 @@ export function applyComponent<T extends KubernetesObject>(objects: readonly T[]
   const matched: number[] = [];
   for (const entry of component.patches ?? []) {
     const extra = Object.keys(entry).filter((key) => !['target', 'patch'].includes(key));
-    const targetExtra = Object.keys(entry.target ?? {}).filter((key) => !['kind', 'name', 'labelSelector'].includes(key));
+    const targetExtra = Object.keys(entry.target ?? {}).filter(
+      (key) => !['kind', 'name', 'labelSelector'].includes(key),
+    );
     if (extra.length > 0 || targetExtra.length > 0 || entry.target === undefined || entry.patch === undefined) {
-      throw new Error(`${componentDir}: only inline JSON6902 patches with a kind/name/labelSelector target are rendered`);
+      throw new Error(
+        `${componentDir}: only inline JSON6902 patches with a kind/name/labelSelector target are rendered`,
+      );
     }
     const parsed: unknown = loadAllYaml(entry.patch)[0];
     const ops = Array.isArray(parsed) ? (parsed as { op?: unknown }[]) : [];
-    if (ops.length === 0 || ops.some((op) => op.op !== 'add' && op.op !== 'replace')) throw new Error(`${componentDir}: only add and replace operations are rendered`);
+    if (ops.length === 0 || ops.some((op) => op.op !== 'add' && op.op !== 'replace'))
+      throw new Error(`${componentDir}: only add and replace operations are rendered`);
     let count = 0;
     const target = entry.target;
     result = result.map((object) => {

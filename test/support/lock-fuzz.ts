@@ -22,8 +22,10 @@ export function validTime(f: Fuzz): string {
   const hour = f.pick([0, 9, 23, f.int(23)]);
   // Go's "15" is an unpadded hour: one digit is accepted.
   const hourText = hour < 10 && f.random() < 0.2 ? String(hour) : pad(hour, 2);
-  const fraction = f.random() < 0.3 ? `${f.pick(['.', '.', ','])}${String(f.int(999_999_999)).padStart(1 + f.int(14), '0')}` : '';
-  const zone = f.random() < 0.5 ? 'Z' : `${f.pick(['+', '-'])}${pad(f.int(24), 2)}:${pad(f.pick([0, 30, 45, 59, 60]), 2)}`;
+  const fraction =
+    f.random() < 0.3 ? `${f.pick(['.', '.', ','])}${String(f.int(999_999_999)).padStart(1 + f.int(14), '0')}` : '';
+  const zone =
+    f.random() < 0.5 ? 'Z' : `${f.pick(['+', '-'])}${pad(f.int(24), 2)}:${pad(f.pick([0, 30, 45, 59, 60]), 2)}`;
   const sixty = (): string => pad(f.pick([0, 59, f.int(59)]), 2);
   return `${pad(year, 4)}-${pad(month, 2)}-${pad(day, 2)}T${hourText}:${sixty()}:${sixty()}${fraction}${zone}`;
 }
@@ -49,11 +51,30 @@ export function validLockValue(f: Fuzz): string {
 export function rfc3339Candidates(seed: number, count: number): string[] {
   const f = fuzz(seed);
   const fixed = [
-    '2026-08-01t06:00:00Z', '2026-08-01T06:00:00z', '0001-01-01T00:00:00Z', '0000-02-29T00:00:00Z', '2026-02-29T00:00:00Z',
-    '2026-08-01T06:00:00.1234567891Z', '2026-08-01T24:00:00Z', '2026-08-01T23:59:60Z', '2026-08-01T06:00:00+24:00',
-    '2026-08-01T06:00:00+23:60', '2026-08-01T06:00:00+25:00', '2026-08-01T06:00:00+23:61', '2026-08-01T6:00:00Z',
-    '9999-12-31T23:59:59-24:00', '1900-02-29T00:00:00Z', '2000-02-29T00:00:00Z', '2100-02-29T00:00:00Z', '2026-08-01T06:00:00.Z', '2026-08-01T06:00:00,5Z', ' 2026-08-01T06:00:00Z', '2026-08-01T06:00:00Z ',
+    '2026-08-01t06:00:00Z',
+    '2026-08-01T06:00:00z',
+    '0001-01-01T00:00:00Z',
+    '0000-02-29T00:00:00Z',
+    '2026-02-29T00:00:00Z',
+    '2026-08-01T06:00:00.1234567891Z',
+    '2026-08-01T24:00:00Z',
+    '2026-08-01T23:59:60Z',
+    '2026-08-01T06:00:00+24:00',
+    '2026-08-01T06:00:00+23:60',
+    '2026-08-01T06:00:00+25:00',
+    '2026-08-01T06:00:00+23:61',
+    '2026-08-01T6:00:00Z',
+    '9999-12-31T23:59:59-24:00',
+    '1900-02-29T00:00:00Z',
+    '2000-02-29T00:00:00Z',
+    '2100-02-29T00:00:00Z',
+    '2026-08-01T06:00:00.Z',
+    '2026-08-01T06:00:00,5Z',
+    ' 2026-08-01T06:00:00Z',
+    '2026-08-01T06:00:00Z ',
   ];
-  const generated = Array.from({ length: count }, () => (f.random() < 0.3 ? validTime(f) : f.mutate(validTime(f), TIME_ALPHABET)));
+  const generated = Array.from({ length: count }, () =>
+    f.random() < 0.3 ? validTime(f) : f.mutate(validTime(f), TIME_ALPHABET),
+  );
   return [...fixed, ...generated];
 }

@@ -28,17 +28,24 @@ export async function createPod(
       metadata: { name },
       spec: {
         schedulerName: 'nobody-schedules-this',
-        containers: [{
-          name: 'main',
-          image: 'registry.invalid/none:1',
-          ...(options.gpus === undefined ? {} : { resources: { limits: { 'nvidia.com/gpu': String(options.gpus) } } }),
-        }],
+        containers: [
+          {
+            name: 'main',
+            image: 'registry.invalid/none:1',
+            ...(options.gpus === undefined
+              ? {}
+              : { resources: { limits: { 'nvidia.com/gpu': String(options.gpus) } } }),
+          },
+        ],
       },
     },
   });
   // Set afterwards, as the scheduler does: the webhook denies pods created with scheduler-owned annotations.
   if (options.bindPhase !== undefined) {
-    await core.patchNamespacedPod({ name, namespace, body: { metadata: { annotations: { [BIND_PHASE_ANNOTATION]: options.bindPhase } } } }, mergePatch);
+    await core.patchNamespacedPod(
+      { name, namespace, body: { metadata: { annotations: { [BIND_PHASE_ANNOTATION]: options.bindPhase } } } },
+      mergePatch,
+    );
   }
   if (options.nodeName !== undefined) {
     await core.createNamespacedPodBinding({
@@ -52,7 +59,10 @@ export async function createPod(
 
 /** Writes the lock annotation directly (no RV guard): "another component" in the tests. */
 export async function setLock(core: CoreV1Api, node: string, value: string | null): Promise<void> {
-  await core.patchNode({ name: node, body: { metadata: { annotations: { [NODE_LOCK_ANNOTATION]: value } } } }, mergePatch);
+  await core.patchNode(
+    { name: node, body: { metadata: { annotations: { [NODE_LOCK_ANNOTATION]: value } } } },
+    mergePatch,
+  );
 }
 
 export async function readLock(core: CoreV1Api, node: string): Promise<string | undefined> {
@@ -77,7 +87,10 @@ export class InstrumentedLockApi implements NodeLockApi {
   readonly podReads: PodRef[] = [];
   private readonly real: KubeNodeLockApi;
 
-  constructor(core: CoreV1Api, private readonly hooks: WriteHooks = {}) {
+  constructor(
+    core: CoreV1Api,
+    private readonly hooks: WriteHooks = {},
+  ) {
     this.real = new KubeNodeLockApi(core);
   }
 
@@ -90,11 +103,17 @@ export class InstrumentedLockApi implements NodeLockApi {
     return this.real.readPod(pod, signal);
   }
 
-  async writeLock(name: string, resourceVersion: string, value: string | null, signal?: AbortSignal): Promise<NodeSnapshot> {
+  async writeLock(
+    name: string,
+    resourceVersion: string,
+    value: string | null,
+    signal?: AbortSignal,
+  ): Promise<NodeSnapshot> {
     const call = ++this.writes;
     await this.hooks.beforeWrite?.(call);
     const written = await this.real.writeLock(name, resourceVersion, value, signal);
-    if (this.hooks.loseResponse?.(call) === true) throw new Error('socket hang up (answer lost after the write was applied)');
+    if (this.hooks.loseResponse?.(call) === true)
+      throw new Error('socket hang up (answer lost after the write was applied)');
     return written;
   }
 }

@@ -15,7 +15,9 @@ export function findOverlaps(sections: readonly CriticalSection[]): string[] {
   const byNode = new Map<string, CriticalSection[]>();
   for (const section of sections) {
     if (BigInt(section.releasedRv) <= BigInt(section.acquiredRv)) {
-      problems.push(`${section.holder} on ${section.node}: released at ${section.releasedRv} before acquiring at ${section.acquiredRv}`);
+      problems.push(
+        `${section.holder} on ${section.node}: released at ${section.releasedRv} before acquiring at ${section.acquiredRv}`,
+      );
     }
     byNode.set(section.node, [...(byNode.get(section.node) ?? []), section]);
   }
@@ -25,7 +27,9 @@ export function findOverlaps(sections: readonly CriticalSection[]): string[] {
       const previous = ordered[index - 1];
       const current = ordered[index];
       if (previous && current && BigInt(current.acquiredRv) <= BigInt(previous.releasedRv)) {
-        problems.push(`${node}: ${current.holder} took the lock at ${current.acquiredRv} while ${previous.holder} held it (${previous.acquiredRv}..${previous.releasedRv})`);
+        problems.push(
+          `${node}: ${current.holder} took the lock at ${current.acquiredRv} while ${previous.holder} held it (${previous.acquiredRv}..${previous.releasedRv})`,
+        );
       }
     }
   }

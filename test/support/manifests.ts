@@ -68,13 +68,24 @@ export interface ManifestKinds {
 }
 
 /** Every object of `kind`, in order. */
-export function objectsOfKind<K extends keyof ManifestKinds>(objects: readonly { object: KubernetesObject }[], kind: K): ManifestKinds[K][] {
+export function objectsOfKind<K extends keyof ManifestKinds>(
+  objects: readonly { object: KubernetesObject }[],
+  kind: K,
+): ManifestKinds[K][] {
   return objects.filter(({ object }) => object.kind === kind).map(({ object }) => object as ManifestKinds[K]);
 }
 
 /** The one object of `kind` named `name` (in `namespace`, if given); throws when it is missing or not unique. */
-export function findObject<K extends keyof ManifestKinds>(objects: readonly { object: KubernetesObject }[], kind: K, name: string, namespace?: string): ManifestKinds[K] {
-  const found = objectsOfKind(objects, kind).filter(({ metadata }) => metadata?.name === name && (namespace === undefined || metadata.namespace === namespace));
-  if (found.length !== 1) throw new Error(`expected exactly one ${kind} ${name} in the manifests, found ${found.length}`);
+export function findObject<K extends keyof ManifestKinds>(
+  objects: readonly { object: KubernetesObject }[],
+  kind: K,
+  name: string,
+  namespace?: string,
+): ManifestKinds[K] {
+  const found = objectsOfKind(objects, kind).filter(
+    ({ metadata }) => metadata?.name === name && (namespace === undefined || metadata.namespace === namespace),
+  );
+  if (found.length !== 1)
+    throw new Error(`expected exactly one ${kind} ${name} in the manifests, found ${found.length}`);
   return found[0]!;
 }

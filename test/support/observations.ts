@@ -8,11 +8,16 @@ import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire
 
 /** `Pending, unbound, bind-phase allocating, deleting` and the like. */
 export function describePod(pod: V1Pod): string {
-  const parts = [pod.status?.phase ?? 'no phase', pod.spec?.nodeName === undefined ? 'unbound' : `on ${pod.spec.nodeName}`];
+  const parts = [
+    pod.status?.phase ?? 'no phase',
+    pod.spec?.nodeName === undefined ? 'unbound' : `on ${pod.spec.nodeName}`,
+  ];
   const bindPhase = pod.metadata?.annotations?.[BIND_PHASE_ANNOTATION];
   if (bindPhase !== undefined) parts.push(`bind-phase ${bindPhase}`);
   if (pod.metadata?.deletionTimestamp !== undefined) parts.push('deleting');
-  const waiting = (pod.status?.containerStatuses ?? []).flatMap((status) => (status.state?.waiting?.reason === undefined ? [] : [status.state.waiting.reason]));
+  const waiting = (pod.status?.containerStatuses ?? []).flatMap((status) =>
+    status.state?.waiting?.reason === undefined ? [] : [status.state.waiting.reason],
+  );
   if (waiting.length > 0) parts.push(`waiting: ${waiting.join(', ')}`);
   return parts.join(', ');
 }
@@ -20,9 +25,12 @@ export function describePod(pod: V1Pod): string {
 /** The newest `count` events on the object, oldest first, as `Reason: message`. */
 export async function describeEvents(core: CoreV1Api, namespace: string, name: string, count = 3): Promise<string> {
   const events = (await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` })).items;
-  const time = (event: (typeof events)[number]) => new Date(event.lastTimestamp ?? event.eventTime ?? event.metadata.creationTimestamp ?? 0).getTime();
+  const time = (event: (typeof events)[number]) =>
+    new Date(event.lastTimestamp ?? event.eventTime ?? event.metadata.creationTimestamp ?? 0).getTime();
   const newest = events.sort((a, b) => time(a) - time(b)).slice(-count);
-  return newest.length === 0 ? 'no events' : newest.map((event) => `${event.reason ?? '?'}: ${(event.message ?? '').slice(0, 400)}`).join(' | ');
+  return newest.length === 0
+    ? 'no events'
+    : newest.map((event) => `${event.reason ?? '?'}: ${(event.message ?? '').slice(0, 400)}`).join(' | ');
 }
 
 /** The node's HAMi lock annotation, or `unlocked` / `node not found`. */
@@ -52,6 +60,9 @@ export async function podStory(core: CoreV1Api, namespace: string, name: string,
 
 /** How much a process has logged and its last line: what a wait for a log line saw. */
 export function outputTail(output: string): string {
-  const lines = output.trimEnd().split('\n').filter((line) => line !== '');
+  const lines = output
+    .trimEnd()
+    .split('\n')
+    .filter((line) => line !== '');
   return `${lines.length} log lines${lines.length === 0 ? '' : `, the last: ${(lines.at(-1) ?? '').slice(0, 300)}`}`;
 }

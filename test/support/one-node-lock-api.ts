@@ -16,11 +16,21 @@ export class OneNodeLockApi implements NodeLockApi {
   managedFields: unknown[] = [];
   private resourceVersion = 7;
 
-  constructor(readonly node: string, public lock: string | undefined, public owner?: OwnerPod, private readonly pods?: ReadonlyMap<string, OwnerPod>) {}
+  constructor(
+    readonly node: string,
+    public lock: string | undefined,
+    public owner?: OwnerPod,
+    private readonly pods?: ReadonlyMap<string, OwnerPod>,
+  ) {}
 
   snapshot(): NodeSnapshot {
     const annotations = this.lock === undefined ? {} : { [NODE_LOCK_ANNOTATION]: this.lock };
-    return { name: this.node, resourceVersion: String(this.resourceVersion), lock: this.lock, object: { metadata: { name: this.node, annotations, managedFields: this.managedFields } } };
+    return {
+      name: this.node,
+      resourceVersion: String(this.resourceVersion),
+      lock: this.lock,
+      object: { metadata: { name: this.node, annotations, managedFields: this.managedFields } },
+    };
   }
 
   readNode(): Promise<NodeSnapshot> {

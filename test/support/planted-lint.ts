@@ -6,7 +6,10 @@ import tseslint from 'typescript-eslint';
 export const REPO_ROOT = resolve(import.meta.dirname, '..', '..');
 
 // The project's own eslint.config.js, with type-aware parsing off so planted files can be linted.
-const eslint = new ESLint({ cwd: REPO_ROOT, overrideConfig: [{ files: ['**/*.ts'], ...tseslint.configs.disableTypeChecked }] });
+const eslint = new ESLint({
+  cwd: REPO_ROOT,
+  overrideConfig: [{ files: ['**/*.ts'], ...tseslint.configs.disableTypeChecked }],
+});
 
 /**
  * Lints `code` as if it were the file at `filePath` (relative to the root; it need not exist) and

@@ -9,7 +9,18 @@ import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plan
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
 import { REAL_NODE_CONTAINER, RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
 import type { RealNode } from '../../src/local/real-node/real-node.js';
-import { type Admission, type AllocateAction, type AllocateRequest, decodePodDevices, type GrpcDevicePluginServer, type GrpcDevicePluginServerOptions, HamiDevicePlugin, type MockGpu, pluginApiFromCore, wire } from '../../src/local/hami-plugin/index.js';
+import {
+  type Admission,
+  type AllocateAction,
+  type AllocateRequest,
+  decodePodDevices,
+  type GrpcDevicePluginServer,
+  type GrpcDevicePluginServerOptions,
+  HamiDevicePlugin,
+  type MockGpu,
+  pluginApiFromCore,
+  wire,
+} from '../../src/local/hami-plugin/index.js';
 import { expect } from 'chai';
 import { expectedGpuEnvironment, gpuEnvironment } from './gpu-environment.js';
 import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
@@ -45,9 +56,16 @@ export class RealGpuNodes {
   allocation: (request: AllocateRequest<Admission>) => AllocateAction = () => ({ kind: 'allocate' });
   private readonly certDir = mkdtempSync(join(tmpdir(), 'real-gpu-certs-'));
 
-  constructor(private readonly plane: ControlPlane, private readonly options: RealGpuNodesOptions = {}) {
+  constructor(
+    private readonly plane: ControlPlane,
+    private readonly options: RealGpuNodesOptions = {},
+  ) {
     this.core = loadKubeConfig(plane.kubeconfigPath).makeApiClient(CoreV1Api);
-    this.plugin = new HamiDevicePlugin<Admission>({ api: pluginApiFromCore(this.core), fallback: options.fallback ?? true, behaviour: (request) => this.allocation(request) });
+    this.plugin = new HamiDevicePlugin<Admission>({
+      api: pluginApiFromCore(this.core),
+      fallback: options.fallback ?? true,
+      behaviour: (request) => this.allocation(request),
+    });
   }
 
   get nodeNames(): string[] {
@@ -85,11 +103,16 @@ export class RealGpuNodes {
       binaries,
       plugin: this.plugin,
     });
-    this.scheduler = await this.plane.startScheduler(kubeSchedulerConfiguration({
-      schedulerName: 'hami-scheduler', extenderUrl: `https://127.0.0.1:${this.server.extender.port}`,
-      ...(this.server.keeper.current()?.caBundlePem === undefined ? {} : { caPem: this.server.keeper.current()?.caBundlePem }),
-      nodePolicy: config.nodeSchedulerPolicy,
-    }));
+    this.scheduler = await this.plane.startScheduler(
+      kubeSchedulerConfiguration({
+        schedulerName: 'hami-scheduler',
+        extenderUrl: `https://127.0.0.1:${this.server.extender.port}`,
+        ...(this.server.keeper.current()?.caBundlePem === undefined
+          ? {}
+          : { caPem: this.server.keeper.current()?.caBundlePem }),
+        nodePolicy: config.nodeSchedulerPolicy,
+      }),
+    );
   }
 
   /** Registers manifests/webhook.yaml against this server's webhook for `namespace`; returns its removal. */
@@ -98,7 +121,10 @@ export class RealGpuNodes {
   }
 
   /** Stops the node's plugin and starts a new one with `options` (e.g. neverRegister, registerTwice). */
-  replacePlugin(node: string, options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice' | 'onEvent'>>): Promise<GrpcDevicePluginServer> {
+  replacePlugin(
+    node: string,
+    options: Partial<Pick<GrpcDevicePluginServerOptions, 'neverRegister' | 'registerTwice' | 'onEvent'>>,
+  ): Promise<GrpcDevicePluginServer> {
     if (this.fleet === undefined) throw new Error('real nodes not started');
     return this.fleet.replacePlugin(node, options);
   }
@@ -134,7 +160,9 @@ export function realGpuPod(name: string, group: string, limits: Record<string, s
       automountServiceAccountToken: false,
       terminationGracePeriodSeconds: 5,
       nodeSelector: { [REAL_GROUP_LABEL]: group },
-      containers: [{ name: 'main', ...REAL_NODE_CONTAINER, command: [...REAL_NODE_CONTAINER.command], resources: { limits } }],
+      containers: [
+        { name: 'main', ...REAL_NODE_CONTAINER, command: [...REAL_NODE_CONTAINER.command], resources: { limits } },
+      ],
     },
   };
 }
@@ -146,23 +174,41 @@ export function podNamed(name: string): Promise<V1Pod | undefined> {
 }
 
 export function boundPod(name: string, timeoutMs = 20_000): Promise<V1Pod> {
-  return eventually(`${name} bound`, async () => {
-    const found = await podNamed(name);
-    return found?.spec?.nodeName !== undefined ? found : notYet(`phase ${found?.status?.phase ?? 'gone'}`);
-  }, timeoutMs, 20);
+  return eventually(
+    `${name} bound`,
+    async () => {
+      const found = await podNamed(name);
+      return found?.spec?.nodeName !== undefined ? found : notYet(`phase ${found?.status?.phase ?? 'gone'}`);
+    },
+    timeoutMs,
+    20,
+  );
 }
 
 /** The pod once Running; a pod that Failed ends the wait with its reason. */
 export function runningPod(name: string, timeoutMs = 30_000): Promise<V1Pod> {
-  return eventually(`${name} Running`, async () => {
-    const found = await podNamed(name);
-    if (found?.status?.phase === 'Failed') throw new Error(`${name} Failed: ${found.status.reason ?? ''} ${found.status.message ?? ''}`);
-    return found?.status?.phase === 'Running' ? found : notYet(`phase ${found?.status?.phase ?? 'gone'}, ${found?.status?.reason ?? ''}`);
-  }, timeoutMs, 50);
+  return eventually(
+    `${name} Running`,
+    async () => {
+      const found = await podNamed(name);
+      if (found?.status?.phase === 'Failed')
+        throw new Error(`${name} Failed: ${found.status.reason ?? ''} ${found.status.message ?? ''}`);
+      return found?.status?.phase === 'Running'
+        ? found
+        : notYet(`phase ${found?.status?.phase ?? 'gone'}, ${found?.status?.reason ?? ''}`);
+    },
+    timeoutMs,
+    50,
+  );
 }
 
 export function podGone(name: string, timeoutMs = 30_000): Promise<true> {
-  return eventually(`${name} gone`, async () => ((await podNamed(name)) === undefined ? true : notYet('still there')), timeoutMs, 50);
+  return eventually(
+    `${name} gone`,
+    async () => ((await podNamed(name)) === undefined ? true : notYet('still there')),
+    timeoutMs,
+    50,
+  );
 }
 
 export function nodeLock(core: CoreV1Api, node: string): Promise<string | undefined> {
@@ -170,26 +216,39 @@ export function nodeLock(core: CoreV1Api, node: string): Promise<string | undefi
 }
 
 export function nodeUnlocked(core: CoreV1Api, node: string, timeoutMs = 20_000): Promise<true> {
-  return eventually(`${node} to be unlocked`, async () => {
-    const lock = await nodeLock(core, node);
-    return lock === undefined ? true : notYet(`locked: ${lock}`);
-  }, timeoutMs, 50);
+  return eventually(
+    `${node} to be unlocked`,
+    async () => {
+      const lock = await nodeLock(core, node);
+      return lock === undefined ? true : notYet(`locked: ${lock}`);
+    },
+    timeoutMs,
+    50,
+  );
 }
 
 /**
  * The container's GPU environment (its log) equals what its own pod's allocation names (wire
  * contract §5): all of it, or the container's `segment` (containers in order, init containers first).
  */
-export async function expectOwnGpus(running: V1Pod, options: { container?: string; segment?: number } = {}): Promise<void> {
+export async function expectOwnGpus(
+  running: V1Pod,
+  options: { container?: string; segment?: number } = {},
+): Promise<void> {
   const { core, namespace } = testCluster();
   const name = running.metadata?.name ?? '';
   const container = options.container ?? 'main';
-  const log = await eventually(`${name}/${container} to print its environment`, async () => {
-    const text = await core.readNamespacedPodLog({ namespace, name, container });
-    return text.includes('NVIDIA_VISIBLE_DEVICES') ? text : notYet(`log: ${text.slice(0, 200)}`);
-  }, 20_000, 200);
+  const log = await eventually(
+    `${name}/${container} to print its environment`,
+    async () => {
+      const text = await core.readNamespacedPodLog({ namespace, name, container });
+      return text.includes('NVIDIA_VISIBLE_DEVICES') ? text : notYet(`log: ${text.slice(0, 200)}`);
+    },
+    20_000,
+    200,
+  );
   const segments = decodePodDevices(running.metadata?.annotations?.[wire.DEVICES_ALLOCATED] ?? '');
-  const devices = options.segment === undefined ? segments.flat() : segments[options.segment] ?? [];
+  const devices = options.segment === undefined ? segments.flat() : (segments[options.segment] ?? []);
   expect(devices, `${name}'s allocation`).to.have.length.greaterThan(0);
   expect(gpuEnvironment(log), `${name}/${container}'s environment`).to.deep.equal(expectedGpuEnvironment(devices));
 }

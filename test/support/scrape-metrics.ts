@@ -6,7 +6,10 @@ export async function scrapeMetrics(port: number): Promise<string> {
 }
 
 /** One series of a Prometheus text exposition. */
-export interface Series { labels: Record<string, string>; value: number }
+export interface Series {
+  labels: Record<string, string>;
+  value: number;
+}
 
 /** The series of one family in a Prometheus text exposition, labels parsed (escapes undone). */
 export function seriesOf(text: string, name: string): Series[] {
@@ -25,5 +28,7 @@ export function seriesOf(text: string, name: string): Series[] {
 
 /** The value of the one series of `name` whose labels include all of `labels`, if any. */
 export function seriesValue(text: string, name: string, labels: Record<string, string>): number | undefined {
-  return seriesOf(text, name).find((series) => Object.entries(labels).every(([key, value]) => series.labels[key] === value))?.value;
+  return seriesOf(text, name).find((series) =>
+    Object.entries(labels).every(([key, value]) => series.labels[key] === value),
+  )?.value;
 }

@@ -18,8 +18,21 @@ export class ScriptedSource<T> implements ListWatchSource<T> {
 
   watch(_rv: string, handlers: WatchHandlers<T>, signal: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.current = { handlers, end: (error) => { this.current = undefined; if (error) reject(error); else resolve(); } };
-      signal.addEventListener('abort', () => { resolve(); }, { once: true });
+      this.current = {
+        handlers,
+        end: (error) => {
+          this.current = undefined;
+          if (error) reject(error);
+          else resolve();
+        },
+      };
+      signal.addEventListener(
+        'abort',
+        () => {
+          resolve();
+        },
+        { once: true },
+      );
     });
   }
 

@@ -1,5 +1,12 @@
 import { writeFileSync } from 'node:fs';
-import { AuthorizationV1Api, KubernetesObjectApi, type CoreV1Api, type KubeConfig, type KubernetesObject, type V1RoleBinding } from '@kubernetes/client-node';
+import {
+  AuthorizationV1Api,
+  KubernetesObjectApi,
+  type CoreV1Api,
+  type KubeConfig,
+  type KubernetesObject,
+  type V1RoleBinding,
+} from '@kubernetes/client-node';
 import { httpStatusOf } from '../../src/kube/errors.js';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { renderKubeconfig } from '../../src/local/kubeconfig.js';
@@ -18,7 +25,10 @@ export interface Subject {
 }
 
 export function serviceAccountSubject(namespace: string, name: string): Subject {
-  return { user: `system:serviceaccount:${namespace}:${name}`, groups: ['system:serviceaccounts', `system:serviceaccounts:${namespace}`, 'system:authenticated'] };
+  return {
+    user: `system:serviceaccount:${namespace}:${name}`,
+    groups: ['system:serviceaccounts', `system:serviceaccounts:${namespace}`, 'system:authenticated'],
+  };
 }
 
 export interface ResourceAttributes {
@@ -61,7 +71,8 @@ export async function applyShippedIdentities(kubeConfig: KubeConfig, namespace: 
   const created: AnyObject[] = [];
   const cleanup = async () => {
     for (const object of created.reverse()) {
-      if (object.metadata?.namespace === undefined || FIXED_NAMESPACES.has(object.metadata.namespace)) await api.delete(object).catch(() => undefined);
+      if (object.metadata?.namespace === undefined || FIXED_NAMESPACES.has(object.metadata.namespace))
+        await api.delete(object).catch(() => undefined);
     }
   };
   try {
@@ -72,24 +83,66 @@ export async function applyShippedIdentities(kubeConfig: KubeConfig, namespace: 
         if (httpStatusOf(error) !== 409 || object.metadata?.namespace === namespace) throw error;
         await api.delete(object);
         const header = {
-          apiVersion: object.apiVersion ?? '', kind: object.kind ?? '',
-          metadata: { name: object.metadata?.name ?? '', ...(object.metadata?.namespace === undefined ? {} : { namespace: object.metadata.namespace }) },
+          apiVersion: object.apiVersion ?? '',
+          kind: object.kind ?? '',
+          metadata: {
+            name: object.metadata?.name ?? '',
+            ...(object.metadata?.namespace === undefined ? {} : { namespace: object.metadata.namespace }),
+          },
         };
-        await eventually(`${object.kind ?? ''} ${object.metadata?.name ?? ''} to be gone`, () => api.read(header).then(() => notYet('it still exists'), () => true), 10_000, 100);
+        await eventually(
+          `${object.kind ?? ''} ${object.metadata?.name ?? ''} to be gone`,
+          () =>
+            api.read(header).then(
+              () => notYet('it still exists'),
+              () => true,
+            ),
+          10_000,
+          100,
+        );
         await api.create(object);
       }
       created.push(object);
     }
     // The RBAC authorizer reads through informers: wait until the last binding is in force.
     const authorization = kubeConfig.makeApiClient(AuthorizationV1Api);
-    const allowed = (subject: Subject, attributes: ResourceAttributes) => accessReview(authorization, subject, attributes);
-    await eventually('the shipped RBAC to take effect', async () => (
-      await allowed(serviceAccountSubject(namespace, 'vgpu-warden'), { verb: 'update', resource: 'leases', group: 'coordination.k8s.io', namespace, name: 'vgpu-warden' })
-      && await allowed(serviceAccountSubject(namespace, 'vgpu-warden-scheduler'), { verb: 'update', resource: 'leases', group: 'coordination.k8s.io', namespace, name: 'vgpu-warden-scheduler' })
-      && await allowed(serviceAccountSubject(namespace, 'vgpu-warden-scheduler'), { verb: 'get', resource: 'configmaps', namespace: 'kube-system', name: 'extension-apiserver-authentication' })
-      && await allowed(serviceAccountSubject(namespace, 'vgpu-warden-scheduler'), { verb: 'create', resource: 'pods', subresource: 'binding', namespace: 'default' })
-      && await allowed(serviceAccountSubject(namespace, 'vgpu-warden'), { verb: 'list', resource: 'pods' })
-      ? true : notYet('a SubjectAccessReview still denied')), 20_000, 100);
+    const allowed = (subject: Subject, attributes: ResourceAttributes) =>
+      accessReview(authorization, subject, attributes);
+    await eventually(
+      'the shipped RBAC to take effect',
+      async () =>
+        (await allowed(serviceAccountSubject(namespace, 'vgpu-warden'), {
+          verb: 'update',
+          resource: 'leases',
+          group: 'coordination.k8s.io',
+          namespace,
+          name: 'vgpu-warden',
+        })) &&
+        (await allowed(serviceAccountSubject(namespace, 'vgpu-warden-scheduler'), {
+          verb: 'update',
+          resource: 'leases',
+          group: 'coordination.k8s.io',
+          namespace,
+          name: 'vgpu-warden-scheduler',
+        })) &&
+        (await allowed(serviceAccountSubject(namespace, 'vgpu-warden-scheduler'), {
+          verb: 'get',
+          resource: 'configmaps',
+          namespace: 'kube-system',
+          name: 'extension-apiserver-authentication',
+        })) &&
+        (await allowed(serviceAccountSubject(namespace, 'vgpu-warden-scheduler'), {
+          verb: 'create',
+          resource: 'pods',
+          subresource: 'binding',
+          namespace: 'default',
+        })) &&
+        (await allowed(serviceAccountSubject(namespace, 'vgpu-warden'), { verb: 'list', resource: 'pods' }))
+          ? true
+          : notYet('a SubjectAccessReview still denied'),
+      20_000,
+      100,
+    );
   } catch (error) {
     await cleanup();
     throw error;
@@ -98,15 +151,23 @@ export async function applyShippedIdentities(kubeConfig: KubeConfig, namespace: 
 }
 
 /** What a SubjectAccessReview says about `subject` doing one request. */
-export async function accessReview(authorization: AuthorizationV1Api, subject: Subject, attributes: ResourceAttributes): Promise<boolean> {
+export async function accessReview(
+  authorization: AuthorizationV1Api,
+  subject: Subject,
+  attributes: ResourceAttributes,
+): Promise<boolean> {
   const review = await authorization.createSubjectAccessReview({
     body: {
       spec: {
         user: subject.user,
         groups: subject.groups,
         resourceAttributes: {
-          verb: attributes.verb, resource: attributes.resource, group: attributes.group ?? '', namespace: attributes.namespace ?? '',
-          name: attributes.name ?? '', subresource: attributes.subresource ?? '',
+          verb: attributes.verb,
+          resource: attributes.resource,
+          group: attributes.group ?? '',
+          namespace: attributes.namespace ?? '',
+          name: attributes.name ?? '',
+          subresource: attributes.subresource ?? '',
         },
       },
     },
@@ -115,8 +176,31 @@ export async function accessReview(authorization: AuthorizationV1Api, subject: S
 }
 
 /** A kubeconfig at `path` carrying a fresh token of the ServiceAccount, as its pod would have it. */
-export async function writeServiceAccountKubeconfig(core: CoreV1Api, controlPlane: ControlPlane, namespace: string, name: string, path: string): Promise<void> {
-  const token = (await core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } })).status?.token ?? '';
+export async function writeServiceAccountKubeconfig(
+  core: CoreV1Api,
+  controlPlane: ControlPlane,
+  namespace: string,
+  name: string,
+  path: string,
+): Promise<void> {
+  const token =
+    (
+      await core.createNamespacedServiceAccountToken({
+        name,
+        namespace,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      })
+    ).status?.token ?? '';
   if (token === '') throw new Error(`no token for ServiceAccount ${namespace}/${name}`);
-  writeFileSync(path, renderKubeconfig({ clusterName: 'test', server: controlPlane.server, caPem: controlPlane.caPem, userName: name, token }), { mode: 0o600 });
+  writeFileSync(
+    path,
+    renderKubeconfig({
+      clusterName: 'test',
+      server: controlPlane.server,
+      caPem: controlPlane.caPem,
+      userName: name,
+      token,
+    }),
+    { mode: 0o600 },
+  );
 }

@@ -38,7 +38,12 @@ export function detachControlPlane(): ControlPlane | undefined {
 
 export async function createTestNamespace(title: string): Promise<string> {
   if (!state) throw new Error('no control plane: the cluster root hooks did not run');
-  const slug = title.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40).replace(/-+$/, '');
+  const slug = title
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 40)
+    .replace(/-+$/, '');
   const name = `t-${slug || 'test'}-${randomBytes(3).toString('hex')}`;
   await state.core.createNamespace({ body: { metadata: { name, labels: { 'vgpu-warden.test/run': 'true' } } } });
   state.namespace = name;
@@ -58,9 +63,14 @@ export async function cleanUpTestNamespace(): Promise<void> {
   const namespace = state?.namespace;
   if (!state || namespace === undefined) return;
   try {
-    await state.core.deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 }, withSignal(AbortSignal.timeout(15_000)));
+    await state.core.deleteCollectionNamespacedPod(
+      { namespace, gracePeriodSeconds: 0 },
+      withSignal(AbortSignal.timeout(15_000)),
+    );
   } catch (error) {
-    process.stderr.write(`[test cluster] could not delete the pods left in ${namespace}: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(
+      `[test cluster] could not delete the pods left in ${namespace}: ${error instanceof Error ? error.message : String(error)}\n`,
+    );
   }
 }
 
@@ -72,7 +82,12 @@ export function sharedControlPlane(): ControlPlane {
 
 export function testCluster(): TestCluster {
   if (!state?.namespace) throw new Error('no test namespace: testCluster() is only usable inside a test');
-  return { controlPlane: state.controlPlane, kubeConfig: state.kubeConfig, core: state.core, namespace: state.namespace };
+  return {
+    controlPlane: state.controlPlane,
+    kubeConfig: state.kubeConfig,
+    core: state.core,
+    namespace: state.namespace,
+  };
 }
 
 /** A name unique within the run, for cluster-scoped objects such as Nodes. */

@@ -6,7 +6,9 @@ import { CertStoreConflictError } from '../../src/tls/tls-errors.js';
 
 /** The certificates of a PEM bundle, in order. */
 export function certificatesIn(pem: string): X509Certificate[] {
-  return (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map((block) => new X509Certificate(block));
+  return (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map(
+    (block) => new X509Certificate(block),
+  );
 }
 
 /** Fingerprints of the certificates of a PEM bundle: short, comparable names for CAs in assertions. */
@@ -35,7 +37,10 @@ export class RecordingTarget implements CaBundleTarget {
   applies = 0;
   writes = 0;
 
-  constructor(private readonly events: string[] = [], private readonly before?: (call: number) => Promise<void>) {}
+  constructor(
+    private readonly events: string[] = [],
+    private readonly before?: (call: number) => Promise<void>,
+  ) {}
 
   async apply(caBundlePem: string): Promise<{ outcome: 'updated' | 'unchanged' }> {
     this.applies++;
@@ -65,7 +70,10 @@ export class HookedStore implements CertStore {
   saves = 0;
   conflicts = 0;
 
-  constructor(private readonly inner: CertStore, private readonly hooks: StoreHooks = {}) {}
+  constructor(
+    private readonly inner: CertStore,
+    private readonly hooks: StoreHooks = {},
+  ) {}
 
   get description(): string {
     return this.inner.description;
@@ -94,7 +102,9 @@ export class HookedStore implements CertStore {
 export function barrier(count: number): () => Promise<void> {
   let arrived = 0;
   let open: () => void = () => undefined;
-  const opened = new Promise<void>((resolve) => { open = resolve; });
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
   return () => {
     arrived++;
     if (arrived >= count) open();

@@ -1,7 +1,14 @@
 import { request } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { AdmissionregistrationV1Api, CoreV1Api, loadYaml, PatchStrategy, setHeaderOptions, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  CoreV1Api,
+  loadYaml,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1MutatingWebhookConfiguration,
+} from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { PodAdmissionHandler } from '../../src/admission/pod-admission-handler.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
@@ -42,21 +49,38 @@ export class WebhookFixture {
   }
 
   async start(): Promise<void> {
-    await this.serve(new PodAdmissionHandler({
-      mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
-      locks: new NodeLocks({ api: new KubeNodeLockApi(this.core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
-      deleteTimeoutMs: 5000,
-      onOutcome: (request) => { this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`); },
-    }));
+    await this.serve(
+      new PodAdmissionHandler({
+        mutation: { schedulerName: 'hami-scheduler', overwriteDefaultScheduler: true, defaultGpuCount: 1 },
+        locks: new NodeLocks({
+          api: new KubeNodeLockApi(this.core),
+          config: { bindGraceMs: 60_000, expireMs: 300_000 },
+        }),
+        deleteTimeoutMs: 5000,
+        onOutcome: (request) => {
+          this.seen.push(`${request.operation} ${request.namespace ?? ''}/${request.name ?? ''}`);
+        },
+      }),
+    );
   }
 
   /** Serves `handler` over TLS on a loopback port (a CA and certificate of its own) and registers it. */
   protected async serve(handler: PodAdmissionHandler): Promise<void> {
     const ca = createCertificateAuthority({ commonName: 'webhook-test-ca', validityDays: 1 });
-    const leaf = issueCertificate(ca, { commonName: 'vgpu-warden', subjectAltNames: ['localhost', '127.0.0.1'], usage: 'server', validityDays: 1 });
+    const leaf = issueCertificate(ca, {
+      commonName: 'vgpu-warden',
+      subjectAltNames: ['localhost', '127.0.0.1'],
+      usage: 'server',
+      validityDays: 1,
+    });
     this.caPem = ca.certPem;
     const app = createWebhookApp({ handler, readiness: () => ({ ready: true, reasons: [] }) });
-    this.listener = await HttpsListener.start(app, { host: '127.0.0.1', port: 0, certPem: leaf.certPem, keyPem: leaf.keyPem });
+    this.listener = await HttpsListener.start(app, {
+      host: '127.0.0.1',
+      port: 0,
+      certPem: leaf.certPem,
+      keyPem: leaf.keyPem,
+    });
     await this.admission.createMutatingWebhookConfiguration({ body: this.configuration() });
   }
 
@@ -87,11 +111,23 @@ export class WebhookFixture {
       { name: namespace, body: { metadata: { labels: { [WEBHOOK_NAMESPACE_LABEL]: this.selectorValue } } } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
-    const probe = { metadata: { name: 'probe' }, spec: { containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
-    await eventually('the apiserver to call the webhook', async () => {
-      const created = await this.core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
-      return created.spec?.schedulerName === 'hami-scheduler' ? true : notYet(`a dry-run pod with schedulerName ${created.spec?.schedulerName ?? 'unset'} (the webhook not called yet)`);
-    }, 20_000, 200);
+    const probe = {
+      metadata: { name: 'probe' },
+      spec: { containers: [{ name: 'c', image: 'x', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
+    };
+    await eventually(
+      'the apiserver to call the webhook',
+      async () => {
+        const created = await this.core.createNamespacedPod({ namespace, body: probe, dryRun: 'All' });
+        return created.spec?.schedulerName === 'hami-scheduler'
+          ? true
+          : notYet(
+              `a dry-run pod with schedulerName ${created.spec?.schedulerName ?? 'unset'} (the webhook not called yet)`,
+            );
+      },
+      20_000,
+      200,
+    );
   }
 
   async stop(): Promise<void> {
@@ -100,18 +136,35 @@ export class WebhookFixture {
   }
 
   /** Sends raw bytes straight to /mutate (or another path) and returns status, headers and body. */
-  send(body: string | Buffer, options: { contentType?: string; contentEncoding?: string; method?: string; path?: string } = {}): Promise<{ status: number; body: string }> {
+  send(
+    body: string | Buffer,
+    options: { contentType?: string; contentEncoding?: string; method?: string; path?: string } = {},
+  ): Promise<{ status: number; body: string }> {
     return new Promise((resolve, reject) => {
       const headers: Record<string, string | number> = {};
       if (options.contentType !== undefined) headers['content-type'] = options.contentType;
       if (options.contentEncoding !== undefined) headers['content-encoding'] = options.contentEncoding;
       const payload = typeof body === 'string' ? Buffer.from(body) : body;
       headers['content-length'] = payload.length;
-      const req = request({ host: '127.0.0.1', port: this.listener?.port, path: options.path ?? '/mutate', method: options.method ?? 'POST', ca: this.caPem, headers }, (res) => {
-        let text = '';
-        res.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-        res.on('end', () => { resolve({ status: res.statusCode ?? 0, body: text }); });
-      });
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port: this.listener?.port,
+          path: options.path ?? '/mutate',
+          method: options.method ?? 'POST',
+          ca: this.caPem,
+          headers,
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk: Buffer) => {
+            text += chunk.toString();
+          });
+          res.on('end', () => {
+            resolve({ status: res.statusCode ?? 0, body: text });
+          });
+        },
+      );
       req.on('error', reject);
       req.end(payload);
     });

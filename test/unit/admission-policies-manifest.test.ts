@@ -1,7 +1,13 @@
 import { resolve } from 'node:path';
 import { loadYaml } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { GPU_CORES, GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, isSchedulerOwnedAnnotation } from '../../src/hami/wire.js';
+import {
+  GPU_CORES,
+  GPU_COUNT,
+  GPU_MEMORY,
+  GPU_MEMORY_PERCENTAGE,
+  isSchedulerOwnedAnnotation,
+} from '../../src/hami/wire.js';
 import { CONFIG_VARIABLES, policyConfig, shippedPolicies } from '../support/admission-policies.js';
 import { applyComponent } from '../support/kustomize-component.js';
 import { findObject, loadManifestObjects, MANIFESTS_DIR } from '../support/manifests.js';
@@ -18,9 +24,14 @@ const GPU_RESOURCES = [GPU_COUNT, GPU_MEMORY, GPU_MEMORY_PERCENTAGE, GPU_CORES];
 describe('manifests/admission-policies.yaml', () => {
   it('ships the four guards, each bound exactly once, enforcing with Deny over everything its policy matches', () => {
     expect(policies.map((entry) => entry.metadata?.name).sort()).to.deep.equal([
-      'vgpu-warden-gpu-pods', 'vgpu-warden-identity-node-updates', 'vgpu-warden-identity-pod-updates', 'vgpu-warden-scheduler-owned-pod-metadata',
+      'vgpu-warden-gpu-pods',
+      'vgpu-warden-identity-node-updates',
+      'vgpu-warden-identity-pod-updates',
+      'vgpu-warden-scheduler-owned-pod-metadata',
     ]);
-    expect(bindings.map((binding) => binding.spec.policyName).sort()).to.deep.equal(policies.map((entry) => entry.metadata?.name).sort());
+    expect(bindings.map((binding) => binding.spec.policyName).sort()).to.deep.equal(
+      policies.map((entry) => entry.metadata?.name).sort(),
+    );
     for (const binding of bindings) {
       expect(binding.spec.validationActions, binding.metadata?.name).to.deep.equal(['Deny']);
       // No params (see the file's header for why) and no narrowing: the whole policy applies.
@@ -37,7 +48,9 @@ describe('manifests/admission-policies.yaml', () => {
       expect(entry.spec?.paramKind, name).to.equal(undefined);
       for (const validation of entry.spec?.validations ?? []) {
         expect(validation.reason, `${name}: ${validation.expression}`).to.equal('Forbidden');
-        expect(validation.message ?? validation.messageExpression, `${name}: ${validation.expression}`).to.be.a('string').and.not.empty;
+        expect(validation.message ?? validation.messageExpression, `${name}: ${validation.expression}`).to.be.a(
+          'string',
+        ).and.not.empty;
       }
     }
   });
@@ -46,7 +59,10 @@ describe('manifests/admission-policies.yaml', () => {
     const first = policies[0]!.spec?.variables?.slice(0, CONFIG_VARIABLES.length);
     for (const entry of policies) {
       const head = entry.spec?.variables?.slice(0, CONFIG_VARIABLES.length);
-      expect(head?.map((variable) => variable.name), entry.metadata?.name).to.deep.equal([...CONFIG_VARIABLES]);
+      expect(
+        head?.map((variable) => variable.name),
+        entry.metadata?.name,
+      ).to.deep.equal([...CONFIG_VARIABLES]);
       expect(head, entry.metadata?.name).to.deep.equal(first);
     }
     expect(policyConfig(policies[0]!)).to.deep.equal({
@@ -61,25 +77,38 @@ describe('manifests/admission-policies.yaml', () => {
     const config = policyConfig(policies[0]!);
     const deployment = findObject(objects, 'Deployment', 'vgpu-warden');
     const namespace = deployment.metadata?.namespace ?? '';
-    expect(config.wardenUsers).to.include(`system:serviceaccount:${namespace}:${deployment.spec?.template.spec?.serviceAccountName ?? 'default'}`);
+    expect(config.wardenUsers).to.include(
+      `system:serviceaccount:${namespace}:${deployment.spec?.template.spec?.serviceAccountName ?? 'default'}`,
+    );
     const schedulerConfig = findObject(objects, 'ConfigMap', 'vgpu-warden-scheduler-config');
-    const profiles = loadYaml<{ profiles: { schedulerName: string }[] }>(schedulerConfig.data?.['config.yaml'] ?? '').profiles;
+    const profiles = loadYaml<{ profiles: { schedulerName: string }[] }>(
+      schedulerConfig.data?.['config.yaml'] ?? '',
+    ).profiles;
     expect(profiles.map((profile) => profile.schedulerName)).to.deep.equal([config.schedulerName]);
-    const env = deployment.spec?.template.spec?.containers.find((container) => container.name === 'vgpu-warden')?.env ?? [];
-    expect(env.find((variable) => variable.name === 'SCHEDULER_NAME')?.value ?? 'hami-scheduler').to.equal(config.schedulerName);
+    const env =
+      deployment.spec?.template.spec?.containers.find((container) => container.name === 'vgpu-warden')?.env ?? [];
+    expect(env.find((variable) => variable.name === 'SCHEDULER_NAME')?.value ?? 'hami-scheduler').to.equal(
+      config.schedulerName,
+    );
   });
 
   it('treats as GPU pods what the webhook and the extender do, and guards the annotations the webhook guards', () => {
     const gpuPods = policy('vgpu-warden-gpu-pods');
-    const detection = gpuPods.spec?.matchConditions?.find((condition) => condition.name === 'requests-gpu-shares')?.expression ?? '';
+    const detection =
+      gpuPods.spec?.matchConditions?.find((condition) => condition.name === 'requests-gpu-shares')?.expression ?? '';
     const bounds = gpuPods.spec?.variables?.find((variable) => variable.name === 'shareBounds')?.expression ?? '';
-    const webhook = findObject(objects, 'MutatingWebhookConfiguration', 'vgpu-warden').webhooks?.find((entry) => entry.name === 'create.pods.vgpu-warden.io');
+    const webhook = findObject(objects, 'MutatingWebhookConfiguration', 'vgpu-warden').webhooks?.find(
+      (entry) => entry.name === 'create.pods.vgpu-warden.io',
+    );
     const webhookDetection = webhook?.matchConditions?.[0]?.expression ?? '';
     const quoted = (text: string) => [...text.matchAll(/'(nvidia\.com\/[a-z-]+)'/g)].map((match) => match[1]);
     expect(new Set(quoted(detection))).to.deep.equal(new Set(GPU_RESOURCES));
     expect(new Set(quoted(bounds))).to.deep.equal(new Set(GPU_RESOURCES));
     expect(new Set(quoted(webhookDetection))).to.deep.equal(new Set(GPU_RESOURCES));
-    const owned = policy('vgpu-warden-scheduler-owned-pod-metadata').spec?.variables?.find((variable) => variable.name === 'changedAnnotations')?.expression ?? '';
+    const owned =
+      policy('vgpu-warden-scheduler-owned-pod-metadata').spec?.variables?.find(
+        (variable) => variable.name === 'changedAnnotations',
+      )?.expression ?? '';
     const prefixes = [...owned.matchAll(/startsWith\('([^']+)'\)/g)].map((match) => match[1]!);
     expect(new Set(prefixes)).to.deep.equal(new Set(['hami.io/vgpu-', 'hami.io/bind-']));
     for (const prefix of prefixes) expect(isSchedulerOwnedAnnotation(`${prefix}x`), prefix).to.equal(true);

@@ -27,14 +27,24 @@ describe('the vgpu-warden bin', function () {
   function run(args: string[], pretendNode?: string) {
     const preload = join(dir, 'pretend-node.mjs');
     // process.versions is a plain data property: a preload can make this Node report an older version.
-    writeFileSync(preload, `Object.defineProperty(process, 'versions', { value: { ...process.versions, node: ${JSON.stringify(pretendNode ?? process.versions.node)} } });\n`);
-    return spawnSync(process.execPath, ['--import', preload, '--import', 'tsx', bin, ...args], { cwd: root, encoding: 'utf8', timeout: 50_000 });
+    writeFileSync(
+      preload,
+      `Object.defineProperty(process, 'versions', { value: { ...process.versions, node: ${JSON.stringify(pretendNode ?? process.versions.node)} } });\n`,
+    );
+    return spawnSync(process.execPath, ['--import', preload, '--import', 'tsx', bin, ...args], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 50_000,
+    });
   }
 
   it('is the installed entry under both names, including the kubectl plugin name', () => {
     const pkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as { bin: Record<string, string> };
     expect(pkg.bin).to.deep.equal({ 'vgpu-warden': 'dist/bin.js', 'kubectl-vgpu_warden': 'dist/bin.js' });
-    const build = JSON.parse(readFileSync(resolve(root, 'tsconfig.build.json'), 'utf8')) as { include: string[]; compilerOptions: { rootDir: string; outDir: string } };
+    const build = JSON.parse(readFileSync(resolve(root, 'tsconfig.build.json'), 'utf8')) as {
+      include: string[];
+      compilerOptions: { rootDir: string; outDir: string };
+    };
     expect(build.include).to.include('src/**/*.ts');
     expect(build.compilerOptions).to.deep.include({ rootDir: 'src', outDir: 'dist' });
     expect(readFileSync(bin, 'utf8').startsWith('#!/usr/bin/env node\n')).to.equal(true);
@@ -49,10 +59,12 @@ describe('the vgpu-warden bin', function () {
     const result = run(['--help'], '20.11.1');
     expect(result.status).to.equal(1);
     expect(result.stdout).to.equal('');
-    expect(result.stderr).to.equal(`vgpu-warden needs Node.js >= ${MINIMUM_NODE_VERSION} (found 20.11.1): install Node.js 24, or run it from the repository with npx vgpu-warden, which uses the pinned node@24\n`);
+    expect(result.stderr).to.equal(
+      `vgpu-warden needs Node.js >= ${MINIMUM_NODE_VERSION} (found 20.11.1): install Node.js 24, or run it from the repository with npx vgpu-warden, which uses the pinned node@24\n`,
+    );
   });
 
-  it('prints package.json\'s version for --version', () => {
+  it("prints package.json's version for --version", () => {
     const { version } = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as { version: string };
     const result = run(['--version']);
     expect(result.status).to.equal(0);
@@ -68,7 +80,10 @@ describe('the vgpu-warden bin', function () {
 
   it('gives one line naming the setting for a missing KUBECONFIG, not a client-library error', () => {
     const result = spawnSync(process.execPath, ['--import', 'tsx', bin, 'locks'], {
-      cwd: root, encoding: 'utf8', timeout: 50_000, env: { ...process.env, KUBECONFIG: '/nonexistent/kubeconfig' },
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 50_000,
+      env: { ...process.env, KUBECONFIG: '/nonexistent/kubeconfig' },
     });
     expect(result.status).to.equal(2);
     expect(result.stdout).to.equal('');

@@ -74,7 +74,11 @@ function execForm(stage: Stage, keyword: string): unknown {
 const stages = stagesOf(parseDockerfile(readFileSync(resolve(ROOT, 'Dockerfile'), 'utf8')));
 const build = stages[0]!;
 const runtime = stages.at(-1)!;
-const runs = (stage: Stage) => stage.instructions.filter((entry) => entry.keyword === 'RUN').map((entry) => entry.args).join(' && ');
+const runs = (stage: Stage) =>
+  stage.instructions
+    .filter((entry) => entry.keyword === 'RUN')
+    .map((entry) => entry.args)
+    .join(' && ');
 
 describe('Dockerfile', () => {
   it('builds in one node:24-slim stage and runs in another (the default of its NODE_IMAGE argument)', () => {
@@ -94,14 +98,24 @@ describe('Dockerfile', () => {
 
   it('copies only dist/, the pruned node_modules, package.json and the PATH wrapper from the build stage into the final one', () => {
     const copies = runtime.instructions.filter((entry) => entry.keyword === 'COPY' || entry.keyword === 'ADD');
-    expect(copies.every((entry) => entry.args.startsWith(`--from=${build.name ?? ''} `)), 'the runtime stage copies from the build stage only').to.equal(true);
+    expect(
+      copies.every((entry) => entry.args.startsWith(`--from=${build.name ?? ''} `)),
+      'the runtime stage copies from the build stage only',
+    ).to.equal(true);
     const sources = copies.map((entry) => entry.args.split(/\s+/)[1]);
-    expect(sources).to.have.members(['/app/package.json', '/app/node_modules', '/app/dist', '/app/src/commands/vgpu-warden.sh']);
+    expect(sources).to.have.members([
+      '/app/package.json',
+      '/app/node_modules',
+      '/app/dist',
+      '/app/src/commands/vgpu-warden.sh',
+    ]);
     expect(runs(runtime), 'the runtime stage installs nothing').to.equal('');
   });
 
   it('puts a vgpu-warden executable on the PATH that runs the same entry (kubectl exec deploy/vgpu-warden -- vgpu-warden locks)', () => {
-    const copy = runtime.instructions.find((entry) => entry.keyword === 'COPY' && entry.args.includes('vgpu-warden.sh'));
+    const copy = runtime.instructions.find(
+      (entry) => entry.keyword === 'COPY' && entry.args.includes('vgpu-warden.sh'),
+    );
     expect(copy?.args.split(/\s+/).at(-1)).to.equal('/usr/local/bin/vgpu-warden');
     const wrapper = resolve(ROOT, 'src', 'commands', 'vgpu-warden.sh');
     // COPY keeps the file's mode: it must be executable for everyone, as uid 10001 runs it.
@@ -118,7 +132,9 @@ describe('Dockerfile', () => {
     const uid = user.split(':')[0] ?? '';
     expect(uid).to.match(/^\d+$/, 'numeric, so that the kubelet can check runAsNonRoot');
     expect(Number(uid)).to.be.above(0);
-    const [deployment] = (loadAllYaml(readFileSync(resolve(ROOT, 'manifests', 'deployment.yaml'), 'utf8')) as V1Deployment[]);
+    const [deployment] = loadAllYaml(
+      readFileSync(resolve(ROOT, 'manifests', 'deployment.yaml'), 'utf8'),
+    ) as V1Deployment[];
     const warden = deployment?.spec?.template.spec?.containers.find((container) => container.name === 'vgpu-warden');
     expect(warden?.securityContext?.runAsUser).to.equal(Number(uid));
   });
@@ -129,7 +145,10 @@ describe('Dockerfile', () => {
   });
 
   it('sends the build only what it copies: .dockerignore allows those paths and nothing else', () => {
-    const patterns = readFileSync(resolve(ROOT, '.dockerignore'), 'utf8').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+    const patterns = readFileSync(resolve(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('#'));
     expect(patterns[0]).to.equal('*');
     const allowed = patterns.slice(1).map((pattern) => {
       expect(pattern.startsWith('!'), `${pattern}: after *, only exceptions`).to.equal(true);

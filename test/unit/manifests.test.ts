@@ -5,17 +5,42 @@ import { expect } from 'chai';
 import { loadConfig } from '../../src/config/load.js';
 import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.js';
 import { servingNames } from '../../src/tls/serving-names.js';
-import { findObject, loadManifestObjects, MANIFESTS_DIR, objectsOfKind, readKustomization } from '../support/manifests.js';
+import {
+  findObject,
+  loadManifestObjects,
+  MANIFESTS_DIR,
+  objectsOfKind,
+  readKustomization,
+} from '../support/manifests.js';
 
 const NAMESPACE = 'vgpu-warden';
 const RBAC_KINDS = new Set(['ClusterRole', 'Role']);
 const BINDING_KINDS = new Set(['ClusterRoleBinding', 'RoleBinding']);
-const CLUSTER_SCOPED = new Set(['Namespace', 'PriorityClass', 'ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
-const REQUIRED_LABELS = ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/component', 'app.kubernetes.io/part-of'];
+const CLUSTER_SCOPED = new Set([
+  'Namespace',
+  'PriorityClass',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'MutatingWebhookConfiguration',
+  'ValidatingAdmissionPolicy',
+  'ValidatingAdmissionPolicyBinding',
+]);
+const REQUIRED_LABELS = [
+  'app.kubernetes.io/name',
+  'app.kubernetes.io/instance',
+  'app.kubernetes.io/component',
+  'app.kubernetes.io/part-of',
+];
 // Roles the bindings may reference without shipping them: the apiserver's bootstrap roles.
-const BUILT_IN_ROLES = new Set(['ClusterRole/system:kube-scheduler', 'ClusterRole/system:volume-scheduler', 'Role/kube-system/extension-apiserver-authentication-reader']);
+const BUILT_IN_ROLES = new Set([
+  'ClusterRole/system:kube-scheduler',
+  'ClusterRole/system:volume-scheduler',
+  'Role/kube-system/extension-apiserver-authentication-reader',
+]);
 
-const packageVersion = (JSON.parse(readFileSync(resolve(MANIFESTS_DIR, '..', 'package.json'), 'utf8')) as { version: string }).version;
+const packageVersion = (
+  JSON.parse(readFileSync(resolve(MANIFESTS_DIR, '..', 'package.json'), 'utf8')) as { version: string }
+).version;
 const kustomization = readKustomization();
 const objects = loadManifestObjects(kustomization);
 const deployment = findObject(objects, 'Deployment', 'vgpu-warden');
@@ -39,10 +64,21 @@ const bindings = [...objectsOfKind(objects, 'RoleBinding'), ...objectsOfKind(obj
 
 /** The container port a Service targetPort or probe port names (by name or number). */
 function containerPort(ports: V1Container['ports'], target: number | string | undefined): number | undefined {
-  return (ports ?? []).find((port) => (typeof target === 'number' ? port.containerPort === target : port.name === target))?.containerPort;
+  return (ports ?? []).find((port) =>
+    typeof target === 'number' ? port.containerPort === target : port.name === target,
+  )?.containerPort;
 }
 
-const QUANTITY_SUFFIXES: Record<string, number> = { '': 1, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 };
+const QUANTITY_SUFFIXES: Record<string, number> = {
+  '': 1,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+};
 
 /** A Kubernetes resource quantity in the forms the manifests use (100m, 1, 128Mi, 1Gi). */
 function quantity(text: string): number {
@@ -52,7 +88,11 @@ function quantity(text: string): number {
 }
 
 function selects(selector: Record<string, string> | undefined, labels: Record<string, string>): boolean {
-  return selector !== undefined && Object.keys(selector).length > 0 && Object.entries(selector).every(([key, value]) => labels[key] === value);
+  return (
+    selector !== undefined &&
+    Object.keys(selector).length > 0 &&
+    Object.entries(selector).every(([key, value]) => labels[key] === value)
+  );
 }
 
 /** The resource names a namespaced Role of the manifests grants `verb` on, for `resource` in `namespace`. */
@@ -66,11 +106,16 @@ function namedGrants(resource: string, verb: string, namespace: string): string[
 
 /** The environment the vgpu-warden container would see, with the downward API filled in. */
 function wardenEnvironment(podName: string): Record<string, string> {
-  const fields: Record<string, string> = { 'metadata.name': podName, 'metadata.namespace': deployment.metadata!.namespace! };
-  return Object.fromEntries((warden.env ?? []).map((variable) => {
-    const field = variable.valueFrom?.fieldRef?.fieldPath;
-    return [variable.name, field === undefined ? variable.value ?? '' : fields[field] ?? ''];
-  }));
+  const fields: Record<string, string> = {
+    'metadata.name': podName,
+    'metadata.namespace': deployment.metadata!.namespace!,
+  };
+  return Object.fromEntries(
+    (warden.env ?? []).map((variable) => {
+      const field = variable.valueFrom?.fieldRef?.fieldPath;
+      return [variable.name, field === undefined ? (variable.value ?? '') : (fields[field] ?? '')];
+    }),
+  );
 }
 
 describe('manifests/ (the kustomize base)', () => {
@@ -80,21 +125,28 @@ describe('manifests/ (the kustomize base)', () => {
       expect(kustomization.resources).to.be.an('array').that.is.not.empty;
       for (const file of kustomization.resources ?? []) {
         expect(existsSync(resolve(MANIFESTS_DIR, file)), `${file} is listed but missing`).to.equal(true);
-        expect(objects.filter((entry) => entry.file === file), `${file} holds no object`).to.not.be.empty;
+        expect(
+          objects.filter((entry) => entry.file === file),
+          `${file} holds no object`,
+        ).to.not.be.empty;
       }
       for (const { file, object } of objects) {
         expect(object.apiVersion, file).to.be.a('string').and.not.empty;
         expect(object.kind, file).to.be.a('string').and.not.empty;
         expect(object.metadata?.name, `${file}: ${object.kind} without a name`).to.be.a('string').and.not.empty;
       }
-      const keys = objects.map(({ object }) => `${object.kind}/${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`);
+      const keys = objects.map(
+        ({ object }) => `${object.kind}/${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`,
+      );
       expect(new Set(keys).size, 'duplicate objects').to.equal(keys.length);
     });
 
     it('forgets no manifest and does not list the kube-scheduler configuration as a resource', () => {
       const files = readdirSync(MANIFESTS_DIR).filter((file) => file.endsWith('.yaml'));
       const notResources = ['kustomization.yaml', 'kube-scheduler-config.yaml'];
-      expect([...(kustomization.resources ?? [])].sort()).to.deep.equal(files.filter((file) => !notResources.includes(file)).sort());
+      expect([...(kustomization.resources ?? [])].sort()).to.deep.equal(
+        files.filter((file) => !notResources.includes(file)).sort(),
+      );
     });
 
     it('sets no namespace: it would move the kube-system RoleBinding of kube-scheduler', () => {
@@ -108,7 +160,10 @@ describe('manifests/ (the kustomize base)', () => {
       const where = `${file}: ${object.kind} ${object.metadata?.name ?? ''}`;
       if (CLUSTER_SCOPED.has(object.kind ?? '')) {
         expect(object.metadata?.namespace, where).to.equal(undefined);
-      } else if (object.kind === 'RoleBinding' && object.metadata?.name === 'vgpu-warden-extension-apiserver-authentication-reader') {
+      } else if (
+        object.kind === 'RoleBinding' &&
+        object.metadata?.name === 'vgpu-warden-extension-apiserver-authentication-reader'
+      ) {
         expect(object.metadata.namespace, where).to.equal('kube-system');
       } else if (object.metadata?.name === 'vgpu-warden-node-leases') {
         expect(object.metadata.namespace, where).to.equal('kube-node-lease');
@@ -121,7 +176,10 @@ describe('manifests/ (the kustomize base)', () => {
   it('labels every object with app.kubernetes.io/*, and the pods with the version of package.json', () => {
     for (const { file, object } of objects) {
       for (const label of REQUIRED_LABELS) {
-        expect(object.metadata?.labels?.[label], `${file}: ${object.kind} ${object.metadata?.name ?? ''} lacks ${label}`).to.be.a('string').and.not.empty;
+        expect(
+          object.metadata?.labels?.[label],
+          `${file}: ${object.kind} ${object.metadata?.name ?? ''} lacks ${label}`,
+        ).to.be.a('string').and.not.empty;
       }
       expect(object.metadata?.labels?.['app.kubernetes.io/name']).to.equal('vgpu-warden');
     }
@@ -136,22 +194,35 @@ describe('manifests/ (the kustomize base)', () => {
 
   it('keeps vgpu-warden itself out of its webhook and enforces Pod Security restricted on its namespace', () => {
     const namespace = findObject(objects, 'Namespace', NAMESPACE);
-    expect(namespace.metadata?.labels).to.deep.include({ 'hami.io/webhook': 'ignore', 'pod-security.kubernetes.io/enforce': 'restricted' });
+    expect(namespace.metadata?.labels).to.deep.include({
+      'hami.io/webhook': 'ignore',
+      'pod-security.kubernetes.io/enforce': 'restricted',
+    });
     // The opt-out is the namespace label only (cluster admins set it); a pod label would be the tenant's own.
     for (const webhook of webhookConfig.webhooks ?? []) {
       expect(webhook.objectSelector, webhook.name).to.equal(undefined);
-      expect(webhook.namespaceSelector?.matchExpressions).to.deep.include({ key: 'hami.io/webhook', operator: 'NotIn', values: ['ignore'] });
+      expect(webhook.namespaceSelector?.matchExpressions).to.deep.include({
+        key: 'hami.io/webhook',
+        operator: 'NotIn',
+        values: ['ignore'],
+      });
     }
   });
 
   describe('the Deployment', () => {
     it('runs 2 replicas of vgpu-warden serve alone, under its own ServiceAccount, spread over nodes', () => {
       expect(deployment.spec?.replicas).to.equal(2);
-      expect(selects(deployment.spec?.selector.matchLabels, podLabels), 'selector does not match the pod labels').to.equal(true);
+      expect(
+        selects(deployment.spec?.selector.matchLabels, podLabels),
+        'selector does not match the pod labels',
+      ).to.equal(true);
       expect(podSpec.containers.map((entry) => entry.name)).to.deep.equal(['vgpu-warden']);
       expect(warden.args).to.deep.equal(['serve']);
-      expect(findObject(objects, 'ServiceAccount', podSpec.serviceAccountName ?? '', NAMESPACE).metadata?.name).to.equal('vgpu-warden');
-      const term = podSpec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.podAffinityTerm;
+      expect(
+        findObject(objects, 'ServiceAccount', podSpec.serviceAccountName ?? '', NAMESPACE).metadata?.name,
+      ).to.equal('vgpu-warden');
+      const term =
+        podSpec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.podAffinityTerm;
       expect(term?.topologyKey).to.equal('kubernetes.io/hostname');
       expect(selects(term?.labelSelector?.matchLabels, podLabels)).to.equal(true);
     });
@@ -166,14 +237,20 @@ describe('manifests/ (the kustomize base)', () => {
       expect(scheduler.image).to.equal('registry.k8s.io/kube-scheduler:v1.37.2');
       expect(scheduler.command).to.include('--config=/config/config.yaml');
       expect(schedulerPodSpec.serviceAccountName).to.equal('vgpu-warden-scheduler');
-      expect(findObject(objects, 'ServiceAccount', schedulerPodSpec.serviceAccountName ?? '', NAMESPACE)).to.not.equal(undefined);
-      const term = schedulerPodSpec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]?.podAffinityTerm;
+      expect(findObject(objects, 'ServiceAccount', schedulerPodSpec.serviceAccountName ?? '', NAMESPACE)).to.not.equal(
+        undefined,
+      );
+      const term =
+        schedulerPodSpec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.[0]
+          ?.podAffinityTerm;
       expect(term?.topologyKey).to.equal('kubernetes.io/hostname');
       expect(selects(term?.labelSelector?.matchLabels, schedulerPodLabels)).to.equal(true);
     });
 
     it('gives both Deployments the shipped PriorityClass, the highest a user-defined class may have', () => {
-      const classes = objects.filter(({ object }) => object.kind === 'PriorityClass').map(({ object }) => object as { metadata: { name: string }; value: number; globalDefault?: boolean });
+      const classes = objects
+        .filter(({ object }) => object.kind === 'PriorityClass')
+        .map(({ object }) => object as { metadata: { name: string }; value: number; globalDefault?: boolean });
       expect(classes.map((entry) => entry.metadata.name)).to.deep.equal(['vgpu-warden-critical']);
       expect(classes[0]).to.deep.include({ value: 1_000_000_000, globalDefault: false });
       expect(podSpec.priorityClassName).to.equal('vgpu-warden-critical');
@@ -190,12 +267,18 @@ describe('manifests/ (the kustomize base)', () => {
 
     it("mounts vgpu-warden's client-certificate Secret where kube-scheduler's tlsConfig points, readable by its group only", () => {
       const config = loadConfig(wardenEnvironment('vgpu-warden-7d9f-abcde'));
-      const { tlsConfig } = loadYaml<{ extenders: { tlsConfig: Record<string, string> }[] }>(schedulerConfigMap.data!['config.yaml']!).extenders[0]!;
-      const volume = schedulerPodSpec.volumes?.find((entry) => entry.secret?.secretName === config.extenderClientSecretName);
+      const { tlsConfig } = loadYaml<{ extenders: { tlsConfig: Record<string, string> }[] }>(
+        schedulerConfigMap.data!['config.yaml']!,
+      ).extenders[0]!;
+      const volume = schedulerPodSpec.volumes?.find(
+        (entry) => entry.secret?.secretName === config.extenderClientSecretName,
+      );
       const mount = scheduler.volumeMounts?.find((entry) => entry.name === volume?.name);
       expect(mount?.readOnly).to.equal(true);
       expect(tlsConfig).to.deep.equal({
-        certFile: `${mount?.mountPath ?? ''}/tls.crt`, keyFile: `${mount?.mountPath ?? ''}/tls.key`, caFile: `${mount?.mountPath ?? ''}/ca.crt`,
+        certFile: `${mount?.mountPath ?? ''}/tls.crt`,
+        keyFile: `${mount?.mountPath ?? ''}/tls.key`,
+        caFile: `${mount?.mountPath ?? ''}/ca.crt`,
       });
       expect(volume?.secret?.defaultMode).to.equal(0o440);
       expect(schedulerPodSpec.securityContext?.fsGroup).to.equal(scheduler.securityContext?.runAsGroup);
@@ -207,12 +290,18 @@ describe('manifests/ (the kustomize base)', () => {
       it(`runs ${name} non-root, read-only, without privileges or capabilities, under RuntimeDefault seccomp`, () => {
         const entry = container(name);
         expect(entry.securityContext).to.deep.include({
-          runAsNonRoot: true, runAsUser: 10001, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false,
+          runAsNonRoot: true,
+          runAsUser: 10001,
+          readOnlyRootFilesystem: true,
+          allowPrivilegeEscalation: false,
         });
         expect(entry.securityContext?.privileged).to.not.equal(true);
         expect(entry.securityContext?.capabilities).to.deep.equal({ drop: ['ALL'] });
         expect(entry.securityContext?.seccompProfile).to.deep.equal({ type: 'RuntimeDefault' });
-        expect(entry.volumeMounts?.find((mount) => mount.mountPath === '/tmp'), 'a writable /tmp').to.not.equal(undefined);
+        expect(
+          entry.volumeMounts?.find((mount) => mount.mountPath === '/tmp'),
+          'a writable /tmp',
+        ).to.not.equal(undefined);
       });
 
       it(`gives ${name} CPU and memory requests and limits, limits above requests`, () => {
@@ -226,7 +315,11 @@ describe('manifests/ (the kustomize base)', () => {
     }
 
     it('probes vgpu-warden on /healthz (liveness) and /readyz (readiness) over HTTPS on its webhook port', () => {
-      for (const [probe, path] of [[warden.livenessProbe, '/healthz'], [warden.readinessProbe, '/readyz'], [warden.startupProbe, '/healthz']] as const) {
+      for (const [probe, path] of [
+        [warden.livenessProbe, '/healthz'],
+        [warden.readinessProbe, '/readyz'],
+        [warden.startupProbe, '/healthz'],
+      ] as const) {
         expect(probe?.httpGet?.path).to.equal(path);
         expect(probe?.httpGet?.scheme).to.equal('HTTPS');
         expect(containerPort(warden.ports, probe?.httpGet?.port)).to.equal(9443);
@@ -251,9 +344,11 @@ describe('manifests/ (the kustomize base)', () => {
       expect(config.podName).to.equal('vgpu-warden-7d9f-abcde');
       expect(containerPort(warden.ports, 'webhook')).to.equal(config.webhookPort);
       expect(containerPort(warden.ports, 'metrics')).to.equal(config.metricsPort);
-      const schedulerConfig = loadYaml<{ profiles: { schedulerName: string }[]; extenders: { urlPrefix: string }[]; leaderElection: { resourceNamespace: string; resourceName: string } }>(
-        schedulerConfigMap.data!['config.yaml']!,
-      );
+      const schedulerConfig = loadYaml<{
+        profiles: { schedulerName: string }[];
+        extenders: { urlPrefix: string }[];
+        leaderElection: { resourceNamespace: string; resourceName: string };
+      }>(schedulerConfigMap.data!['config.yaml']!);
       expect(schedulerConfig.profiles.map((profile) => profile.schedulerName)).to.deep.equal([config.schedulerName]);
       // The extender off loopback, behind its own Service, and only for kube-scheduler's certificate.
       expect(config).to.deep.include({ extenderHost: '0.0.0.0', extenderClientAuth: true });
@@ -264,20 +359,34 @@ describe('manifests/ (the kustomize base)', () => {
       const servicePort = extenderService.spec?.ports?.find((entry) => entry.port === Number(url.port || 443));
       expect(containerPort(warden.ports, servicePort?.targetPort)).to.equal(config.extenderPort);
       // kube-scheduler verifies our serving certificate for the name it dials.
-      expect(servingNames({ serviceName: config.serviceName, namespace, extraHosts: config.certHosts })).to.include(url.hostname);
+      expect(servingNames({ serviceName: config.serviceName, namespace, extraHosts: config.certHosts })).to.include(
+        url.hostname,
+      );
       expect(schedulerConfig.leaderElection.resourceNamespace).to.equal(namespace);
-      expect(namedGrants('leases', 'update', namespace)).to.include.members([config.leaseName, schedulerConfig.leaderElection.resourceName]);
-      expect(namedGrants('secrets', 'update', namespace)).to.have.members([config.certSecretName, config.extenderClientSecretName]);
-      expect(roles.filter((role) => role.kind === 'ClusterRole').flatMap((role) => role.rules ?? [])
-        .filter((rule) => rule.resources?.includes('mutatingwebhookconfigurations') === true)
-        .flatMap((rule) => rule.resourceNames ?? [])).to.deep.equal([config.webhookConfigName]);
+      expect(namedGrants('leases', 'update', namespace)).to.include.members([
+        config.leaseName,
+        schedulerConfig.leaderElection.resourceName,
+      ]);
+      expect(namedGrants('secrets', 'update', namespace)).to.have.members([
+        config.certSecretName,
+        config.extenderClientSecretName,
+      ]);
+      expect(
+        roles
+          .filter((role) => role.kind === 'ClusterRole')
+          .flatMap((role) => role.rules ?? [])
+          .filter((rule) => rule.resources?.includes('mutatingwebhookconfigurations') === true)
+          .flatMap((rule) => rule.resourceNames ?? []),
+      ).to.deep.equal([config.webhookConfigName]);
       expect(webhookService.metadata?.name).to.equal(config.serviceName);
     });
   });
 
   describe('the kube-scheduler ConfigMap', () => {
     it('carries manifests/kube-scheduler-config.yaml verbatim', () => {
-      expect(schedulerConfigMap.data?.['config.yaml']).to.equal(readFileSync(resolve(MANIFESTS_DIR, 'kube-scheduler-config.yaml'), 'utf8'));
+      expect(schedulerConfigMap.data?.['config.yaml']).to.equal(
+        readFileSync(resolve(MANIFESTS_DIR, 'kube-scheduler-config.yaml'), 'utf8'),
+      );
     });
 
     it('is exactly what src/extender/scheduler-config.ts builds for the cluster, for the node policy vgpu-warden runs with', () => {
@@ -285,19 +394,27 @@ describe('manifests/ (the kustomize base)', () => {
       const nodePolicy = loadConfig(wardenEnvironment('vgpu-warden-7d9f-abcde')).nodeSchedulerPolicy;
       expect(nodePolicy).to.equal('binpack');
       const clientDir = '/etc/vgpu-warden/extender-client';
-      expect(loadYaml(schedulerConfigMap.data?.['config.yaml'] ?? '')).to.deep.equal(kubeSchedulerConfiguration({
-        schedulerName: 'hami-scheduler',
-        extenderUrl: `https://vgpu-warden-extender.${NAMESPACE}.svc:443`,
-        nodePolicy,
-        clientTls: { certFile: `${clientDir}/tls.crt`, keyFile: `${clientDir}/tls.key`, caFile: `${clientDir}/ca.crt` },
-        leaderElection: { leaderElect: true, resourceNamespace: NAMESPACE, resourceName: 'vgpu-warden-scheduler' },
-      }));
+      expect(loadYaml(schedulerConfigMap.data?.['config.yaml'] ?? '')).to.deep.equal(
+        kubeSchedulerConfiguration({
+          schedulerName: 'hami-scheduler',
+          extenderUrl: `https://vgpu-warden-extender.${NAMESPACE}.svc:443`,
+          nodePolicy,
+          clientTls: {
+            certFile: `${clientDir}/tls.crt`,
+            keyFile: `${clientDir}/tls.key`,
+            caFile: `${clientDir}/ca.crt`,
+          },
+          leaderElection: { leaderElect: true, resourceNamespace: NAMESPACE, resourceName: 'vgpu-warden-scheduler' },
+        }),
+      );
     });
   });
 
   describe('the Services and the webhook registration', () => {
     it('routes the webhook Service (443) to the port vgpu-warden serves the webhook on', () => {
-      expect(selects(webhookService.spec?.selector, podLabels), 'the Service selects no vgpu-warden pod').to.equal(true);
+      expect(selects(webhookService.spec?.selector, podLabels), 'the Service selects no vgpu-warden pod').to.equal(
+        true,
+      );
       const port = webhookService.spec?.ports?.find((entry) => entry.port === 443);
       expect(containerPort(warden.ports, port?.targetPort)).to.equal(9443);
     });
@@ -305,7 +422,10 @@ describe('manifests/ (the kustomize base)', () => {
     it('registers the webhook at that Service: its name, namespace, port 443 and /mutate', () => {
       for (const webhook of webhookConfig.webhooks ?? []) {
         expect(webhook.clientConfig.service).to.deep.equal({
-          name: webhookService.metadata?.name, namespace: webhookService.metadata?.namespace, path: '/mutate', port: 443,
+          name: webhookService.metadata?.name,
+          namespace: webhookService.metadata?.namespace,
+          path: '/mutate',
+          port: 443,
         });
         // No caBundle field at all: vgpu-warden injects and watches it, and a manifest that names the
         // field (even empty) would make every forced server-side apply or GitOps sync blank it.
@@ -317,7 +437,9 @@ describe('manifests/ (the kustomize base)', () => {
       const extender = findObject(objects, 'Service', 'vgpu-warden-extender');
       expect(selects(extender.spec?.selector, podLabels)).to.equal(true);
       expect(selects(extender.spec?.selector, schedulerPodLabels)).to.equal(false);
-      expect(containerPort(warden.ports, extender.spec?.ports?.find((entry) => entry.port === 443)?.targetPort)).to.equal(9444);
+      expect(
+        containerPort(warden.ports, extender.spec?.ports?.find((entry) => entry.port === 443)?.targetPort),
+      ).to.equal(9444);
       expect(extender.spec?.sessionAffinity).to.equal('ClientIP');
     });
 
@@ -342,7 +464,13 @@ describe('manifests/ (the kustomize base)', () => {
     it('has no wildcard in any rule', () => {
       for (const role of roles) {
         for (const rule of role.rules ?? []) {
-          const fields: (keyof V1PolicyRule)[] = ['verbs', 'resources', 'apiGroups', 'resourceNames', 'nonResourceURLs'];
+          const fields: (keyof V1PolicyRule)[] = [
+            'verbs',
+            'resources',
+            'apiGroups',
+            'resourceNames',
+            'nonResourceURLs',
+          ];
           for (const field of fields) {
             expect(rule[field] ?? [], `${role.kind ?? ''} ${role.metadata?.name ?? ''} ${field}`).to.not.include('*');
           }
@@ -359,7 +487,12 @@ describe('manifests/ (the kustomize base)', () => {
         { apiGroups: [''], resources: ['resourcequotas'], verbs: ['list', 'watch'] },
         { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
         { apiGroups: [''], resources: ['events'], verbs: ['list'] },
-        { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['vgpu-warden'], verbs: ['get', 'list', 'watch', 'update'] },
+        {
+          apiGroups: ['admissionregistration.k8s.io'],
+          resources: ['mutatingwebhookconfigurations'],
+          resourceNames: ['vgpu-warden'],
+          verbs: ['get', 'list', 'watch', 'update'],
+        },
       ]);
     });
 
@@ -370,34 +503,62 @@ describe('manifests/ (the kustomize base)', () => {
           if (!sensitive) continue;
           if (role.metadata?.namespace === 'kube-node-lease') {
             // Node names are not known in advance: get by name at run time, nothing else.
-            expect(rule, `${role.metadata.name ?? ''} in kube-node-lease`).to.deep.equal({ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get'] });
+            expect(rule, `${role.metadata.name ?? ''} in kube-node-lease`).to.deep.equal({
+              apiGroups: ['coordination.k8s.io'],
+              resources: ['leases'],
+              verbs: ['get'],
+            });
             continue;
           }
-          expect(role.kind, `${role.metadata?.name ?? ''} grants ${rule.resources?.join(',') ?? ''} cluster-wide`).to.equal('Role');
+          expect(
+            role.kind,
+            `${role.metadata?.name ?? ''} grants ${rule.resources?.join(',') ?? ''} cluster-wide`,
+          ).to.equal('Role');
           expect(role.metadata?.namespace).to.equal(NAMESPACE);
           expect(rule.verbs).to.not.include.members(['list', 'watch', 'delete', 'patch']);
-          if (rule.verbs.some((verb) => verb !== 'create')) expect(rule.resourceNames, `${role.metadata?.name ?? ''}: ${rule.verbs.join(',')}`).to.not.be.empty;
+          if (rule.verbs.some((verb) => verb !== 'create'))
+            expect(rule.resourceNames, `${role.metadata?.name ?? ''}: ${rule.verbs.join(',')}`).to.not.be.empty;
         }
       }
     });
 
     it("binds vgpu-warden's ServiceAccount to its own roles only, and the built-in kube-scheduler roles to kube-scheduler's only", () => {
-      const shipped = new Set(roles.map((role) => (role.kind === 'Role' ? `Role/${role.metadata?.namespace ?? ''}/${role.metadata?.name ?? ''}` : `ClusterRole/${role.metadata?.name ?? ''}`)));
-      const reference = (binding: (typeof bindings)[number]) => (binding.roleRef.kind === 'Role'
-        ? `Role/${binding.metadata?.namespace ?? ''}/${binding.roleRef.name}`
-        : `ClusterRole/${binding.roleRef.name}`);
-      for (const binding of bindings) expect(shipped.has(reference(binding)) || BUILT_IN_ROLES.has(reference(binding)), reference(binding)).to.equal(true);
-      const boundTo = (serviceAccount: string | undefined) => bindings
-        .filter((binding) => {
-          expect(BINDING_KINDS.has(binding.kind ?? '')).to.equal(true);
-          expect(binding.subjects, `${binding.metadata?.name ?? ''} binds one ServiceAccount`).to.have.length(1);
-          expect(binding.subjects?.[0]).to.deep.include({ kind: 'ServiceAccount', namespace: NAMESPACE });
-          return binding.subjects?.[0]?.name === serviceAccount;
-        })
-        .map(reference);
-      expect(boundTo(podSpec.serviceAccountName)).to.have.members(['ClusterRole/vgpu-warden', `Role/${NAMESPACE}/vgpu-warden`, 'Role/kube-node-lease/vgpu-warden-node-leases']);
-      expect(boundTo(schedulerPodSpec.serviceAccountName)).to.have.members([...BUILT_IN_ROLES, `Role/${NAMESPACE}/vgpu-warden-scheduler`]);
-      expect(boundTo(podSpec.serviceAccountName).length + boundTo(schedulerPodSpec.serviceAccountName).length).to.equal(bindings.length);
+      const shipped = new Set(
+        roles.map((role) =>
+          role.kind === 'Role'
+            ? `Role/${role.metadata?.namespace ?? ''}/${role.metadata?.name ?? ''}`
+            : `ClusterRole/${role.metadata?.name ?? ''}`,
+        ),
+      );
+      const reference = (binding: (typeof bindings)[number]) =>
+        binding.roleRef.kind === 'Role'
+          ? `Role/${binding.metadata?.namespace ?? ''}/${binding.roleRef.name}`
+          : `ClusterRole/${binding.roleRef.name}`;
+      for (const binding of bindings)
+        expect(shipped.has(reference(binding)) || BUILT_IN_ROLES.has(reference(binding)), reference(binding)).to.equal(
+          true,
+        );
+      const boundTo = (serviceAccount: string | undefined) =>
+        bindings
+          .filter((binding) => {
+            expect(BINDING_KINDS.has(binding.kind ?? '')).to.equal(true);
+            expect(binding.subjects, `${binding.metadata?.name ?? ''} binds one ServiceAccount`).to.have.length(1);
+            expect(binding.subjects?.[0]).to.deep.include({ kind: 'ServiceAccount', namespace: NAMESPACE });
+            return binding.subjects?.[0]?.name === serviceAccount;
+          })
+          .map(reference);
+      expect(boundTo(podSpec.serviceAccountName)).to.have.members([
+        'ClusterRole/vgpu-warden',
+        `Role/${NAMESPACE}/vgpu-warden`,
+        'Role/kube-node-lease/vgpu-warden-node-leases',
+      ]);
+      expect(boundTo(schedulerPodSpec.serviceAccountName)).to.have.members([
+        ...BUILT_IN_ROLES,
+        `Role/${NAMESPACE}/vgpu-warden-scheduler`,
+      ]);
+      expect(boundTo(podSpec.serviceAccountName).length + boundTo(schedulerPodSpec.serviceAccountName).length).to.equal(
+        bindings.length,
+      );
     });
   });
 });

@@ -46,8 +46,10 @@ export function renderVariable(setting: DocumentedSetting): string {
 
 /** One row per setting, in SETTINGS order, with the header rows first. */
 export function renderConfigurationTable(settings: readonly DocumentedSetting[]): string {
-  const rows = settings.map((setting) =>
-    `| ${renderVariable(setting)} | \`--${setting.flag}\` | ${renderDefault(setting.defaultValue)} | ${setting.description} |`);
+  const rows = settings.map(
+    (setting) =>
+      `| ${renderVariable(setting)} | \`--${setting.flag}\` | ${renderDefault(setting.defaultValue)} | ${setting.description} |`,
+  );
   return [...TABLE_HEADER, ...rows].join('\n');
 }
 

@@ -43,8 +43,19 @@ export interface RequestDefaults {
 const INT32_MAX = 2 ** 31 - 1;
 const UNSET_PERCENTAGE = 101;
 const SUFFIXES: Record<string, number> = {
-  '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+  '': 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
 };
 
 /**
@@ -66,10 +77,12 @@ export function wholeQuantity(text: string | undefined): number | undefined {
  * nothing to compare with).
  */
 export function containerRequest(container: V1Container, defaults: RequestDefaults = {}): ContainerRequest | undefined {
-  const value = (name: string): string | undefined => container.resources?.limits?.[name] ?? container.resources?.requests?.[name];
+  const value = (name: string): string | undefined =>
+    container.resources?.limits?.[name] ?? container.resources?.requests?.[name];
   const nums = wholeQuantity(value(RESOURCE_COUNT));
   if (nums === undefined) return undefined;
-  const factor = defaults.memoryFactor !== undefined && defaults.memoryFactor > 1 ? Math.floor(defaults.memoryFactor) : 1;
+  const factor =
+    defaults.memoryFactor !== undefined && defaults.memoryFactor > 1 ? Math.floor(defaults.memoryFactor) : 1;
   let memReq = 0;
   const memoryText = value(RESOURCE_MEMORY);
   if (memoryText !== undefined) {
@@ -89,7 +102,11 @@ export function containerRequest(container: V1Container, defaults: RequestDefaul
 }
 
 /** The memory the request entitles the container to on `uuid`, or undefined when it sets no bound. */
-function memoryBound(request: ContainerRequest, uuid: string, cardMemory: (uuid: string) => number | undefined): number | undefined {
+function memoryBound(
+  request: ContainerRequest,
+  uuid: string,
+  cardMemory: (uuid: string) => number | undefined,
+): number | undefined {
   if (request.memPercentage >= 1 && request.memPercentage <= 100) {
     const total = cardMemory(uuid);
     return total === undefined ? undefined : Math.trunc((total * request.memPercentage) / 100);

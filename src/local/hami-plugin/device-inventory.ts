@@ -34,7 +34,9 @@ function fromJson(text: string): RegisteredGpu[] {
     if (typeof device.id !== 'string') throw new InventoryFormatError('node inventory device without an id');
     // omitempty on every field: a missing count or devmem is 0, a missing health is false.
     return {
-      uuid: device.id, count: typeof device.count === 'number' ? device.count : 0, healthy: device.health === true,
+      uuid: device.id,
+      count: typeof device.count === 'number' ? device.count : 0,
+      healthy: device.health === true,
       memoryMiB: typeof device.devmem === 'number' ? device.devmem : 0,
     };
   });
@@ -42,11 +44,20 @@ function fromJson(text: string): RegisteredGpu[] {
 
 /** `id,count,devmem,devcore,type,numa,health[,index,mode]:` per device. */
 function fromLegacy(text: string): RegisteredGpu[] {
-  return text.split(':').filter((piece) => piece.includes(',')).map((piece) => {
-    const fields = piece.split(',');
-    if (fields.length !== 7 && fields.length !== 9) throw new InventoryFormatError(`legacy node inventory entry with ${fields.length} fields: ${piece}`);
-    return { uuid: fields[0] ?? '', count: Number(fields[1]), healthy: fields[6] === 'true', memoryMiB: Number(fields[2]) };
-  });
+  return text
+    .split(':')
+    .filter((piece) => piece.includes(','))
+    .map((piece) => {
+      const fields = piece.split(',');
+      if (fields.length !== 7 && fields.length !== 9)
+        throw new InventoryFormatError(`legacy node inventory entry with ${fields.length} fields: ${piece}`);
+      return {
+        uuid: fields[0] ?? '',
+        count: Number(fields[1]),
+        healthy: fields[6] === 'true',
+        memoryMiB: Number(fields[2]),
+      };
+    });
 }
 
 export function decodeRegisteredGpus(text: string): RegisteredGpu[] {
@@ -55,5 +66,7 @@ export function decodeRegisteredGpus(text: string): RegisteredGpu[] {
 
 /** The replica IDs kubelet sees for `nvidia.com/gpu`. */
 export function replicaIds(gpus: readonly RegisteredGpu[]): string[] {
-  return gpus.filter((gpu) => gpu.healthy).flatMap((gpu) => Array.from({ length: gpu.count }, (_, index) => `${gpu.uuid}-${index}`));
+  return gpus
+    .filter((gpu) => gpu.healthy)
+    .flatMap((gpu) => Array.from({ length: gpu.count }, (_, index) => `${gpu.uuid}-${index}`));
 }

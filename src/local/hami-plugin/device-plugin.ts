@@ -33,8 +33,22 @@ import { decodeRegisteredGpus, replicaIds } from './device-inventory.js';
 import { releaseNodeLock, type ReleaseOutcome } from './node-lock.js';
 import { getPendingPod } from './pending-pod.js';
 import type { PluginApi } from './plugin-api.js';
-import { decodePodDevices, encodePodDevices, eraseNextDeviceRequest, nextDeviceRequest, type HamiDevice } from './pod-devices.js';
-import { BIND_PHASE, BIND_PHASE_FAILED, BIND_PHASE_SUCCESS, DEFAULT_VENDOR_WORDS, DEVICES_TO_ALLOCATE, NODE_REGISTER, NVIDIA } from './wire.js';
+import {
+  decodePodDevices,
+  encodePodDevices,
+  eraseNextDeviceRequest,
+  nextDeviceRequest,
+  type HamiDevice,
+} from './pod-devices.js';
+import {
+  BIND_PHASE,
+  BIND_PHASE_FAILED,
+  BIND_PHASE_SUCCESS,
+  DEFAULT_VENDOR_WORDS,
+  DEVICES_TO_ALLOCATE,
+  NODE_REGISTER,
+  NVIDIA,
+} from './wire.js';
 
 export interface PodIdentity {
   namespace: string;
@@ -151,7 +165,11 @@ export interface AllocateResponse<A extends Admission = PodIdentity> {
 
 /** The error an Allocate answers with; kubelet sees `rpc error: code = <code> desc = <message>`. */
 export class AllocateError extends Error {
-  constructor(message: string, readonly code: 'Unknown' | 'Unavailable' = 'Unknown', options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly code: 'Unknown' | 'Unavailable' = 'Unknown',
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'AllocateError';
   }
@@ -213,7 +231,21 @@ export interface HamiDevicePluginOptions<A extends Admission = PodIdentity> {
 }
 
 /** The parts of a record a call fills in as it goes. */
-type RecordDetail = Partial<Pick<AllocateRecordFields, 'resolvedTo' | 'via' | 'lock' | 'devices' | 'envs' | 'segment' | 'resolvedContainer' | 'bindPhase' | 'lockRelease' | 'error'>>;
+type RecordDetail = Partial<
+  Pick<
+    AllocateRecordFields,
+    | 'resolvedTo'
+    | 'via'
+    | 'lock'
+    | 'devices'
+    | 'envs'
+    | 'segment'
+    | 'resolvedContainer'
+    | 'bindPhase'
+    | 'lockRelease'
+    | 'error'
+  >
+>;
 
 /** One container request of kubelet's GetPreferredAllocation (v1beta1 ContainerPreferredAllocationRequest). */
 export interface PreferredAllocationRequest {
@@ -248,9 +280,14 @@ function containersOf(pod: V1Pod): V1Container[] {
  * /etc/ld.so.preload, the cache folder, /tmp/vgpulock) are not part of this: the stand-in has no
  * libvgpu.so to mount.
  */
-function environmentOf(devices: readonly HamiDevice[], settings: { hookPath: string; libCudaLogLevel: number; cacheId: () => string }): Record<string, string> {
+function environmentOf(
+  devices: readonly HamiDevice[],
+  settings: { hookPath: string; libCudaLogLevel: number; cacheId: () => string },
+): Record<string, string> {
   const envs: Record<string, string> = { NVIDIA_VISIBLE_DEVICES: devices.map((device) => device.uuid).join(',') };
-  devices.forEach((device, index) => { envs[`CUDA_DEVICE_MEMORY_LIMIT_${index}`] = `${device.usedMem}m`; });
+  devices.forEach((device, index) => {
+    envs[`CUDA_DEVICE_MEMORY_LIMIT_${index}`] = `${device.usedMem}m`;
+  });
   if (devices[0] !== undefined) envs.CUDA_DEVICE_SM_LIMIT = String(devices[0].usedCores);
   envs.CUDA_DEVICE_MEMORY_SHARED_CACHE = `${settings.hookPath}/vgpu/${settings.cacheId()}.cache`;
   envs.LIBCUDA_LOG_LEVEL = String(settings.libCudaLogLevel);
@@ -273,9 +310,15 @@ function preferFor(request: PreferredAllocationRequest, devices: readonly HamiDe
   for (const device of devices) {
     if (chosen.length >= request.size) break;
     const mine = chosen.find((id) => gpuOfReplica(id) === device.uuid && !covered.has(id));
-    if (mine !== undefined) { covered.add(mine); continue; }
+    if (mine !== undefined) {
+      covered.add(mine);
+      continue;
+    }
     const pick = request.available.find((id) => gpuOfReplica(id) === device.uuid && !chosen.includes(id));
-    if (pick !== undefined) { chosen.push(pick); covered.add(pick); }
+    if (pick !== undefined) {
+      chosen.push(pick);
+      covered.add(pick);
+    }
   }
   for (const id of request.available) {
     if (chosen.length >= request.size) break;
@@ -285,7 +328,10 @@ function preferFor(request: PreferredAllocationRequest, devices: readonly HamiDe
 }
 
 /** The request's pod and container as far as the caller knew them. */
-function known(request: AllocateRequest<Admission>): { admitted: PodIdentity | undefined; container: string | undefined } {
+function known(request: AllocateRequest<Admission>): {
+  admitted: PodIdentity | undefined;
+  container: string | undefined;
+} {
   return { admitted: request.admitted, container: request.container };
 }
 
@@ -319,7 +365,9 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
 
   constructor(private readonly options: HamiDevicePluginOptions<A>) {
     if (options.lockOnly === true && options.fallback === true) {
-      throw new PluginOptionsError('lockOnly (HAMi #3095) removes the list fallback: fallback and lockOnly cannot both be on');
+      throw new PluginOptionsError(
+        'lockOnly (HAMi #3095) removes the list fallback: fallback and lockOnly cannot both be on',
+      );
     }
     this.api = options.api;
     this.clock = options.clock ?? (() => new Date());
@@ -372,7 +420,9 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
   /** Calls `listener` when a node's plugin stops or starts reporting (kubelet re-reads ListAndWatch). */
   onReportingChange(listener: (node: string, reporting: boolean) => void): () => void {
     this.reportingListeners.add(listener);
-    return () => { this.reportingListeners.delete(listener); };
+    return () => {
+      this.reportingListeners.delete(listener);
+    };
   }
 
   private notifyReporting(node: string, reporting: boolean): void {
@@ -401,9 +451,12 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     if (this.silenced.has(node)) return [];
     const inventory = (await this.api.readNode(node)).metadata?.annotations?.[NODE_REGISTER];
     if (inventory === undefined) return [];
-    return decodeRegisteredGpus(inventory).flatMap((gpu) => Array.from({ length: gpu.count }, (_, index): KubeletDevice => ({
-      id: `${gpu.uuid}-${index}`, health: gpu.healthy ? 'Healthy' : 'Unhealthy',
-    })));
+    return decodeRegisteredGpus(inventory).flatMap((gpu) =>
+      Array.from({ length: gpu.count }, (_, index): KubeletDevice => ({
+        id: `${gpu.uuid}-${index}`,
+        health: gpu.healthy ? 'Healthy' : 'Unhealthy',
+      })),
+    );
   }
 
   /**
@@ -417,9 +470,14 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     try {
       const pending = await getPendingPod(this.api, node, this.lookup());
       const annotation = pending.pod.metadata?.annotations?.[DEVICES_TO_ALLOCATE];
-      if (annotation !== undefined) pieces = decodePodDevices(annotation).map((devices) => devices.filter((device) => device.type === NVIDIA)).filter((devices) => devices.length > 0);
+      if (annotation !== undefined)
+        pieces = decodePodDevices(annotation)
+          .map((devices) => devices.filter((device) => device.type === NVIDIA))
+          .filter((devices) => devices.length > 0);
     } catch (error) {
-      this.options.log?.(`GetPreferredAllocation on ${node}: no pending pod to prefer devices for (${describe(error)})`);
+      this.options.log?.(
+        `GetPreferredAllocation on ${node}: no pending pod to prefer devices for (${describe(error)})`,
+      );
     }
     return requests.map((request, index) => preferFor(request, pieces[index] ?? []));
   }
@@ -430,7 +488,9 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     if (aborted(request)) return Promise.reject(this.fail(request, new PluginStoppedError()).error);
     if (this.silenced.has(request.node)) {
       // kubelet finds no endpoint for the resource: the call never reaches a plugin.
-      return Promise.reject(this.fail(request, new AllocateError(`device plugin on ${request.node} is not running`, 'Unavailable')).error);
+      return Promise.reject(
+        this.fail(request, new AllocateError(`device plugin on ${request.node} is not running`, 'Unavailable')).error,
+      );
     }
     const previous = this.tails.get(request.node) ?? Promise.resolve();
     const call = previous.then(() => {
@@ -440,8 +500,12 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     });
     const tail = call.catch(() => undefined);
     this.tails.set(request.node, tail);
-    void tail.then(() => { if (this.tails.get(request.node) === tail) this.tails.delete(request.node); });
-    return call.catch((error: unknown) => { throw error instanceof Answered ? error.error : error; });
+    void tail.then(() => {
+      if (this.tails.get(request.node) === tail) this.tails.delete(request.node);
+    });
+    return call.catch((error: unknown) => {
+      throw error instanceof Answered ? error.error : error;
+    });
   }
 
   /** Fails every stalled call and every later one with PluginStoppedError. */
@@ -454,15 +518,24 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     this.stalls.clear();
   }
 
-  private record(request: AllocateRequest<A>, outcome: AllocateRecordFields['outcome'], detail: RecordDetail = {}): AllocateRecord<A> {
+  private record(
+    request: AllocateRequest<A>,
+    outcome: AllocateRecordFields['outcome'],
+    detail: RecordDetail = {},
+  ): AllocateRecord<A> {
     const { admitted, container } = known(request);
     // Carries `admitted`/`container` exactly when the request did, which is what AdmittedFields<A> says.
     const record = {
-      seq: this.history.length + 1, at: this.clock(), node: request.node,
+      seq: this.history.length + 1,
+      at: this.clock(),
+      node: request.node,
       ...(admitted === undefined ? {} : { admitted }),
       ...(container === undefined ? {} : { container }),
-      deviceIds: request.deviceIds, ...(request.transport === undefined ? {} : { transport: request.transport }),
-      outcome, ...detail, devices: detail.devices ?? [],
+      deviceIds: request.deviceIds,
+      ...(request.transport === undefined ? {} : { transport: request.transport }),
+      outcome,
+      ...detail,
+      devices: detail.devices ?? [],
     } as AllocateRecord<A>;
     this.history.push(record);
     try {
@@ -476,7 +549,10 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
   private fail(request: AllocateRequest<A>, error: AllocateError, detail: RecordDetail = {}): Answered {
     this.record(request, 'failed', { ...detail, error: error.message });
     const { admitted, container } = known(request);
-    const target = admitted === undefined ? `devices ${request.deviceIds.join(',')}` : `${admitted.namespace}/${admitted.name}/${container ?? '?'}`;
+    const target =
+      admitted === undefined
+        ? `devices ${request.deviceIds.join(',')}`
+        : `${admitted.namespace}/${admitted.name}/${container ?? '?'}`;
     this.options.log?.(`Allocate on ${request.node} for ${target} failed: ${error.message}`);
     return new Answered(error);
   }
@@ -487,7 +563,8 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     if (action.kind === 'fail' && action.stage === 'before-lookup') {
       throw this.fail(request, new AllocateError(action.message ?? 'simulated Allocate failure'));
     }
-    const delay = typeof this.options.delayMs === 'function' ? this.options.delayMs(request) : this.options.delayMs ?? 0;
+    const delay =
+      typeof this.options.delayMs === 'function' ? this.options.delayMs(request) : (this.options.delayMs ?? 0);
     if (delay > 0) await this.sleep(delay);
     if (aborted(request)) throw this.fail(request, new PluginStoppedError());
 
@@ -498,7 +575,11 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
       throw this.fail(request, new AllocateError(describe(error), 'Unknown', { cause: error }));
     }
     const pod = pending.pod;
-    const resolved = { resolvedTo: identityOf(pod), via: pending.via, ...(pending.lock === undefined ? {} : { lock: pending.lock }) };
+    const resolved = {
+      resolvedTo: identityOf(pod),
+      via: pending.via,
+      ...(pending.lock === undefined ? {} : { lock: pending.lock }),
+    };
     const failAllocation = async (message: string, cause?: unknown, detail: RecordDetail = {}): Promise<Answered> => {
       const after = await this.podAllocationFailed(request.node, pod);
       return this.fail(request, new AllocateError(message, 'Unknown', { cause }), { ...resolved, ...detail, ...after });
@@ -520,7 +601,11 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     if (resolvedContainer === undefined) {
       // HAMi indexes the container list with the piece's position: out of range it panics before
       // PodAllocationFailed, so nothing is written and the lock stays.
-      throw this.fail(request, new AllocateError(`runtime error: index out of range [${next.index}] with length ${containers.length}`), { ...resolved, segment: next.index });
+      throw this.fail(
+        request,
+        new AllocateError(`runtime error: index out of range [${next.index}] with length ${containers.length}`),
+        { ...resolved, segment: next.index },
+      );
     }
     const position = { segment: next.index, resolvedContainer };
     if (next.devices.length !== request.deviceIds.length) throw await failAllocation('device number not matched');
@@ -532,13 +617,25 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     // The process died between the lookup and the patch: nothing more is written, the lock stays.
     if (aborted(request)) throw this.fail(request, new PluginStoppedError(), { ...resolved, ...position });
     try {
-      await this.api.patchPodAnnotations(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '', { [DEVICES_TO_ALLOCATE]: encodePodDevices(eraseNextDeviceRequest(entries)) });
+      await this.api.patchPodAnnotations(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '', {
+        [DEVICES_TO_ALLOCATE]: encodePodDevices(eraseNextDeviceRequest(entries)),
+      });
     } catch (error) {
       throw await failAllocation(`failed to patch ${DEVICES_TO_ALLOCATE}: ${describe(error)}`, error);
     }
     const after = await this.podAllocationTrySuccess(request.node, pod);
-    const envs = environmentOf(next.devices, { hookPath: this.options.hookPath ?? '/usr/local', libCudaLogLevel: this.options.libCudaLogLevel ?? 1, cacheId: this.options.cacheId ?? randomUUID });
-    const record = this.record(request, 'allocated', { ...resolved, ...position, ...after, devices: next.devices, envs });
+    const envs = environmentOf(next.devices, {
+      hookPath: this.options.hookPath ?? '/usr/local',
+      libCudaLogLevel: this.options.libCudaLogLevel ?? 1,
+      cacheId: this.options.cacheId ?? randomUUID,
+    });
+    const record = this.record(request, 'allocated', {
+      ...resolved,
+      ...position,
+      ...after,
+      devices: next.devices,
+      envs,
+    });
     return { envs, devices: next.devices, record };
   }
 
@@ -548,15 +645,23 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
    * published for the card; HAMi asks its own device list, the stand-in reads the same number from
    * the inventory annotation. A node it cannot read leaves the memory unbounded, as an unknown card does.
    */
-  private async oversized(node: string, container: V1Container | undefined, name: string, devices: readonly HamiDevice[]): Promise<string | undefined> {
+  private async oversized(
+    node: string,
+    container: V1Container | undefined,
+    name: string,
+    devices: readonly HamiDevice[],
+  ): Promise<string | undefined> {
     const wanted = container === undefined ? undefined : containerRequest(container, this.options.requestDefaults);
     let cards = new Map<string, number>();
     if (needsCardMemory(wanted)) {
       try {
         const inventory = (await this.api.readNode(node)).metadata?.annotations?.[NODE_REGISTER];
-        if (inventory !== undefined) cards = new Map(decodeRegisteredGpus(inventory).map((gpu) => [gpu.uuid, gpu.memoryMiB]));
+        if (inventory !== undefined)
+          cards = new Map(decodeRegisteredGpus(inventory).map((gpu) => [gpu.uuid, gpu.memoryMiB]));
       } catch (error) {
-        this.options.log?.(`#3075 check on ${node}: the node inventory could not be read (${describe(error)}); percentage memory left unbounded`);
+        this.options.log?.(
+          `#3075 check on ${node}: the node inventory could not be read (${describe(error)}); percentage memory left unbounded`,
+        );
       }
     }
     return oversizedAllocation(name, wanted, devices, (uuid) => cards.get(uuid));
@@ -575,7 +680,12 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
         stall.timer = setTimeout(() => {
           if (!this.stalls.delete(stall)) return;
           request.signal?.removeEventListener('abort', onAbort);
-          reject(this.fail(request, new AllocateError('error reading from server: EOF (device plugin restarted)', 'Unavailable')));
+          reject(
+            this.fail(
+              request,
+              new AllocateError('error reading from server: EOF (device plugin restarted)', 'Unavailable'),
+            ),
+          );
         }, forMs);
       }
       this.stalls.add(stall);
@@ -584,7 +694,10 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
   }
 
   /** §5 step 5: done only when no backend word is left in the re-read annotation. */
-  private async podAllocationTrySuccess(node: string, pod: V1Pod): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
+  private async podAllocationTrySuccess(
+    node: string,
+    pod: V1Pod,
+  ): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
     const { namespace, name } = identityOf(pod);
     let refreshed: V1Pod;
     try {
@@ -598,12 +711,19 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     return this.finishAllocation(node, pod, BIND_PHASE_SUCCESS);
   }
 
-  private podAllocationFailed(node: string, pod: V1Pod): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
+  private podAllocationFailed(
+    node: string,
+    pod: V1Pod,
+  ): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
     return this.finishAllocation(node, pod, BIND_PHASE_FAILED);
   }
 
   /** Patch bind-phase, then ReleaseNodeLock with the owner check; HAMi only logs either failing. */
-  private async finishAllocation(node: string, pod: V1Pod, phase: 'success' | 'failed'): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
+  private async finishAllocation(
+    node: string,
+    pod: V1Pod,
+    phase: 'success' | 'failed',
+  ): Promise<Pick<AllocateRecordFields, 'bindPhase' | 'lockRelease'>> {
     const { namespace, name } = identityOf(pod);
     let bindPhase: 'success' | 'failed' | undefined;
     try {
@@ -614,7 +734,12 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     }
     let lockRelease: ReleaseOutcome | 'error';
     try {
-      lockRelease = await releaseNodeLock(this.api, node, { namespace, name }, { sleep: this.sleep, random: this.random });
+      lockRelease = await releaseNodeLock(
+        this.api,
+        node,
+        { namespace, name },
+        { sleep: this.sleep, random: this.random },
+      );
     } catch (error) {
       lockRelease = 'error';
       this.options.log?.(`releasing the lock on ${node} for ${namespace}/${name} failed: ${describe(error)}`);

@@ -20,7 +20,15 @@ export const UNHEALTHY = 'Unhealthy';
 export const KUBELET_SOCKET = 'kubelet.sock';
 
 /** How both sides load the proto (field names as written in it; unset fields get their defaults). */
-export const PROTO_LOADER_OPTIONS: Options = { keepCase: true, defaults: true, arrays: true, objects: true, longs: String, enums: String, oneofs: true };
+export const PROTO_LOADER_OPTIONS: Options = {
+  keepCase: true,
+  defaults: true,
+  arrays: true,
+  objects: true,
+  longs: String,
+  enums: String,
+  oneofs: true,
+};
 
 export interface DevicePluginOptions {
   pre_start_required: boolean;
@@ -108,12 +116,16 @@ export function devicePluginPackage(): PackageDefinition {
 /** A service of the package (`Registration` or `DevicePlugin`) as grpc-js serves or calls it. */
 export function devicePluginService(name: 'Registration' | 'DevicePlugin'): ServiceDefinition {
   const found = devicePluginPackage()[`v1beta1.${name}`];
-  if (found === undefined || 'format' in found) throw new Error(`v1beta1.${name} is not a service in ${DEVICE_PLUGIN_PROTO}`);
+  if (found === undefined || 'format' in found)
+    throw new Error(`v1beta1.${name} is not a service in ${DEVICE_PLUGIN_PROTO}`);
   return found;
 }
 
 /** One method of a service, typed by its caller. */
-export function devicePluginMethod<Request, Response>(service: 'Registration' | 'DevicePlugin', method: string): MethodDefinition<Request, Response> {
+export function devicePluginMethod<Request, Response>(
+  service: 'Registration' | 'DevicePlugin',
+  method: string,
+): MethodDefinition<Request, Response> {
   const found = devicePluginService(service)[method];
   if (found === undefined) throw new Error(`v1beta1.${service} has no method ${method}`);
   return found as MethodDefinition<Request, Response>;

@@ -43,7 +43,19 @@
 import { existsSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Client, credentials, Metadata, Server, ServerCredentials, status, type sendUnaryData, type ServerErrorResponse, type ServerUnaryCall, type ServerWritableStream, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import {
+  Client,
+  credentials,
+  Metadata,
+  Server,
+  ServerCredentials,
+  status,
+  type sendUnaryData,
+  type ServerErrorResponse,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
 import { AllocateError, type Admission, type HamiDevicePlugin, type KubeletDevice } from './device-plugin.js';
 import {
   API_VERSION,
@@ -117,7 +129,8 @@ export type GrpcPluginEvent =
   | { kind: 'rpc'; method: DevicePluginMethod }
   | { kind: 'stopped' };
 
-export type DevicePluginMethod = 'GetDevicePluginOptions' | 'ListAndWatch' | 'GetPreferredAllocation' | 'Allocate' | 'PreStartContainer';
+export type DevicePluginMethod =
+  'GetDevicePluginOptions' | 'ListAndWatch' | 'GetPreferredAllocation' | 'Allocate' | 'PreStartContainer';
 
 /** One life of the plugin process: from start to stop. */
 interface Incarnation {
@@ -203,7 +216,8 @@ export class GrpcDevicePluginServer {
     this.settleMs = options.settleMs ?? 200;
     this.registerTimeoutMs = options.registerTimeoutMs ?? 5000;
     for (const path of [this.socketPath, this.kubeletSocketPath]) {
-      if (Buffer.byteLength(path) > MAX_SOCKET_PATH) throw new Error(`unix socket path longer than ${MAX_SOCKET_PATH} bytes: ${path}`);
+      if (Buffer.byteLength(path) > MAX_SOCKET_PATH)
+        throw new Error(`unix socket path longer than ${MAX_SOCKET_PATH} bytes: ${path}`);
     }
   }
 
@@ -227,12 +241,18 @@ export class GrpcDevicePluginServer {
     if (this.unsubscribe === undefined && this.options.followReporting !== false) {
       this.unsubscribe = this.plugin.onReportingChange((node, reporting) => {
         if (node !== this.node) return;
-        void this.transition(() => (reporting ? (this.wanted ? this.bringUp() : Promise.resolve()) : this.bringDown())).catch((error: unknown) => {
+        void this.transition(() =>
+          reporting ? (this.wanted ? this.bringUp() : Promise.resolve()) : this.bringDown(),
+        ).catch((error: unknown) => {
           this.log(`following the plugin's reporting on ${node}: ${describe(error)}`);
         });
       });
     }
-    return this.transition(() => (this.options.followReporting !== false && !this.plugin.isReporting(this.node) ? Promise.resolve() : this.bringUp()));
+    return this.transition(() =>
+      this.options.followReporting !== false && !this.plugin.isReporting(this.node)
+        ? Promise.resolve()
+        : this.bringUp(),
+    );
   }
 
   /**
@@ -244,9 +264,15 @@ export class GrpcDevicePluginServer {
     let served: () => void = () => undefined;
     let release: () => void = () => undefined;
     const hold = {
-      served: new Promise<void>((resolve) => { served = resolve; }),
-      gate: new Promise<void>((resolve) => { release = resolve; }),
-      reached: () => { served(); },
+      served: new Promise<void>((resolve) => {
+        served = resolve;
+      }),
+      gate: new Promise<void>((resolve) => {
+        release = resolve;
+      }),
+      reached: () => {
+        served();
+      },
     };
     this.nextHold = hold;
     return { served: hold.served, release };
@@ -259,9 +285,14 @@ export class GrpcDevicePluginServer {
     hold.reached();
     // A plugin that dies while holding answers nothing more, as stop() promises.
     await new Promise<void>((resolve, reject) => {
-      const onAbort = () => { reject(new Error('plugin stopped')); };
+      const onAbort = () => {
+        reject(new Error('plugin stopped'));
+      };
       signal.addEventListener('abort', onAbort, { once: true });
-      void hold.gate.then(() => { signal.removeEventListener('abort', onAbort); resolve(); });
+      void hold.gate.then(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      });
     });
   }
 
@@ -288,11 +319,24 @@ export class GrpcDevicePluginServer {
   waitForRegistrations(count = this.registrationCount + 1, options: { timeoutMs?: number } = {}): Promise<void> {
     if (this.registrationCount >= count) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => {
-        this.registrationWaiters.delete(waiter);
-        reject(new Error(`${this.node}: ${this.registrationCount} registrations after ${options.timeoutMs} ms, waited for ${count}`));
-      }, options.timeoutMs);
-      const waiter = { count, resolve: () => { if (timer !== undefined) clearTimeout(timer); resolve(); } };
+      const timer =
+        options.timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              this.registrationWaiters.delete(waiter);
+              reject(
+                new Error(
+                  `${this.node}: ${this.registrationCount} registrations after ${options.timeoutMs} ms, waited for ${count}`,
+                ),
+              );
+            }, options.timeoutMs);
+      const waiter = {
+        count,
+        resolve: () => {
+          if (timer !== undefined) clearTimeout(timer);
+          resolve();
+        },
+      };
       this.registrationWaiters.add(waiter);
     });
   }
@@ -326,22 +370,37 @@ export class GrpcDevicePluginServer {
   private async bringUp(): Promise<void> {
     if (this.current !== undefined) return;
     const incarnation: Incarnation = {
-      controller: new AbortController(), server: undefined, watcher: undefined, timer: undefined,
-      needServe: false, needRegister: this.options.neverRegister !== true, serving: false, registeredTo: undefined,
-      kicked: false, wake: undefined, loop: Promise.resolve(), streams: new Map(),
+      controller: new AbortController(),
+      server: undefined,
+      watcher: undefined,
+      timer: undefined,
+      needServe: false,
+      needRegister: this.options.neverRegister !== true,
+      serving: false,
+      registeredTo: undefined,
+      kicked: false,
+      wake: undefined,
+      loop: Promise.resolve(),
+      streams: new Map(),
     };
     this.current = incarnation;
     try {
       await mkdir(this.options.pluginDir, { recursive: true });
       await this.serve(incarnation);
-      incarnation.watcher = watch(this.options.pluginDir, (eventType, filename) => { this.onFolderEvent(incarnation, eventType, filename); });
-      incarnation.watcher.on('error', (error) => { this.log(`watching ${this.options.pluginDir}: ${describe(error)}`); });
+      incarnation.watcher = watch(this.options.pluginDir, (eventType, filename) => {
+        this.onFolderEvent(incarnation, eventType, filename);
+      });
+      incarnation.watcher.on('error', (error) => {
+        this.log(`watching ${this.options.pluginDir}: ${describe(error)}`);
+      });
     } catch (error) {
       this.current = undefined;
       await this.teardown(incarnation);
       throw error;
     }
-    incarnation.timer = setInterval(() => { this.check(incarnation); }, this.checkMs);
+    incarnation.timer = setInterval(() => {
+      this.check(incarnation);
+    }, this.checkMs);
     incarnation.loop = this.run(incarnation);
   }
 
@@ -393,7 +452,12 @@ export class GrpcDevicePluginServer {
       this.kick(incarnation);
     }
     const kubelet = stampOf(this.kubeletSocketPath);
-    if (this.options.neverRegister !== true && kubelet !== undefined && incarnation.registeredTo !== undefined && kubelet !== incarnation.registeredTo) {
+    if (
+      this.options.neverRegister !== true &&
+      kubelet !== undefined &&
+      incarnation.registeredTo !== undefined &&
+      kubelet !== incarnation.registeredTo
+    ) {
       this.registerAfresh(incarnation);
     }
   }
@@ -488,7 +552,10 @@ export class GrpcDevicePluginServer {
       const server = new Server();
       server.addService(devicePluginService('DevicePlugin'), this.handlers(incarnation));
       await new Promise<void>((resolve, reject) => {
-        server.bindAsync(`unix:${this.socketPath}`, ServerCredentials.createInsecure(), (error) => { if (error === null) resolve(); else reject(error); });
+        server.bindAsync(`unix:${this.socketPath}`, ServerCredentials.createInsecure(), (error) => {
+          if (error === null) resolve();
+          else reject(error);
+        });
       });
       if (incarnation.controller.signal.aborted) {
         server.forceShutdown();
@@ -513,7 +580,11 @@ export class GrpcDevicePluginServer {
     if (waitMs <= 0) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const signal = incarnation.controller.signal;
-      const done = () => { clearTimeout(timer); signal.removeEventListener('abort', done); resolve(); };
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
       const timer = setTimeout(done, waitMs);
       signal.addEventListener('abort', done, { once: true });
     });
@@ -537,36 +608,51 @@ export class GrpcDevicePluginServer {
     if (before === undefined) return Promise.resolve('absent');
     const method = devicePluginMethod<RegisterRequest, Empty>('Registration', 'Register');
     const request: RegisterRequest = {
-      version: API_VERSION, endpoint: this.socketName, resource_name: this.resourceName,
-      options: { pre_start_required: false, get_preferred_allocation_available: this.options.preferredAllocation !== false },
+      version: API_VERSION,
+      endpoint: this.socketName,
+      resource_name: this.resourceName,
+      options: {
+        pre_start_required: false,
+        get_preferred_allocation_available: this.options.preferredAllocation !== false,
+      },
     };
     const client = new Client(`unix:${this.kubeletSocketPath}`, credentials.createInsecure());
     return new Promise((resolve) => {
       const signal = incarnation.controller.signal;
-      const call = client.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, request, new Metadata(), { deadline: Date.now() + this.registerTimeoutMs }, (error) => {
-        signal.removeEventListener('abort', cancel);
-        client.close();
-        if (error === null) {
-          // A kubelet.sock replaced during the call leaves it unclear which kubelet answered:
-          // `before` then differs from the file, and the check serves anew and registers again.
-          incarnation.registeredTo = before;
-          this.registrationCount += 1;
-          this.log(`registered ${this.resourceName} with kubelet (endpoint ${this.socketName})`);
-          this.emit({ kind: 'registered', count: this.registrationCount });
-          for (const waiter of [...this.registrationWaiters]) {
-            if (this.registrationCount >= waiter.count) {
-              this.registrationWaiters.delete(waiter);
-              waiter.resolve();
+      const call = client.makeUnaryRequest(
+        method.path,
+        method.requestSerialize,
+        method.responseDeserialize,
+        request,
+        new Metadata(),
+        { deadline: Date.now() + this.registerTimeoutMs },
+        (error) => {
+          signal.removeEventListener('abort', cancel);
+          client.close();
+          if (error === null) {
+            // A kubelet.sock replaced during the call leaves it unclear which kubelet answered:
+            // `before` then differs from the file, and the check serves anew and registers again.
+            incarnation.registeredTo = before;
+            this.registrationCount += 1;
+            this.log(`registered ${this.resourceName} with kubelet (endpoint ${this.socketName})`);
+            this.emit({ kind: 'registered', count: this.registrationCount });
+            for (const waiter of [...this.registrationWaiters]) {
+              if (this.registrationCount >= waiter.count) {
+                this.registrationWaiters.delete(waiter);
+                waiter.resolve();
+              }
             }
+            resolve('registered');
+          } else {
+            this.log(`Register with kubelet failed: ${error.message}`);
+            this.emit({ kind: 'register-failed', error: error.message });
+            resolve(error.code === status.UNAVAILABLE ? 'unreachable' : 'failed');
           }
-          resolve('registered');
-        } else {
-          this.log(`Register with kubelet failed: ${error.message}`);
-          this.emit({ kind: 'register-failed', error: error.message });
-          resolve(error.code === status.UNAVAILABLE ? 'unreachable' : 'failed');
-        }
-      });
-      const cancel = () => { call.cancel(); };
+        },
+      );
+      const cancel = () => {
+        call.cancel();
+      };
       signal.addEventListener('abort', cancel, { once: true });
     });
   }
@@ -580,38 +666,69 @@ export class GrpcDevicePluginServer {
     const node = this.node;
     const plugin = this.plugin;
     const answer = <T>(callback: sendUnaryData<T>, run: () => Promise<T>): void => {
-      run().then((value) => { callback(null, value); }, (error: unknown) => { callback(grpcError(codeOf(error), describe(error))); });
+      run().then(
+        (value) => {
+          callback(null, value);
+        },
+        (error: unknown) => {
+          callback(grpcError(codeOf(error), describe(error)));
+        },
+      );
     };
     return {
-      GetDevicePluginOptions: (_call: ServerUnaryCall<Empty, DevicePluginOptions>, callback: sendUnaryData<DevicePluginOptions>) => {
+      GetDevicePluginOptions: (
+        _call: ServerUnaryCall<Empty, DevicePluginOptions>,
+        callback: sendUnaryData<DevicePluginOptions>,
+      ) => {
         this.called('GetDevicePluginOptions');
-        callback(null, { pre_start_required: false, get_preferred_allocation_available: this.options.preferredAllocation !== false });
+        callback(null, {
+          pre_start_required: false,
+          get_preferred_allocation_available: this.options.preferredAllocation !== false,
+        });
       },
       ListAndWatch: (call: ServerWritableStream<Empty, ListAndWatchResponse>) => {
         this.called('ListAndWatch');
         this.listAndWatch(incarnation, call);
       },
-      GetPreferredAllocation: (call: ServerUnaryCall<PreferredAllocationRequest, PreferredAllocationResponse>, callback: sendUnaryData<PreferredAllocationResponse>) => {
+      GetPreferredAllocation: (
+        call: ServerUnaryCall<PreferredAllocationRequest, PreferredAllocationResponse>,
+        callback: sendUnaryData<PreferredAllocationResponse>,
+      ) => {
         this.called('GetPreferredAllocation');
         answer(callback, async () => {
-          const requests = call.request.container_requests.map((request) => ({ available: request.available_deviceIDs, mustInclude: request.must_include_deviceIDs, size: request.allocation_size }));
+          const requests = call.request.container_requests.map((request) => ({
+            available: request.available_deviceIDs,
+            mustInclude: request.must_include_deviceIDs,
+            size: request.allocation_size,
+          }));
           const preferred = await plugin.preferredAllocation(node, requests);
           return { container_responses: preferred.map((deviceIDs) => ({ deviceIDs })) };
         });
       },
-      Allocate: (call: ServerUnaryCall<AllocateRequest, AllocateResponse>, callback: sendUnaryData<AllocateResponse>) => {
+      Allocate: (
+        call: ServerUnaryCall<AllocateRequest, AllocateResponse>,
+        callback: sendUnaryData<AllocateResponse>,
+      ) => {
         this.called('Allocate');
         answer(callback, async () => {
           const responses: ContainerAllocateResponse[] = [];
           for (const request of call.request.container_requests) {
-            const response = await plugin.allocate({ node, deviceIds: request.devices_ids, signal: incarnation.controller.signal, transport: 'grpc' });
+            const response = await plugin.allocate({
+              node,
+              deviceIds: request.devices_ids,
+              signal: incarnation.controller.signal,
+              transport: 'grpc',
+            });
             responses.push({ envs: response.envs, mounts: [], devices: [], annotations: {}, cdi_devices: [] });
           }
           await this.withheld(incarnation.controller.signal);
           return { container_responses: responses };
         });
       },
-      PreStartContainer: (_call: ServerUnaryCall<PreStartContainerRequest, PreStartContainerResponse>, callback: sendUnaryData<PreStartContainerResponse>) => {
+      PreStartContainer: (
+        _call: ServerUnaryCall<PreStartContainerRequest, PreStartContainerResponse>,
+        callback: sendUnaryData<PreStartContainerResponse>,
+      ) => {
         this.called('PreStartContainer');
         callback(null, {});
       },
@@ -628,7 +745,10 @@ export class GrpcDevicePluginServer {
     const pushAgain = () => again;
     const push = async (): Promise<void> => {
       if (closed) return;
-      if (busy) { again = true; return; }
+      if (busy) {
+        again = true;
+        return;
+      }
       busy = true;
       try {
         do {
@@ -649,13 +769,19 @@ export class GrpcDevicePluginServer {
             this.log(`ListAndWatch: sending to kubelet failed: ${describe(error)}`);
             continue;
           }
-          this.emit({ kind: 'devices-sent', devices: devices.length, healthy: devices.filter((device) => device.health === 'Healthy').length });
+          this.emit({
+            kind: 'devices-sent',
+            devices: devices.length,
+            healthy: devices.filter((device) => device.health === 'Healthy').length,
+          });
         } while (pushAgain() && !isClosed());
       } finally {
         busy = false;
       }
     };
-    const timer = setInterval(() => { void push(); }, this.pollMs);
+    const timer = setInterval(() => {
+      void push();
+    }, this.pollMs);
     const cleanup = () => {
       if (closed) return;
       closed = true;

@@ -33,9 +33,24 @@ export {
 export * as deviceplugin from './grpc-api.js';
 export { goTimeString, NODE_HANDSHAKE, reportedHandshake, requestingHandshake } from './handshake.js';
 export { decodeRegisteredGpus, replicaIds, InventoryFormatError, type RegisteredGpu } from './device-inventory.js';
-export { isLockOwnedBy, LockParseError, NodeLockReleaseError, parseGoRfc3339, parseNodeLock, releaseNodeLock, type HamiLockValue, type ReleaseOutcome } from './node-lock.js';
+export {
+  isLockOwnedBy,
+  LockParseError,
+  NodeLockReleaseError,
+  parseGoRfc3339,
+  parseNodeLock,
+  releaseNodeLock,
+  type HamiLockValue,
+  type ReleaseOutcome,
+} from './node-lock.js';
 export { getPendingPod, PendingPodError, type PendingPod, type PendingPodOptions } from './pending-pod.js';
-export { containerRequest, oversizedAllocation, wholeQuantity, type ContainerRequest, type RequestDefaults } from './container-request.js';
+export {
+  containerRequest,
+  oversizedAllocation,
+  wholeQuantity,
+  type ContainerRequest,
+  type RequestDefaults,
+} from './container-request.js';
 export { MemoryApiError, MemoryPluginApi, type MemoryCall } from './memory-plugin-api.js';
 export { pluginApiFromCore, type PluginApi } from './plugin-api.js';
 export {

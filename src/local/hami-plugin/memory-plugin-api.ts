@@ -9,7 +9,10 @@ import { NODE_LOCK } from './wire.js';
 
 /** An API error shaped like client-node's ApiException (numeric `code`). */
 export class MemoryApiError extends Error {
-  constructor(readonly code: number, message: string) {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
     super(`HTTP ${code}: ${message}`);
     this.name = 'MemoryApiError';
   }
@@ -37,7 +40,11 @@ export class MemoryPluginApi implements PluginApi {
 
   addPod(pod: V1Pod): V1Pod {
     const stored: V1Pod = structuredClone(pod);
-    stored.metadata = { uid: `uid-${stored.metadata?.name ?? ''}-${this.version}`, ...stored.metadata, resourceVersion: this.nextVersion() };
+    stored.metadata = {
+      uid: `uid-${stored.metadata?.name ?? ''}-${this.version}`,
+      ...stored.metadata,
+      resourceVersion: this.nextVersion(),
+    };
     this.pods.set(`${stored.metadata.namespace ?? ''}/${stored.metadata.name ?? ''}`, stored);
     return stored;
   }
@@ -67,7 +74,9 @@ export class MemoryPluginApi implements PluginApi {
   /** Sets or deletes the lock as another writer would (bumps the resourceVersion). */
   setLock(node: string, value: string | undefined): void {
     const stored = this.requireNode(node);
-    const annotations = Object.fromEntries(Object.entries(stored.metadata?.annotations ?? {}).filter(([key]) => key !== NODE_LOCK));
+    const annotations = Object.fromEntries(
+      Object.entries(stored.metadata?.annotations ?? {}).filter(([key]) => key !== NODE_LOCK),
+    );
     if (value !== undefined) annotations[NODE_LOCK] = value;
     stored.metadata = { ...stored.metadata, annotations, resourceVersion: this.nextVersion() };
   }
@@ -85,21 +94,28 @@ export class MemoryPluginApi implements PluginApi {
   }
 
   listPodsOnNode(node: string): Promise<V1Pod[]> {
-    return this.call('listPodsOnNode', node, () => [...this.pods.values()].filter((pod) => pod.spec?.nodeName === node).map((pod) => structuredClone(pod)));
+    return this.call('listPodsOnNode', node, () =>
+      [...this.pods.values()].filter((pod) => pod.spec?.nodeName === node).map((pod) => structuredClone(pod)),
+    );
   }
 
   patchPodAnnotations(namespace: string, name: string, annotations: Record<string, string>): Promise<void> {
     return this.call('patchPodAnnotations', `${namespace}/${name}`, () => {
       const pod = this.pod(namespace, name);
       if (pod === undefined) throw new MemoryApiError(404, `pods "${name}" not found`);
-      pod.metadata = { ...pod.metadata, annotations: { ...pod.metadata?.annotations, ...annotations }, resourceVersion: this.nextVersion() };
+      pod.metadata = {
+        ...pod.metadata,
+        annotations: { ...pod.metadata?.annotations, ...annotations },
+        resourceVersion: this.nextVersion(),
+      };
     });
   }
 
   patchNodeLock(node: string, resourceVersion: string, value: string | null): Promise<void> {
     return this.call('patchNodeLock', node, () => {
       const stored = this.requireNode(node);
-      if (stored.metadata?.resourceVersion !== resourceVersion) throw new MemoryApiError(409, `the object has been modified (node ${node})`);
+      if (stored.metadata?.resourceVersion !== resourceVersion)
+        throw new MemoryApiError(409, `the object has been modified (node ${node})`);
       this.setLock(node, value ?? undefined);
     });
   }

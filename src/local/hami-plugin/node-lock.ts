@@ -32,11 +32,31 @@ export function parseGoRfc3339(text: string): Date {
   const match = RFC3339.exec(text);
   const fail = () => new LockParseError(`parsing time "${text}" as "${GO_RFC3339}": cannot parse "${text}" as RFC3339`);
   if (!match) throw fail();
-  const [, year, month, day, hour, minute, second, fraction = '', , sign, offsetHours = '0', offsetMinutes = '0'] = match;
-  const [y, mo, d, h, mi, s] = [year, month, day, hour, minute, second].map(Number) as [number, number, number, number, number, number];
+  const [, year, month, day, hour, minute, second, fraction = '', , sign, offsetHours = '0', offsetMinutes = '0'] =
+    match;
+  const [y, mo, d, h, mi, s] = [year, month, day, hour, minute, second].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const daysInMonth = new Date(Date.UTC(y, mo, 0)).getUTCDate();
-  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth || h > 23 || mi > 59 || s > 59 || Number(offsetHours) > 23 || Number(offsetMinutes) > 59) throw fail();
-  const offsetMs = sign === undefined ? 0 : (sign === '-' ? -1 : 1) * (Number(offsetHours) * 60 + Number(offsetMinutes)) * 60_000;
+  if (
+    mo < 1 ||
+    mo > 12 ||
+    d < 1 ||
+    d > daysInMonth ||
+    h > 23 ||
+    mi > 59 ||
+    s > 59 ||
+    Number(offsetHours) > 23 ||
+    Number(offsetMinutes) > 59
+  )
+    throw fail();
+  const offsetMs =
+    sign === undefined ? 0 : (sign === '-' ? -1 : 1) * (Number(offsetHours) * 60 + Number(offsetMinutes)) * 60_000;
   const millis = fraction === '' ? 0 : Math.floor(Number(`0${fraction}`) * 1000);
   return new Date(Date.UTC(y, mo - 1, d, h, mi, s, millis) - offsetMs);
 }
@@ -45,7 +65,8 @@ export function parseGoRfc3339(text: string): Date {
 export function parseNodeLock(raw: string): HamiLockValue {
   if (!raw.includes(',')) return { format: 'legacy', raw, time: parseGoRfc3339(raw) };
   const parts = raw.split(',');
-  if (parts.length !== 3) throw new LockParseError(`malformed lock annotation: expected 3 parts, got ${parts.length} from ${raw}`);
+  if (parts.length !== 3)
+    throw new LockParseError(`malformed lock annotation: expected 3 parts, got ${parts.length} from ${raw}`);
   const [time = '', namespace = '', name = ''] = parts;
   return { format: 'current', raw, time: parseGoRfc3339(time), namespace, name };
 }

@@ -20,7 +20,11 @@ export interface MockGpu {
 }
 
 /** `count` mock GPUs for `node`, as NVIDIA's mock NVML would list them (UUIDs stable per node). */
-export function mockGpus(node: string, count: number, options: { memoryMiB?: number; split?: number; model?: string } = {}): MockGpu[] {
+export function mockGpus(
+  node: string,
+  count: number,
+  options: { memoryMiB?: number; split?: number; model?: string } = {},
+): MockGpu[] {
   return Array.from({ length: count }, (_, index) => ({
     uuid: `GPU-${node}-${index}`,
     count: options.split ?? 10,
@@ -33,17 +37,19 @@ export function mockGpus(node: string, count: number, options: { memoryMiB?: num
 
 /** The annotation value, in HAMi's field order with its omitempty rules. */
 export function encodeNodeRegister(gpus: readonly MockGpu[]): string {
-  return JSON.stringify(gpus.map((gpu, index) => ({
-    id: gpu.uuid,
-    ...(index === 0 ? {} : { index }),
-    count: gpu.count,
-    devmem: gpu.memoryMiB,
-    devcore: gpu.cores,
-    type: gpu.model,
-    ...(gpu.numa === undefined || gpu.numa === 0 ? {} : { numa: gpu.numa }),
-    mode: 'hami-core',
-    ...(gpu.healthy ? { health: true } : {}),
-  })));
+  return JSON.stringify(
+    gpus.map((gpu, index) => ({
+      id: gpu.uuid,
+      ...(index === 0 ? {} : { index }),
+      count: gpu.count,
+      devmem: gpu.memoryMiB,
+      devcore: gpu.cores,
+      type: gpu.model,
+      ...(gpu.numa === undefined || gpu.numa === 0 ? {} : { numa: gpu.numa }),
+      mode: 'hami-core',
+      ...(gpu.healthy ? { health: true } : {}),
+    })),
+  );
 }
 
 /** Writes the registration as HAMi's plugin does: merge patch, no resourceVersion. */

@@ -41,10 +41,12 @@ function describe(error: unknown): string {
 function isBindingPod(pod: V1Pod, node: string): boolean {
   const annotations = pod.metadata?.annotations ?? {};
   const phase = annotations[BIND_PHASE];
-  return pod.status?.phase === 'Pending'
-    && annotations[BIND_TIME] !== undefined
-    && (phase === BIND_PHASE_ALLOCATING || phase === BIND_PHASE_SUCCESS)
-    && annotations[VGPU_NODE] === node;
+  return (
+    pod.status?.phase === 'Pending' &&
+    annotations[BIND_TIME] !== undefined &&
+    (phase === BIND_PHASE_ALLOCATING || phase === BIND_PHASE_SUCCESS) &&
+    annotations[VGPU_NODE] === node
+  );
 }
 
 export interface PendingPodOptions {
@@ -59,7 +61,9 @@ const LOCK_ONLY = 'the plugin serves only the pod the node lock names (HAMi #309
 
 export async function getPendingPod(api: PluginApi, node: string, options: PendingPodOptions): Promise<PendingPod> {
   if (options.lockOnly === true && options.fallback) {
-    throw new PendingPodError('the lock-only lookup (HAMi #3095) has no list fallback: fallback and lockOnly exclude each other');
+    throw new PendingPodError(
+      'the lock-only lookup (HAMi #3095) has no list fallback: fallback and lockOnly exclude each other',
+    );
   }
   let lock: string | undefined;
   try {
@@ -79,12 +83,17 @@ export async function getPendingPod(api: PluginApi, node: string, options: Pendi
         return { pod: await api.readPod(parsed.namespace, parsed.name), via: 'lock', lock };
       } catch (error) {
         const rule = options.lockOnly === true ? `; ${LOCK_ONLY}` : '';
-        throw new PendingPodError(`failed to get pod ${parsed.namespace}/${parsed.name} named by the node lock: ${describe(error)}${rule}`, { cause: error });
+        throw new PendingPodError(
+          `failed to get pod ${parsed.namespace}/${parsed.name} named by the node lock: ${describe(error)}${rule}`,
+          { cause: error },
+        );
       }
     }
-    if (options.lockOnly === true) throw new PendingPodError(`no binding pod found on node ${node}: its lock "${lock}" names no pod; ${LOCK_ONLY}`);
+    if (options.lockOnly === true)
+      throw new PendingPodError(`no binding pod found on node ${node}: its lock "${lock}" names no pod; ${LOCK_ONLY}`);
   }
-  if (options.lockOnly === true) throw new PendingPodError(`no binding pod found on node ${node}: no node lock; ${LOCK_ONLY}`);
+  if (options.lockOnly === true)
+    throw new PendingPodError(`no binding pod found on node ${node}: no node lock; ${LOCK_ONLY}`);
   if (options.fallback) {
     let pods: V1Pod[];
     try {

@@ -24,12 +24,16 @@ export function pluginApiFromCore(core: CoreV1Api): PluginApi {
   return {
     readNode: (name) => core.readNode({ name }),
     readPod: (namespace, name) => core.readNamespacedPod({ namespace, name }),
-    listPodsOnNode: async (node) => (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items,
+    listPodsOnNode: async (node) =>
+      (await core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items,
     patchPodAnnotations: async (namespace, name, annotations) => {
       await core.patchNamespacedPod({ namespace, name, body: { metadata: { annotations } } }, mergePatch);
     },
     patchNodeLock: async (node, resourceVersion, value) => {
-      await core.patchNode({ name: node, body: { metadata: { annotations: { [NODE_LOCK]: value }, resourceVersion } } }, mergePatch);
+      await core.patchNode(
+        { name: node, body: { metadata: { annotations: { [NODE_LOCK]: value }, resourceVersion } } },
+        mergePatch,
+      );
     },
   };
 }

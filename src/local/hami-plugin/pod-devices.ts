@@ -41,7 +41,8 @@ const INT32_MAX = 2 ** 31 - 1;
 function parseInt32(text: string): number {
   if (!/^[+-]?\d+$/.test(text)) throw new PodDevicesFormatError(`strconv.ParseInt: parsing "${text}": invalid syntax`);
   const value = Number(text);
-  if (value < INT32_MIN || value > INT32_MAX) throw new PodDevicesFormatError(`strconv.ParseInt: parsing "${text}": value out of range`);
+  if (value < INT32_MIN || value > INT32_MAX)
+    throw new PodDevicesFormatError(`strconv.ParseInt: parsing "${text}": value out of range`);
   return value;
 }
 
@@ -63,7 +64,10 @@ export function decodePodDevices(value: string): PodDeviceEntries {
 
 export function encodePodDevices(entries: PodDeviceEntries): string {
   return entries
-    .map((devices) => `${devices.map((device) => `${device.uuid},${device.type},${device.usedMem},${device.usedCores}${DEVICE_TERMINATOR}`).join('')}${CONTAINER_SEPARATOR}`)
+    .map(
+      (devices) =>
+        `${devices.map((device) => `${device.uuid},${device.type},${device.usedMem},${device.usedCores}${DEVICE_TERMINATOR}`).join('')}${CONTAINER_SEPARATOR}`,
+    )
     .join('');
 }
 

@@ -15,7 +15,8 @@ export function parseCgroupMounts(mountinfo: string): string[] {
     if (left === undefined || right === undefined) continue;
     const fsType = right.split(' ')[0];
     const mountPoint = left.split(' ')[4];
-    if ((fsType === 'cgroup' || fsType === 'cgroup2') && mountPoint !== undefined) points.push(unescapeMountPath(mountPoint));
+    if ((fsType === 'cgroup' || fsType === 'cgroup2') && mountPoint !== undefined)
+      points.push(unescapeMountPath(mountPoint));
   }
   return points;
 }
@@ -42,7 +43,8 @@ export function createCgroupRoot(root: string, hierarchies: readonly string[]): 
       mkdirSync(dir, { recursive: true });
       for (const file of ['cpuset.cpus', 'cpuset.mems']) {
         const own = join(dir, file);
-        if (existsSync(own) && readFileSync(own, 'utf8').trim() === '') writeFileSync(own, readFileSync(join(dirname(dir), file), 'utf8'));
+        if (existsSync(own) && readFileSync(own, 'utf8').trim() === '')
+          writeFileSync(own, readFileSync(join(dirname(dir), file), 'utf8'));
       }
     } catch (error) {
       throw new RealNodeError(`could not create cgroup ${dir}`, { cause: error });

@@ -49,7 +49,12 @@ export function buildKubeletConfiguration(params: KubeletConfigParams): Record<s
     // kubelet checks its kernel settings; the node's mount namespace shows it the values it wants.
     protectKernelDefaults: false,
     // A test machine's disk and memory are shared with everything else: evict only when nearly full.
-    evictionHard: { 'nodefs.available': '1%', 'nodefs.inodesFree': '1%', 'imagefs.available': '1%', 'memory.available': '10Mi' },
+    evictionHard: {
+      'nodefs.available': '1%',
+      'nodefs.inodesFree': '1%',
+      'imagefs.available': '1%',
+      'memory.available': '10Mi',
+    },
     evictionPressureTransitionPeriod: '5s',
     // The imported images cannot be pulled again (there is no registry): never collect them.
     imageGCHighThresholdPercent: 100,
@@ -108,7 +113,9 @@ export function renderNodeLabels(labels: Readonly<Record<string, string>>): stri
   return Object.entries(labels)
     .map(([key, value]) => {
       if (key === '' || /[,=\s]/.test(key) || /[,=\s]/.test(value)) {
-        throw new RealNodeError(`node label ${JSON.stringify(key)}=${JSON.stringify(value)} cannot be passed to kubelet --node-labels`);
+        throw new RealNodeError(
+          `node label ${JSON.stringify(key)}=${JSON.stringify(value)} cannot be passed to kubelet --node-labels`,
+        );
       }
       return `${key}=${value}`;
     })

@@ -1,5 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { runCommand } from './run-command.js';
 
@@ -32,7 +41,14 @@ const jsonBlob = (value: unknown): Blob => {
 };
 
 export function ociArchitecture(nodeArch: string): string {
-  const known: Record<string, string> = { x64: 'amd64', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64' };
+  const known: Record<string, string> = {
+    x64: 'amd64',
+    arm64: 'arm64',
+    arm: 'arm',
+    ppc64: 'ppc64le',
+    s390x: 's390x',
+    riscv64: 'riscv64',
+  };
   return known[nodeArch] ?? nodeArch;
 }
 
@@ -41,7 +57,11 @@ export function ociArchitecture(nodeArch: string): string {
  * and a manifest per image, and an index naming each manifest by `io.containerd.image.name`, the
  * annotation `ctr images import` tags imported images with.
  */
-export function ociImageDocuments(layer: { digest: string; size: number }, images: readonly ImageSpec[], architecture: string): { index: unknown; blobs: Blob[] } {
+export function ociImageDocuments(
+  layer: { digest: string; size: number },
+  images: readonly ImageSpec[],
+  architecture: string,
+): { index: unknown; blobs: Blob[] } {
   const blobs: Blob[] = [];
   const manifests = images.map((image) => {
     const config = jsonBlob({
@@ -58,7 +78,11 @@ export function ociImageDocuments(layer: { digest: string; size: number }, image
     const manifest = jsonBlob({
       schemaVersion: 2,
       mediaType: 'application/vnd.oci.image.manifest.v1+json',
-      config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: config.digest, size: config.bytes.length },
+      config: {
+        mediaType: 'application/vnd.oci.image.config.v1+json',
+        digest: config.digest,
+        size: config.bytes.length,
+      },
       layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: layer.digest, size: layer.size }],
     });
     blobs.push(config, manifest);
@@ -92,9 +116,13 @@ export async function ensureNodeImage(dir: string, tools: NodeImageTools): Promi
   const work = join(dir, `.image-build-${randomBytes(4).toString('hex')}`);
   try {
     const rootfs = join(work, 'rootfs');
-    for (const folder of ['bin', 'etc', 'proc', 'sys', 'dev', 'tmp', 'root', 'var']) mkdirSync(join(rootfs, folder), { recursive: true, mode: folder === 'tmp' ? 0o1777 : 0o755 });
+    for (const folder of ['bin', 'etc', 'proc', 'sys', 'dev', 'tmp', 'root', 'var'])
+      mkdirSync(join(rootfs, folder), { recursive: true, mode: folder === 'tmp' ? 0o1777 : 0o755 });
     copyFileSync(tools.busybox, join(rootfs, 'bin', 'busybox'));
-    const applets = (await runCommand(tools.busybox, ['--list-full'])).split('\n').map((line) => line.trim()).filter((line) => line !== '' && line !== 'bin/busybox');
+    const applets = (await runCommand(tools.busybox, ['--list-full']))
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && line !== 'bin/busybox');
     for (const applet of applets) {
       const link = join(rootfs, applet);
       mkdirSync(dirname(link), { recursive: true });
@@ -107,7 +135,17 @@ export async function ensureNodeImage(dir: string, tools: NodeImageTools): Promi
     const blobDir = join(layout, 'blobs', 'sha256');
     mkdirSync(blobDir, { recursive: true });
     const layerFile = join(work, 'layer.tar');
-    await runCommand(tools.tar, ['--create', `--file=${layerFile}`, `--directory=${rootfs}`, '--numeric-owner', '--owner=0', '--group=0', '--sort=name', '--mtime=@0', '.']);
+    await runCommand(tools.tar, [
+      '--create',
+      `--file=${layerFile}`,
+      `--directory=${rootfs}`,
+      '--numeric-owner',
+      '--owner=0',
+      '--group=0',
+      '--sort=name',
+      '--mtime=@0',
+      '.',
+    ]);
     const layerBytes = readFileSync(layerFile);
     const layer = { digest: sha256(layerBytes), size: layerBytes.length };
     renameSync(layerFile, join(blobDir, layer.digest.slice('sha256:'.length)));
@@ -116,7 +154,19 @@ export async function ensureNodeImage(dir: string, tools: NodeImageTools): Promi
     writeFileSync(join(layout, 'index.json'), JSON.stringify(index));
     writeFileSync(join(layout, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
     const partial = join(work, 'archive.tar');
-    await runCommand(tools.tar, ['--create', `--file=${partial}`, `--directory=${layout}`, '--sort=name', '--mtime=@0', '--numeric-owner', '--owner=0', '--group=0', 'oci-layout', 'index.json', 'blobs']);
+    await runCommand(tools.tar, [
+      '--create',
+      `--file=${partial}`,
+      `--directory=${layout}`,
+      '--sort=name',
+      '--mtime=@0',
+      '--numeric-owner',
+      '--owner=0',
+      '--group=0',
+      'oci-layout',
+      'index.json',
+      'blobs',
+    ]);
     renameSync(partial, archive);
     return archive;
   } finally {

@@ -49,11 +49,17 @@ export function nodeLayout(runDir: string, nodeName: string): NodeLayout {
     clientCaFile: join(nodeDir, 'client-ca.crt'),
     podLogsDir: join(nodeDir, 'pod-logs'),
     volumePluginDir: join(nodeDir, 'volume-plugins'),
-    logs: { namespace: join(nodeDir, 'namespace.log'), containerd: join(nodeDir, 'containerd.log'), kubelet: join(nodeDir, 'kubelet.log') },
+    logs: {
+      namespace: join(nodeDir, 'namespace.log'),
+      containerd: join(nodeDir, 'containerd.log'),
+      kubelet: join(nodeDir, 'kubelet.log'),
+    },
   };
   const longest = Math.max(`${layout.containerdSocket}.ttrpc`.length, nodeDir.length + 1 + SOCKET_SUFFIX_ROOM);
   if (longest > MAX_SOCKET_PATH) {
-    throw new RealNodeError(`node folder ${nodeDir} is too long for unix sockets inside it (${longest} > ${MAX_SOCKET_PATH} bytes); use a shorter base folder or node name`);
+    throw new RealNodeError(
+      `node folder ${nodeDir} is too long for unix sockets inside it (${longest} > ${MAX_SOCKET_PATH} bytes); use a shorter base folder or node name`,
+    );
   }
   return layout;
 }

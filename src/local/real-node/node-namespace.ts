@@ -84,8 +84,22 @@ export class NodeNamespace {
       name: `namespace of ${options.name}`,
       command: options.unshare,
       // --kill-child: should unshare die first, its child (the init) is killed with it.
-      args: ['--mount', '--pid', '--fork', '--kill-child', '--mount-proc', '--propagation', 'private',
-        'bash', '-c', HOLDER_SCRIPT, 'vgpu-warden-node', options.readyFile, options.devicePluginDir, ...shadows],
+      args: [
+        '--mount',
+        '--pid',
+        '--fork',
+        '--kill-child',
+        '--mount-proc',
+        '--propagation',
+        'private',
+        'bash',
+        '-c',
+        HOLDER_SCRIPT,
+        'vgpu-warden-node',
+        options.readyFile,
+        options.devicePluginDir,
+        ...shadows,
+      ],
       logFile: options.logFile,
       cwd: options.cwd,
     });
@@ -96,11 +110,14 @@ export class NodeNamespace {
     };
     // ManagedProcess's guard → unshare → the namespace's init.
     const unsharePid = await waitForDescendant(holder.pid, 1, 'unshare', options.timeoutMs);
-    const initPid = unsharePid === undefined ? undefined : await waitForDescendant(unsharePid, 1, 'bash', options.timeoutMs);
-    if (unsharePid === undefined || initPid === undefined) return fail(`the namespace of ${options.name} did not start`);
+    const initPid =
+      unsharePid === undefined ? undefined : await waitForDescendant(unsharePid, 1, 'bash', options.timeoutMs);
+    if (unsharePid === undefined || initPid === undefined)
+      return fail(`the namespace of ${options.name} did not start`);
     const deadline = Date.now() + options.timeoutMs;
     while (!existsSync(options.readyFile)) {
-      if (!isRunning(initPid) || Date.now() > deadline) return fail(`the namespace of ${options.name} did not finish its mounts`);
+      if (!isRunning(initPid) || Date.now() > deadline)
+        return fail(`the namespace of ${options.name} did not finish its mounts`);
       await sleep(10);
     }
     return new NodeNamespace(holder, initPid, unsharePid, options.nsenter);
@@ -125,10 +142,14 @@ export class NodeNamespace {
     this.signalInit();
     const deadline = Date.now() + timeoutMs;
     while (!(await waitUntilGone([this.initPid, this.unsharePid], 100))) {
-      if (Date.now() >= deadline) throw new RealNodeError(`the namespace init ${this.initPid} (unshare ${this.unsharePid}) still runs ${timeoutMs} ms after SIGKILL`);
+      if (Date.now() >= deadline)
+        throw new RealNodeError(
+          `the namespace init ${this.initPid} (unshare ${this.unsharePid}) still runs ${timeoutMs} ms after SIGKILL`,
+        );
       nudge();
     }
-    if (!(await waitForExit(this.holder, timeoutMs))) throw new RealNodeError(`unshare of the namespace (guard ${this.holder.pid}) still runs after its init died`);
+    if (!(await waitForExit(this.holder, timeoutMs)))
+      throw new RealNodeError(`unshare of the namespace (guard ${this.holder.pid}) still runs after its init died`);
   }
 
   killSync(timeoutMs = 2000): void {

@@ -1,4 +1,10 @@
-import { PatchStrategy, setHeaderOptions, type CoordinationV1Api, type CoreV1Api, type V1Node } from '@kubernetes/client-node';
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type CoordinationV1Api,
+  type CoreV1Api,
+  type V1Node,
+} from '@kubernetes/client-node';
 import { withSignal } from '../../kube/call-options.js';
 import { isConflict, isNotFound } from '../../kube/errors.js';
 import { RealNodeError } from './real-node-error.js';
@@ -16,7 +22,13 @@ export interface NodeWaitOptions {
   abortReason?: () => string | undefined;
 }
 
-async function pollNode<T>(core: CoreV1Api, nodeName: string, what: string, options: NodeWaitOptions, check: (node: V1Node | undefined) => T | undefined): Promise<T> {
+async function pollNode<T>(
+  core: CoreV1Api,
+  nodeName: string,
+  what: string,
+  options: NodeWaitOptions,
+  check: (node: V1Node | undefined) => T | undefined,
+): Promise<T> {
   const deadline = Date.now() + options.timeoutMs;
   let last: string;
   for (;;) {
@@ -32,14 +44,17 @@ async function pollNode<T>(core: CoreV1Api, nodeName: string, what: string, opti
     }
     const result = check(node);
     if (result !== undefined) return result;
-    if (Date.now() >= deadline) throw new RealNodeError(`node ${nodeName} did not get ${what} within ${options.timeoutMs} ms (last: ${last})`);
+    if (Date.now() >= deadline)
+      throw new RealNodeError(`node ${nodeName} did not get ${what} within ${options.timeoutMs} ms (last: ${last})`);
     await sleep(POLL_MS);
   }
 }
 
 function describeReady(node: V1Node): string {
   const ready = node.status?.conditions?.find((condition) => condition.type === 'Ready');
-  return ready === undefined ? 'no Ready condition' : `Ready=${ready.status} (${ready.reason ?? ''}: ${ready.message ?? ''})`;
+  return ready === undefined
+    ? 'no Ready condition'
+    : `Ready=${ready.status} (${ready.reason ?? ''}: ${ready.message ?? ''})`;
 }
 
 export function waitForNodeRegistered(core: CoreV1Api, nodeName: string, options: NodeWaitOptions): Promise<V1Node> {
@@ -53,8 +68,12 @@ export function waitForNodeRegistered(core: CoreV1Api, nodeName: string, options
  * keeps addresses it did not set itself, across restarts too.
  */
 export async function initializeNode(core: CoreV1Api, nodeName: string, options: { address: string }): Promise<void> {
-  const signal = () => withSignal(AbortSignal.timeout(CALL_TIMEOUT_MS), setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-  const addresses = [{ type: 'InternalIP', address: options.address }, { type: 'Hostname', address: nodeName }];
+  const signal = () =>
+    withSignal(AbortSignal.timeout(CALL_TIMEOUT_MS), setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+  const addresses = [
+    { type: 'InternalIP', address: options.address },
+    { type: 'Hostname', address: nodeName },
+  ];
   try {
     await core.patchNodeStatus({ name: nodeName, body: { status: { addresses } } }, signal());
   } catch (error) {
@@ -66,19 +85,32 @@ export async function initializeNode(core: CoreV1Api, nodeName: string, options:
       const taints = node.spec?.taints ?? [];
       if (!taints.some((taint) => taint.key === UNINITIALIZED_TAINT)) return;
       // A merge patch replaces the whole list; the resourceVersion makes a concurrent change a 409, not a loss.
-      await core.patchNode({
-        name: nodeName,
-        body: { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints: taints.filter((taint) => taint.key !== UNINITIALIZED_TAINT) } },
-      }, signal());
+      await core.patchNode(
+        {
+          name: nodeName,
+          body: {
+            metadata: { resourceVersion: node.metadata?.resourceVersion },
+            spec: { taints: taints.filter((taint) => taint.key !== UNINITIALIZED_TAINT) },
+          },
+        },
+        signal(),
+      );
       return;
     } catch (error) {
-      if (!isConflict(error) || attempt >= 5) throw new RealNodeError(`could not remove the ${UNINITIALIZED_TAINT} taint of node ${nodeName}`, { cause: error });
+      if (!isConflict(error) || attempt >= 5)
+        throw new RealNodeError(`could not remove the ${UNINITIALIZED_TAINT} taint of node ${nodeName}`, {
+          cause: error,
+        });
     }
   }
 }
 
 /** Waits for Ready=True whose heartbeat is not older than `since` (whole seconds: the API's resolution). */
-export function waitForNodeReady(core: CoreV1Api, nodeName: string, options: NodeWaitOptions & { since?: Date }): Promise<V1Node> {
+export function waitForNodeReady(
+  core: CoreV1Api,
+  nodeName: string,
+  options: NodeWaitOptions & { since?: Date },
+): Promise<V1Node> {
   const since = options.since === undefined ? 0 : Math.floor(options.since.getTime() / 1000) * 1000;
   return pollNode(core, nodeName, 'Ready', options, (node) => {
     const ready = node?.status?.conditions?.find((condition) => condition.type === 'Ready');
@@ -89,10 +121,19 @@ export function waitForNodeReady(core: CoreV1Api, nodeName: string, options: Nod
 }
 
 /** Deletes the Node and its Lease: nothing else would, and a Ready node left behind attracts pods. */
-export async function deleteNodeObjects(core: CoreV1Api, coordination: CoordinationV1Api, nodeName: string): Promise<void> {
+export async function deleteNodeObjects(
+  core: CoreV1Api,
+  coordination: CoordinationV1Api,
+  nodeName: string,
+): Promise<void> {
   const ignoreMissing = (error: unknown) => {
     if (!isNotFound(error)) throw error;
   };
   await core.deleteNode({ name: nodeName }, withSignal(AbortSignal.timeout(CALL_TIMEOUT_MS))).catch(ignoreMissing);
-  await coordination.deleteNamespacedLease({ name: nodeName, namespace: 'kube-node-lease' }, withSignal(AbortSignal.timeout(CALL_TIMEOUT_MS))).catch(ignoreMissing);
+  await coordination
+    .deleteNamespacedLease(
+      { name: nodeName, namespace: 'kube-node-lease' },
+      withSignal(AbortSignal.timeout(CALL_TIMEOUT_MS)),
+    )
+    .catch(ignoreMissing);
 }

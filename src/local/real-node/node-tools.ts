@@ -30,11 +30,24 @@ const DEBIAN_TOOLS: Omit<RealNodeTools, 'kubelet'> = {
 const ON_PATH = ['/usr/bin/containerd-shim-runc-v2', '/usr/sbin/runc'];
 
 /** The tools at their Debian paths (overridable), checked to be executable. */
-export function locateRealNodeTools(binaries: ControlPlaneBinaries, overrides: Partial<RealNodeTools> = {}): RealNodeTools {
+export function locateRealNodeTools(
+  binaries: ControlPlaneBinaries,
+  overrides: Partial<RealNodeTools> = {},
+): RealNodeTools {
   const kubelet = overrides.kubelet ?? binaries.kubelet;
   if (kubelet === undefined) throw new MissingBinariesError('kubelet is not built; run "bash tools/k8s/build.sh"');
   const tools: RealNodeTools = { ...DEBIAN_TOOLS, kubelet, ...overrides };
-  const programs = [tools.kubelet, tools.containerd, tools.ctr, tools.unshare, tools.nsenter, tools.busybox, tools.tar, `${tools.cniBinDir}/loopback`, ...ON_PATH];
+  const programs = [
+    tools.kubelet,
+    tools.containerd,
+    tools.ctr,
+    tools.unshare,
+    tools.nsenter,
+    tools.busybox,
+    tools.tar,
+    `${tools.cniBinDir}/loopback`,
+    ...ON_PATH,
+  ];
   for (const program of programs) {
     try {
       accessSync(program, constants.X_OK);

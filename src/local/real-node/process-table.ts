@@ -49,7 +49,6 @@ export function isRunning(pid: number, procDir = '/proc'): boolean {
   return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
 }
 
-
 /** Live descendants exactly `depth` generations below `pid` (1: its children). */
 export function descendantsAt(pid: number, depth: number, procDir = '/proc'): number[] {
   let level = [pid];
@@ -62,7 +61,12 @@ export function descendantsAt(pid: number, depth: number, procDir = '/proc'): nu
  * forked and exec'd; e.g. ManagedProcess's guard → nsenter → kubelet is depth 2 (the guard's
  * other child is its one-second sleeper). Undefined when it never came or `pid` died.
  */
-export async function waitForDescendant(pid: number, depth: number, comm: string, timeoutMs: number): Promise<number | undefined> {
+export async function waitForDescendant(
+  pid: number,
+  depth: number,
+  comm: string,
+  timeoutMs: number,
+): Promise<number | undefined> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const found = descendantsAt(pid, depth).find((candidate) => readProcessStat(candidate)?.comm === comm);

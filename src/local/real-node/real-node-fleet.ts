@@ -7,14 +7,23 @@ import { cgroupHierarchies } from './cgroup-roots.js';
 import { ensureNodeImage } from './node-image.js';
 import { RealNode, type RealNodeOptions } from './real-node.js';
 import { RealNodeError } from './real-node-error.js';
-import { currentProcessOwner, describeSweep, RUN_FOLDER_PREFIX, sweepLeftoverRunFolders, writeOwner } from './run-folder-owner.js';
+import {
+  currentProcessOwner,
+  describeSweep,
+  RUN_FOLDER_PREFIX,
+  sweepLeftoverRunFolders,
+  writeOwner,
+} from './run-folder-owner.js';
 
 export interface RealNodeSpec {
   name: string;
   labels?: Readonly<Record<string, string>>;
 }
 
-export interface RealNodeFleetOptions extends Omit<RealNodeOptions, 'nodeName' | 'runDir' | 'labels' | 'shutdownHooks'> {
+export interface RealNodeFleetOptions extends Omit<
+  RealNodeOptions,
+  'nodeName' | 'runDir' | 'labels' | 'shutdownHooks'
+> {
   nodes: readonly RealNodeSpec[];
   /** Where the run folder is made (mkdtemp); defaults to the OS temp dir. Keep it short: sockets live inside. */
   baseDir?: string;
@@ -39,7 +48,13 @@ export class RealNodeFleet {
     const baseDir = options.baseDir ?? tmpdir();
     sweepLeftovers(baseDir, options.progress);
     const fleet = new RealNodeFleet(mkdtempSync(join(baseDir, RUN_FOLDER_PREFIX)));
-    fleet.unregisterHooks = options.shutdownHooks?.register({ name: 'real nodes', stop: () => fleet.stop(), killSync: () => { fleet.killSync(); } });
+    fleet.unregisterHooks = options.shutdownHooks?.register({
+      name: 'real nodes',
+      stop: () => fleet.stop(),
+      killSync: () => {
+        fleet.killSync();
+      },
+    });
     const { nodes, tools, cluster, kubeConfig, startTimeoutMs, onKubeletStarted, progress } = options;
     const common = { tools, cluster, kubeConfig, startTimeoutMs, onKubeletStarted, progress };
     try {
@@ -47,12 +62,20 @@ export class RealNodeFleet {
       writeOwner(fleet.runDir, currentProcessOwner());
       // Once, before the nodes race to build it.
       await ensureNodeImage(fleet.runDir, tools);
-      const started = await Promise.allSettled(nodes.map((spec) => RealNode.start({ ...common, nodeName: spec.name, labels: spec.labels, runDir: fleet.runDir })));
+      const started = await Promise.allSettled(
+        nodes.map((spec) =>
+          RealNode.start({ ...common, nodeName: spec.name, labels: spec.labels, runDir: fleet.runDir }),
+        ),
+      );
       started.forEach((result, index) => {
         if (result.status === 'fulfilled') fleet.byName.set(names[index] ?? result.value.nodeName, result.value);
       });
       const failed = started.filter((result) => result.status === 'rejected');
-      if (failed.length > 0) throw new RealNodeError(`${failed.length} of ${nodes.length} real nodes did not start: ${failed.map((result) => (result.reason as Error).message).join('; ')}`, { cause: failed[0]?.reason });
+      if (failed.length > 0)
+        throw new RealNodeError(
+          `${failed.length} of ${nodes.length} real nodes did not start: ${failed.map((result) => (result.reason as Error).message).join('; ')}`,
+          { cause: failed[0]?.reason },
+        );
     } catch (error) {
       await fleet.stop().catch(() => undefined);
       throw error;
@@ -78,7 +101,11 @@ export class RealNodeFleet {
       rmSync(this.runDir, { recursive: true, force: true });
       this.unregisterHooks?.();
       const failed = results.filter((result) => result.status === 'rejected');
-      if (failed.length > 0) throw new RealNodeError(`teardown of real nodes incomplete: ${failed.map((result) => (result.reason as Error).message).join('; ')}`, { cause: failed[0]?.reason });
+      if (failed.length > 0)
+        throw new RealNodeError(
+          `teardown of real nodes incomplete: ${failed.map((result) => (result.reason as Error).message).join('; ')}`,
+          { cause: failed[0]?.reason },
+        );
     })();
     return this.stopped;
   }

@@ -100,7 +100,10 @@ export class RealNode {
   }
 
   static async start(options: RealNodeOptions): Promise<RealNode> {
-    if (!NODE_NAME.test(options.nodeName)) throw new RealNodeError(`node name ${JSON.stringify(options.nodeName)} is not a DNS label of at most 63 characters`);
+    if (!NODE_NAME.test(options.nodeName))
+      throw new RealNodeError(
+        `node name ${JSON.stringify(options.nodeName)} is not a DNS label of at most 63 characters`,
+      );
     const node = new RealNode(options);
     try {
       // Fails when the folder exists: two nodes of one name would share sockets and cgroups.
@@ -108,12 +111,22 @@ export class RealNode {
     } catch (error) {
       throw new RealNodeError(`could not create the node folder ${node.layout.nodeDir}`, { cause: error });
     }
-    node.unregisterHooks = options.shutdownHooks?.register({ name: `real node ${options.nodeName}`, stop: () => node.stop(), killSync: () => { node.killSync(); } });
+    node.unregisterHooks = options.shutdownHooks?.register({
+      name: `real node ${options.nodeName}`,
+      stop: () => node.stop(),
+      killSync: () => {
+        node.killSync();
+      },
+    });
     try {
       await node.boot();
     } catch (error) {
-      await node.stop().catch((stopError: unknown) => { node.progress(`${node.nodeName}: teardown after a failed start: ${(stopError as Error).message}`); });
-      throw new RealNodeError(`real node ${options.nodeName} did not start: ${(error as Error).message}`, { cause: error });
+      await node.stop().catch((stopError: unknown) => {
+        node.progress(`${node.nodeName}: teardown after a failed start: ${(stopError as Error).message}`);
+      });
+      throw new RealNodeError(`real node ${options.nodeName} did not start: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
     return node;
   }
@@ -159,32 +172,57 @@ export class RealNode {
 
   private async boot(): Promise<void> {
     const started = Date.now();
-    const step = (what: string) => { this.progress(`${this.nodeName}: ${what} after ${Date.now() - started} ms`); };
+    const step = (what: string) => {
+      this.progress(`${this.nodeName}: ${what} after ${Date.now() - started} ms`);
+    };
     const { layout, options } = this;
     // Built once per run folder; in parallel with the namespace and containerd.
     const image = ensureNodeImage(options.runDir, options.tools);
     image.catch(() => undefined);
-    for (const dir of [layout.cniConfDir, layout.podLogsDir, layout.volumePluginDir, layout.kubeletRoot, layout.kubeletCertDir]) mkdirSync(dir, { recursive: true });
+    for (const dir of [
+      layout.cniConfDir,
+      layout.podLogsDir,
+      layout.volumePluginDir,
+      layout.kubeletRoot,
+      layout.kubeletCertDir,
+    ])
+      mkdirSync(dir, { recursive: true });
     writeFileSync(join(layout.cniConfDir, '10-loopback.conflist'), JSON.stringify(LOOPBACK_CNI_CONFLIST));
-    writeFileSync(layout.containerdConfig, renderContainerdConfig({
-      root: layout.containerdRoot, state: layout.containerdState, socket: layout.containerdSocket, runcRoot: layout.runcRoot,
-      cniBinDir: options.tools.cniBinDir, cniConfDir: layout.cniConfDir, sandboxImage: SANDBOX_IMAGE,
-    }));
+    writeFileSync(
+      layout.containerdConfig,
+      renderContainerdConfig({
+        root: layout.containerdRoot,
+        state: layout.containerdState,
+        socket: layout.containerdSocket,
+        runcRoot: layout.runcRoot,
+        cniBinDir: options.tools.cniBinDir,
+        cniConfDir: layout.cniConfDir,
+        sandboxImage: SANDBOX_IMAGE,
+      }),
+    );
     writeFileSync(layout.clientCaFile, options.cluster.caPem);
     writeFileSync(layout.kubeletKubeconfig, options.cluster.issueNodeKubeconfig(this.nodeName), { mode: 0o600 });
     await this.writeKubeletConfig();
     createCgroupRoot(this.cgroupRoot, this.hierarchies);
 
     this.namespace = await NodeNamespace.start({
-      name: this.nodeName, unshare: options.tools.unshare, nsenter: options.tools.nsenter,
-      devicePluginDir: layout.devicePluginDir, sysctlDir: layout.sysctlDir, readyFile: layout.namespaceReadyFile,
-      logFile: layout.logs.namespace, cwd: layout.nodeDir, timeoutMs: this.timeoutMs,
+      name: this.nodeName,
+      unshare: options.tools.unshare,
+      nsenter: options.tools.nsenter,
+      devicePluginDir: layout.devicePluginDir,
+      sysctlDir: layout.sysctlDir,
+      readyFile: layout.namespaceReadyFile,
+      logFile: layout.logs.namespace,
+      cwd: layout.nodeDir,
+      timeoutMs: this.timeoutMs,
     });
     step('namespace ready');
     await this.startContainerd();
     step('containerd ready');
     // kubelet needs the images only for pods, not to register and go Ready: import meanwhile.
-    const imported = image.then((archive) => this.exec(options.tools.ctr, ['-a', layout.containerdSocket, '-n', 'k8s.io', 'images', 'import', archive]));
+    const imported = image.then((archive) =>
+      this.exec(options.tools.ctr, ['-a', layout.containerdSocket, '-n', 'k8s.io', 'images', 'import', archive]),
+    );
     imported.catch(() => undefined);
     const kubeletStarted = new Date();
     await this.startKubelet();
@@ -202,7 +240,10 @@ export class RealNode {
   private nodeWait(): { timeoutMs: number; abortReason: () => string | undefined } {
     return {
       timeoutMs: this.timeoutMs,
-      abortReason: () => (this.kubelet?.process.hasExited === true ? `kubelet exited; last log lines (${this.layout.logs.kubelet}):\n${this.kubelet.process.lastLogLines()}` : undefined),
+      abortReason: () =>
+        this.kubelet?.process.hasExited === true
+          ? `kubelet exited; last log lines (${this.layout.logs.kubelet}):\n${this.kubelet.process.lastLogLines()}`
+          : undefined,
     };
   }
 
@@ -215,12 +256,20 @@ export class RealNode {
   /** Starts containerd (again, after killContainerd) and waits until it answers on its socket. */
   async startContainerd(): Promise<void> {
     if (this.containerdPid !== undefined) throw new RealNodeError(`containerd of ${this.nodeName} already runs`);
-    const child = await this.startInNamespace('containerd', this.options.tools.containerd, ['--config', this.layout.containerdConfig], this.layout.logs.containerd);
+    const child = await this.startInNamespace(
+      'containerd',
+      this.options.tools.containerd,
+      ['--config', this.layout.containerdConfig],
+      this.layout.logs.containerd,
+    );
     this.containerd = child;
     const deadline = Date.now() + this.timeoutMs;
     let last = 'socket not created';
     for (;;) {
-      if (child.process.hasExited) throw new RealNodeError(`containerd of ${this.nodeName} exited; last log lines (${this.layout.logs.containerd}):\n${child.process.lastLogLines()}`);
+      if (child.process.hasExited)
+        throw new RealNodeError(
+          `containerd of ${this.nodeName} exited; last log lines (${this.layout.logs.containerd}):\n${child.process.lastLogLines()}`,
+        );
       if (existsSync(this.layout.containerdSocket)) {
         try {
           await this.exec(this.options.tools.ctr, ['-a', this.layout.containerdSocket, 'version'], 5000);
@@ -229,7 +278,10 @@ export class RealNode {
           last = (error as Error).message;
         }
       }
-      if (Date.now() >= deadline) throw new RealNodeError(`containerd of ${this.nodeName} not ready after ${this.timeoutMs} ms (last: ${last}); log: ${this.layout.logs.containerd}`);
+      if (Date.now() >= deadline)
+        throw new RealNodeError(
+          `containerd of ${this.nodeName} not ready after ${this.timeoutMs} ms (last: ${last}); log: ${this.layout.logs.containerd}`,
+        );
       await sleep(20);
     }
   }
@@ -239,10 +291,22 @@ export class RealNode {
     const { layout } = this;
     const [kubeletPort = 0, healthzPort = 0] = await findFreePorts(2);
     this.ports = { kubelet: kubeletPort, healthz: healthzPort };
-    writeFileSync(layout.kubeletConfig, JSON.stringify(buildKubeletConfiguration({
-      port: kubeletPort, healthzPort, cgroupRoot: this.cgroupRoot, containerdSocket: layout.containerdSocket,
-      podLogsDir: layout.podLogsDir, volumePluginDir: layout.volumePluginDir, clientCaFile: layout.clientCaFile,
-    }), null, 2));
+    writeFileSync(
+      layout.kubeletConfig,
+      JSON.stringify(
+        buildKubeletConfiguration({
+          port: kubeletPort,
+          healthzPort,
+          cgroupRoot: this.cgroupRoot,
+          containerdSocket: layout.containerdSocket,
+          podLogsDir: layout.podLogsDir,
+          volumePluginDir: layout.volumePluginDir,
+          clientCaFile: layout.clientCaFile,
+        }),
+        null,
+        2,
+      ),
+    );
   }
 
   /**
@@ -252,26 +316,37 @@ export class RealNode {
    */
   async startKubelet(): Promise<void> {
     if (this.kubeletPid !== undefined) throw new RealNodeError(`kubelet of ${this.nodeName} already runs`);
-    await retryWhilePortTaken(async (attempt) => {
-      // A restart keeps kubelet's ports; only a try after a taken port picks new ones.
-      if (attempt > 1) await this.writeKubeletConfig();
-      await this.startKubeletOnce();
-    }, (line) => { this.progress(`${this.nodeName}: kubelet: ${line}`); });
+    await retryWhilePortTaken(
+      async (attempt) => {
+        // A restart keeps kubelet's ports; only a try after a taken port picks new ones.
+        if (attempt > 1) await this.writeKubeletConfig();
+        await this.startKubeletOnce();
+      },
+      (line) => {
+        this.progress(`${this.nodeName}: kubelet: ${line}`);
+      },
+    );
   }
 
   /** One start; a kubelet whose port was taken is killed again before the PortTakenError goes up. */
   private async startKubeletOnce(): Promise<void> {
     const { layout } = this;
     const args = kubeletArgs({
-      configFile: layout.kubeletConfig, kubeconfig: layout.kubeletKubeconfig, rootDir: layout.kubeletRoot, certDir: layout.kubeletCertDir,
-      nodeName: this.nodeName, labels: this.options.labels,
+      configFile: layout.kubeletConfig,
+      kubeconfig: layout.kubeletKubeconfig,
+      rootDir: layout.kubeletRoot,
+      certDir: layout.kubeletCertDir,
+      nodeName: this.nodeName,
+      labels: this.options.labels,
     });
     const child = await this.startInNamespace('kubelet', this.options.tools.kubelet, args, layout.logs.kubelet);
     this.kubelet = child;
     this.kubeletEverStarted = true;
     try {
       await waitUntilReady(child.process, {
-        url: `http://127.0.0.1:${this.ports?.healthz ?? 0}/healthz`, timeoutMs: this.timeoutMs, portFailureLog: KUBELET_HEALTHZ_FAILURE_LOG,
+        url: `http://127.0.0.1:${this.ports?.healthz ?? 0}/healthz`,
+        timeoutMs: this.timeoutMs,
+        portFailureLog: KUBELET_HEALTHZ_FAILURE_LOG,
       });
     } catch (error) {
       if (error instanceof PortTakenError) await this.killKubelet();
@@ -340,20 +415,27 @@ export class RealNode {
 
   private async teardown(): Promise<void> {
     const problems: Error[] = [];
-    const note = (error: unknown) => { problems.push(error instanceof Error ? error : new Error(String(error))); };
+    const note = (error: unknown) => {
+      problems.push(error instanceof Error ? error : new Error(String(error)));
+    };
     const started = Date.now();
-    const step = (what: string) => { this.progress(`${this.nodeName}: ${what} after ${Date.now() - started} ms of teardown`); };
+    const step = (what: string) => {
+      this.progress(`${this.nodeName}: ${what} after ${Date.now() - started} ms of teardown`);
+    };
     // The namespace is gone only once every member is reaped, and kubelet and containerd are
     // reaped by their nsenter, outside it. An nsenter stops itself when its child stops (a paused
     // kubelet), so it is continued until the end. Killing the nsenters first instead hands their
     // children to the host's init, which reaped them only after 1-2 s here.
-    const nudge = () => { for (const child of [this.kubelet, this.containerd]) continueLauncher(child); };
+    const nudge = () => {
+      for (const child of [this.kubelet, this.containerd]) continueLauncher(child);
+    };
     nudge();
     if (this.namespace !== undefined) await this.namespace.kill(EXIT_TIMEOUT_MS, nudge).catch(note);
     for (const child of [this.kubelet, this.containerd]) child?.process.killNow();
     step('namespace gone');
     for (const child of [this.kubelet, this.containerd]) {
-      if (child !== undefined && !(await waitForExit(child.process, EXIT_TIMEOUT_MS))) note(new RealNodeError(`${child.process.name} (guard ${child.process.pid}) still runs`));
+      if (child !== undefined && !(await waitForExit(child.process, EXIT_TIMEOUT_MS)))
+        note(new RealNodeError(`${child.process.name} (guard ${child.process.pid}) still runs`));
     }
     step('kubelet and containerd gone');
     await removeCgroupRoot(this.cgroupRoot, this.hierarchies).catch(note);
@@ -373,20 +455,37 @@ export class RealNode {
     step('node folder removed');
     this.unregisterHooks?.();
     if (problems.length > 0) {
-      throw new RealNodeError(`teardown of node ${this.nodeName} incomplete: ${problems.map((problem) => problem.message).join('; ')}`, { cause: problems[0] });
+      throw new RealNodeError(
+        `teardown of node ${this.nodeName} incomplete: ${problems.map((problem) => problem.message).join('; ')}`,
+        { cause: problems[0] },
+      );
     }
   }
 
-  private async startInNamespace(program: 'containerd' | 'kubelet', command: string, args: string[], logFile: string): Promise<NodeProcess> {
+  private async startInNamespace(
+    program: 'containerd' | 'kubelet',
+    command: string,
+    args: string[],
+    logFile: string,
+  ): Promise<NodeProcess> {
     const entered = this.requireNamespace().enterCommand(command, args);
-    const child = ManagedProcess.start({ name: `${program} of ${this.nodeName}`, command: entered.command, args: entered.args, logFile, cwd: this.layout.nodeDir, env: this.env });
+    const child = ManagedProcess.start({
+      name: `${program} of ${this.nodeName}`,
+      command: entered.command,
+      args: entered.args,
+      logFile,
+      cwd: this.layout.nodeDir,
+      env: this.env,
+    });
     // ManagedProcess's guard → nsenter → the program (nsenter forks it into the pid namespace).
     const pid = await waitForDescendant(child.pid, 2, program, this.timeoutMs);
     const nsenterPid = pid === undefined ? undefined : readProcessStat(pid)?.ppid;
     if (pid === undefined || nsenterPid === undefined) {
       child.killNow();
       await waitForExit(child, EXIT_TIMEOUT_MS);
-      throw new RealNodeError(`${program} of ${this.nodeName} did not start; last log lines (${logFile}):\n${child.lastLogLines()}`);
+      throw new RealNodeError(
+        `${program} of ${this.nodeName} did not start; last log lines (${logFile}):\n${child.lastLogLines()}`,
+      );
     }
     return { process: child, pid, nsenterPid };
   }
@@ -396,11 +495,13 @@ export class RealNode {
     signal(child.pid, 'SIGKILL');
     // A paused kubelet's nsenter is stopped too and would never reap it.
     continueLauncher(child);
-    if (!(await waitForExit(child.process, EXIT_TIMEOUT_MS))) throw new RealNodeError(`${child.process.name} still runs ${EXIT_TIMEOUT_MS} ms after SIGKILL`);
+    if (!(await waitForExit(child.process, EXIT_TIMEOUT_MS)))
+      throw new RealNodeError(`${child.process.name} still runs ${EXIT_TIMEOUT_MS} ms after SIGKILL`);
   }
 
   private requireNamespace(): NodeNamespace {
-    if (this.namespace === undefined || this.stopped !== undefined) throw new RealNodeError(`node ${this.nodeName} is not running`);
+    if (this.namespace === undefined || this.stopped !== undefined)
+      throw new RealNodeError(`node ${this.nodeName} is not running`);
     return this.namespace;
   }
 }
@@ -417,4 +518,3 @@ function signal(pid: number, name: NodeJS.Signals): void {
     if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
   }
 }
-

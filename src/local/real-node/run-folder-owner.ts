@@ -38,7 +38,10 @@ export interface StatStart {
 export function parseStatStart(statLine: string): StatStart | undefined {
   const end = statLine.lastIndexOf(')');
   if (end < 0 || statLine.indexOf('(') > end) return undefined;
-  const fields = statLine.slice(end + 1).trim().split(/\s+/);
+  const fields = statLine
+    .slice(end + 1)
+    .trim()
+    .split(/\s+/);
   const state = fields[0];
   const startTime = fields[22 - 3];
   if (state === undefined || state === '' || startTime === undefined || !/^\d+$/.test(startTime)) return undefined;
@@ -67,15 +70,17 @@ export function parseOwner(text: string): RunFolderOwner | undefined {
 
 export type IsAlive = (pid: number, startTime: number) => boolean;
 
-export type OwnerVerdict =
-  | { gone: true; owner: RunFolderOwner }
-  | { gone: false; reason: string };
+export type OwnerVerdict = { gone: true; owner: RunFolderOwner } | { gone: false; reason: string };
 
 /**
  * Whether the owner of a run folder is gone, from its owner file's text (undefined: no such file).
  * Anything unclear counts as alive: a folder is removed only when its owner is known to be gone.
  */
-export function judgeOwner(ownerText: string | undefined, isAlive: IsAlive, ownPidNamespace: string | undefined): OwnerVerdict {
+export function judgeOwner(
+  ownerText: string | undefined,
+  isAlive: IsAlive,
+  ownPidNamespace: string | undefined,
+): OwnerVerdict {
   if (ownerText === undefined) return { gone: false, reason: 'no owner file' };
   const owner = parseOwner(ownerText);
   if (owner === undefined) return { gone: false, reason: 'owner file unreadable' };
@@ -136,7 +141,9 @@ export function currentProcessOwner(procDir = '/proc'): RunFolderOwner {
   }
   if (stat === undefined) throw new RunFolderOwnerError(`no start time for this process in ${file}`);
   const pidNamespace = readPidNamespace('self', procDir);
-  return pidNamespace === undefined ? { pid: process.pid, startTime: stat.startTime } : { pid: process.pid, startTime: stat.startTime, pidNamespace };
+  return pidNamespace === undefined
+    ? { pid: process.pid, startTime: stat.startTime }
+    : { pid: process.pid, startTime: stat.startTime, pidNamespace };
 }
 
 /** Writes `<runDir>/owner`. A half-written file reads as unreadable, which keeps the folder: safe. */
@@ -195,7 +202,9 @@ function readOwnerText(dir: string): string | undefined {
 /** Folder names in a run folder that can be nodes, or undefined when it cannot be listed. */
 function nodeFolders(dir: string): string[] | undefined {
   try {
-    return readdirSync(dir, { withFileTypes: true }).filter((node) => node.isDirectory() && NODE_FOLDER.test(node.name)).map((node) => node.name);
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((node) => node.isDirectory() && NODE_FOLDER.test(node.name))
+      .map((node) => node.name);
   } catch {
     return undefined;
   }
@@ -211,7 +220,11 @@ export function sweepLeftoverRunFolders(options: SweepOptions): SweepReport {
   const { baseDir, hierarchies } = options;
   const isAlive = options.isAlive ?? ((pid, startTime) => isOwnerAlive(pid, startTime));
   const ownNamespace = 'pidNamespace' in options ? options.pidNamespace : readPidNamespace();
-  const removeRoot = options.removeCgroupRoot ?? ((root, all) => { removeCgroupRootSync(root, all); });
+  const removeRoot =
+    options.removeCgroupRoot ??
+    ((root, all) => {
+      removeCgroupRootSync(root, all);
+    });
   const report: SweepReport = { removed: [], kept: [] };
   let entries;
   try {
@@ -241,7 +254,9 @@ export function sweepLeftoverRunFolders(options: SweepOptions): SweepReport {
   }
   let mounts: readonly string[] | undefined;
   for (const dir of leftovers) {
-    const keep = (reason: string) => { report.kept.push({ dir, kind: 'failed', reason }); };
+    const keep = (reason: string) => {
+      report.kept.push({ dir, kind: 'failed', reason });
+    };
     // rm -r would go through a mount into whatever it shows.
     try {
       mounts ??= (options.mountPoints ?? defaultMountPoints)();
@@ -291,7 +306,11 @@ export function describeSweep(report: SweepReport): string | undefined {
   const failed = report.kept.filter((kept) => kept.kind === 'failed');
   if (report.removed.length === 0 && failed.length === 0) return undefined;
   const parts: string[] = [];
-  if (report.removed.length > 0) parts.push(`removed ${report.removed.length} leftover run folder(s) of gone runs: ${report.removed.join(', ')}`);
-  if (failed.length > 0) parts.push(`kept ${failed.length} of gone runs: ${failed.map((kept) => `${kept.dir} (${kept.reason})`).join(', ')}`);
+  if (report.removed.length > 0)
+    parts.push(`removed ${report.removed.length} leftover run folder(s) of gone runs: ${report.removed.join(', ')}`);
+  if (failed.length > 0)
+    parts.push(
+      `kept ${failed.length} of gone runs: ${failed.map((kept) => `${kept.dir} (${kept.reason})`).join(', ')}`,
+    );
   return parts.join('; ');
 }

@@ -9,7 +9,11 @@ import type { ManagedProcess } from '../managed-process.js';
 export async function waitForExit(child: ManagedProcess, timeoutMs: number): Promise<boolean> {
   if (child.hasExited) return true;
   let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<false>((resolve) => { timer = setTimeout(() => { resolve(false); }, timeoutMs); });
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => {
+      resolve(false);
+    }, timeoutMs);
+  });
   try {
     return await Promise.race([child.exited.then(() => true), timedOut]);
   } finally {

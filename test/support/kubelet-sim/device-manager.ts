@@ -4,7 +4,11 @@
  * them, and everything a pod held freed when it ends.
  */
 export class DevicesUnavailableError extends Error {
-  constructor(readonly resource: string, readonly requested: number, readonly available: number) {
+  constructor(
+    readonly resource: string,
+    readonly requested: number,
+    readonly available: number,
+  ) {
     // kubelet's text (devicemanager), which it wraps into UnexpectedAdmissionError.
     super(`requested number of devices unavailable for ${resource}. Requested: ${requested}, Available: ${available}`);
     this.name = 'DevicesUnavailableError';
@@ -17,7 +21,10 @@ export class DeviceManager {
   /** pod UID → devices its finished init containers left for its later containers. */
   private readonly reusable = new Map<string, string[]>();
 
-  constructor(readonly resource: string, private devices: readonly string[]) {}
+  constructor(
+    readonly resource: string,
+    private devices: readonly string[],
+  ) {}
 
   /**
    * ListAndWatch sent a new device list (the plugin died: none; it came back: all). Running pods keep

@@ -15,7 +15,14 @@
  * Randomness comes only from a seeded generator (per node for ordering, per pod for delays), so a
  * run with the same seed, pod names and timings makes the same choices.
  */
-import { type CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions, type V1Container, type V1Pod } from '@kubernetes/client-node';
+import {
+  type CoreV1Api,
+  type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Container,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import type { AllocateRequest, AllocateResponse, PodIdentity } from '../../../src/local/hami-plugin/index.js';
 import { DeviceManager, DevicesUnavailableError } from './device-manager.js';
 import { PodFeed } from './pod-feed.js';
@@ -191,12 +198,20 @@ export class KubeletSim {
     this.feed = new PodFeed({
       kubeConfig: options.kubeConfig,
       core: options.core,
-      handlers: { upsert: (pod) => { this.onUpsert(pod); }, remove: (pod) => { this.onRemove(pod); } },
+      handlers: {
+        upsert: (pod) => {
+          this.onUpsert(pod);
+        },
+        remove: (pod) => {
+          this.onRemove(pod);
+        },
+      },
       ...(options.log === undefined ? {} : { log: options.log }),
     });
-    this.unsubscribe = options.plugin.onReportingChange?.((node) => {
-      if (options.servesNode(node)) void this.publishDevices(node);
-    }) ?? (() => undefined);
+    this.unsubscribe =
+      options.plugin.onReportingChange?.((node) => {
+        if (options.servesNode(node)) void this.publishDevices(node);
+      }) ?? (() => undefined);
   }
 
   /**
@@ -206,16 +221,26 @@ export class KubeletSim {
    */
   publishDevices(node: string): Promise<void> {
     const previous = this.publishing.get(node) ?? Promise.resolve();
-    const next = previous.then(async () => {
-      if (this.stopped) return;
-      const ids = await this.options.plugin.listDevices(node);
-      const state = this.nodeState(node);
-      if (state.devices === undefined) state.devices = new DeviceManager(GPU_RESOURCE, ids);
-      else state.devices.replaceDevices(ids);
-      const count = String(ids.length);
-      await this.options.core.patchNodeStatus({ name: node, body: { status: { capacity: { [GPU_RESOURCE]: count }, allocatable: { [GPU_RESOURCE]: count } } } }, strategicPatch);
-      this.options.log?.(`kubelet ${node}: ${GPU_RESOURCE} allocatable ${count}`);
-    }).catch((error: unknown) => { this.options.log?.(`kubelet ${node}: publishing devices failed: ${describe(error)}`); });
+    const next = previous
+      .then(async () => {
+        if (this.stopped) return;
+        const ids = await this.options.plugin.listDevices(node);
+        const state = this.nodeState(node);
+        if (state.devices === undefined) state.devices = new DeviceManager(GPU_RESOURCE, ids);
+        else state.devices.replaceDevices(ids);
+        const count = String(ids.length);
+        await this.options.core.patchNodeStatus(
+          {
+            name: node,
+            body: { status: { capacity: { [GPU_RESOURCE]: count }, allocatable: { [GPU_RESOURCE]: count } } },
+          },
+          strategicPatch,
+        );
+        this.options.log?.(`kubelet ${node}: ${GPU_RESOURCE} allocatable ${count}`);
+      })
+      .catch((error: unknown) => {
+        this.options.log?.(`kubelet ${node}: publishing devices failed: ${describe(error)}`);
+      });
     this.publishing.set(node, next);
     return next;
   }
@@ -248,7 +273,10 @@ export class KubeletSim {
    * a lagging kubelet catch up at a moment of its choosing.
    */
   admitNow(namespace: string, name: string): boolean {
-    const entry = [...this.entries.values()].find((candidate) => candidate.identity.namespace === namespace && candidate.identity.name === name && candidate.state === 'queued');
+    const entry = [...this.entries.values()].find(
+      (candidate) =>
+        candidate.identity.namespace === namespace && candidate.identity.name === name && candidate.state === 'queued',
+    );
     if (entry === undefined) return false;
     entry.dueAt = this.clock().getTime();
     this.pump(entry.node);
@@ -257,7 +285,10 @@ export class KubeletSim {
 
   /** The containers of a running pod exit (0: Succeeded, else Failed); its devices are freed. */
   async finishPod(namespace: string, name: string, exitCode = 0): Promise<void> {
-    const entry = [...this.entries.values()].find((candidate) => candidate.identity.namespace === namespace && candidate.identity.name === name && candidate.state === 'running');
+    const entry = [...this.entries.values()].find(
+      (candidate) =>
+        candidate.identity.namespace === namespace && candidate.identity.name === name && candidate.state === 'running',
+    );
     if (entry === undefined) throw new Error(`kubelet sim: no running pod ${namespace}/${name}`);
     entry.state = 'done';
     await this.patchStatus(entry, terminatedStatus(entry.pod, this.clock(), exitCode, true));
@@ -265,10 +296,23 @@ export class KubeletSim {
     this.note(entry, 'terminated', { message: `containers exited with ${exitCode}` });
   }
 
-  private note(entry: PodEntry, kind: KubeletRecord['kind'], extra: Partial<Pick<KubeletRecord, 'message' | 'devices' | 'dueInMs'>> = {}): void {
-    const record: KubeletRecord = { seq: this.history.length + 1, at: this.clock(), node: entry.node, pod: entry.identity, kind, ...extra };
+  private note(
+    entry: PodEntry,
+    kind: KubeletRecord['kind'],
+    extra: Partial<Pick<KubeletRecord, 'message' | 'devices' | 'dueInMs'>> = {},
+  ): void {
+    const record: KubeletRecord = {
+      seq: this.history.length + 1,
+      at: this.clock(),
+      node: entry.node,
+      pod: entry.identity,
+      kind,
+      ...extra,
+    };
     this.history.push(record);
-    this.options.log?.(`kubelet ${entry.node}: ${entry.identity.namespace}/${entry.identity.name} ${kind}${extra.message === undefined ? '' : `: ${extra.message}`}`);
+    this.options.log?.(
+      `kubelet ${entry.node}: ${entry.identity.namespace}/${entry.identity.name} ${kind}${extra.message === undefined ? '' : `: ${extra.message}`}`,
+    );
     try {
       this.options.onRecord?.(record);
     } catch {
@@ -279,7 +323,14 @@ export class KubeletSim {
   private nodeState(node: string): NodeState {
     let state = this.nodes.get(node);
     if (state === undefined) {
-      state = { queue: [], busy: false, timer: undefined, random: seededRandom(hashSeed(this.seed, 'node', node)), devices: undefined, loading: undefined };
+      state = {
+        queue: [],
+        busy: false,
+        timer: undefined,
+        random: seededRandom(hashSeed(this.seed, 'node', node)),
+        devices: undefined,
+        loading: undefined,
+      };
       this.nodes.set(node, state);
     }
     return state;
@@ -293,7 +344,17 @@ export class KubeletSim {
     if (entry === undefined) {
       // A pod already over, or already running (this kubelet restarted), needs no admission.
       if (isTerminal(pod)) return;
-      entry = { identity, node, pod, boundSeq: ++this.boundSeq, dueAt: 'never', state: 'queued', gone: false, started: false, tearingDown: false };
+      entry = {
+        identity,
+        node,
+        pod,
+        boundSeq: ++this.boundSeq,
+        dueAt: 'never',
+        state: 'queued',
+        gone: false,
+        started: false,
+        tearingDown: false,
+      };
       this.entries.set(identity.uid, entry);
       if (pod.status?.phase === 'Running') {
         entry.state = 'running';
@@ -363,11 +424,16 @@ export class KubeletSim {
     state.busy = true;
     // From the next turn of the event loop: pods that became due together (one watch batch, or
     // several admitNow calls) are then all candidates, and the order decides among them.
-    void new Promise<void>((resolve) => { setImmediate(resolve); }).then(() => this.drain(node, state)).finally(() => {
-      state.busy = false;
-      // Pods bound while the last admission ran, or whose delay ended meanwhile.
-      if (state.queue.some((entry) => entry.dueAt !== 'never' && entry.dueAt <= this.clock().getTime())) this.pump(node);
-    });
+    void new Promise<void>((resolve) => {
+      setImmediate(resolve);
+    })
+      .then(() => this.drain(node, state))
+      .finally(() => {
+        state.busy = false;
+        // Pods bound while the last admission ran, or whose delay ended meanwhile.
+        if (state.queue.some((entry) => entry.dueAt !== 'never' && entry.dueAt <= this.clock().getTime()))
+          this.pump(node);
+      });
   }
 
   private async drain(node: string, state: NodeState): Promise<void> {
@@ -377,7 +443,13 @@ export class KubeletSim {
       if (ready.length === 0) {
         const next = Math.min(...state.queue.map((entry) => (entry.dueAt === 'never' ? Infinity : entry.dueAt)));
         if (Number.isFinite(next)) {
-          state.timer = setTimeout(() => { state.timer = undefined; this.pump(node); }, Math.max(1, next - now));
+          state.timer = setTimeout(
+            () => {
+              state.timer = undefined;
+              this.pump(node);
+            },
+            Math.max(1, next - now),
+          );
         }
         return;
       }
@@ -386,7 +458,9 @@ export class KubeletSim {
       try {
         await this.admit(entry);
       } catch (error) {
-        this.options.log?.(`kubelet ${node}: admitting ${entry.identity.namespace}/${entry.identity.name} threw: ${describe(error)}`);
+        this.options.log?.(
+          `kubelet ${node}: admitting ${entry.identity.namespace}/${entry.identity.name} threw: ${describe(error)}`,
+        );
       }
     }
   }
@@ -394,9 +468,12 @@ export class KubeletSim {
   private pick(ready: PodEntry[], random: Random): PodEntry {
     const sorted = [...ready].sort((a, b) => a.boundSeq - b.boundSeq);
     switch (this.options.order ?? 'bind-order') {
-      case 'latest-first': return sorted[sorted.length - 1] as PodEntry;
-      case 'random': return sorted[Math.floor(random() * sorted.length)] as PodEntry;
-      default: return sorted[0] as PodEntry;
+      case 'latest-first':
+        return sorted[sorted.length - 1] as PodEntry;
+      case 'random':
+        return sorted[Math.floor(random() * sorted.length)] as PodEntry;
+      default:
+        return sorted[0] as PodEntry;
     }
   }
 
@@ -422,7 +499,11 @@ export class KubeletSim {
       return;
     }
     entry.state = 'admitting';
-    const late = entry.gone ? 'already deleted from the API (admitted from the copy last seen)' : isDeleting(pod) ? 'deletion already begun' : undefined;
+    const late = entry.gone
+      ? 'already deleted from the API (admitted from the copy last seen)'
+      : isDeleting(pod)
+        ? 'deletion already begun'
+        : undefined;
     this.note(entry, 'admitting', late === undefined ? {} : { message: late });
     const containers = [
       ...(pod.spec?.initContainers ?? []).map((container) => ({ container, init: true })),
@@ -435,7 +516,12 @@ export class KubeletSim {
         for (const { container, init } of containers) {
           const deviceIds = devices.take(entry.identity.uid, gpuCount(container), init);
           try {
-            await this.options.plugin.allocate({ node: entry.node, admitted: entry.identity, container: container.name, deviceIds });
+            await this.options.plugin.allocate({
+              node: entry.node,
+              admitted: entry.identity,
+              container: container.name,
+              deviceIds,
+            });
           } catch (error) {
             const code = (error as { code?: unknown } | null)?.code;
             failure = `rpc error: code = ${typeof code === 'string' ? code : 'Unknown'} desc = ${describe(error)}`;
@@ -443,7 +529,8 @@ export class KubeletSim {
           }
         }
       } catch (error) {
-        failure = error instanceof DevicesUnavailableError ? error.message : `listing devices failed: ${describe(error)}`;
+        failure =
+          error instanceof DevicesUnavailableError ? error.message : `listing devices failed: ${describe(error)}`;
       }
     }
     if (failure !== undefined) {
@@ -498,13 +585,18 @@ export class KubeletSim {
       this.note(entry, 'terminated');
       try {
         await this.options.core.deleteNamespacedPod({
-          name: entry.identity.name, namespace: entry.identity.namespace, gracePeriodSeconds: 0,
+          name: entry.identity.name,
+          namespace: entry.identity.namespace,
+          gracePeriodSeconds: 0,
           body: { gracePeriodSeconds: 0, preconditions: { uid: entry.identity.uid } },
         });
       } catch (error) {
         // Gone already, or another incarnation now has the name: nothing of ours to delete.
         const status = httpStatus(error);
-        if (status !== 404 && status !== 409) this.options.log?.(`kubelet ${entry.node}: deleting ${entry.identity.namespace}/${entry.identity.name} failed: ${describe(error)}`);
+        if (status !== 404 && status !== 409)
+          this.options.log?.(
+            `kubelet ${entry.node}: deleting ${entry.identity.namespace}/${entry.identity.name} failed: ${describe(error)}`,
+          );
       }
     })();
   }
@@ -528,12 +620,21 @@ export class KubeletSim {
   /** True when written or not worth retrying. */
   private async writeStatus(entry: PodEntry, body: object): Promise<boolean> {
     try {
-      await this.options.core.patchNamespacedPodStatus({ name: entry.identity.name, namespace: entry.identity.namespace, body: { metadata: { uid: entry.identity.uid }, ...body } }, strategicPatch);
+      await this.options.core.patchNamespacedPodStatus(
+        {
+          name: entry.identity.name,
+          namespace: entry.identity.namespace,
+          body: { metadata: { uid: entry.identity.uid }, ...body },
+        },
+        strategicPatch,
+      );
       return true;
     } catch (error) {
       const status = httpStatus(error);
       if (status === 404 || status === 409) return true;
-      this.options.log?.(`kubelet ${entry.node}: status of ${entry.identity.namespace}/${entry.identity.name} not written: ${describe(error)}; retrying`);
+      this.options.log?.(
+        `kubelet ${entry.node}: status of ${entry.identity.namespace}/${entry.identity.name} not written: ${describe(error)}; retrying`,
+      );
       return false;
     }
   }
@@ -554,7 +655,11 @@ export class KubeletSim {
         const written = await this.writeStatus(entry, latest);
         const newer = pending();
         if (!written || newer !== undefined) {
-          this.retryStatus(entry, newer ?? latest, written ? STATUS_RETRY_FIRST_MS : Math.min(delayMs * 2, STATUS_RETRY_MAX_MS));
+          this.retryStatus(
+            entry,
+            newer ?? latest,
+            written ? STATUS_RETRY_FIRST_MS : Math.min(delayMs * 2, STATUS_RETRY_MAX_MS),
+          );
           return;
         }
         entry.statusRetrying = false;

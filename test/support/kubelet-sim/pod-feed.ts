@@ -46,7 +46,9 @@ export class PodFeed {
   /** Resolves once the first LIST has been handed to the handlers. */
   start(): Promise<void> {
     return new Promise<void>((synced, failed) => {
-      this.running = this.run(synced).catch((error: unknown) => { failed(error instanceof Error ? error : new Error(String(error))); });
+      this.running = this.run(synced).catch((error: unknown) => {
+        failed(error instanceof Error ? error : new Error(String(error)));
+      });
     });
   }
 
@@ -81,7 +83,10 @@ export class PodFeed {
         this.options.log?.(`pod feed: ${error instanceof Error ? error.message : String(error)}; relisting`);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, this.options.retryDelayMs ?? 500);
-          this.wakeRetry = () => { clearTimeout(timer); resolve(); };
+          this.wakeRetry = () => {
+            clearTimeout(timer);
+            resolve();
+          };
         });
       }
     }
@@ -142,11 +147,21 @@ export class PodFeed {
         else finish(error instanceof Error ? error : new Error(`watch ended: ${JSON.stringify(error)}`));
       };
       new Watch(this.options.kubeConfig)
-        .watch('/api/v1/pods', { fieldSelector: FIELD_SELECTOR, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 }, onEvent, onDone)
-        .then((controller) => {
-          this.controller = controller;
-          if (settled || this.stopped) controller.abort();
-        }, (error: unknown) => { finish(error instanceof Error ? error : new Error(String(error))); });
+        .watch(
+          '/api/v1/pods',
+          { fieldSelector: FIELD_SELECTOR, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: 300 },
+          onEvent,
+          onDone,
+        )
+        .then(
+          (controller) => {
+            this.controller = controller;
+            if (settled || this.stopped) controller.abort();
+          },
+          (error: unknown) => {
+            finish(error instanceof Error ? error : new Error(String(error)));
+          },
+        );
     });
   }
 }

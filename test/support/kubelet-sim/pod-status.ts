@@ -29,15 +29,36 @@ export function runningStatus(pod: V1Pod, now: Date, hostIP: string) {
       hostIP,
       hostIPs: [{ ip: hostIP }],
       startTime: at,
-      conditions: ['PodReadyToStartContainers', 'Initialized', 'ContainersReady', 'Ready'].map((type) => condition(type, 'True', at)),
+      conditions: ['PodReadyToStartContainers', 'Initialized', 'ContainersReady', 'Ready'].map((type) =>
+        condition(type, 'True', at),
+      ),
       initContainerStatuses: (pod.spec?.initContainers ?? []).map((container) => ({
-        name: container.name, image: container.image ?? '', imageID: '', containerID: containerId(pod, container.name),
-        ready: false, restartCount: 0, started: false,
-        state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: at, finishedAt: at, containerID: containerId(pod, container.name) } },
+        name: container.name,
+        image: container.image ?? '',
+        imageID: '',
+        containerID: containerId(pod, container.name),
+        ready: false,
+        restartCount: 0,
+        started: false,
+        state: {
+          terminated: {
+            exitCode: 0,
+            reason: 'Completed',
+            startedAt: at,
+            finishedAt: at,
+            containerID: containerId(pod, container.name),
+          },
+        },
       })),
       containerStatuses: (pod.spec?.containers ?? []).map((container) => ({
-        name: container.name, image: container.image ?? '', imageID: '', containerID: containerId(pod, container.name),
-        ready: true, restartCount: 0, started: true, state: { running: { startedAt: at } },
+        name: container.name,
+        image: container.image ?? '',
+        imageID: '',
+        containerID: containerId(pod, container.name),
+        ready: true,
+        restartCount: 0,
+        started: true,
+        state: { running: { startedAt: at } },
       })),
     },
   };
@@ -57,10 +78,23 @@ export function terminatedStatus(pod: V1Pod, now: Date, exitCode: number, starte
       phase: exitCode === 0 && started ? 'Succeeded' : 'Failed',
       conditions: ['ContainersReady', 'Ready'].map((type) => condition(type, 'False', at, 'PodCompleted')),
       containerStatuses: (pod.spec?.containers ?? []).map((container) => ({
-        name: container.name, image: container.image ?? '', imageID: '', containerID: containerId(pod, container.name),
-        ready: false, restartCount: 0, started: false,
+        name: container.name,
+        image: container.image ?? '',
+        imageID: '',
+        containerID: containerId(pod, container.name),
+        ready: false,
+        restartCount: 0,
+        started: false,
         state: started
-          ? { terminated: { exitCode, reason, startedAt: at, finishedAt: at, containerID: containerId(pod, container.name) } }
+          ? {
+              terminated: {
+                exitCode,
+                reason,
+                startedAt: at,
+                finishedAt: at,
+                containerID: containerId(pod, container.name),
+              },
+            }
           : { waiting: { reason: 'ContainerCreating' } },
       })),
     },

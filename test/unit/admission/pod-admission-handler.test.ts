@@ -8,8 +8,15 @@ import type { ConditionalReleaseResult } from '../../../src/lock/lock-events.js'
 /** Records release calls (the pod the DELETE is for, by name and UID); the real NodeLocks is exercised by the integration tests. */
 class RecordingReleaser implements LockReleaser {
   calls: { node: string; pod: PodRef; uid?: string }[] = [];
-  constructor(private readonly behaviour: () => Promise<ConditionalReleaseResult> = () => Promise.resolve({ outcome: 'released', node: 'n' })) {}
-  releaseIfReleasable(node: string, _path: string, options: { deleted?: PodRef & { uid: string } }): Promise<ConditionalReleaseResult> {
+  constructor(
+    private readonly behaviour: () => Promise<ConditionalReleaseResult> = () =>
+      Promise.resolve({ outcome: 'released', node: 'n' }),
+  ) {}
+  releaseIfReleasable(
+    node: string,
+    _path: string,
+    options: { deleted?: PodRef & { uid: string } },
+  ): Promise<ConditionalReleaseResult> {
     const { namespace = '', name = '', uid } = options.deleted ?? {};
     this.calls.push({ node, pod: { namespace, name }, ...(uid === undefined ? {} : { uid }) });
     return this.behaviour();
@@ -28,9 +35,20 @@ function handlerWith(locks: LockReleaser, deleteTimeoutMs = 1000, storedLocks?: 
   return { handler, outcomes };
 }
 
-const gpuPod = { metadata: { name: 'p', namespace: 'ns', uid: 'u-p' }, spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
-const deleteRequest = (oldObject: unknown, extra: Partial<AdmissionRequest> = {}): AdmissionRequest =>
-  ({ uid: 'del-1', operation: 'DELETE', kind: { kind: 'Pod' }, name: 'p', namespace: 'ns', oldObject, dryRun: false, ...extra });
+const gpuPod = {
+  metadata: { name: 'p', namespace: 'ns', uid: 'u-p' },
+  spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
+};
+const deleteRequest = (oldObject: unknown, extra: Partial<AdmissionRequest> = {}): AdmissionRequest => ({
+  uid: 'del-1',
+  operation: 'DELETE',
+  kind: { kind: 'Pod' },
+  name: 'p',
+  namespace: 'ns',
+  oldObject,
+  dryRun: false,
+  ...extra,
+});
 
 describe('PodAdmissionHandler', () => {
   it('patches a GPU pod on CREATE and echoes the uid', async () => {
@@ -38,13 +56,25 @@ describe('PodAdmissionHandler', () => {
     const response = await handler.handle({ uid: 'c-1', operation: 'CREATE', kind: { kind: 'Pod' }, object: gpuPod });
     expect(response).to.include({ uid: 'c-1', allowed: true, patchType: 'JSONPatch' });
     const ops = JSON.parse(Buffer.from(response.patch ?? '', 'base64').toString()) as { path: string }[];
-    expect(ops.map((op) => op.path)).to.deep.equal(['/spec/containers/0/resources/limits/nvidia.com~1gpucores', '/spec/schedulerName']);
+    expect(ops.map((op) => op.path)).to.deep.equal([
+      '/spec/containers/0/resources/limits/nvidia.com~1gpucores',
+      '/spec/schedulerName',
+    ]);
   });
 
   it('answers a denial with 403 Forbidden and a bad value with 400', async () => {
     const { handler } = handlerWith(new RecordingReleaser());
-    const privileged = { spec: { containers: [{ name: 'c', securityContext: { privileged: true }, resources: { limits: { 'nvidia.com/gpu': '1' } } }] } };
-    expect((await handler.handle({ uid: 'c-2', operation: 'CREATE', object: privileged })).status).to.deep.include({ code: 403, reason: 'Forbidden' });
+    const privileged = {
+      spec: {
+        containers: [
+          { name: 'c', securityContext: { privileged: true }, resources: { limits: { 'nvidia.com/gpu': '1' } } },
+        ],
+      },
+    };
+    expect((await handler.handle({ uid: 'c-2', operation: 'CREATE', object: privileged })).status).to.deep.include({
+      code: 403,
+      reason: 'Forbidden',
+    });
     expect((await handler.handle({ uid: 'c-3', operation: 'CREATE' })).status).to.deep.include({ code: 400 });
   });
 
@@ -57,7 +87,7 @@ describe('PodAdmissionHandler', () => {
     expect(outcomes[0]).to.deep.include({ operation: 'DELETE' });
   });
 
-  describe('with the state store\'s locks', () => {
+  describe("with the state store's locks", () => {
     const bound = { ...gpuPod, spec: { ...gpuPod.spec, nodeName: 'gpu-1' } };
     const store = (locks: Record<string, string>, watching = true): StoredLocks => ({
       lockOf: (node) => (locks[node] === undefined ? undefined : { raw: locks[node] }),
@@ -66,17 +96,21 @@ describe('PodAdmissionHandler', () => {
 
     it('answers the DELETE of a pod the store shows holding no lock without a release call', async () => {
       const locks = new RecordingReleaser();
-      const { handler, outcomes } = handlerWith(locks, 1000, store({ 'gpu-1': '2026-12-03T09:00:00Z,ns,another-pod', 'gpu-2': '2026-12-03T09:00:00Z,ns,p' }));
+      const { handler, outcomes } = handlerWith(
+        locks,
+        1000,
+        store({ 'gpu-1': '2026-12-03T09:00:00Z,ns,another-pod', 'gpu-2': '2026-12-03T09:00:00Z,ns,p' }),
+      );
       expect(await handler.handle(deleteRequest(bound))).to.deep.equal({ uid: 'del-1', allowed: true });
       await handler.handle(deleteRequest({ ...gpuPod, spec: { ...gpuPod.spec, nodeName: 'gpu-3' } }));
       expect(locks.calls).to.deep.equal([]);
-      expect(outcomes.map((outcome) => outcome.operation === 'DELETE' ? outcome.outcome : undefined)).to.deep.equal([
+      expect(outcomes.map((outcome) => (outcome.operation === 'DELETE' ? outcome.outcome : undefined))).to.deep.equal([
         { kind: 'skipped', reason: 'not-holder' },
         { kind: 'skipped', reason: 'not-holder' },
       ]);
     });
 
-    it('releases through NodeLocks when the store shows the pod holding its node\'s lock', async () => {
+    it("releases through NodeLocks when the store shows the pod holding its node's lock", async () => {
       const locks = new RecordingReleaser();
       const { handler } = handlerWith(locks, 1000, store({ 'gpu-1': '2026-12-03T09:00:00Z,ns,p' }));
       await handler.handle(deleteRequest(bound));
@@ -93,7 +127,12 @@ describe('PodAdmissionHandler', () => {
 
   it('uses hami.io/vgpu-node when the pod is not bound yet', async () => {
     const locks = new RecordingReleaser();
-    await handlerWith(locks).handler.handle(deleteRequest({ metadata: { name: 'p', namespace: 'ns', uid: 'u-p', annotations: { 'hami.io/vgpu-node': 'gpu-2' } }, spec: {} }));
+    await handlerWith(locks).handler.handle(
+      deleteRequest({
+        metadata: { name: 'p', namespace: 'ns', uid: 'u-p', annotations: { 'hami.io/vgpu-node': 'gpu-2' } },
+        spec: {},
+      }),
+    );
     expect(locks.calls.map((call) => call.node)).to.deep.equal(['gpu-2']);
   });
 
@@ -102,7 +141,9 @@ describe('PodAdmissionHandler', () => {
   it('makes no release call for a DELETE whose old object carries no UID', async () => {
     const locks = new RecordingReleaser();
     const { handler, outcomes } = handlerWith(locks);
-    const response = await handler.handle(deleteRequest({ metadata: { name: 'p', namespace: 'ns' }, spec: { nodeName: 'gpu-1' } }));
+    const response = await handler.handle(
+      deleteRequest({ metadata: { name: 'p', namespace: 'ns' }, spec: { nodeName: 'gpu-1' } }),
+    );
     expect(response).to.deep.equal({ uid: 'del-1', allowed: true });
     expect(locks.calls).to.deep.equal([]);
     expect(outcomes[0]).to.deep.include({ operation: 'DELETE', outcome: { kind: 'skipped', reason: 'no-pod' } });
@@ -111,16 +152,25 @@ describe('PodAdmissionHandler', () => {
   it('keeps the lock on DELETE of a pod bound there and awaiting allocation, graceful or not (the pod watch frees it once gone)', async () => {
     const locks = new RecordingReleaser();
     const { handler, outcomes } = handlerWith(locks);
-    const awaiting = { ...gpuPod, metadata: { ...gpuPod.metadata, annotations: { 'hami.io/bind-phase': 'allocating' } }, spec: { ...gpuPod.spec, nodeName: 'gpu-1' } };
-    const response = await handler.handle(deleteRequest(awaiting, { options: { kind: 'DeleteOptions', gracePeriodSeconds: 30 } }));
+    const awaiting = {
+      ...gpuPod,
+      metadata: { ...gpuPod.metadata, annotations: { 'hami.io/bind-phase': 'allocating' } },
+      spec: { ...gpuPod.spec, nodeName: 'gpu-1' },
+    };
+    const response = await handler.handle(
+      deleteRequest(awaiting, { options: { kind: 'DeleteOptions', gracePeriodSeconds: 30 } }),
+    );
     expect(response).to.deep.equal({ uid: 'del-1', allowed: true });
     await handler.handle(deleteRequest(awaiting, { options: { gracePeriodSeconds: 0 } }));
     expect(locks.calls, 'kubelet may still admit it and the plugin find it through the lock').to.deep.equal([]);
-    expect(outcomes.map((outcome) => outcome.operation === 'DELETE' ? outcome.outcome : undefined)).to.deep.equal([
+    expect(outcomes.map((outcome) => (outcome.operation === 'DELETE' ? outcome.outcome : undefined))).to.deep.equal([
       { kind: 'skipped', reason: 'awaiting-allocation' },
       { kind: 'skipped', reason: 'awaiting-allocation' },
     ]);
-    const allocated = { ...awaiting, metadata: { ...awaiting.metadata, annotations: { 'hami.io/bind-phase': 'success' } } };
+    const allocated = {
+      ...awaiting,
+      metadata: { ...awaiting.metadata, annotations: { 'hami.io/bind-phase': 'success' } },
+    };
     await handler.handle(deleteRequest(allocated));
     expect(locks.calls).to.deep.equal([{ node: 'gpu-1', pod: { namespace: 'ns', name: 'p' }, uid: 'u-p' }]);
   });
@@ -139,12 +189,16 @@ describe('PodAdmissionHandler', () => {
 
   it('allows the DELETE when the release fails or hangs past its bound', async () => {
     const failing = handlerWith(new RecordingReleaser(() => Promise.reject(new Error('apiserver down'))));
-    expect((await failing.handler.handle(deleteRequest({ ...gpuPod, spec: { nodeName: 'n' } }))).allowed).to.equal(true);
+    expect((await failing.handler.handle(deleteRequest({ ...gpuPod, spec: { nodeName: 'n' } }))).allowed).to.equal(
+      true,
+    );
     expect(failing.outcomes[0]).to.deep.include({ operation: 'DELETE' });
 
     const hanging = handlerWith(new RecordingReleaser(() => new Promise(() => undefined)), 50);
     const started = Date.now();
-    expect((await hanging.handler.handle(deleteRequest({ ...gpuPod, spec: { nodeName: 'n' } }))).allowed).to.equal(true);
+    expect((await hanging.handler.handle(deleteRequest({ ...gpuPod, spec: { nodeName: 'n' } }))).allowed).to.equal(
+      true,
+    );
     expect(Date.now() - started).to.be.lessThan(1000);
     expect(hanging.outcomes[0]).to.deep.equal({ operation: 'DELETE', outcome: { kind: 'timed-out', node: 'n' } });
   });
@@ -156,7 +210,11 @@ describe('PodAdmissionHandler', () => {
   });
 
   it('allows other operations untouched', async () => {
-    const response = await handlerWith(new RecordingReleaser()).handler.handle({ uid: 'u-1', operation: 'UPDATE', object: gpuPod });
+    const response = await handlerWith(new RecordingReleaser()).handler.handle({
+      uid: 'u-1',
+      operation: 'UPDATE',
+      object: gpuPod,
+    });
     expect(response).to.deep.equal({ uid: 'u-1', allowed: true });
   });
 });

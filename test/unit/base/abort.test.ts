@@ -5,7 +5,9 @@ import { WardenError } from '../../../src/base/errors.js';
 describe('abort helpers', () => {
   it('until settles like the promise while the signal stays quiet', async () => {
     expect(await until(Promise.resolve(7), new AbortController().signal)).to.equal(7);
-    const failed = await until(Promise.reject(new Error('boom')), new AbortController().signal).catch((error: unknown) => error);
+    const failed = await until(Promise.reject(new Error('boom')), new AbortController().signal).catch(
+      (error: unknown) => error,
+    );
     expect((failed as Error).message).to.equal('boom');
   });
 
@@ -20,13 +22,17 @@ describe('abort helpers', () => {
 
   it('until leaves no unhandled rejection when the losing promise rejects later', async () => {
     const unhandled: unknown[] = [];
-    const record = (reason: unknown) => { unhandled.push(reason); };
+    const record = (reason: unknown) => {
+      unhandled.push(reason);
+    };
     process.on('unhandledRejection', record);
     try {
       const controller = new AbortController();
       controller.abort(new Error('gone'));
       let rejectLater: (error: Error) => void = () => undefined;
-      const loser = new Promise<never>((_resolve, reject) => { rejectLater = reject; });
+      const loser = new Promise<never>((_resolve, reject) => {
+        rejectLater = reject;
+      });
       await until(loser, controller.signal).catch(() => undefined);
       rejectLater(new Error('late'));
       await new Promise((resolve) => setImmediate(resolve));

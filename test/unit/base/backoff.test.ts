@@ -4,7 +4,9 @@ import { Backoff } from '../../../src/base/backoff.js';
 describe('Backoff (the one backoff: client-go wait.Backoff as a value)', () => {
   it('grows each pause by the factor up to the cap, counts the pauses, and starts over on reset', () => {
     const backoff = new Backoff({ initialMs: 100, factor: 2, capMs: 500 });
-    expect([backoff.next(), backoff.next(), backoff.next(), backoff.next(), backoff.next()]).to.deep.equal([100, 200, 400, 500, 500]);
+    expect([backoff.next(), backoff.next(), backoff.next(), backoff.next(), backoff.next()]).to.deep.equal([
+      100, 200, 400, 500, 500,
+    ]);
     expect(backoff.steps).to.equal(5);
     backoff.reset();
     expect(backoff.steps).to.equal(0);

@@ -3,8 +3,16 @@ import { DurationFormatError, formatDuration, parseDuration } from '../../../src
 
 describe('duration', () => {
   const valid: [string, number][] = [
-    ['0', 0], ['500ms', 500], ['30s', 30_000], ['5m', 300_000], ['1h', 3_600_000],
-    ['1h30m', 5_400_000], ['1m30s', 90_000], ['1.5s', 1500], [' 2m ', 120_000], ['1h2m3s4ms', 3_723_004],
+    ['0', 0],
+    ['500ms', 500],
+    ['30s', 30_000],
+    ['5m', 300_000],
+    ['1h', 3_600_000],
+    ['1h30m', 5_400_000],
+    ['1m30s', 90_000],
+    ['1.5s', 1500],
+    [' 2m ', 120_000],
+    ['1h2m3s4ms', 3_723_004],
   ];
   for (const [text, ms] of valid) {
     it(`parses ${JSON.stringify(text)} as ${ms} ms`, () => {

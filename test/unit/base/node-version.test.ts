@@ -2,7 +2,12 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
-import { isAtLeast, MINIMUM_NODE_VERSION, nodeVersionProblem, TESTED_NODE_MAJOR } from '../../../src/base/node-version.js';
+import {
+  isAtLeast,
+  MINIMUM_NODE_VERSION,
+  nodeVersionProblem,
+  TESTED_NODE_MAJOR,
+} from '../../../src/base/node-version.js';
 
 const root = resolve(import.meta.dirname, '..', '..', '..');
 
@@ -32,14 +37,18 @@ describe('Node.js version check', () => {
 
   it('keeps its minimum at or above what the HTTP stack declares (undici, which crashes at import below it)', () => {
     const require = createRequire(resolve(root, 'node_modules', '@kubernetes', 'client-node', 'package.json'));
-    const undici = JSON.parse(readFileSync(require.resolve('undici/package.json'), 'utf8')) as { engines?: { node?: string } };
+    const undici = JSON.parse(readFileSync(require.resolve('undici/package.json'), 'utf8')) as {
+      engines?: { node?: string };
+    };
     const floor = /^>=\s*(\d+\.\d+\.\d+)$/.exec(undici.engines?.node ?? '')?.[1];
     expect(floor, `undici engines: ${undici.engines?.node}`).to.be.a('string');
     expect(isAtLeast(MINIMUM_NODE_VERSION, floor ?? '')).to.equal(true);
   });
 
   it('names the Node major the repository pins (the node devDependency)', () => {
-    const pkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as {
+      devDependencies: Record<string, string>;
+    };
     expect(pkg.devDependencies.node).to.match(new RegExp(`^\\^?${TESTED_NODE_MAJOR}\\.`));
   });
 });

@@ -4,7 +4,10 @@ import { Prng } from '../../chaos/prng.js';
 
 describe('chaos: seeded PRNG and fault plan', () => {
   it('replays the same numbers from the same seed, and different ones from another', () => {
-    const draw = (seed: number) => { const random = new Prng(seed); return Array.from({ length: 5 }, () => random.next()); };
+    const draw = (seed: number) => {
+      const random = new Prng(seed);
+      return Array.from({ length: 5 }, () => random.next());
+    };
     expect(draw(1)).to.deep.equal(draw(1));
     expect(draw(1)).to.not.deep.equal(draw(2));
     const random = new Prng(7);
@@ -20,7 +23,9 @@ describe('chaos: seeded PRNG and fault plan', () => {
     expect(planFaults(new Prng(1), options).map(describeFault)).to.deep.equal(plan.map(describeFault));
     expect(planFaults(new Prng(2), options).map(describeFault)).to.not.deep.equal(plan.map(describeFault));
     expect(plan.every((event) => event.at >= 10_000 && event.at < 600_000)).to.equal(true);
-    expect(new Set(plan.map((event) => event.kind))).to.deep.equal(new Set(['proxy', 'watch-expiry', 'restart', 'kill-replica']));
+    expect(new Set(plan.map((event) => event.kind))).to.deep.equal(
+      new Set(['proxy', 'watch-expiry', 'restart', 'kill-replica']),
+    );
     const sorted = [...plan].sort((a, b) => a.at - b.at);
     expect(plan.map((event) => event.at)).to.deep.equal(sorted.map((event) => event.at));
     // About one proxy fault per 2.5 s over 590 s.

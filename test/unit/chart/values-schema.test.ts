@@ -34,7 +34,8 @@ function resolveRef(node: Schema): Schema {
   return resolveRef(target);
 }
 
-const typesOf = (node: Schema): string[] => (node.type === undefined ? [] : Array.isArray(node.type) ? node.type : [node.type]);
+const typesOf = (node: Schema): string[] =>
+  node.type === undefined ? [] : Array.isArray(node.type) ? node.type : [node.type];
 const typeOfValue = (value: unknown): string =>
   value === null ? 'null' : Array.isArray(value) ? 'array' : Number.isInteger(value) ? 'integer' : typeof value;
 
@@ -43,8 +44,10 @@ function problems(value: unknown, node: Schema, path: string): string[] {
   const resolved = resolveRef(node);
   const types = typesOf(resolved);
   const actual = typeOfValue(value);
-  if (types.length > 0 && !types.includes(actual) && !(actual === 'integer' && types.includes('number'))) return [`${path}: ${actual}, schema says ${types.join('|')}`];
-  if (resolved.enum !== undefined && !resolved.enum.includes(value)) return [`${path}: ${JSON.stringify(value)} is not one of ${JSON.stringify(resolved.enum)}`];
+  if (types.length > 0 && !types.includes(actual) && !(actual === 'integer' && types.includes('number')))
+    return [`${path}: ${actual}, schema says ${types.join('|')}`];
+  if (resolved.enum !== undefined && !resolved.enum.includes(value))
+    return [`${path}: ${JSON.stringify(value)} is not one of ${JSON.stringify(resolved.enum)}`];
   const found: string[] = [];
   if (actual === 'object') {
     const object = value as Record<string, unknown>;
@@ -53,11 +56,13 @@ function problems(value: unknown, node: Schema, path: string): string[] {
       const declared = resolved.properties?.[key];
       if (declared !== undefined) found.push(...problems(entry, declared, `${path}.${key}`));
       else if (resolved.additionalProperties === false) found.push(`${path}.${key}: not in the schema`);
-      else if (typeof resolved.additionalProperties === 'object') found.push(...problems(entry, resolved.additionalProperties, `${path}.${key}`));
+      else if (typeof resolved.additionalProperties === 'object')
+        found.push(...problems(entry, resolved.additionalProperties, `${path}.${key}`));
     }
   }
   if (actual === 'array' && resolved.items !== undefined) {
-    for (const [index, entry] of (value as unknown[]).entries()) found.push(...problems(entry, resolved.items, `${path}[${index}]`));
+    for (const [index, entry] of (value as unknown[]).entries())
+      found.push(...problems(entry, resolved.items, `${path}[${index}]`));
   }
   return found;
 }
@@ -67,10 +72,13 @@ function objectLevels(node: Schema, path: string, seen = new Set<Schema>()): [st
   if (seen.has(node)) return [];
   seen.add(node);
   const levels: [string, Schema][] = node.properties === undefined ? [] : [[path, node]];
-  for (const [key, child] of Object.entries(node.properties ?? {})) levels.push(...objectLevels(child, `${path}.${key}`, seen));
+  for (const [key, child] of Object.entries(node.properties ?? {}))
+    levels.push(...objectLevels(child, `${path}.${key}`, seen));
   if (node.items !== undefined) levels.push(...objectLevels(node.items, `${path}[]`, seen));
-  if (typeof node.additionalProperties === 'object') levels.push(...objectLevels(node.additionalProperties, `${path}.*`, seen));
-  for (const [name, definition] of Object.entries(node.definitions ?? {})) levels.push(...objectLevels(definition, `#/definitions/${name}`, seen));
+  if (typeof node.additionalProperties === 'object')
+    levels.push(...objectLevels(node.additionalProperties, `${path}.*`, seen));
+  for (const [name, definition] of Object.entries(node.definitions ?? {}))
+    levels.push(...objectLevels(definition, `#/definitions/${name}`, seen));
   return levels;
 }
 
@@ -84,17 +92,25 @@ describe('charts/vgpu-warden/values.schema.json', () => {
   });
 
   it('refuses unknown keys at every object level it declares', () => {
-    const open = objectLevels(schema, 'values').filter(([, node]) => node.additionalProperties !== false).map(([path]) => path);
+    const open = objectLevels(schema, 'values')
+      .filter(([, node]) => node.additionalProperties !== false)
+      .map(([path]) => path);
     expect(open).to.deep.equal([]);
   });
 
   it('declares every key values.yaml has, and no key values.yaml lacks (so the schema and the defaults move together)', () => {
-    const declared = Object.keys(schema.properties ?? {}).filter((key) => key !== 'global').sort();
+    const declared = Object.keys(schema.properties ?? {})
+      .filter((key) => key !== 'global')
+      .sort();
     expect(declared).to.deep.equal(Object.keys(values('values.yaml')).sort());
   });
 
   it('finds the misspelling the issue names, and wrong types, in this walk too', () => {
-    expect(problems({ ...values('values.yaml'), locks: { expiry: '5m' } }, schema, 'values')).to.deep.equal(['values.locks.expiry: not in the schema']);
-    expect(problems({ ...values('values.yaml'), replicas: 'two' }, schema, 'values')).to.deep.equal(['values.replicas: string, schema says integer']);
+    expect(problems({ ...values('values.yaml'), locks: { expiry: '5m' } }, schema, 'values')).to.deep.equal([
+      'values.locks.expiry: not in the schema',
+    ]);
+    expect(problems({ ...values('values.yaml'), replicas: 'two' }, schema, 'values')).to.deep.equal([
+      'values.replicas: string, schema says integer',
+    ]);
   });
 });

@@ -7,7 +7,6 @@ import { ScriptedSource } from '../../support/scripted-source.js';
 import { NODE_HANDSHAKE_ANNOTATION } from '../../../src/hami/wire.js';
 import { until } from '../../support/eventually.js';
 
-
 /** The node as kubelet publishes it with `allocatable` nvidia.com/gpu (undefined: none) and a handshake. */
 function node(version: string, allocatable: string | undefined, handshake?: string): V1Node {
   const base = simulatedGpuNode({ name: 'gpu-1', gpus: 1 });
@@ -16,20 +15,34 @@ function node(version: string, allocatable: string | undefined, handshake?: stri
   else resources['nvidia.com/gpu'] = allocatable;
   return {
     ...base,
-    metadata: { ...base.metadata, resourceVersion: version, annotations: { ...base.metadata?.annotations, ...(handshake === undefined ? {} : { [NODE_HANDSHAKE_ANNOTATION]: handshake }) } },
+    metadata: {
+      ...base.metadata,
+      resourceVersion: version,
+      annotations: {
+        ...base.metadata?.annotations,
+        ...(handshake === undefined ? {} : { [NODE_HANDSHAKE_ANNOTATION]: handshake }),
+      },
+    },
     status: { ...base.status, allocatable: resources },
   };
 }
 
 describe('ClusterCache: device-plugin liveness per node', () => {
   let cache: ClusterCache | undefined;
-  afterEach(async () => { await cache?.stop(); cache = undefined; });
+  afterEach(async () => {
+    await cache?.stop();
+    cache = undefined;
+  });
 
   function build(first: V1Node, clock: () => number) {
     const nodes = new ScriptedSource<V1Node>();
     const pods = new ScriptedSource<V1Pod>();
     nodes.items = [first];
-    cache = new ClusterCache({ sources: { nodes, pods }, clock, reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 } });
+    cache = new ClusterCache({
+      sources: { nodes, pods },
+      clock,
+      reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 },
+    });
     return { nodes, cache };
   }
 
@@ -44,7 +57,9 @@ describe('ClusterCache: device-plugin liveness per node', () => {
     nodes.emit('MODIFIED', node('2', '0'));
     await until('the drop to zero', () => !cache.gpuLiveness('gpu-1').ready);
     const dead = cache.gpuLiveness('gpu-1');
-    expect(!dead.ready && dead.reason).to.equal('device plugin stopped reporting since 2026-12-01T09:00:01Z (status.allocatable["nvidia.com/gpu"] is 0, no handshake)');
+    expect(!dead.ready && dead.reason).to.equal(
+      'device plugin stopped reporting since 2026-12-01T09:00:01Z (status.allocatable["nvidia.com/gpu"] is 0, no handshake)',
+    );
     const deadGeneration = cache.nodeGeneration('gpu-1');
     expect(deadGeneration).to.not.equal(before);
 
@@ -65,7 +80,7 @@ describe('ClusterCache: device-plugin liveness per node', () => {
     expect(cache.nodeGeneration('gpu-1')).to.not.equal(deadGeneration);
   });
 
-  it('a plugin not reported yet gets HAMi\'s 60 s handshake grace; when it lapses the generation moves without any event', async () => {
+  it("a plugin not reported yet gets HAMi's 60 s handshake grace; when it lapses the generation moves without any event", async () => {
     let now = Date.UTC(2026, 11, 1, 9, 0, 0);
     const { cache } = build(node('1', undefined, requestingStamp(new Date(now - 20_000))), () => now);
     await cache.start();
@@ -76,7 +91,9 @@ describe('ClusterCache: device-plugin liveness per node', () => {
     now += 1;
     expect(cache.nodeGeneration('gpu-1'), 'filter verdicts cached for the node must lapse').to.not.equal(during);
     const lapsed = cache.gpuLiveness('gpu-1');
-    expect(!lapsed.ready && lapsed.reason).to.match(/^device plugin not reporting since 2026-12-01T09:00:00Z \(no status\.allocatable\["nvidia\.com\/gpu"\], handshake requested at 2026-12-01T08:59:40Z and not answered within 60s\)$/);
+    expect(!lapsed.ready && lapsed.reason).to.match(
+      /^device plugin not reporting since 2026-12-01T09:00:00Z \(no status\.allocatable\["nvidia\.com\/gpu"\], handshake requested at 2026-12-01T08:59:40Z and not answered within 60s\)$/,
+    );
   });
 
   it('an unknown node is not ready, as unregistered', async () => {

@@ -12,7 +12,10 @@ import type { GpuUse } from '../../../src/devices/usage.js';
  */
 class HamiPodAccounting {
   private shrunk = false;
-  constructor(private readonly segments: string[], private readonly initCount: number) {}
+  constructor(
+    private readonly segments: string[],
+    private readonly initCount: number,
+  ) {}
 
   observe(pod: TestPod): Map<string, GpuUse> {
     if (!this.shrunk && hamiInitContainersAllSucceeded(pod)) this.shrunk = true;
@@ -20,7 +23,10 @@ class HamiPodAccounting {
   }
 
   private collapse(appOnly: boolean): Map<string, GpuUse> {
-    const acc = new Map<string, { appCount: number; appMem: number; appCores: number; initCount: number; initMem: number; initCores: number }>();
+    const acc = new Map<
+      string,
+      { appCount: number; appMem: number; appCores: number; initCount: number; initMem: number; initCores: number }
+    >();
     this.segments.forEach((segment, index) => {
       const isInit = index < this.initCount;
       if (isInit && appOnly) return;
@@ -28,18 +34,35 @@ class HamiPodAccounting {
       for (const device of segment.split(':').filter((piece) => piece !== '')) {
         const [uuid = '', , mem = '0', cores = '0'] = device.split(',');
         const entry = perContainer.get(uuid) ?? { count: 0, mem: 0, cores: 0 };
-        perContainer.set(uuid, { count: entry.count + 1, mem: entry.mem + Number(mem), cores: entry.cores + Number(cores) });
+        perContainer.set(uuid, {
+          count: entry.count + 1,
+          mem: entry.mem + Number(mem),
+          cores: entry.cores + Number(cores),
+        });
       }
       for (const [uuid, use] of perContainer) {
         const a = acc.get(uuid) ?? { appCount: 0, appMem: 0, appCores: 0, initCount: 0, initMem: 0, initCores: 0 };
-        if (isInit) acc.set(uuid, { ...a, initCount: Math.max(a.initCount, use.count), initMem: Math.max(a.initMem, use.mem), initCores: Math.max(a.initCores, use.cores) });
-        else acc.set(uuid, { ...a, appCount: a.appCount + use.count, appMem: a.appMem + use.mem, appCores: a.appCores + use.cores });
+        if (isInit)
+          acc.set(uuid, {
+            ...a,
+            initCount: Math.max(a.initCount, use.count),
+            initMem: Math.max(a.initMem, use.mem),
+            initCores: Math.max(a.initCores, use.cores),
+          });
+        else
+          acc.set(uuid, {
+            ...a,
+            appCount: a.appCount + use.count,
+            appMem: a.appMem + use.mem,
+            appCores: a.appCores + use.cores,
+          });
       }
     });
     const result = new Map<string, GpuUse>();
     for (const [uuid, a] of acc) {
       const slots = Math.max(a.appCount, a.initCount);
-      if (slots > 0) result.set(uuid, { slots, memoryMiB: Math.max(a.appMem, a.initMem), cores: Math.max(a.appCores, a.initCores) });
+      if (slots > 0)
+        result.set(uuid, { slots, memoryMiB: Math.max(a.appMem, a.initMem), cores: Math.max(a.appCores, a.initCores) });
     }
     return result;
   }
@@ -55,7 +78,13 @@ function hamiInitContainersAllSucceeded(pod: TestPod): boolean {
 interface TestPod {
   metadata: { uid: string; namespace: string; name: string; annotations: Record<string, string> };
   spec: { nodeName?: string; initContainers: { name: string }[]; containers: { name: string }[] };
-  status: { phase: string; initContainerStatuses?: { name: string; state: { running?: object; waiting?: object; terminated?: { exitCode: number } } }[] };
+  status: {
+    phase: string;
+    initContainerStatuses?: {
+      name: string;
+      state: { running?: object; waiting?: object; terminated?: { exitCode: number } };
+    }[];
+  };
 }
 
 // init container "fetch" takes 20000 MiB of GPU-a; app "train" 8000 MiB and 30 cores of GPU-a;
@@ -65,19 +94,39 @@ const ENCODED = `${SEGMENTS.join(';')};`;
 
 function pod(phase: string, init?: 'waiting' | 'running' | { exitCode: number }): TestPod {
   return {
-    metadata: { uid: 'u1', namespace: 'ml', name: 'train-0', annotations: { [ALLOCATED_ANNOTATION]: ENCODED, [VGPU_NODE_ANNOTATION]: 'gpu-1' } },
-    spec: { nodeName: 'gpu-1', initContainers: [{ name: 'fetch' }], containers: [{ name: 'train' }, { name: 'serve' }] },
+    metadata: {
+      uid: 'u1',
+      namespace: 'ml',
+      name: 'train-0',
+      annotations: { [ALLOCATED_ANNOTATION]: ENCODED, [VGPU_NODE_ANNOTATION]: 'gpu-1' },
+    },
+    spec: {
+      nodeName: 'gpu-1',
+      initContainers: [{ name: 'fetch' }],
+      containers: [{ name: 'train' }, { name: 'serve' }],
+    },
     status: {
       phase,
-      ...(init === undefined ? {} : { initContainerStatuses: [{ name: 'fetch', state: init === 'waiting' ? { waiting: {} } : init === 'running' ? { running: {} } : { terminated: init } }] }),
+      ...(init === undefined
+        ? {}
+        : {
+            initContainerStatuses: [
+              {
+                name: 'fetch',
+                state:
+                  init === 'waiting' ? { waiting: {} } : init === 'running' ? { running: {} } : { terminated: init },
+              },
+            ],
+          }),
     },
   };
 }
 
-const asObject = (usage: ReadonlyMap<string, GpuUse>): Record<string, GpuUse> => Object.fromEntries([...usage].sort(([a], [b]) => a.localeCompare(b)));
+const asObject = (usage: ReadonlyMap<string, GpuUse>): Record<string, GpuUse> =>
+  Object.fromEntries([...usage].sort(([a], [b]) => a.localeCompare(b)));
 
 describe('init-container accounting (HAMi: app containers only once the init containers have succeeded)', () => {
-  it('HAMi\'s view and ours agree at every step of a pod\'s life, Pending with an init container to Running to Succeeded', () => {
+  it("HAMi's view and ours agree at every step of a pod's life, Pending with an init container to Running to Succeeded", () => {
     const ours = new PodUsageIndex();
     const hami = new HamiPodAccounting(SEGMENTS, 1);
     const life: [string, TestPod][] = [
@@ -97,11 +146,15 @@ describe('init-container accounting (HAMi: app containers only once the init con
       const expected = asObject(hami.observe(object));
       expect(asObject(ours.usageOn('gpu-1')), step).to.deep.equal(expected);
       seen[step] = expected;
-      if (step !== 'sandbox restarted, init container running again') expect(asObject(fresh.usageOn('gpu-1')), `${step} (fresh)`).to.deep.equal(expected);
+      if (step !== 'sandbox restarted, init container running again')
+        expect(asObject(fresh.usageOn('gpu-1')), `${step} (fresh)`).to.deep.equal(expected);
     }
     // The figures themselves: the init container's 20000 MiB dominates GPU-a until it has finished.
     expect(seen['init container running']?.['GPU-a']).to.deep.equal({ slots: 2, memoryMiB: 20000, cores: 30 });
-    expect(seen.Running).to.deep.equal({ 'GPU-a': { slots: 2, memoryMiB: 12000, cores: 30 }, 'GPU-b': { slots: 1, memoryMiB: 1000, cores: 10 } });
+    expect(seen.Running).to.deep.equal({
+      'GPU-a': { slots: 2, memoryMiB: 12000, cores: 30 },
+      'GPU-b': { slots: 1, memoryMiB: 1000, cores: 10 },
+    });
     ours.upsert(pod('Succeeded', { exitCode: 0 }));
     expect(ours.usageOn('gpu-1').size).to.equal(0);
   });
@@ -119,14 +172,21 @@ describe('init-container accounting (HAMi: app containers only once the init con
     const base = pod('Pending', { exitCode: 0 });
     expect(initContainersAllSucceeded(base)).to.equal(true);
     expect(initContainersAllSucceeded({ ...base, spec: { ...base.spec, initContainers: [] } })).to.equal(false);
-    expect(initContainersAllSucceeded({ ...base, spec: { ...base.spec, initContainers: [{ name: 'fetch' }, { name: 'second' }] } })).to.equal(false);
+    expect(
+      initContainersAllSucceeded({
+        ...base,
+        spec: { ...base.spec, initContainers: [{ name: 'fetch' }, { name: 'second' }] },
+      }),
+    ).to.equal(false);
     expect(initContainersAllSucceeded(pod('Pending', 'running'))).to.equal(false);
     expect(initContainersAllSucceeded(pod('Pending', { exitCode: 2 }))).to.equal(false);
   });
 
-  it('shrinking frees capacity for the next pod: the node\'s usage drops as soon as the status says so', () => {
+  it("shrinking frees capacity for the next pod: the node's usage drops as soon as the status says so", () => {
     const changed: string[] = [];
-    const index = new PodUsageIndex(Date.now, undefined, (node) => { changed.push(node); });
+    const index = new PodUsageIndex(Date.now, undefined, (node) => {
+      changed.push(node);
+    });
     index.upsert(pod('Pending', 'running'));
     changed.length = 0;
     index.upsert(pod('Pending', 'running'));

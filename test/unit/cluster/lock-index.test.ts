@@ -5,7 +5,12 @@ const LOCK_A = '2026-12-02T10:00:00Z,team-a,train-0';
 const LOCK_B = '2026-12-02T10:00:05Z,team-b,train-1';
 
 function index(now: { ms: number }): LockIndex {
-  return new LockIndex(() => now.ms, (listeners) => { for (const listener of [...listeners]) listener(); });
+  return new LockIndex(
+    () => now.ms,
+    (listeners) => {
+      for (const listener of [...listeners]) listener();
+    },
+  );
 }
 
 describe('LockIndex', () => {
@@ -14,7 +19,10 @@ describe('LockIndex', () => {
     const locks = index(now);
     expect(locks.observe('n1', LOCK_A, '40', true)).to.equal(true);
     now.ms = 5000;
-    expect(locks.observe('n1', LOCK_A, '52', true), 'another change of the node (kubelet status) keeps the first sight').to.equal(false);
+    expect(
+      locks.observe('n1', LOCK_A, '52', true),
+      'another change of the node (kubelet status) keeps the first sight',
+    ).to.equal(false);
     expect(locks.of('n1')).to.deep.equal({ raw: LOCK_A, firstSeenMs: 1000, firstSeenVersion: '40', seenExactly: true });
     locks.markWrittenFor('n1', LOCK_B, 'uid-b');
     expect(locks.of('n1')?.writtenFor, 'only the value it was written for').to.equal(undefined);
@@ -23,7 +31,12 @@ describe('LockIndex', () => {
     expect(locks.seenAt('n1', LOCK_A)?.getTime()).to.equal(1000);
     expect(locks.seenAt('n1', LOCK_B)).to.equal(undefined);
     expect(locks.observe('n1', LOCK_B, '60')).to.equal(true);
-    expect(locks.of('n1')).to.deep.equal({ raw: LOCK_B, firstSeenMs: 5000, firstSeenVersion: '60', seenExactly: false });
+    expect(locks.of('n1')).to.deep.equal({
+      raw: LOCK_B,
+      firstSeenMs: 5000,
+      firstSeenVersion: '60',
+      seenExactly: false,
+    });
     expect(locks.observe('n1', undefined)).to.equal(true);
     expect(locks.lockedNodes()).to.deep.equal([]);
   });
@@ -45,8 +58,12 @@ describe('LockIndex', () => {
     const locks = index({ ms: 0 });
     locks.observe('n1', LOCK_A);
     const woken: string[] = [];
-    const stop = locks.onChange('n1', () => { woken.push('n1'); });
-    locks.onChange('n2', () => { woken.push('n2'); });
+    const stop = locks.onChange('n1', () => {
+      woken.push('n1');
+    });
+    locks.onChange('n2', () => {
+      woken.push('n2');
+    });
     locks.notify('n1');
     locks.notifyHolder('team-a', 'train-0');
     locks.notifyHolder('team-b', 'train-1');

@@ -3,10 +3,24 @@ import { PodUsageIndex } from '../../../src/cluster/pod-usage-index.js';
 import { encodeAllocation } from '../../../src/devices/allocation-codec.js';
 import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 
-function pod(uid: string, namespace: string, mem: number, extra: { phase?: string; node?: string; annotation?: string } = {}) {
+function pod(
+  uid: string,
+  namespace: string,
+  mem: number,
+  extra: { phase?: string; node?: string; annotation?: string } = {},
+) {
   const node = extra.node ?? 'n1';
   return {
-    metadata: { uid, namespace, name: uid, annotations: { 'hami.io/vgpu-node': node, [ALLOCATED_ANNOTATION]: extra.annotation ?? encodeAllocation([[{ uuid: 'GPU-a', type: 'NVIDIA', memoryMiB: mem, cores: 10 }]]) } },
+    metadata: {
+      uid,
+      namespace,
+      name: uid,
+      annotations: {
+        'hami.io/vgpu-node': node,
+        [ALLOCATED_ANNOTATION]:
+          extra.annotation ?? encodeAllocation([[{ uuid: 'GPU-a', type: 'NVIDIA', memoryMiB: mem, cores: 10 }]]),
+      },
+    },
     spec: { nodeName: node },
     status: { phase: extra.phase ?? 'Running' },
   };
@@ -14,7 +28,7 @@ function pod(uid: string, namespace: string, mem: number, extra: { phase?: strin
 const share = (memoryMiB: number) => new Map([['GPU-a', { slots: 1, memoryMiB, cores: 10 }]]);
 
 describe('PodUsageIndex: what a namespace uses (the GPU quota check)', () => {
-  it('sums the namespace\'s bound pods over every node, other namespaces apart', () => {
+  it("sums the namespace's bound pods over every node, other namespaces apart", () => {
     const index = new PodUsageIndex();
     index.upsert(pod('a', 'team-a', 1000));
     index.upsert(pod('b', 'team-a', 2000, { node: 'n2' }));
@@ -61,11 +75,20 @@ describe('PodUsageIndex: what a namespace uses (the GPU quota check)', () => {
 
   it('follows a pod whose usage changes (its init containers finished) and an assumption without a namespace counts nowhere', () => {
     const index = new PodUsageIndex();
-    const annotation = encodeAllocation([[{ uuid: 'GPU-a', type: 'NVIDIA', memoryMiB: 5000, cores: 0 }], [{ uuid: 'GPU-a', type: 'NVIDIA', memoryMiB: 1000, cores: 0 }]]);
-    const withInit = { ...pod('p', 'team-a', 0, { annotation }), spec: { nodeName: 'n1', initContainers: [{ name: 'init' }] } };
+    const annotation = encodeAllocation([
+      [{ uuid: 'GPU-a', type: 'NVIDIA', memoryMiB: 5000, cores: 0 }],
+      [{ uuid: 'GPU-a', type: 'NVIDIA', memoryMiB: 1000, cores: 0 }],
+    ]);
+    const withInit = {
+      ...pod('p', 'team-a', 0, { annotation }),
+      spec: { nodeName: 'n1', initContainers: [{ name: 'init' }] },
+    };
     index.upsert(withInit);
     expect(index.namespaceUse('team-a').memoryMiB).to.equal(5000);
-    index.upsert({ ...withInit, status: { phase: 'Running', initContainerStatuses: [{ state: { terminated: { exitCode: 0 } } }] } });
+    index.upsert({
+      ...withInit,
+      status: { phase: 'Running', initContainerStatuses: [{ state: { terminated: { exitCode: 0 } } }] },
+    });
     expect(index.namespaceUse('team-a').memoryMiB).to.equal(1000);
     index.assume('x', 'n1', share(100));
     expect(index.namespaceUse('team-a').memoryMiB).to.equal(1000);

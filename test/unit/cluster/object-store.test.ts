@@ -2,14 +2,19 @@ import { expect } from 'chai';
 import { ObjectStore } from '../../../src/cluster/object-store.js';
 import { isAtLeastVersion, isNewerVersion } from '../../../src/base/resource-version.js';
 
-const pod = (name: string, uid: string, resourceVersion = '1') => ({ metadata: { name, namespace: 'ns', uid, resourceVersion } });
+const pod = (name: string, uid: string, resourceVersion = '1') => ({
+  metadata: { name, namespace: 'ns', uid, resourceVersion },
+});
 
 describe('ObjectStore (relists reconciled by UID)', () => {
   it('a relist that shows a same-name pod with a new UID is a delete of the old incarnation and an add of the new', () => {
     const store = new ObjectStore<ReturnType<typeof pod>>();
     store.replace([pod('sts-0', 'old'), pod('keep', 'k')]);
     const changes = store.replace([pod('sts-0', 'new'), pod('keep', 'k')]);
-    expect(changes.map((change) => [change.type, change.object.metadata.uid])).to.deep.equal([['delete', 'old'], ['add', 'new']]);
+    expect(changes.map((change) => [change.type, change.object.metadata.uid])).to.deep.equal([
+      ['delete', 'old'],
+      ['add', 'new'],
+    ]);
     expect(store.get('ns/sts-0')?.metadata.uid).to.equal('new');
   });
 
@@ -17,7 +22,10 @@ describe('ObjectStore (relists reconciled by UID)', () => {
     const store = new ObjectStore<ReturnType<typeof pod>>();
     store.replace([pod('a', 'a'), pod('b', 'b'), pod('c', 'c')]);
     const changes = store.replace([pod('b', 'b', '2'), pod('c', 'c')]);
-    expect(changes.map((change) => `${change.type}:${change.object.metadata.name}`)).to.deep.equal(['delete:a', 'update:b']);
+    expect(changes.map((change) => `${change.type}:${change.object.metadata.name}`)).to.deep.equal([
+      'delete:a',
+      'update:b',
+    ]);
     expect(store.size).to.equal(2);
   });
 
@@ -30,7 +38,9 @@ describe('ObjectStore (relists reconciled by UID)', () => {
   it('DELETED of an unknown object changes nothing; objects without a name are ignored', () => {
     const store = new ObjectStore<ReturnType<typeof pod>>();
     expect(store.apply('DELETED', pod('ghost', 'g'))).to.deep.equal([]);
-    expect(store.apply('ADDED', { metadata: { name: '', namespace: 'ns', uid: 'x', resourceVersion: '1' } })).to.deep.equal([]);
+    expect(
+      store.apply('ADDED', { metadata: { name: '', namespace: 'ns', uid: 'x', resourceVersion: '1' } }),
+    ).to.deep.equal([]);
   });
 
   it('our own write is taken only when its resourceVersion is newer than the stored one', () => {

@@ -5,7 +5,17 @@ import { ALLOCATED_ANNOTATION } from '../../../src/hami/wire.js';
 
 function pod(uid: string, node: string, mem: number, extra: { phase?: string; gpu?: string } = {}) {
   return {
-    metadata: { uid, namespace: 'ns', name: uid, annotations: { 'hami.io/vgpu-node': node, [ALLOCATED_ANNOTATION]: encodeAllocation([[{ uuid: extra.gpu ?? 'GPU-a', type: 'NVIDIA', memoryMiB: mem, cores: 10 }]]) } },
+    metadata: {
+      uid,
+      namespace: 'ns',
+      name: uid,
+      annotations: {
+        'hami.io/vgpu-node': node,
+        [ALLOCATED_ANNOTATION]: encodeAllocation([
+          [{ uuid: extra.gpu ?? 'GPU-a', type: 'NVIDIA', memoryMiB: mem, cores: 10 }],
+        ]),
+      },
+    },
     spec: { nodeName: node },
     status: { phase: extra.phase ?? 'Pending' },
   };
@@ -37,7 +47,10 @@ describe('PodUsageIndex', () => {
     index.assume('b', 'n2', new Map([['GPU-a', { slots: 1, memoryMiB: 1000, cores: 10 }]]));
     index.assume('a', 'n3', new Map([['GPU-a', { slots: 1, memoryMiB: 1000, cores: 10 }]]));
     expect([index.nodesOf('a'), index.nodesOf('b'), index.nodesOf('c')]).to.deep.equal([['n1', 'n3'], ['n2'], []]);
-    expect(index.nodesOf('a').every((node) => index.isOn(node, 'a')), 'agrees with isOn').to.equal(true);
+    expect(
+      index.nodesOf('a').every((node) => index.isOn(node, 'a')),
+      'agrees with isOn',
+    ).to.equal(true);
   });
 
   it('forgets failed assumptions, expired ones, finished and deleted pods, and pods that move', () => {
@@ -58,24 +71,40 @@ describe('PodUsageIndex', () => {
   });
 
   describe('a pod whose allocation annotation cannot be decoded (never counted as using nothing)', () => {
-    const capacity = new Map([['GPU-a', { slots: 4, memoryMiB: 16_000, cores: 100 }], ['GPU-b', { slots: 4, memoryMiB: 16_000, cores: 100 }]]);
+    const capacity = new Map([
+      ['GPU-a', { slots: 4, memoryMiB: 16_000, cores: 100 }],
+      ['GPU-b', { slots: 4, memoryMiB: 16_000, cores: 100 }],
+    ]);
     const withUnreadable = <T extends ReturnType<typeof pod>>(base: T, value = 'GPU-a,NVIDIA,1000,130:;'): T => ({
-      ...base, metadata: { ...base.metadata, annotations: { ...base.metadata.annotations, [ALLOCATED_ANNOTATION]: value } },
+      ...base,
+      metadata: { ...base.metadata, annotations: { ...base.metadata.annotations, [ALLOCATED_ANNOTATION]: value } },
     });
 
     it('counts its last readable allocation, reports it once per value, and follows it when readable again', () => {
       const index = new PodUsageIndex(undefined, undefined, undefined, () => capacity);
       index.upsert(pod('a', 'n1', 1000));
       const problem = index.upsert(withUnreadable(pod('a', 'n1', 1000)));
-      expect(problem).to.equal('pod ns/a: unreadable hami.io/vgpu-devices-allocated (container 0, device 0: cores "130" of "GPU-a" is not an integer in 0..100); counted as its last readable allocation');
+      expect(problem).to.equal(
+        'pod ns/a: unreadable hami.io/vgpu-devices-allocated (container 0, device 0: cores "130" of "GPU-a" is not an integer in 0..100); counted as its last readable allocation',
+      );
       expect(index.usageOn('n1').get('GPU-a')).to.deep.equal({ slots: 1, memoryMiB: 1000, cores: 10 });
       expect(index.usageOn('n1').has('GPU-b')).to.equal(false);
       // Another update of the pod (status, labels) with the same value: counted the same, not reported again.
       expect(index.upsert(withUnreadable(pod('a', 'n1', 1000, { phase: 'Running' })))).to.equal(undefined);
       // A second unreadable value still counts the last readable one.
-      expect(index.upsert(withUnreadable(pod('a', 'n1', 1000), 'junk,x;'))).to.include('counted as its last readable allocation');
+      expect(index.upsert(withUnreadable(pod('a', 'n1', 1000), 'junk,x;'))).to.include(
+        'counted as its last readable allocation',
+      );
       expect(index.usageOn('n1').get('GPU-a')?.memoryMiB).to.equal(1000);
-      expect(index.unreadable()).to.deep.equal([{ uid: 'a', node: 'n1', pod: 'ns/a', problem: `container 0, device 0: ${MISSING_FIELDS_ERROR} ("junk,x")`, counted: 'last-readable' }]);
+      expect(index.unreadable()).to.deep.equal([
+        {
+          uid: 'a',
+          node: 'n1',
+          pod: 'ns/a',
+          problem: `container 0, device 0: ${MISSING_FIELDS_ERROR} ("junk,x")`,
+          counted: 'last-readable',
+        },
+      ]);
       index.upsert(pod('a', 'n1', 3000));
       expect(index.usageOn('n1').get('GPU-a')?.memoryMiB).to.equal(3000);
       expect(index.unreadable()).to.deep.equal([]);
@@ -90,19 +119,34 @@ describe('PodUsageIndex', () => {
     });
 
     it('never readable: takes every GPU of its node until it is gone, except for its own placement', () => {
-      const index = new PodUsageIndex(undefined, undefined, undefined, (node) => (node === 'n1' ? capacity : new Map()));
+      const index = new PodUsageIndex(undefined, undefined, undefined, (node) =>
+        node === 'n1' ? capacity : new Map(),
+      );
       index.upsert(pod('b', 'n1', 2000));
       expect(index.upsert(withUnreadable(pod('a', 'n1', 1000)))).to.include('counted as using every GPU of node n1');
-      expect(index.usageOn('n1')).to.deep.equal(new Map([['GPU-a', { slots: 4, memoryMiB: 16_000, cores: 100 }], ['GPU-b', { slots: 4, memoryMiB: 16_000, cores: 100 }]]));
+      expect(index.usageOn('n1')).to.deep.equal(
+        new Map([
+          ['GPU-a', { slots: 4, memoryMiB: 16_000, cores: 100 }],
+          ['GPU-b', { slots: 4, memoryMiB: 16_000, cores: 100 }],
+        ]),
+      );
       expect(index.usageOn('n1', 'a').get('GPU-a')?.memoryMiB).to.equal(2000);
       expect(index.usageOn('n2').size).to.equal(0);
-      expect(index.unreadable()).to.deep.include.members([{ uid: 'a', node: 'n1', pod: 'ns/a', problem: 'container 0, device 0: cores "130" of "GPU-a" is not an integer in 0..100', counted: 'whole-node' }]);
+      expect(index.unreadable()).to.deep.include.members([
+        {
+          uid: 'a',
+          node: 'n1',
+          pod: 'ns/a',
+          problem: 'container 0, device 0: cores "130" of "GPU-a" is not an integer in 0..100',
+          counted: 'whole-node',
+        },
+      ]);
       index.upsert(pod('a', 'n1', 1000, { phase: 'Succeeded' }));
       expect(index.usageOn('n1').get('GPU-a')?.memoryMiB).to.equal(2000);
       expect(index.unreadable()).to.deep.equal([]);
     });
 
-    it('a pod that moves to another node with an unreadable value takes that whole node (its last allocation named the old one\'s GPUs)', () => {
+    it("a pod that moves to another node with an unreadable value takes that whole node (its last allocation named the old one's GPUs)", () => {
       const index = new PodUsageIndex(undefined, undefined, undefined, () => capacity);
       index.upsert(pod('a', 'n1', 1000));
       expect(index.upsert(withUnreadable(pod('a', 'n2', 1000)))).to.include('every GPU of node n2');

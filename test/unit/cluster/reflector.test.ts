@@ -9,7 +9,11 @@ import {
   type WatchEventType,
   type WatchHandlers,
 } from '../../../src/cluster/reflector.js';
-import { kubeListWatchSource, ListWithoutVersionError, WatchFailedError } from '../../../src/cluster/kube-list-watch.js';
+import {
+  kubeListWatchSource,
+  ListWithoutVersionError,
+  WatchFailedError,
+} from '../../../src/cluster/kube-list-watch.js';
 
 interface Item {
   metadata: { name: string; resourceVersion?: string };
@@ -138,7 +142,10 @@ function setup(options: { random?: number[] | number; reflector?: ReflectorOptio
 }
 
 /** A watch script: deliver `events` (a string is a bookmark RV), then end normally. */
-function emits(events: (Item | string | [WatchEventType, Item])[], end: () => Promise<void> = () => Promise.resolve()): WatchStep {
+function emits(
+  events: (Item | string | [WatchEventType, Item])[],
+  end: () => Promise<void> = () => Promise.resolve(),
+): WatchStep {
   return async (handlers) => {
     for (const event of events) {
       if (typeof event === 'string') handlers.onBookmark(event);
@@ -152,7 +159,11 @@ function emits(events: (Item | string | [WatchEventType, Item])[], end: () => Pr
 /** Resolves with true when `promise` settles within `ms` real milliseconds. */
 async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<boolean>((resolve) => { timer = setTimeout(() => { resolve(false); }, ms); });
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => {
+      resolve(false);
+    }, ms);
+  });
   const result = await Promise.race([promise.then(() => true), timeout]);
   clearTimeout(timer);
   return result;
@@ -174,7 +185,8 @@ describe('Reflector', () => {
     const { source, sink, reflector } = fixture;
     source.lists.push(forever, { items: [item('a')], resourceVersion: '5' });
     // Real time: the LIST timeout is a real timer.
-    for (let waited = 0; waited < 2000 && !reflector.synced; waited += 5) await new Promise((resolve) => setTimeout(resolve, 5));
+    for (let waited = 0; waited < 2000 && !reflector.synced; waited += 5)
+      await new Promise((resolve) => setTimeout(resolve, 5));
     expect(source.listCalls).to.be.at.least(2);
     expect(reflector.synced).to.equal(true);
     expect(sink.replaced).to.deep.equal([{ names: ['a'], resourceVersion: '5' }]);
@@ -220,8 +232,13 @@ describe('Reflector', () => {
   it('relists at once after a 410 and hands the new full list to replace()', async () => {
     const fixture = setup();
     const { source, sink, time } = fixture;
-    source.lists.push({ items: [item('a'), item('b')], resourceVersion: '10' }, { items: [item('b'), item('c')], resourceVersion: '20' });
-    source.watches.push(emits([item('x', '11')], () => Promise.reject(new ResourceExpiredError('too old resource version: 11 (15)'))));
+    source.lists.push(
+      { items: [item('a'), item('b')], resourceVersion: '10' },
+      { items: [item('b'), item('c')], resourceVersion: '20' },
+    );
+    source.watches.push(
+      emits([item('x', '11')], () => Promise.reject(new ResourceExpiredError('too old resource version: 11 (15)'))),
+    );
     started(fixture);
 
     await eventually(() => source.watchedFrom.length === 2, 'the watch after the relist');
@@ -265,7 +282,9 @@ describe('Reflector', () => {
     const { source, reflector } = fixture;
     expect(reflector.seenThrough).to.equal(undefined);
     let release: () => void = () => undefined;
-    const held = new Promise<void>((resolve) => { release = resolve; });
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     let afterEvent: string | undefined;
     source.lists.push({ items: [item('a')], resourceVersion: '10' });
     source.watches.push(async (handlers) => {
@@ -284,13 +303,18 @@ describe('Reflector', () => {
   it('an apiserver that stays unreachable is one warning line (not one per retry), failure tells why, and one info line marks the recovery', async () => {
     const fixture = setup({ reflector: { initialBackoffMs: 1_000, maxBackoffMs: 8_000 } });
     const { source, reflector, logs } = fixture;
-    const refused = () => new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }) });
+    const refused = () =>
+      new TypeError('fetch failed', {
+        cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }),
+      });
     // Twelve failed LISTs over 71 s of (fake) backoff (1, 2, 4, then 8 s pauses), then the apiserver answers.
     for (let i = 0; i < 12; i++) source.lists.push(refused());
     source.lists.push({ items: [item('a')], resourceVersion: '10' });
     started(fixture);
     await eventually(() => source.listCalls === 12, 'the failing lists');
-    expect(reflector.failure).to.equal('apiserver unreachable (items list): fetch failed: connect ECONNREFUSED 127.0.0.1:6443');
+    expect(reflector.failure).to.equal(
+      'apiserver unreachable (items list): fetch failed: connect ECONNREFUSED 127.0.0.1:6443',
+    );
     await eventually(() => reflector.synced, 'the sync');
     expect(reflector.failure).to.equal(undefined);
     const warnings = logs.filter((l) => l.level === 'warn');
@@ -298,7 +322,9 @@ describe('Reflector', () => {
       'apiserver unreachable (items list): fetch failed: connect ECONNREFUSED 127.0.0.1:6443',
       'apiserver unreachable (items list): fetch failed: connect ECONNREFUSED 127.0.0.1:6443 (still, for 63s; 9 more not logged)',
     ]);
-    expect(logs.filter((l) => l.message.startsWith('recovered'))).to.deep.equal([{ level: 'info', message: 'recovered after 79s: apiserver unreachable' }]);
+    expect(logs.filter((l) => l.message.startsWith('recovered'))).to.deep.equal([
+      { level: 'info', message: 'recovered after 79s: apiserver unreachable' },
+    ]);
   });
 
   it('treats a watch that closes at once without events as a failure: pause, then relist', async () => {
@@ -323,11 +349,16 @@ describe('Reflector', () => {
     const fixture = setup();
     const { source, time, reflector } = fixture;
     time.hold = true;
-    source.lists.push({ items: [], resourceVersion: '10' }, new Error('still down'), { items: [item('a')], resourceVersion: '40' });
-    source.watches.push(emits([item('x', '11')], () => {
-      time.now = 5_000;
-      return Promise.reject(new Error('connection reset'));
-    }));
+    source.lists.push({ items: [], resourceVersion: '10' }, new Error('still down'), {
+      items: [item('a')],
+      resourceVersion: '40',
+    });
+    source.watches.push(
+      emits([item('x', '11')], () => {
+        time.now = 5_000;
+        return Promise.reject(new Error('connection reset'));
+      }),
+    );
     started(fixture);
 
     await eventually(() => time.heldCount === 1, 'the first pause');
@@ -347,10 +378,11 @@ describe('Reflector', () => {
     const fixture = setup({ reflector: { backoffResetAfterMs: 60_000 } });
     const { source, time } = fixture;
     for (let i = 0; i < 4; i++) source.lists.push({ items: [], resourceVersion: `${i}` });
-    const failAfter = (ms: number): WatchStep => emits([item('x', '1')], () => {
-      time.now += ms;
-      return Promise.reject(new Error('broken pipe'));
-    });
+    const failAfter = (ms: number): WatchStep =>
+      emits([item('x', '1')], () => {
+        time.now += ms;
+        return Promise.reject(new Error('broken pipe'));
+      });
     source.watches.push(failAfter(10), failAfter(10), failAfter(60_000));
     started(fixture);
 
@@ -426,7 +458,12 @@ describe('Reflector', () => {
     const { source, time, reflector } = fixture;
     time.hold = true;
     let answer: ((result: ListResult<Item>) => void) | undefined;
-    source.lists.push(() => new Promise((resolve) => { answer = resolve; }));
+    source.lists.push(
+      () =>
+        new Promise((resolve) => {
+          answer = resolve;
+        }),
+    );
     started(fixture);
     const waiting = reflector.waitForSync(5_000);
     await eventually(() => answer !== undefined, 'the list');
@@ -457,7 +494,12 @@ class FakeWatcher {
   }[] = [];
   failWith: unknown;
 
-  watch(path: string, query: Record<string, string | number | boolean | undefined>, callback: (phase: string, apiObj: unknown) => void, done: (err: unknown) => void): Promise<AbortController> {
+  watch(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    callback: (phase: string, apiObj: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
     const controller = new AbortController();
     if (this.failWith !== undefined) {
       done(this.failWith);
@@ -469,11 +511,19 @@ class FakeWatcher {
 }
 
 describe('kubeListWatchSource', () => {
-  function source(watcher: FakeWatcher, list?: () => Promise<{ items: Item[]; metadata?: { resourceVersion?: string } }>) {
-    return kubeListWatchSource<Item>(new KubeConfig(), '/api/v1/pods', list ?? (() => Promise.resolve({ items: [], metadata: { resourceVersion: '5' } })), {
-      random: () => 0.5,
-      watcher,
-    });
+  function source(
+    watcher: FakeWatcher,
+    list?: () => Promise<{ items: Item[]; metadata?: { resourceVersion?: string } }>,
+  ) {
+    return kubeListWatchSource<Item>(
+      new KubeConfig(),
+      '/api/v1/pods',
+      list ?? (() => Promise.resolve({ items: [], metadata: { resourceVersion: '5' } })),
+      {
+        random: () => 0.5,
+        watcher,
+      },
+    );
   }
   const recorder = () => {
     const seen: string[] = [];
@@ -487,7 +537,9 @@ describe('kubeListWatchSource', () => {
   it('lists with the resourceVersion from the list metadata and refuses a list without one', async () => {
     const watcher = new FakeWatcher();
     expect(await source(watcher).list(new AbortController().signal)).to.deep.equal({ items: [], resourceVersion: '5' });
-    const error: unknown = await source(watcher, () => Promise.resolve({ items: [] })).list(new AbortController().signal).catch((e: unknown) => e);
+    const error: unknown = await source(watcher, () => Promise.resolve({ items: [] }))
+      .list(new AbortController().signal)
+      .catch((e: unknown) => e);
     expect(error).to.be.instanceOf(ListWithoutVersionError);
   });
 
@@ -495,15 +547,27 @@ describe('kubeListWatchSource', () => {
     const watcher = new FakeWatcher();
     const pages: (string | undefined)[] = [];
     const transformed: string[] = [];
-    const paged = kubeListWatchSource<Item>(new KubeConfig(), '/api/v1/pods', (page) => {
-      pages.push(page.continueToken);
-      return Promise.resolve(page.continueToken === undefined
-        ? { items: [item('a', '1'), item('b', '2')], metadata: { resourceVersion: '9', _continue: 'second' } }
-        : { items: [item('c', '3')], metadata: { resourceVersion: '9' } });
-    }, {
-      watcher, random: () => 0.5, pageSize: 2,
-      transform: (object) => { transformed.push(object.metadata.name); return { ...object, metadata: { ...object.metadata, name: object.metadata.name.toUpperCase() } }; },
-    });
+    const paged = kubeListWatchSource<Item>(
+      new KubeConfig(),
+      '/api/v1/pods',
+      (page) => {
+        pages.push(page.continueToken);
+        return Promise.resolve(
+          page.continueToken === undefined
+            ? { items: [item('a', '1'), item('b', '2')], metadata: { resourceVersion: '9', _continue: 'second' } }
+            : { items: [item('c', '3')], metadata: { resourceVersion: '9' } },
+        );
+      },
+      {
+        watcher,
+        random: () => 0.5,
+        pageSize: 2,
+        transform: (object) => {
+          transformed.push(object.metadata.name);
+          return { ...object, metadata: { ...object.metadata, name: object.metadata.name.toUpperCase() } };
+        },
+      },
+    );
     const listed = await paged.list(new AbortController().signal);
     expect(pages).to.deep.equal([undefined, 'second']);
     expect(listed.resourceVersion).to.equal('9');
@@ -540,7 +604,12 @@ describe('kubeListWatchSource', () => {
     const watcher = new FakeWatcher();
     const watching = source(watcher).watch('7', recorder().handlers, new AbortController().signal);
     await eventually(() => watcher.calls.length === 1, 'the watch request');
-    watcher.calls[0]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 7 (20)' });
+    watcher.calls[0]!.send('ERROR', {
+      kind: 'Status',
+      code: 410,
+      reason: 'Expired',
+      message: 'too old resource version: 7 (20)',
+    });
     const error: unknown = await watching.catch((e: unknown) => e);
     expect(error).to.be.instanceOf(ResourceExpiredError);
     expect((error as Error).message).to.include('too old resource version');
@@ -560,10 +629,16 @@ describe('kubeListWatchSource', () => {
   it('maps an HTTP 410 to ResourceExpiredError and other HTTP errors to WatchFailedError', async () => {
     const gone = new FakeWatcher();
     gone.failWith = Object.assign(new Error('Gone'), { statusCode: 410 });
-    expect(await source(gone).watch('7', recorder().handlers, new AbortController().signal).catch((e: unknown) => e)).to.be.instanceOf(ResourceExpiredError);
+    expect(
+      await source(gone)
+        .watch('7', recorder().handlers, new AbortController().signal)
+        .catch((e: unknown) => e),
+    ).to.be.instanceOf(ResourceExpiredError);
     const forbidden = new FakeWatcher();
     forbidden.failWith = Object.assign(new Error('Forbidden'), { statusCode: 403 });
-    const error: unknown = await source(forbidden).watch('7', recorder().handlers, new AbortController().signal).catch((e: unknown) => e);
+    const error: unknown = await source(forbidden)
+      .watch('7', recorder().handlers, new AbortController().signal)
+      .catch((e: unknown) => e);
     expect(error).to.be.instanceOf(WatchFailedError);
     expect((error as Error).message).to.include('403');
   });
@@ -579,7 +654,11 @@ describe('kubeListWatchSource', () => {
 
     const unreachable = new FakeWatcher();
     unreachable.failWith = timeout();
-    expect(await source(unreachable).watch('7', recorder().handlers, new AbortController().signal).catch((e: unknown) => e)).to.be.instanceOf(WatchFailedError);
+    expect(
+      await source(unreachable)
+        .watch('7', recorder().handlers, new AbortController().signal)
+        .catch((e: unknown) => e),
+    ).to.be.instanceOf(WatchFailedError);
   });
 
   it('aborts the stream when its signal aborts', async () => {

@@ -2,7 +2,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { expect } from 'chai';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, runCli, type Command, type CommandContext } from '../../../src/commands/cli.js';
+import {
+  EXIT_FAILURE,
+  EXIT_OK,
+  EXIT_USAGE,
+  runCli,
+  type Command,
+  type CommandContext,
+} from '../../../src/commands/cli.js';
 import { explainCommand } from '../../../src/commands/explain-command.js';
 import { locksCommand } from '../../../src/commands/locks-command.js';
 import { serveCommand } from '../../../src/commands/serve-command.js';
@@ -20,7 +27,11 @@ function echoCommand(seen: CommandContext[]): Command {
     name: 'echo',
     summary: 'records what it was given',
     usesConfig: true,
-    flags: { count: { type: 'string', description: 'a number' }, loud: { type: 'boolean', description: 'a switch' }, 'nodelock-expire': { type: 'string', description: 'expiry' } },
+    flags: {
+      count: { type: 'string', description: 'a number' },
+      loud: { type: 'boolean', description: 'a switch' },
+      'nodelock-expire': { type: 'string', description: 'expiry' },
+    },
     run: (context) => {
       seen.push(context);
       return Promise.resolve(EXIT_OK);
@@ -30,7 +41,14 @@ function echoCommand(seen: CommandContext[]): Command {
 
 // Not the real planned commands: those disappear as their issues land, the CLI's handling stays.
 function plannedCommand(): Command {
-  return { name: 'later', summary: 'arrives with a future issue', plannedIn: 99, usesConfig: true, flags: {}, run: () => Promise.reject(new Error('unreachable')) };
+  return {
+    name: 'later',
+    summary: 'arrives with a future issue',
+    plannedIn: 99,
+    usesConfig: true,
+    flags: {},
+    run: () => Promise.reject(new Error('unreachable')),
+  };
 }
 
 describe('cli', () => {
@@ -90,7 +108,9 @@ describe('cli', () => {
     const { io, err } = recorder({ NODELOCK_EXPIRE: 'forever' });
     const code = await runCli(['echo'], [echoCommand(seen)], io);
     expect(code).to.equal(EXIT_USAGE);
-    expect(err).to.deep.equal(['vgpu-warden: invalid NODELOCK_EXPIRE (env) = "forever": expected a positive duration such as 5m']);
+    expect(err).to.deep.equal([
+      'vgpu-warden: invalid NODELOCK_EXPIRE (env) = "forever": expected a positive duration such as 5m',
+    ]);
     expect(seen).to.have.length(0);
   });
 
@@ -98,7 +118,9 @@ describe('cli', () => {
     const seen: CommandContext[] = [];
     const { io, err, out } = recorder({ EXTENDER_HOST: '0.0.0.0' });
     expect(await runCli(['echo'], [echoCommand(seen)], io)).to.equal(EXIT_USAGE);
-    expect(err).to.deep.equal(['vgpu-warden: EXTENDER_HOST (env) = 0.0.0.0 is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods']);
+    expect(err).to.deep.equal([
+      'vgpu-warden: EXTENDER_HOST (env) = 0.0.0.0 is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods',
+    ]);
     expect(out).to.deep.equal([]);
     expect(seen).to.have.length(0);
   });
@@ -128,9 +150,17 @@ describe('cli', () => {
   it('accepts a one-letter alias for a flag that declares one, and shows it in the help', async () => {
     const seen: CommandContext[] = [];
     const withShort: Command = {
-      name: 'show', summary: 'has -o', usesConfig: false,
-      flags: { output: { type: 'string', short: 'o', description: 'format' }, verbose: { type: 'boolean', description: 'more' } },
-      run: (context) => { seen.push(context); return Promise.resolve(EXIT_OK); },
+      name: 'show',
+      summary: 'has -o',
+      usesConfig: false,
+      flags: {
+        output: { type: 'string', short: 'o', description: 'format' },
+        verbose: { type: 'boolean', description: 'more' },
+      },
+      run: (context) => {
+        seen.push(context);
+        return Promise.resolve(EXIT_OK);
+      },
     };
     for (const args of [['-o', 'json'], ['-ojson'], ['--output', 'json'], ['--output=json']]) {
       expect(await runCli(['show', ...args], [withShort], recorder().io)).to.equal(EXIT_OK);
@@ -147,12 +177,17 @@ describe('cli', () => {
   describe('flags that need another flag', () => {
     function demoCommand(seen: CommandContext[]): Command {
       return {
-        name: 'local', summary: 'has a dependent flag', usesConfig: false,
+        name: 'local',
+        summary: 'has a dependent flag',
+        usesConfig: false,
         flags: {
           demo: { type: 'string', description: 'which demo' },
           'exit-after-demo': { type: 'boolean', description: 'stop after the demo', requires: 'demo' },
         },
-        run: (context) => { seen.push(context); return Promise.resolve(EXIT_OK); },
+        run: (context) => {
+          seen.push(context);
+          return Promise.resolve(EXIT_OK);
+        },
       };
     }
 
@@ -160,14 +195,18 @@ describe('cli', () => {
       const seen: CommandContext[] = [];
       const { io, err, out } = recorder();
       expect(await runCli(['local', '--exit-after-demo'], [demoCommand(seen)], io)).to.equal(EXIT_USAGE);
-      expect(err).to.deep.equal(['vgpu-warden: --exit-after-demo needs --demo for "local"; see "vgpu-warden local --help"']);
+      expect(err).to.deep.equal([
+        'vgpu-warden: --exit-after-demo needs --demo for "local"; see "vgpu-warden local --help"',
+      ]);
       expect(out).to.deep.equal([]);
       expect(seen).to.have.length(0);
     });
 
     it('accepts it with the flag it needs, and says so in the help', async () => {
       const seen: CommandContext[] = [];
-      expect(await runCli(['local', '--demo', 'seed', '--exit-after-demo'], [demoCommand(seen)], recorder().io)).to.equal(EXIT_OK);
+      expect(
+        await runCli(['local', '--demo', 'seed', '--exit-after-demo'], [demoCommand(seen)], recorder().io),
+      ).to.equal(EXIT_OK);
       expect(seen[0]?.flags).to.deep.include({ demo: 'seed', 'exit-after-demo': true });
       const help = recorder();
       expect(await runCli(['local', '--exit-after-demo', '--help'], [demoCommand([])], help.io)).to.equal(EXIT_OK);
@@ -178,15 +217,26 @@ describe('cli', () => {
   describe('settings a command uses', () => {
     function lockReader(seen: CommandContext[]): Command {
       return {
-        name: 'reader', summary: 'reads the lock rules only', usesConfig: true, settings: ['cluster', 'lockRules'],
+        name: 'reader',
+        summary: 'reads the lock rules only',
+        usesConfig: true,
+        settings: ['cluster', 'lockRules'],
         flags: { 'nodelock-expire': { type: 'string', description: 'expiry' } },
-        run: (context) => { seen.push(context); return Promise.resolve(EXIT_OK); },
+        run: (context) => {
+          seen.push(context);
+          return Promise.resolve(EXIT_OK);
+        },
       };
     }
 
     it('is not stopped by a bad value of a setting it does not use', async () => {
       const seen: CommandContext[] = [];
-      const { io, err } = recorder({ SWEEP_SCHEDULE: 'whenever', WEBHOOK_PORT: 'x', EXTENDER_HOST: '0.0.0.0', NODELOCK_EXPIRE: '10m' });
+      const { io, err } = recorder({
+        SWEEP_SCHEDULE: 'whenever',
+        WEBHOOK_PORT: 'x',
+        EXTENDER_HOST: '0.0.0.0',
+        NODELOCK_EXPIRE: '10m',
+      });
       expect(await runCli(['reader'], [lockReader(seen)], io)).to.equal(EXIT_OK);
       expect(err).to.deep.equal([]);
       expect(seen[0]?.config().nodeLockExpireMs).to.equal(600_000);
@@ -195,19 +245,26 @@ describe('cli', () => {
     it('is stopped by a bad value of a setting it uses, named with its source', async () => {
       const { io, err } = recorder();
       expect(await runCli(['reader', '--nodelock-expire', '30s'], [lockReader([])], io)).to.equal(EXIT_USAGE);
-      expect(err).to.deep.equal(['vgpu-warden: NODELOCK_EXPIRE (flag --nodelock-expire) = 30s must be longer than BIND_GRACE (default 60s), or a bind in progress would count as expired; raise it or set BIND_GRACE']);
+      expect(err).to.deep.equal([
+        'vgpu-warden: NODELOCK_EXPIRE (flag --nodelock-expire) = 30s must be longer than BIND_GRACE (default 60s), or a bind in progress would count as expired; raise it or set BIND_GRACE',
+      ]);
     });
 
     it('checks every setting for a command that names no groups', async () => {
       const { io, err } = recorder({ SWEEP_SCHEDULE: 'whenever' });
       expect(await runCli(['echo'], [echoCommand([])], io)).to.equal(EXIT_USAGE);
-      expect(err[0]).to.equal('vgpu-warden: invalid SWEEP_SCHEDULE (env) = "whenever": expected a cron expression with 5 or 6 fields such as "*/30 * * * * *"');
+      expect(err[0]).to.equal(
+        'vgpu-warden: invalid SWEEP_SCHEDULE (env) = "whenever": expected a cron expression with 5 or 6 fields such as "*/30 * * * * *"',
+      );
     });
   });
 
   it('turns a failing command into exit 1 with the cause chain on one line', async () => {
     const failing: Command = {
-      name: 'boom', summary: 'fails', usesConfig: false, flags: {},
+      name: 'boom',
+      summary: 'fails',
+      usesConfig: false,
+      flags: {},
       run: () => Promise.reject(new Error('outer', { cause: new Error('inner') })),
     };
     const { io, err } = recorder();
@@ -216,16 +273,20 @@ describe('cli', () => {
   });
 
   describe('--version', () => {
-    it('prints the version it is given (main: package.json\'s, read once) and exits 0', async () => {
+    it("prints the version it is given (main: package.json's, read once) and exits 0", async () => {
       const { io, out, err } = recorder();
       expect(await runCli(['--version'], [echoCommand([])], io, { version: '1.2.3' })).to.equal(EXIT_OK);
       expect(out).to.deep.equal(['1.2.3']);
       expect(err).to.deep.equal([]);
     });
 
-    it('is package.json\'s version, read from beside the build', () => {
-      const pkg = JSON.parse(readFileSync(resolve(import.meta.dirname, '..', '..', '..', 'package.json'), 'utf8')) as { version: string };
-      expect(packageVersion()).to.equal(pkg.version).and.match(/^\d+\.\d+\.\d+/);
+    it("is package.json's version, read from beside the build", () => {
+      const pkg = JSON.parse(readFileSync(resolve(import.meta.dirname, '..', '..', '..', 'package.json'), 'utf8')) as {
+        version: string;
+      };
+      expect(packageVersion())
+        .to.equal(pkg.version)
+        .and.match(/^\d+\.\d+\.\d+/);
       expect(packageVersion(new URL('file:///nonexistent/package.json'))).to.equal('unknown');
     });
 
@@ -241,7 +302,12 @@ describe('cli', () => {
   });
 
   describe('--context', () => {
-    const commands = [serveCommand({ waitForStopSignal: () => new Promise(() => undefined) }), certsCommand(), locksCommand(), explainCommand()];
+    const commands = [
+      serveCommand({ waitForStopSignal: () => new Promise(() => undefined) }),
+      certsCommand(),
+      locksCommand(),
+      explainCommand(),
+    ];
 
     it('is a flag of every command that talks to a cluster, next to --kubeconfig, and not of certs (files only)', () => {
       for (const name of ['serve', 'locks', 'explain']) {
@@ -257,18 +323,46 @@ describe('cli', () => {
       try {
         const kubeconfig = join(dir, 'kubeconfig');
         // Both clusters refuse connections at once; which one was asked for shows in the error.
-        writeFileSync(kubeconfig, [
-          'apiVersion: v1', 'kind: Config',
-          'clusters:', '- name: one', '  cluster:', '    server: https://127.0.0.1:2', '- name: two', '  cluster:', '    server: https://127.0.0.2:2',
-          'users:', '- name: u', '  user:', '    token: t',
-          'contexts:', '- name: one', '  context:', '    cluster: one', '    user: u', '- name: two', '  context:', '    cluster: two', '    user: u',
-          'current-context: one', '',
-        ].join('\n'));
-        for (const args of [['locks', '--context', 'prod'], ['explain', 'team-a/train-0', '--context=prod'], ['serve', '--context', 'prod']]) {
+        writeFileSync(
+          kubeconfig,
+          [
+            'apiVersion: v1',
+            'kind: Config',
+            'clusters:',
+            '- name: one',
+            '  cluster:',
+            '    server: https://127.0.0.1:2',
+            '- name: two',
+            '  cluster:',
+            '    server: https://127.0.0.2:2',
+            'users:',
+            '- name: u',
+            '  user:',
+            '    token: t',
+            'contexts:',
+            '- name: one',
+            '  context:',
+            '    cluster: one',
+            '    user: u',
+            '- name: two',
+            '  context:',
+            '    cluster: two',
+            '    user: u',
+            'current-context: one',
+            '',
+          ].join('\n'),
+        );
+        for (const args of [
+          ['locks', '--context', 'prod'],
+          ['explain', 'team-a/train-0', '--context=prod'],
+          ['serve', '--context', 'prod'],
+        ]) {
           const { io, out, err } = recorder({ KUBECONFIG: kubeconfig, CERT_DIR: join(dir, 'certs') });
           expect(await runCli(args, commands, io), args.join(' ')).to.equal(EXIT_USAGE);
           expect(out, args.join(' ')).to.deep.equal([]);
-          expect(err, args.join(' ')).to.deep.equal([`vgpu-warden: KUBECONFIG (env): ${kubeconfig}: context (flag --context) "prod" is not among its contexts (one, two)`]);
+          expect(err, args.join(' ')).to.deep.equal([
+            `vgpu-warden: KUBECONFIG (env): ${kubeconfig}: context (flag --context) "prod" is not among its contexts (one, two)`,
+          ]);
         }
         const picked = recorder({ KUBECONFIG: kubeconfig });
         expect(await runCli(['locks', '--context', 'two'], commands, picked.io)).to.equal(EXIT_FAILURE);
@@ -284,7 +378,9 @@ describe('cli', () => {
     it('needs a value', async () => {
       const { io, err } = recorder({ KUBECONFIG: '/nonexistent/kubeconfig' });
       expect(await runCli(['locks', '--context'], commands, io)).to.equal(EXIT_USAGE);
-      expect(err).to.deep.equal(['vgpu-warden: --context needs a value (or takes none) for "locks"; see "vgpu-warden locks --help"']);
+      expect(err).to.deep.equal([
+        'vgpu-warden: --context needs a value (or takes none) for "locks"; see "vgpu-warden locks --help"',
+      ]);
     });
   });
 });

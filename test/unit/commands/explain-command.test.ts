@@ -8,7 +8,11 @@ async function run(args: string[]) {
   const err: string[] = [];
   // A kubeconfig that does not exist: these cases must fail or finish before any API call.
   const env = { KUBECONFIG: '/nonexistent/kubeconfig' };
-  const code = await runCli(['explain', ...args], [explainCommand()], { env, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
+  const code = await runCli(['explain', ...args], [explainCommand()], {
+    env,
+    stdout: (line) => out.push(line),
+    stderr: (line) => err.push(line),
+  });
   return { code, out, err };
 }
 
@@ -59,14 +63,18 @@ describe('vgpu-warden explain (without a cluster)', () => {
       expect(code).to.equal(EXIT_USAGE);
       expect(out).to.deep.equal([]);
       expect(err).to.have.length(1);
-      expect(err[0]).to.match(/^vgpu-warden: unknown output format "(yaml|wide|table)" for "explain"; expected one of text, json$/);
+      expect(err[0]).to.match(
+        /^vgpu-warden: unknown output format "(yaml|wide|table)" for "explain"; expected one of text, json$/,
+      );
     });
   }
 
   it('without an argument: exit 2 and one line saying what it needs', async () => {
     const { code, err } = await run([]);
     expect(code).to.equal(EXIT_USAGE);
-    expect(err).to.deep.equal(['vgpu-warden: "explain" needs one argument <namespace>/<pod>, e.g. explain team-a/train-0']);
+    expect(err).to.deep.equal([
+      'vgpu-warden: "explain" needs one argument <namespace>/<pod>, e.g. explain team-a/train-0',
+    ]);
   });
 
   it('its help names the argument and -o, and reads the same as a kubectl plugin', async () => {

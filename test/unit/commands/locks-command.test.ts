@@ -8,7 +8,11 @@ async function run(args: string[], extraEnv: Record<string, string> = {}) {
   const err: string[] = [];
   // A kubeconfig that does not exist: these cases must fail or finish before any API call.
   const env = { KUBECONFIG: '/nonexistent/kubeconfig', ...extraEnv };
-  const code = await runCli(['locks', ...args], [locksCommand()], { env, stdout: (line) => out.push(line), stderr: (line) => err.push(line) });
+  const code = await runCli(['locks', ...args], [locksCommand()], {
+    env,
+    stdout: (line) => out.push(line),
+    stderr: (line) => err.push(line),
+  });
   return { code, out, err };
 }
 
@@ -19,7 +23,9 @@ describe('vgpu-warden locks (without a cluster)', () => {
       expect(code).to.equal(EXIT_USAGE);
       expect(out).to.deep.equal([]);
       expect(err).to.have.length(1);
-      expect(err[0]).to.match(/^vgpu-warden: unknown output format "(yaml|wide)" for "locks"; expected one of table, json$/);
+      expect(err[0]).to.match(
+        /^vgpu-warden: unknown output format "(yaml|wide)" for "locks"; expected one of table, json$/,
+      );
     });
   }
 
@@ -50,7 +56,9 @@ describe('vgpu-warden locks (without a cluster)', () => {
   it('is stopped by a lock rule, blaming the one the user set', async () => {
     const { code, err } = await run([], { HAMI_NODELOCK_EXPIRE: '30s' });
     expect(code).to.equal(EXIT_USAGE);
-    expect(err).to.deep.equal(['vgpu-warden: NODELOCK_EXPIRE (env HAMI_NODELOCK_EXPIRE) = 30s must be longer than BIND_GRACE (default 60s), or a bind in progress would count as expired; raise it or set BIND_GRACE']);
+    expect(err).to.deep.equal([
+      'vgpu-warden: NODELOCK_EXPIRE (env HAMI_NODELOCK_EXPIRE) = 30s must be longer than BIND_GRACE (default 60s), or a bind in progress would count as expired; raise it or set BIND_GRACE',
+    ]);
   });
 
   it('declares every setting its flags set', () => {

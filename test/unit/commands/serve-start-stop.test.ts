@@ -24,8 +24,14 @@ const readyz = (port: number) => httpGet(port, '/readyz', { agent: false });
 function accepting(port: number): Promise<boolean> {
   return new Promise((done) => {
     const probe = createServer();
-    probe.once('error', () => { done(true); });
-    probe.listen({ host: '127.0.0.1', port, exclusive: true }, () => { probe.close(() => { done(false); }); });
+    probe.once('error', () => {
+      done(true);
+    });
+    probe.listen({ host: '127.0.0.1', port, exclusive: true }, () => {
+      probe.close(() => {
+        done(false);
+      });
+    });
   });
 }
 
@@ -41,13 +47,28 @@ describe('startServer: all-or-nothing start, bounded stop, readiness (no apiserv
     dir = mkdtempSync(join(tmpdir(), 'serve-start-stop-'));
     const nobody = await findFreePort();
     const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(kubeconfig, renderKubeconfig({ clusterName: 'gone', server: `https://127.0.0.1:${nobody}`, caPem: '', userName: 'u', token: 't' }));
+    writeFileSync(
+      kubeconfig,
+      renderKubeconfig({
+        clusterName: 'gone',
+        server: `https://127.0.0.1:${nobody}`,
+        caPem: '',
+        userName: 'u',
+        token: 't',
+      }),
+    );
     const [webhook = 0, extender = 0, metrics = 0] = await findFreePorts(3);
     ports = { webhook, extender, metrics };
     env = {
-      KUBECONFIG: kubeconfig, CERT_DIR: join(dir, 'certs'), CERT_HOSTS: '127.0.0.1', POD_NAMESPACE: 'default',
-      WEBHOOK_HOST: '127.0.0.1', WEBHOOK_PORT: String(ports.webhook), EXTENDER_PORT: String(ports.extender),
-      METRICS_HOST: '127.0.0.1', METRICS_PORT: String(ports.metrics),
+      KUBECONFIG: kubeconfig,
+      CERT_DIR: join(dir, 'certs'),
+      CERT_HOSTS: '127.0.0.1',
+      POD_NAMESPACE: 'default',
+      WEBHOOK_HOST: '127.0.0.1',
+      WEBHOOK_PORT: String(ports.webhook),
+      EXTENDER_PORT: String(ports.extender),
+      METRICS_HOST: '127.0.0.1',
+      METRICS_PORT: String(ports.metrics),
     };
     warnings = [];
   });
@@ -57,18 +78,30 @@ describe('startServer: all-or-nothing start, bounded stop, readiness (no apiserv
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const conditions = () => new ConditionLog({ emit: (level, message) => { if (level === 'warn') warnings.push(message); } });
+  const conditions = () =>
+    new ConditionLog({
+      emit: (level, message) => {
+        if (level === 'warn') warnings.push(message);
+      },
+    });
 
   for (const taken of ['webhook', 'extender', 'metrics'] as const) {
     it(`a taken ${taken} port rejects with one line naming it, and closes the listeners that had opened`, async () => {
       const holder: Server = createServer();
-      await new Promise<void>((resolve) => { holder.listen({ host: '127.0.0.1', port: ports[taken], exclusive: true }, resolve); });
+      await new Promise<void>((resolve) => {
+        holder.listen({ host: '127.0.0.1', port: ports[taken], exclusive: true }, resolve);
+      });
       try {
-        const error = await startServer(loadConfig(env), createLogger('silent'), { conditions: conditions() }).catch((caught: unknown) => caught);
+        const error = await startServer(loadConfig(env), createLogger('silent'), { conditions: conditions() }).catch(
+          (caught: unknown) => caught,
+        );
         expect(error).to.be.instanceOf(StartupError);
         const role = taken === 'metrics' ? 'metrics' : `the ${taken}`;
-        expect((error as Error).message).to.equal(`cannot listen on 127.0.0.1:${ports[taken]} for ${role} (${taken.toUpperCase()}_PORT): address already in use`);
-        for (const [name, port] of Object.entries(ports)) if (name !== taken) expect(await accepting(port), `${name} left listening`).to.equal(false);
+        expect((error as Error).message).to.equal(
+          `cannot listen on 127.0.0.1:${ports[taken]} for ${role} (${taken.toUpperCase()}_PORT): address already in use`,
+        );
+        for (const [name, port] of Object.entries(ports))
+          if (name !== taken) expect(await accepting(port), `${name} left listening`).to.equal(false);
       } finally {
         holder.close();
       }
@@ -80,7 +113,9 @@ describe('startServer: all-or-nothing start, bounded stop, readiness (no apiserv
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const answer = await readyz(ports.metrics);
     expect(answer.status).to.equal(503);
-    expect(answer.body).to.include('cluster cache: nodes not listed yet').and.include('apiserver unreachable (nodes list)');
+    expect(answer.body)
+      .to.include('cluster cache: nodes not listed yet')
+      .and.include('apiserver unreachable (nodes list)');
     expect(warnings.filter((line) => line.startsWith('apiserver unreachable'))).to.have.length(1);
     const started = Date.now();
     const report = await server.stop();
@@ -92,8 +127,10 @@ describe('startServer: all-or-nothing start, bounded stop, readiness (no apiserv
 
   it('a stop asked while certificates are still being retried ends start-up at once with StartAborted', async () => {
     const abort = new AbortController();
-    const starting = startServer(loadConfig({ ...env, CERT_SECRET_NAME: 'tls' }), createLogger('silent'), { signal: abort.signal, conditions: conditions() })
-      .catch((caught: unknown) => caught);
+    const starting = startServer(loadConfig({ ...env, CERT_SECRET_NAME: 'tls' }), createLogger('silent'), {
+      signal: abort.signal,
+      conditions: conditions(),
+    }).catch((caught: unknown) => caught);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     const asked = Date.now();
     abort.abort(new Error('SIGTERM received'));
@@ -110,19 +147,39 @@ describe('startServer: all-or-nothing start, bounded stop, readiness (no apiserv
     function run(extraEnv: Record<string, string>, stop: Promise<string>) {
       const stderr: string[] = [];
       const exits: number[] = [];
-      const command = serveCommand({ waitForStopSignal: () => stop, forceExit: (code) => { exits.push(code); } });
+      const command = serveCommand({
+        waitForStopSignal: () => stop,
+        forceExit: (code) => {
+          exits.push(code);
+        },
+      });
       const settings = loadConfig({ ...env, LOG_LEVEL: 'silent', ...extraEnv });
-      const code = command.run({ io: { env: {}, stdout: () => undefined, stderr: (line) => { stderr.push(line); } }, flags: {}, positionals: [], config: () => settings });
+      const code = command.run({
+        io: {
+          env: {},
+          stdout: () => undefined,
+          stderr: (line) => {
+            stderr.push(line);
+          },
+        },
+        flags: {},
+        positionals: [],
+        config: () => settings,
+      });
       return { code, stderr, exits };
     }
 
     it('a start failure: exit 1, one line on stderr, and the process is ended if anything still holds it', async () => {
       const holder: Server = createServer();
-      await new Promise<void>((resolve) => { holder.listen({ host: '127.0.0.1', port: ports.metrics, exclusive: true }, resolve); });
+      await new Promise<void>((resolve) => {
+        holder.listen({ host: '127.0.0.1', port: ports.metrics, exclusive: true }, resolve);
+      });
       try {
         const { code, stderr, exits } = run({}, new Promise<string>(() => undefined));
         expect(await code).to.equal(1);
-        expect(stderr).to.deep.equal([`vgpu-warden: cannot listen on 127.0.0.1:${ports.metrics} for metrics (METRICS_PORT): address already in use`]);
+        expect(stderr).to.deep.equal([
+          `vgpu-warden: cannot listen on 127.0.0.1:${ports.metrics} for metrics (METRICS_PORT): address already in use`,
+        ]);
         expect(exits).to.deep.equal([]);
         // mocha keeps this process alive, as a leftover handle would keep a real one.
         await new Promise((resolve) => setTimeout(resolve, 2_100));
@@ -134,13 +191,23 @@ describe('startServer: all-or-nothing start, bounded stop, readiness (no apiserv
 
     it('SIGTERM during start-up: exit 0 at once; after start-up: stops and exits 0', async () => {
       let signal: (name: string) => void = () => undefined;
-      const early = run({ CERT_SECRET_NAME: 'tls' }, new Promise<string>((resolve) => { signal = resolve; }));
+      const early = run(
+        { CERT_SECRET_NAME: 'tls' },
+        new Promise<string>((resolve) => {
+          signal = resolve;
+        }),
+      );
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       signal('SIGTERM');
       expect(await early.code).to.equal(0);
       expect(early.stderr).to.deep.equal([]);
 
-      const late = run({}, new Promise<string>((resolve) => { signal = resolve; }));
+      const late = run(
+        {},
+        new Promise<string>((resolve) => {
+          signal = resolve;
+        }),
+      );
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       expect((await readyz(ports.metrics)).status).to.equal(503);
       const asked = Date.now();

@@ -55,16 +55,28 @@ describe('config', () => {
     [{ SWEEP_SCHEDULE: 'every minute' }, 'invalid SWEEP_SCHEDULE (env) = "every minute": expected a cron expression'],
     [{ SWEEP_SCHEDULE: '* * * *' }, 'invalid SWEEP_SCHEDULE (env) = "* * * *"'],
     [{ SWEEP_SCHEDULE: '* * * * * * *' }, 'invalid SWEEP_SCHEDULE (env) = "* * * * * * *"'],
-    [{ LOG_LEVEL: 'loud' }, 'invalid LOG_LEVEL (env) = "loud": expected one of fatal, error, warn, info, debug, trace, silent'],
+    [
+      { LOG_LEVEL: 'loud' },
+      'invalid LOG_LEVEL (env) = "loud": expected one of fatal, error, warn, info, debug, trace, silent',
+    ],
     [{ SCHEDULER_NAME: 'Not_A_Name' }, 'invalid SCHEDULER_NAME (env) = "Not_A_Name"'],
     [{ EXTENDER_HOST: 'bad host' }, 'invalid EXTENDER_HOST (env) = "bad host"'],
-    [{ BIND_GRACE: '10m' }, 'BIND_GRACE (env) = 10m must be shorter than NODELOCK_EXPIRE (default 5m), or a bind in progress would count as expired; lower it or set NODELOCK_EXPIRE'],
-    [{ NODELOCK_FORCE_AFTER: '2m' }, 'NODELOCK_FORCE_AFTER (env) = 2m must be longer than NODELOCK_EXPIRE (default 5m): forcing applies to locks already past expiry; raise it or set NODELOCK_EXPIRE'],
+    [
+      { BIND_GRACE: '10m' },
+      'BIND_GRACE (env) = 10m must be shorter than NODELOCK_EXPIRE (default 5m), or a bind in progress would count as expired; lower it or set NODELOCK_EXPIRE',
+    ],
+    [
+      { NODELOCK_FORCE_AFTER: '2m' },
+      'NODELOCK_FORCE_AFTER (env) = 2m must be longer than NODELOCK_EXPIRE (default 5m): forcing applies to locks already past expiry; raise it or set NODELOCK_EXPIRE',
+    ],
     [{ DEFAULT_GPU_NUM: '-1' }, 'invalid DEFAULT_GPU_NUM (env) = "-1": expected a whole number from 0 to 64'],
     [{ OVERWRITE_DEFAULT_SCHEDULER: 'sometimes' }, 'invalid OVERWRITE_DEFAULT_SCHEDULER (env) = "sometimes"'],
     [{ WEBHOOK_DELETE_TIMEOUT: '0' }, 'invalid WEBHOOK_DELETE_TIMEOUT (env) = "0"'],
     [{ OVERWRITE_ENV: 'maybe' }, 'invalid OVERWRITE_ENV (env) = "maybe": expected true or false'],
-    [{ RUNTIME_CLASS_NAME: 'Nvidia Runtime' }, 'invalid RUNTIME_CLASS_NAME (env) = "Nvidia Runtime": expected a RuntimeClass name (DNS subdomain) such as nvidia, or empty'],
+    [
+      { RUNTIME_CLASS_NAME: 'Nvidia Runtime' },
+      'invalid RUNTIME_CLASS_NAME (env) = "Nvidia Runtime": expected a RuntimeClass name (DNS subdomain) such as nvidia, or empty',
+    ],
     [{ GPU_CORE_POLICY: 'Force' }, 'invalid GPU_CORE_POLICY (env) = "Force": expected one of default, force, disable'],
     [{ GPU_CORE_POLICY: '' }, 'invalid GPU_CORE_POLICY (env) = "": expected one of default, force, disable'],
     [{ SERVICE_NAME: 'Vgpu.Warden' }, 'invalid SERVICE_NAME (env) = "Vgpu.Warden": expected a DNS label'],
@@ -72,18 +84,34 @@ describe('config', () => {
     [{ CERT_HOSTS: 'ok.example,bad host' }, 'invalid CERT_HOSTS (env) = "ok.example,bad host"'],
     [{ CERT_HOSTS: '010.0.0.1' }, 'invalid CERT_HOSTS (env) = "010.0.0.1"'],
     [{ CERT_SECRET_NAME: 'Not/A/Name' }, 'invalid CERT_SECRET_NAME (env) = "Not/A/Name"'],
-    [{ CERT_RENEW_BEFORE: '9000h' }, 'CERT_RENEW_BEFORE (env) = 9000h must be shorter than CERT_VALIDITY (default 8760h), or every certificate would be renewed at once; lower it or set CERT_VALIDITY'],
-    [{ EXTENDER_HOST: '0.0.0.0' }, 'EXTENDER_HOST (env) = 0.0.0.0 is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required'],
+    [
+      { CERT_RENEW_BEFORE: '9000h' },
+      'CERT_RENEW_BEFORE (env) = 9000h must be shorter than CERT_VALIDITY (default 8760h), or every certificate would be renewed at once; lower it or set CERT_VALIDITY',
+    ],
+    [
+      { EXTENDER_HOST: '0.0.0.0' },
+      'EXTENDER_HOST (env) = 0.0.0.0 is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required',
+    ],
     [{ EXTENDER_HOST: '::' }, 'EXTENDER_HOST (env) = :: is not a loopback address'],
-    [{ EXTENDER_HOST: '10.0.0.7', EXTENDER_CLIENT_AUTH: 'false' }, 'EXTENDER_HOST (env) = 10.0.0.7 is not a loopback address'],
+    [
+      { EXTENDER_HOST: '10.0.0.7', EXTENDER_CLIENT_AUTH: 'false' },
+      'EXTENDER_HOST (env) = 10.0.0.7 is not a loopback address',
+    ],
     [{ EXTENDER_HOST: 'gpu.example.com' }, 'EXTENDER_HOST (env) = gpu.example.com is not a loopback address'],
     [{ EXTENDER_HOST: '::ffff:10.0.0.7' }, 'EXTENDER_HOST (env) = ::ffff:10.0.0.7 is not a loopback address'],
-    [{ EXTENDER_CLIENT_AUTH: 'yes please' }, 'invalid EXTENDER_CLIENT_AUTH (env) = "yes please": expected true or false'],
+    [
+      { EXTENDER_CLIENT_AUTH: 'yes please' },
+      'invalid EXTENDER_CLIENT_AUTH (env) = "yes please": expected true or false',
+    ],
     [{ EXTENDER_CLIENT_AUTH: 'true' }, 'EXTENDER_CLIENT_AUTH (env) = true needs CERT_SECRET_NAME'],
-    [{ EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: 'same', EXTENDER_CLIENT_SECRET_NAME: 'same' },
-      'EXTENDER_CLIENT_SECRET_NAME (env) = same must differ from CERT_SECRET_NAME (env) = same: kube-scheduler mounts the client Secret and must never see the CA key'],
-    [{ EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: 'vgpu-warden-scheduler-client' },
-      'CERT_SECRET_NAME (env) = vgpu-warden-scheduler-client must differ from EXTENDER_CLIENT_SECRET_NAME (default vgpu-warden-scheduler-client)'],
+    [
+      { EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: 'same', EXTENDER_CLIENT_SECRET_NAME: 'same' },
+      'EXTENDER_CLIENT_SECRET_NAME (env) = same must differ from CERT_SECRET_NAME (env) = same: kube-scheduler mounts the client Secret and must never see the CA key',
+    ],
+    [
+      { EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: 'vgpu-warden-scheduler-client' },
+      'CERT_SECRET_NAME (env) = vgpu-warden-scheduler-client must differ from EXTENDER_CLIENT_SECRET_NAME (default vgpu-warden-scheduler-client)',
+    ],
     [{ EXTENDER_CLIENT_SECRET_NAME: 'Not/A/Name' }, 'invalid EXTENDER_CLIENT_SECRET_NAME (env) = "Not/A/Name"'],
   ];
   for (const [env, message] of invalid) {
@@ -101,22 +129,36 @@ describe('config', () => {
   }
 
   it('names the setting and the flag when the bad value came from a flag', () => {
-    expect(() => loadConfig({ NODELOCK_EXPIRE: '5m' }, { 'nodelock-expire': 'never' })).to.throw(ConfigError, 'invalid NODELOCK_EXPIRE (flag --nodelock-expire) = "never"');
+    expect(() => loadConfig({ NODELOCK_EXPIRE: '5m' }, { 'nodelock-expire': 'never' })).to.throw(
+      ConfigError,
+      'invalid NODELOCK_EXPIRE (flag --nodelock-expire) = "never"',
+    );
   });
 
   it('blames the setting the user set, not the default it collides with', () => {
-    expect(() => loadConfig({ HAMI_NODELOCK_EXPIRE: '30s' })).to.throw(ConfigError,
-      'NODELOCK_EXPIRE (env HAMI_NODELOCK_EXPIRE) = 30s must be longer than BIND_GRACE (default 60s), or a bind in progress would count as expired; raise it or set BIND_GRACE');
-    expect(() => loadConfig({}, { 'bind-grace': '20s' })).to.throw(ConfigError,
-      'BIND_GRACE (flag --bind-grace) = 20s must be longer than BIND_TIMEOUT (default 25s), or the sweeper could free a lock while its bind still runs; raise it or set BIND_TIMEOUT');
-    expect(() => loadConfig({ BIND_TIMEOUT: '10s' })).to.throw(ConfigError,
-      'BIND_TIMEOUT (env) = 10s must be longer than BIND_LOCK_WAIT (default 15s): the lock wait is part of the bind; raise it or set BIND_LOCK_WAIT');
-    expect(() => loadConfig({ CERT_VALIDITY: '24h' })).to.throw(ConfigError, 'CERT_VALIDITY (env) = 24h must be longer than CERT_RENEW_BEFORE (default 720h)');
+    expect(() => loadConfig({ HAMI_NODELOCK_EXPIRE: '30s' })).to.throw(
+      ConfigError,
+      'NODELOCK_EXPIRE (env HAMI_NODELOCK_EXPIRE) = 30s must be longer than BIND_GRACE (default 60s), or a bind in progress would count as expired; raise it or set BIND_GRACE',
+    );
+    expect(() => loadConfig({}, { 'bind-grace': '20s' })).to.throw(
+      ConfigError,
+      'BIND_GRACE (flag --bind-grace) = 20s must be longer than BIND_TIMEOUT (default 25s), or the sweeper could free a lock while its bind still runs; raise it or set BIND_TIMEOUT',
+    );
+    expect(() => loadConfig({ BIND_TIMEOUT: '10s' })).to.throw(
+      ConfigError,
+      'BIND_TIMEOUT (env) = 10s must be longer than BIND_LOCK_WAIT (default 15s): the lock wait is part of the bind; raise it or set BIND_LOCK_WAIT',
+    );
+    expect(() => loadConfig({ CERT_VALIDITY: '24h' })).to.throw(
+      ConfigError,
+      'CERT_VALIDITY (env) = 24h must be longer than CERT_RENEW_BEFORE (default 720h)',
+    );
   });
 
   it('names both settings when the user set both sides of a relation', () => {
-    expect(() => loadConfig({ BIND_GRACE: '2m', NODELOCK_EXPIRE: '1m' })).to.throw(ConfigError,
-      'BIND_GRACE (env) = 2m must be shorter than NODELOCK_EXPIRE (env) = 1m, or a bind in progress would count as expired; change one of them');
+    expect(() => loadConfig({ BIND_GRACE: '2m', NODELOCK_EXPIRE: '1m' })).to.throw(
+      ConfigError,
+      'BIND_GRACE (env) = 2m must be shorter than NODELOCK_EXPIRE (env) = 1m, or a bind in progress would count as expired; change one of them',
+    );
   });
 
   it('clips a long bad value to a bounded one-line message', () => {
@@ -128,21 +170,31 @@ describe('config', () => {
     }
     expect(caught).to.be.instanceOf(ConfigError);
     expect((caught as Error).message.length).to.be.below(400);
-    expect((caught as Error).message).to.include('invalid SCHEDULER_NAME (env) = "xxx').and.include('…"');
+    expect((caught as Error).message)
+      .to.include('invalid SCHEDULER_NAME (env) = "xxx')
+      .and.include('…"');
   });
 
   describe('listeners on one port', () => {
     it('refuses two listeners on one port, naming both settings and blaming the one the user set', () => {
-      expect(() => loadConfig({ EXTENDER_PORT: '9443' })).to.throw(ConfigError,
-        'EXTENDER_PORT (env) = 9443 is also WEBHOOK_PORT (default 9443): the extender and webhook listeners cannot share a port on overlapping addresses (127.0.0.1 and 0.0.0.0); choose another port');
-      expect(() => loadConfig({ WEBHOOK_PORT: '9395' })).to.throw(ConfigError,
-        'WEBHOOK_PORT (env) = 9395 is also METRICS_PORT (default 9395): the webhook and metrics listeners cannot share a port');
-      expect(() => loadConfig({}, { 'metrics-port': '9444', 'metrics-host': '127.0.0.1' })).to.throw(ConfigError,
-        'METRICS_PORT (flag --metrics-port) = 9444 is also EXTENDER_PORT (default 9444)');
+      expect(() => loadConfig({ EXTENDER_PORT: '9443' })).to.throw(
+        ConfigError,
+        'EXTENDER_PORT (env) = 9443 is also WEBHOOK_PORT (default 9443): the extender and webhook listeners cannot share a port on overlapping addresses (127.0.0.1 and 0.0.0.0); choose another port',
+      );
+      expect(() => loadConfig({ WEBHOOK_PORT: '9395' })).to.throw(
+        ConfigError,
+        'WEBHOOK_PORT (env) = 9395 is also METRICS_PORT (default 9395): the webhook and metrics listeners cannot share a port',
+      );
+      expect(() => loadConfig({}, { 'metrics-port': '9444', 'metrics-host': '127.0.0.1' })).to.throw(
+        ConfigError,
+        'METRICS_PORT (flag --metrics-port) = 9444 is also EXTENDER_PORT (default 9444)',
+      );
     });
 
     it('allows one port on addresses that cannot collide', () => {
-      expect(loadConfig({ WEBHOOK_HOST: '10.0.0.7', METRICS_HOST: '127.0.0.1', METRICS_PORT: '9443' })).to.deep.include({ webhookPort: 9443, metricsPort: 9443 });
+      expect(loadConfig({ WEBHOOK_HOST: '10.0.0.7', METRICS_HOST: '127.0.0.1', METRICS_PORT: '9443' })).to.deep.include(
+        { webhookPort: 9443, metricsPort: 9443 },
+      );
     });
 
     it('knows which listen addresses overlap', () => {
@@ -158,28 +210,46 @@ describe('config', () => {
 
   describe('KUBECONFIG', () => {
     it('reads a ":"-separated list, skipping empty entries, and treats an empty value as unset', () => {
-      expect(loadConfig({ KUBECONFIG: '/a/config::/b/config:' }).kubeconfig).to.deep.equal({ paths: ['/a/config', '/b/config'], origin: 'KUBECONFIG (env)', explicit: false });
+      expect(loadConfig({ KUBECONFIG: '/a/config::/b/config:' }).kubeconfig).to.deep.equal({
+        paths: ['/a/config', '/b/config'],
+        origin: 'KUBECONFIG (env)',
+        explicit: false,
+      });
       expect(loadConfig({ KUBECONFIG: '' }).kubeconfig).to.equal(undefined);
       expect(loadConfig({ KUBECONFIG: ':' }).kubeconfig).to.equal(undefined);
     });
 
     it('takes --kubeconfig as one file that must exist, over KUBECONFIG', () => {
-      expect(loadConfig({ KUBECONFIG: '/a' }, { kubeconfig: '/x:y' }).kubeconfig).to.deep.equal({ paths: ['/x:y'], origin: 'KUBECONFIG (flag --kubeconfig)', explicit: true });
+      expect(loadConfig({ KUBECONFIG: '/a' }, { kubeconfig: '/x:y' }).kubeconfig).to.deep.equal({
+        paths: ['/x:y'],
+        origin: 'KUBECONFIG (flag --kubeconfig)',
+        explicit: true,
+      });
     });
   });
 
   describe('per-command settings', () => {
     it('reads and checks only the selected settings', () => {
-      const config = loadConfig({ SWEEP_SCHEDULE: 'never', WEBHOOK_PORT: 'x', NODELOCK_EXPIRE: '10m' }, {}, settingsOf(['cluster', 'lockRules']));
+      const config = loadConfig(
+        { SWEEP_SCHEDULE: 'never', WEBHOOK_PORT: 'x', NODELOCK_EXPIRE: '10m' },
+        {},
+        settingsOf(['cluster', 'lockRules']),
+      );
       expect(config.nodeLockExpireMs).to.equal(600_000);
       expect(() => loadConfig({ SWEEP_SCHEDULE: 'never' }, {}, settingsOf(['servingCertificate']))).not.to.throw();
-      expect(() => loadConfig({ CERT_VALIDITY: 'x' }, {}, settingsOf(['servingCertificate']))).to.throw(ConfigError, 'invalid CERT_VALIDITY (env) = "x"');
+      expect(() => loadConfig({ CERT_VALIDITY: 'x' }, {}, settingsOf(['servingCertificate']))).to.throw(
+        ConfigError,
+        'invalid CERT_VALIDITY (env) = "x"',
+      );
     });
 
     it('checks a relation only when both of its settings are selected', () => {
       // BIND_TIMEOUT is not a lock rule, so its relation to BIND_GRACE does not concern `locks`.
       expect(loadConfig({ BIND_GRACE: '20s' }, {}, settingsOf(['lockRules'])).bindGraceMs).to.equal(20_000);
-      expect(() => loadConfig({ BIND_GRACE: '10m' }, {}, settingsOf(['lockRules']))).to.throw(ConfigError, 'BIND_GRACE (env) = 10m must be shorter than NODELOCK_EXPIRE');
+      expect(() => loadConfig({ BIND_GRACE: '10m' }, {}, settingsOf(['lockRules']))).to.throw(
+        ConfigError,
+        'BIND_GRACE (env) = 10m must be shorter than NODELOCK_EXPIRE',
+      );
       expect(() => loadConfig({ EXTENDER_PORT: '9443' }, {}, settingsOf(['extender', 'metrics']))).not.to.throw();
     });
 
@@ -195,19 +265,40 @@ describe('config', () => {
   });
 
   it('reads the webhook and certificate settings', () => {
-    const config = loadConfig({ CERT_HOSTS: 'gpu.example.com, 10.0.0.7', CERT_SECRET_NAME: 'vgpu-warden-tls', DEFAULT_GPU_NUM: '0', POD_NAMESPACE: 'gpu-system' });
-    expect(config).to.deep.include({ certHosts: ['gpu.example.com', '10.0.0.7'], certSecretName: 'vgpu-warden-tls', defaultGpuCount: 0, namespace: 'gpu-system', webhookConfigName: undefined });
+    const config = loadConfig({
+      CERT_HOSTS: 'gpu.example.com, 10.0.0.7',
+      CERT_SECRET_NAME: 'vgpu-warden-tls',
+      DEFAULT_GPU_NUM: '0',
+      POD_NAMESPACE: 'gpu-system',
+    });
+    expect(config).to.deep.include({
+      certHosts: ['gpu.example.com', '10.0.0.7'],
+      certSecretName: 'vgpu-warden-tls',
+      defaultGpuCount: 0,
+      namespace: 'gpu-system',
+      webhookConfigName: undefined,
+    });
   });
 
   it('serves the extender without client certificates on loopback only', () => {
     for (const host of ['127.0.0.1', '127.0.0.53', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1']) {
-      expect(loadConfig({ EXTENDER_HOST: host }), host).to.deep.include({ extenderHost: host, extenderClientAuth: false });
+      expect(loadConfig({ EXTENDER_HOST: host }), host).to.deep.include({
+        extenderHost: host,
+        extenderClientAuth: false,
+      });
     }
-    expect(loadConfig({ EXTENDER_HOST: '0.0.0.0', EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: 'vgpu-warden-tls' })).to.deep.include({
-      extenderHost: '0.0.0.0', extenderClientAuth: true, extenderClientSecretName: 'vgpu-warden-scheduler-client',
+    expect(
+      loadConfig({ EXTENDER_HOST: '0.0.0.0', EXTENDER_CLIENT_AUTH: 'true', CERT_SECRET_NAME: 'vgpu-warden-tls' }),
+    ).to.deep.include({
+      extenderHost: '0.0.0.0',
+      extenderClientAuth: true,
+      extenderClientSecretName: 'vgpu-warden-scheduler-client',
     });
     // A flag names itself in the refusal.
-    expect(() => loadConfig({}, { 'extender-host': '0.0.0.0' })).to.throw(ConfigError, 'EXTENDER_HOST (flag --extender-host) = 0.0.0.0 is not a loopback address');
+    expect(() => loadConfig({}, { 'extender-host': '0.0.0.0' })).to.throw(
+      ConfigError,
+      'EXTENDER_HOST (flag --extender-host) = 0.0.0.0 is not a loopback address',
+    );
   });
 
   it('treats an empty NODELOCK_FORCE_AFTER as never', () => {
@@ -224,14 +315,23 @@ describe('config', () => {
 
   describe("HAMi's webhook settings", () => {
     it("default to HAMi's chart values: overwriteEnv false, no runtimeClassName, gpuCorePolicy default", () => {
-      expect(loadConfig({}, {}, settingsOf(['webhook']))).to.deep.include({ overwriteEnv: false, runtimeClassName: undefined, gpuCorePolicy: 'default' });
+      expect(loadConfig({}, {}, settingsOf(['webhook']))).to.deep.include({
+        overwriteEnv: false,
+        runtimeClassName: undefined,
+        gpuCorePolicy: 'default',
+      });
     });
 
     it('reads them from env and flags, an empty RUNTIME_CLASS_NAME meaning unset', () => {
-      expect(loadConfig({ OVERWRITE_ENV: 'true', RUNTIME_CLASS_NAME: 'nvidia', GPU_CORE_POLICY: 'force' }))
-        .to.deep.include({ overwriteEnv: true, runtimeClassName: 'nvidia', gpuCorePolicy: 'force' });
-      expect(loadConfig({ GPU_CORE_POLICY: 'force' }, { 'overwrite-env': 'on', 'runtime-class-name': '', 'gpu-core-policy': 'disable' }))
-        .to.deep.include({ overwriteEnv: true, runtimeClassName: undefined, gpuCorePolicy: 'disable' });
+      expect(
+        loadConfig({ OVERWRITE_ENV: 'true', RUNTIME_CLASS_NAME: 'nvidia', GPU_CORE_POLICY: 'force' }),
+      ).to.deep.include({ overwriteEnv: true, runtimeClassName: 'nvidia', gpuCorePolicy: 'force' });
+      expect(
+        loadConfig(
+          { GPU_CORE_POLICY: 'force' },
+          { 'overwrite-env': 'on', 'runtime-class-name': '', 'gpu-core-policy': 'disable' },
+        ),
+      ).to.deep.include({ overwriteEnv: true, runtimeClassName: undefined, gpuCorePolicy: 'disable' });
     });
 
     it('belong to the webhook group', () => {
@@ -239,7 +339,10 @@ describe('config', () => {
     });
 
     it('names the flag when a bad value came from one', () => {
-      expect(() => loadConfig({}, { 'gpu-core-policy': 'strict' })).to.throw(ConfigError, 'invalid GPU_CORE_POLICY (flag --gpu-core-policy) = "strict": expected one of default, force, disable');
+      expect(() => loadConfig({}, { 'gpu-core-policy': 'strict' })).to.throw(
+        ConfigError,
+        'invalid GPU_CORE_POLICY (flag --gpu-core-policy) = "strict": expected one of default, force, disable',
+      );
     });
   });
 });

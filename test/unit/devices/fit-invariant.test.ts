@@ -2,7 +2,12 @@ import { expect } from 'chai';
 import { decodeAllocation, encodeAllocation, isDecodeError } from '../../../src/devices/allocation-codec.js';
 import { fitPod, type GpuPolicy, type GpuPolicyChain } from '../../../src/devices/fit.js';
 import type { GpuDevice, LinkScores } from '../../../src/devices/inventory.js';
-import { initLayout, memoryOnGpu, type ContainerGpuRequest, type PodGpuRequests } from '../../../src/devices/requests.js';
+import {
+  initLayout,
+  memoryOnGpu,
+  type ContainerGpuRequest,
+  type PodGpuRequests,
+} from '../../../src/devices/requests.js';
 import { addUsage, copyUsage, podDeviceUsage, subtractUsage, type GpuUse } from '../../../src/devices/usage.js';
 import { seededRandom } from '../../support/kubelet-sim/seeded-random.js';
 
@@ -27,7 +32,9 @@ function overCapacity(devices: readonly GpuDevice[], usage: ReadonlyMap<string, 
 }
 
 function sortedUsage(usage: ReadonlyMap<string, GpuUse>): [string, GpuUse][] {
-  return [...usage].filter(([, use]) => use.slots + use.memoryMiB + use.cores > 0).sort(([a], [b]) => a.localeCompare(b));
+  return [...usage]
+    .filter(([, use]) => use.slots + use.memoryMiB + use.cores > 0)
+    .sort(([a], [b]) => a.localeCompare(b));
 }
 
 interface Scenario {
@@ -89,7 +96,8 @@ function randomAnnotations(s: Scenario, devices: readonly GpuDevice[]): Record<s
 
 /** The policies HAMi accepts, chains included: the invariant must hold under each of them. */
 const POLICIES: (GpuPolicy | GpuPolicyChain)[] = [
-  'binpack', 'spread',
+  'binpack',
+  'spread',
   { keys: [], mutex: true, topologyAware: false },
   { keys: ['binpack'], mutex: true, topologyAware: false },
   { keys: ['numa', 'spread'], mutex: false, topologyAware: false },
@@ -112,7 +120,18 @@ function randomLinks(s: Scenario, devices: readonly GpuDevice[]): LinkScores {
 
 describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
   it('the capacity check used below does detect an overcommitted GPU', () => {
-    const device: GpuDevice = { uuid: 'g', index: 0, count: 2, memoryMiB: 100, cores: 100, type: 'NVIDIA', numa: 0, mode: 'hami-core', healthy: true, cordoned: false };
+    const device: GpuDevice = {
+      uuid: 'g',
+      index: 0,
+      count: 2,
+      memoryMiB: 100,
+      cores: 100,
+      type: 'NVIDIA',
+      numa: 0,
+      mode: 'hami-core',
+      healthy: true,
+      cordoned: false,
+    };
     expect(overCapacity([device], new Map([['g', { slots: 2, memoryMiB: 100, cores: 100 }]]))).to.deep.equal([]);
     expect(overCapacity([device], new Map([['g', { slots: 3, memoryMiB: 101, cores: 101 }]]))).to.have.length(3);
   });
@@ -142,7 +161,14 @@ describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
         const before = JSON.stringify(sortedUsage(usage));
         const gpuPolicy = s.pick(POLICIES);
         const podAnnotations = randomAnnotations(s, devices);
-        const result = fitPod({ devices, usage, requests, podAnnotations, gpuPolicy, linkScores: randomLinks(s, devices) });
+        const result = fitPod({
+          devices,
+          usage,
+          requests,
+          podAnnotations,
+          gpuPolicy,
+          linkScores: randomLinks(s, devices),
+        });
         check(JSON.stringify(sortedUsage(usage)) === before, () => `${where()}: fit modified the caller's usage`);
         if (!result.fits) {
           refused++;
@@ -153,18 +179,38 @@ describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
 
         // The allocation answers the requests exactly: one entry per container, N distinct usable GPUs each.
         const all = [...requests.initContainers, ...requests.containers];
-        check(result.allocation.length === all.length, () => `${where()}: ${result.allocation.length} entries for ${all.length} containers`);
+        check(
+          result.allocation.length === all.length,
+          () => `${where()}: ${result.allocation.length} entries for ${all.length} containers`,
+        );
         for (const [position, request] of all.entries()) {
           const chosen = result.allocation[position] ?? [];
-          check(chosen.length === (request?.count ?? 0), () => `${where()} container ${position}: ${chosen.length} GPUs for ${request?.count ?? 0}`);
-          check(new Set(chosen.map((device) => device.uuid)).size === chosen.length, () => `${where()} container ${position}: GPUs repeat`);
+          check(
+            chosen.length === (request?.count ?? 0),
+            () => `${where()} container ${position}: ${chosen.length} GPUs for ${request?.count ?? 0}`,
+          );
+          check(
+            new Set(chosen.map((device) => device.uuid)).size === chosen.length,
+            () => `${where()} container ${position}: GPUs repeat`,
+          );
           if (podAnnotations['nvidia.com/numa-bind'] === 'true') {
-            check(new Set(chosen.map((device) => byUuid.get(device.uuid)?.numa)).size <= 1, () => `${where()} container ${position}: numa-bind crossed NUMA nodes`);
+            check(
+              new Set(chosen.map((device) => byUuid.get(device.uuid)?.numa)).size <= 1,
+              () => `${where()} container ${position}: numa-bind crossed NUMA nodes`,
+            );
           }
           if (typeof gpuPolicy === 'object' && gpuPolicy.mutex) {
             // mutex: no GPU that anyone used before the pod, nor one an earlier app container took.
-            const earlier = result.allocation.slice(requests.initContainers.length, position).flat().map((device) => device.uuid);
-            for (const device of chosen) check((usage.get(device.uuid)?.slots ?? 0) === 0 && (position < requests.initContainers.length || !earlier.includes(device.uuid)), () => `${where()} container ${position}: mutex shared ${device.uuid}`);
+            const earlier = result.allocation
+              .slice(requests.initContainers.length, position)
+              .flat()
+              .map((device) => device.uuid);
+            for (const device of chosen)
+              check(
+                (usage.get(device.uuid)?.slots ?? 0) === 0 &&
+                  (position < requests.initContainers.length || !earlier.includes(device.uuid)),
+                () => `${where()} container ${position}: mutex shared ${device.uuid}`,
+              );
           }
           if (request !== undefined && request.count > 1) multiGpu++;
           for (const allocated of chosen) {
@@ -172,8 +218,16 @@ describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
             const usable = device !== undefined && device.healthy && !device.cordoned;
             check(usable, () => `${where()}: placed on unusable ${allocated.uuid}`);
             if (device === undefined || request === undefined) continue;
-            const want = { uuid: device.uuid, type: 'NVIDIA', memoryMiB: memoryOnGpu(request, device.memoryMiB), cores: request.cores };
-            check(JSON.stringify(allocated) === JSON.stringify(want), () => `${where()}: ${JSON.stringify(allocated)} instead of ${JSON.stringify(want)}`);
+            const want = {
+              uuid: device.uuid,
+              type: 'NVIDIA',
+              memoryMiB: memoryOnGpu(request, device.memoryMiB),
+              cores: request.cores,
+            };
+            check(
+              JSON.stringify(allocated) === JSON.stringify(want),
+              () => `${where()}: ${JSON.stringify(allocated)} instead of ${JSON.stringify(want)}`,
+            );
           }
         }
 
@@ -184,7 +238,10 @@ describe('devices: fit never overcommits a GPU (property, invariant 4)', () => {
         const podUse = podDeviceUsage(decoded, initLayout(requests));
         const expected = copyUsage(usage);
         addUsage(expected, podUse);
-        check(JSON.stringify(sortedUsage(result.usageAfter)) === JSON.stringify(sortedUsage(expected)), () => `${where()}: usageAfter is not usage + pod`);
+        check(
+          JSON.stringify(sortedUsage(result.usageAfter)) === JSON.stringify(sortedUsage(expected)),
+          () => `${where()}: usageAfter is not usage + pod`,
+        );
 
         for (const problem of overCapacity(devices, result.usageAfter)) check(false, () => `${where()}: ${problem}`);
         usage = result.usageAfter;

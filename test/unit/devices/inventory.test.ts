@@ -1,5 +1,11 @@
 import { expect } from 'chai';
-import { encodeLinkScores, encodeNodeInventory, INVENTORY_ANNOTATIONS, parseNodeInventory, type GpuDevice } from '../../../src/devices/inventory.js';
+import {
+  encodeLinkScores,
+  encodeNodeInventory,
+  INVENTORY_ANNOTATIONS,
+  parseNodeInventory,
+  type GpuDevice,
+} from '../../../src/devices/inventory.js';
 import { simulatedGpuAnnotations } from '../../../src/local/simulated-gpu-node.js';
 import { DEVICE_CORDON_ANNOTATION, NODE_REGISTER_ANNOTATION, NODE_SCORE_ANNOTATION } from '../../../src/hami/wire.js';
 
@@ -7,14 +13,28 @@ const V100 = 'NVIDIA-Tesla V100-PCIE-32GB';
 const A = 'GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec';
 const B = 'GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448';
 // hami-wire-contract.md §4.2: 2× V100, the second on NUMA 1 and unhealthy (health omitted).
-const SPEC_EXAMPLE = `[{"id":"${A}","count":10,"devmem":32768,"devcore":100,"type":"${V100}","mode":"hami-core","health":true},`
-  + `{"id":"${B}","index":1,"count":10,"devmem":32768,"devcore":100,"type":"${V100}","numa":1,"mode":"hami-core"}]`;
+const SPEC_EXAMPLE =
+  `[{"id":"${A}","count":10,"devmem":32768,"devcore":100,"type":"${V100}","mode":"hami-core","health":true},` +
+  `{"id":"${B}","index":1,"count":10,"devmem":32768,"devcore":100,"type":"${V100}","numa":1,"mode":"hami-core"}]`;
 
 function gpu(overrides: Partial<GpuDevice>): GpuDevice {
-  return { uuid: A, index: 0, count: 10, memoryMiB: 32768, cores: 100, type: V100, numa: 0, mode: 'hami-core', healthy: true, cordoned: false, ...overrides };
+  return {
+    uuid: A,
+    index: 0,
+    count: 10,
+    memoryMiB: 32768,
+    cores: 100,
+    type: V100,
+    numa: 0,
+    mode: 'hami-core',
+    healthy: true,
+    cordoned: false,
+    ...overrides,
+  };
 }
 
-const inventoryOf = (value: string, extra: Record<string, string> = {}) => parseNodeInventory({ [NODE_REGISTER_ANNOTATION]: value, ...extra });
+const inventoryOf = (value: string, extra: Record<string, string> = {}) =>
+  parseNodeInventory({ [NODE_REGISTER_ANNOTATION]: value, ...extra });
 
 describe('devices: node inventory codec (HAMi §4.2)', () => {
   describe('JSON form (v2.8+)', () => {
@@ -27,7 +47,18 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
 
     it('gives every omitted field its Go zero value', () => {
       expect(inventoryOf('[{"id":"GPU-x"}]').devices).to.deep.equal([
-        { uuid: 'GPU-x', index: 0, count: 0, memoryMiB: 0, cores: 0, type: '', numa: 0, mode: '', healthy: false, cordoned: false },
+        {
+          uuid: 'GPU-x',
+          index: 0,
+          count: 0,
+          memoryMiB: 0,
+          cores: 0,
+          type: '',
+          numa: 0,
+          mode: '',
+          healthy: false,
+          cordoned: false,
+        },
       ]);
     });
 
@@ -74,7 +105,9 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
 
   describe('legacy form (≤ v2.7)', () => {
     it('reads 9-field entries (index and mode)', () => {
-      expect(inventoryOf(`${A},10,32768,100,${V100},0,true,0,hami-core:${B},10,32768,100,${V100},1,false,1,mps:`)).to.deep.equal({
+      expect(
+        inventoryOf(`${A},10,32768,100,${V100},0,true,0,hami-core:${B},10,32768,100,${V100},1,false,1,mps:`),
+      ).to.deep.equal({
         devices: [gpu({}), gpu({ uuid: B, numa: 1, healthy: false, index: 1, mode: 'mps' })],
         problems: [`${B} unhealthy`],
       });
@@ -85,8 +118,18 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
     });
 
     it('accepts Go ParseBool spellings of health', () => {
-      const value = ['1', 't', 'TRUE', 'True', '0', 'f', 'FALSE'].map((health, i) => `GPU-${i},1,100,100,NVIDIA-T4,0,${health}:`).join('');
-      expect(inventoryOf(value).devices.map((device) => device.healthy)).to.deep.equal([true, true, true, true, false, false, false]);
+      const value = ['1', 't', 'TRUE', 'True', '0', 'f', 'FALSE']
+        .map((health, i) => `GPU-${i},1,100,100,NVIDIA-T4,0,${health}:`)
+        .join('');
+      expect(inventoryOf(value).devices.map((device) => device.healthy)).to.deep.equal([
+        true,
+        true,
+        true,
+        true,
+        false,
+        false,
+        false,
+      ]);
     });
 
     it('drops and reports entries with the wrong field count or non-integer numbers', () => {
@@ -106,8 +149,14 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
     it('keeps cordoned GPUs with the flag set, trims the list, and reports cordons naming unknown GPUs', () => {
       const value = `[{"id":"GPU-a","count":10,"health":true},{"id":"GPU-b","index":1,"count":10,"health":true}]`;
       const inventory = inventoryOf(value, { [DEVICE_CORDON_ANNOTATION]: ' GPU-b , ,GPU-zz' });
-      expect(inventory.devices.map((device) => [device.uuid, device.cordoned])).to.deep.equal([['GPU-a', false], ['GPU-b', true]]);
-      expect(inventory.problems).to.deep.equal(['GPU-b cordoned', `${DEVICE_CORDON_ANNOTATION} names unknown GPU GPU-zz`]);
+      expect(inventory.devices.map((device) => [device.uuid, device.cordoned])).to.deep.equal([
+        ['GPU-a', false],
+        ['GPU-b', true],
+      ]);
+      expect(inventory.problems).to.deep.equal([
+        'GPU-b cordoned',
+        `${DEVICE_CORDON_ANNOTATION} names unknown GPU GPU-zz`,
+      ]);
     });
 
     it('reports a GPU that is both unhealthy and cordoned twice, and keeps it', () => {
@@ -122,10 +171,26 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
     it('reports a missing annotation', () => {
       expect(parseNodeInventory(undefined)).to.deep.equal({ devices: [], problems: ['annotation missing'] });
       expect(parseNodeInventory({})).to.deep.equal({ devices: [], problems: ['annotation missing'] });
-      expect(parseNodeInventory({ [DEVICE_CORDON_ANNOTATION]: 'GPU-a' })).to.deep.equal({ devices: [], problems: ['annotation missing'] });
+      expect(parseNodeInventory({ [DEVICE_CORDON_ANNOTATION]: 'GPU-a' })).to.deep.equal({
+        devices: [],
+        problems: ['annotation missing'],
+      });
     });
 
-    const garbage = ['', ' ', 'null', '{}', '{"id":"GPU-a"}', '[', '[{"id":"GPU-a"},', 'GPU-a', 'true', '42', '"[]"', '[1, 2]'];
+    const garbage = [
+      '',
+      ' ',
+      'null',
+      '{}',
+      '{"id":"GPU-a"}',
+      '[',
+      '[{"id":"GPU-a"},',
+      'GPU-a',
+      'true',
+      '42',
+      '"[]"',
+      '[1, 2]',
+    ];
     for (const value of garbage) {
       it(`returns no devices and a problem, never a throw, for ${JSON.stringify(value)}`, () => {
         const inventory = inventoryOf(value);
@@ -155,18 +220,36 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
     });
 
     it('omits zero, empty and false fields, and never writes the cordon flag', () => {
-      expect(encodeNodeInventory([{ uuid: 'GPU-z', index: 0, count: 0, memoryMiB: 0, cores: 0, type: '', numa: 0, mode: '', healthy: false, cordoned: true }]))
-        .to.equal('[{"id":"GPU-z"}]');
+      expect(
+        encodeNodeInventory([
+          {
+            uuid: 'GPU-z',
+            index: 0,
+            count: 0,
+            memoryMiB: 0,
+            cores: 0,
+            type: '',
+            numa: 0,
+            mode: '',
+            healthy: false,
+            cordoned: true,
+          },
+        ]),
+      ).to.equal('[{"id":"GPU-z"}]');
       expect(encodeNodeInventory([])).to.equal('[]');
     });
 
     it('escapes like Go encoding/json (<, >, & as \\u00XX)', () => {
-      expect(encodeNodeInventory([gpu({ uuid: 'GPU-1', type: 'NVIDIA <A&B>' })]))
-        .to.equal('[{"id":"GPU-1","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA \\u003cA\\u0026B\\u003e","mode":"hami-core","health":true}]');
+      expect(encodeNodeInventory([gpu({ uuid: 'GPU-1', type: 'NVIDIA <A&B>' })])).to.equal(
+        '[{"id":"GPU-1","count":10,"devmem":32768,"devcore":100,"type":"NVIDIA \\u003cA\\u0026B\\u003e","mode":"hami-core","health":true}]',
+      );
     });
 
     it('round-trips through parse', () => {
-      const devices = [gpu({ uuid: 'GPU-1', index: 3, numa: 1 }), gpu({ uuid: 'GPU-2', healthy: false, mode: 'mps', count: 4 })];
+      const devices = [
+        gpu({ uuid: 'GPU-1', index: 3, numa: 1 }),
+        gpu({ uuid: 'GPU-2', healthy: false, mode: 'mps', count: 4 }),
+      ];
       expect(inventoryOf(encodeNodeInventory(devices)).devices).to.deep.equal(devices);
     });
   });
@@ -187,7 +270,9 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
     });
 
     it('accepts a GPU without peers (omitempty drops "score")', () => {
-      expect(inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: `[{"uuid":"${A}"}]` }).linkScores?.get(A)?.size).to.equal(0);
+      expect(
+        inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: `[{"uuid":"${A}"}]` }).linkScores?.get(A)?.size,
+      ).to.equal(0);
     });
 
     const broken: [string, RegExp][] = [
@@ -200,27 +285,48 @@ describe('devices: node inventory codec (HAMi §4.2)', () => {
     for (const [value, problem] of broken) {
       it(`names an unreadable value (${value.slice(0, 30)}) and drops what it cannot read`, () => {
         const inventory = inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: value });
-        expect(inventory.problems.some((text) => problem.test(text)), inventory.problems.join('; ')).to.equal(true);
+        expect(
+          inventory.problems.some((text) => problem.test(text)),
+          inventory.problems.join('; '),
+        ).to.equal(true);
         expect(inventory.linkScores?.get(A)?.get(B)).to.equal(undefined);
         expect(inventory.devices).to.have.length(2);
       });
     }
 
     it('round-trips through encodeLinkScores', () => {
-      const map = new Map([[A, new Map([[B, 40]])], [B, new Map([[A, 40]])]]);
-      expect(inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: encodeLinkScores(map) }).linkScores).to.deep.equal(map);
+      const map = new Map([
+        [A, new Map([[B, 40]])],
+        [B, new Map([[A, 40]])],
+      ]);
+      expect(inventoryOf(SPEC_EXAMPLE, { [NODE_SCORE_ANNOTATION]: encodeLinkScores(map) }).linkScores).to.deep.equal(
+        map,
+      );
     });
 
     it('INVENTORY_ANNOTATIONS lists every annotation parseNodeInventory reads', () => {
-      expect(INVENTORY_ANNOTATIONS).to.have.members([NODE_REGISTER_ANNOTATION, DEVICE_CORDON_ANNOTATION, NODE_SCORE_ANNOTATION]);
+      expect(INVENTORY_ANNOTATIONS).to.have.members([
+        NODE_REGISTER_ANNOTATION,
+        DEVICE_CORDON_ANNOTATION,
+        NODE_SCORE_ANNOTATION,
+      ]);
     });
 
     it('a simulated node can carry NUMA nodes and link scores', () => {
-      const inventory = parseNodeInventory(simulatedGpuAnnotations({ name: 'n', gpus: 4, numaNodes: 2, linkScore: (a, b) => (Math.floor(a / 2) === Math.floor(b / 2) ? 100 : 10) }));
+      const inventory = parseNodeInventory(
+        simulatedGpuAnnotations({
+          name: 'n',
+          gpus: 4,
+          numaNodes: 2,
+          linkScore: (a, b) => (Math.floor(a / 2) === Math.floor(b / 2) ? 100 : 10),
+        }),
+      );
       expect(inventory.devices.map((device) => device.numa)).to.deep.equal([0, 0, 1, 1]);
       expect(inventory.linkScores?.get('GPU-n-0')?.get('GPU-n-1')).to.equal(100);
       expect(inventory.linkScores?.get('GPU-n-0')?.get('GPU-n-2')).to.equal(10);
-      expect(parseNodeInventory(simulatedGpuAnnotations({ name: 'n', gpus: 2 })).devices.map((device) => device.numa)).to.deep.equal([0, 0]);
+      expect(
+        parseNodeInventory(simulatedGpuAnnotations({ name: 'n', gpus: 2 })).devices.map((device) => device.numa),
+      ).to.deep.equal([0, 0]);
     });
   });
 });

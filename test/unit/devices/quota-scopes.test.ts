@@ -1,16 +1,33 @@
 import { expect } from 'chai';
-import { isBestEffort, podMatchesScope, quotaScopeRequirements, scopesMatchPod, type ScopeRequirement } from '../../../src/devices/quota-scopes.js';
+import {
+  isBestEffort,
+  podMatchesScope,
+  quotaScopeRequirements,
+  scopesMatchPod,
+  type ScopeRequirement,
+} from '../../../src/devices/quota-scopes.js';
 
 /** kube-apiserver's podMatchesScopeFunc and generic.Matches (pkg/quota/v1/evaluator/core/pods.go), scope by scope. */
 
 type Json = Record<string, unknown>;
 
-const gpuContainer = (resources: Json = { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000' } }): Json => ({ name: 'app', resources });
+const gpuContainer = (resources: Json = { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '4000' } }): Json => ({
+  name: 'app',
+  resources,
+});
 function pod(spec: Json = {}, status?: Json): Json {
-  return { metadata: { name: 'p', namespace: 'team-a' }, spec: { containers: [gpuContainer()], ...spec }, ...(status === undefined ? {} : { status }) };
+  return {
+    metadata: { name: 'p', namespace: 'team-a' },
+    spec: { containers: [gpuContainer()], ...spec },
+    ...(status === undefined ? {} : { status }),
+  };
 }
 const exists = (scopeName: string): ScopeRequirement => ({ scopeName, operator: 'Exists' });
-const priority = (operator: string, ...values: string[]): ScopeRequirement => ({ scopeName: 'PriorityClass', operator, values });
+const priority = (operator: string, ...values: string[]): ScopeRequirement => ({
+  scopeName: 'PriorityClass',
+  operator,
+  values,
+});
 
 describe('devices: ResourceQuota scopes (kube-apiserver podMatchesScopeFunc)', () => {
   describe('Terminating and NotTerminating: spec.activeDeadlineSeconds', () => {
@@ -40,7 +57,10 @@ describe('devices: ResourceQuota scopes (kube-apiserver podMatchesScopeFunc)', (
       const cases: Json[] = [
         { containers: [gpuContainer({ requests: { cpu: '100m' }, limits: { 'nvidia.com/gpu': '1' } })] },
         { containers: [gpuContainer({ limits: { memory: '1Gi', 'nvidia.com/gpu': '1' } })] },
-        { containers: [gpuContainer()], initContainers: [{ name: 'init', resources: { requests: { memory: '64Mi' } } }] },
+        {
+          containers: [gpuContainer()],
+          initContainers: [{ name: 'init', resources: { requests: { memory: '64Mi' } } }],
+        },
       ];
       for (const spec of cases) {
         expect(isBestEffort(pod(spec)), JSON.stringify(spec)).to.equal(false);
@@ -49,16 +69,31 @@ describe('devices: ResourceQuota scopes (kube-apiserver podMatchesScopeFunc)', (
     });
 
     it('zero quantities and other resources leave it BestEffort', () => {
-      expect(isBestEffort(pod({ containers: [gpuContainer({ requests: { cpu: '0', memory: '0Mi', 'ephemeral-storage': '1Gi' }, limits: { 'nvidia.com/gpu': '1' } })] }))).to.equal(true);
+      expect(
+        isBestEffort(
+          pod({
+            containers: [
+              gpuContainer({
+                requests: { cpu: '0', memory: '0Mi', 'ephemeral-storage': '1Gi' },
+                limits: { 'nvidia.com/gpu': '1' },
+              }),
+            ],
+          }),
+        ),
+      ).to.equal(true);
     });
 
     it('pod-level resources, when the pod has them, decide instead of the containers', () => {
       expect(isBestEffort(pod({ resources: { requests: { cpu: '1' } } }))).to.equal(false);
-      expect(isBestEffort(pod({ resources: {}, containers: [gpuContainer({ requests: { cpu: '1' } })] }))).to.equal(true);
+      expect(isBestEffort(pod({ resources: {}, containers: [gpuContainer({ requests: { cpu: '1' } })] }))).to.equal(
+        true,
+      );
     });
 
     it('status.qosClass, which kube-apiserver sets at creation, is read first', () => {
-      expect(isBestEffort(pod({ containers: [gpuContainer({ requests: { cpu: '1' } })] }, { qosClass: 'BestEffort' }))).to.equal(true);
+      expect(
+        isBestEffort(pod({ containers: [gpuContainer({ requests: { cpu: '1' } })] }, { qosClass: 'BestEffort' })),
+      ).to.equal(true);
       expect(isBestEffort(pod({}, { qosClass: 'Burstable' }))).to.equal(false);
       expect(isBestEffort(pod({}, { qosClass: '' }))).to.equal(true);
     });
@@ -78,7 +113,11 @@ describe('devices: ResourceQuota scopes (kube-apiserver podMatchesScopeFunc)', (
     ];
     for (const [name, requirement, matchesHigh, matchesLow, matchesNone] of cases) {
       it(name, () => {
-        expect([high, low, none].map((each) => podMatchesScope(requirement, each))).to.deep.equal([matchesHigh, matchesLow, matchesNone]);
+        expect([high, low, none].map((each) => podMatchesScope(requirement, each))).to.deep.equal([
+          matchesHigh,
+          matchesLow,
+          matchesNone,
+        ]);
       });
     }
 
@@ -93,17 +132,69 @@ describe('devices: ResourceQuota scopes (kube-apiserver podMatchesScopeFunc)', (
   });
 
   describe('CrossNamespacePodAffinity', () => {
-    const term = (extra: Json): Json => ({ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'x' } }, ...extra });
+    const term = (extra: Json): Json => ({
+      topologyKey: 'kubernetes.io/hostname',
+      labelSelector: { matchLabels: { app: 'x' } },
+      ...extra,
+    });
     const cases: [string, Json, boolean][] = [
       ['no affinity', {}, false],
-      ['a same-namespace pod affinity term', { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({})] } }, false],
-      ['required pod affinity naming namespaces', { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({ namespaces: ['other'] })] } }, true],
-      ['required pod affinity with an empty namespaceSelector (every namespace)', { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({ namespaceSelector: {} })] } }, true],
-      ['preferred pod affinity naming namespaces', { podAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, podAffinityTerm: term({ namespaces: ['other'] }) }] } }, true],
-      ['required anti-affinity with a namespaceSelector', { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({ namespaceSelector: { matchLabels: { a: 'b' } } })] } }, true],
-      ['preferred anti-affinity naming namespaces', { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, podAffinityTerm: term({ namespaces: ['x'] }) }] } }, true],
-      ['an empty namespaces list', { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({ namespaces: [] })] } }, false],
-      ['node affinity only', { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } } }, false],
+      [
+        'a same-namespace pod affinity term',
+        { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({})] } },
+        false,
+      ],
+      [
+        'required pod affinity naming namespaces',
+        { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({ namespaces: ['other'] })] } },
+        true,
+      ],
+      [
+        'required pod affinity with an empty namespaceSelector (every namespace)',
+        { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({ namespaceSelector: {} })] } },
+        true,
+      ],
+      [
+        'preferred pod affinity naming namespaces',
+        {
+          podAffinity: {
+            preferredDuringSchedulingIgnoredDuringExecution: [
+              { weight: 1, podAffinityTerm: term({ namespaces: ['other'] }) },
+            ],
+          },
+        },
+        true,
+      ],
+      [
+        'required anti-affinity with a namespaceSelector',
+        {
+          podAntiAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: [term({ namespaceSelector: { matchLabels: { a: 'b' } } })],
+          },
+        },
+        true,
+      ],
+      [
+        'preferred anti-affinity naming namespaces',
+        {
+          podAntiAffinity: {
+            preferredDuringSchedulingIgnoredDuringExecution: [
+              { weight: 1, podAffinityTerm: term({ namespaces: ['x'] }) },
+            ],
+          },
+        },
+        true,
+      ],
+      [
+        'an empty namespaces list',
+        { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term({ namespaces: [] })] } },
+        false,
+      ],
+      [
+        'node affinity only',
+        { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } } },
+        false,
+      ],
     ];
     for (const [name, affinity, matches] of cases) {
       it(`${name}: ${matches}`, () => {
@@ -119,15 +210,28 @@ describe('devices: ResourceQuota scopes (kube-apiserver podMatchesScopeFunc)', (
 
   describe('a quota: spec.scopes as Exists, then scopeSelector, all of them', () => {
     it('reads scopes first, then the selector expressions', () => {
-      const quota = { spec: { hard: {}, scopes: ['NotTerminating'], scopeSelector: { matchExpressions: [{ scopeName: 'PriorityClass', operator: 'In', values: ['high'] }] } } };
+      const quota = {
+        spec: {
+          hard: {},
+          scopes: ['NotTerminating'],
+          scopeSelector: { matchExpressions: [{ scopeName: 'PriorityClass', operator: 'In', values: ['high'] }] },
+        },
+      };
       expect(quotaScopeRequirements(quota)).to.deep.equal([exists('NotTerminating'), priority('In', 'high')]);
       expect(quotaScopeRequirements({ spec: { hard: {} } })).to.deep.equal([]);
     });
 
     it('counts a pod only when every requirement matches; a quota without scopes counts every pod', () => {
-      const requirements = quotaScopeRequirements({ spec: { scopes: ['NotTerminating'], scopeSelector: { matchExpressions: [{ scopeName: 'PriorityClass', operator: 'In', values: ['high'] }] } } });
+      const requirements = quotaScopeRequirements({
+        spec: {
+          scopes: ['NotTerminating'],
+          scopeSelector: { matchExpressions: [{ scopeName: 'PriorityClass', operator: 'In', values: ['high'] }] },
+        },
+      });
       expect(scopesMatchPod(requirements, pod({ priorityClassName: 'high' }))).to.equal(true);
-      expect(scopesMatchPod(requirements, pod({ priorityClassName: 'high', activeDeadlineSeconds: 60 }))).to.equal(false);
+      expect(scopesMatchPod(requirements, pod({ priorityClassName: 'high', activeDeadlineSeconds: 60 }))).to.equal(
+        false,
+      );
       expect(scopesMatchPod(requirements, pod({ priorityClassName: 'low' }))).to.equal(false);
       expect(scopesMatchPod([], pod({ priorityClassName: 'low', activeDeadlineSeconds: 60 }))).to.equal(true);
     });

@@ -1,10 +1,23 @@
 import { expect } from 'chai';
 import type { AllocatedDevice } from '../../../src/devices/allocation-codec.js';
-import { addUsage, copyUsage, podDeviceUsage, subtractUsage, UsageOverlay, type GpuUse } from '../../../src/devices/usage.js';
+import {
+  addUsage,
+  copyUsage,
+  podDeviceUsage,
+  subtractUsage,
+  UsageOverlay,
+  type GpuUse,
+} from '../../../src/devices/usage.js';
 
-const d = (uuid: string, memoryMiB: number, cores: number): AllocatedDevice => ({ uuid, type: 'NVIDIA', memoryMiB, cores });
+const d = (uuid: string, memoryMiB: number, cores: number): AllocatedDevice => ({
+  uuid,
+  type: 'NVIDIA',
+  memoryMiB,
+  cores,
+});
 const use = (slots: number, memoryMiB: number, cores: number): GpuUse => ({ slots, memoryMiB, cores });
-const entries = (usage: ReadonlyMap<string, GpuUse>): [string, GpuUse][] => [...usage].sort(([a], [b]) => a.localeCompare(b));
+const entries = (usage: ReadonlyMap<string, GpuUse>): [string, GpuUse][] =>
+  [...usage].sort(([a], [b]) => a.localeCompare(b));
 
 describe('devices: usage accounting (HAMi §3.5 collapse)', () => {
   const cases: { name: string; allocation: AllocatedDevice[][]; init: number; want: [string, GpuUse][] }[] = [
@@ -13,7 +26,10 @@ describe('devices: usage accounting (HAMi §3.5 collapse)', () => {
       name: 'app containers sum, one slot each',
       allocation: [[d('a', 1000, 10)], [d('a', 2000, 20), d('b', 500, 0)]],
       init: 0,
-      want: [['a', use(2, 3000, 30)], ['b', use(1, 500, 0)]],
+      want: [
+        ['a', use(2, 3000, 30)],
+        ['b', use(1, 500, 0)],
+      ],
     },
     {
       name: 'init peak above the app sum wins, with slots from the app containers',
@@ -43,7 +59,10 @@ describe('devices: usage accounting (HAMi §3.5 collapse)', () => {
       name: 'a GPU used only by an init container keeps one slot',
       allocation: [[d('i', 800, 0)], [d('a', 1000, 0)]],
       init: 1,
-      want: [['a', use(1, 1000, 0)], ['i', use(1, 800, 0)]],
+      want: [
+        ['a', use(1, 1000, 0)],
+        ['i', use(1, 800, 0)],
+      ],
     },
     {
       name: 'a UUID repeated within one container is summed but takes one slot',
@@ -52,7 +71,12 @@ describe('devices: usage accounting (HAMi §3.5 collapse)', () => {
       want: [['a', use(1, 2000, 20)]],
     },
     { name: 'GPU-less containers contribute nothing', allocation: [[], [], []], init: 1, want: [] },
-    { name: 'an initContainerCount above the entries treats all as init', allocation: [[d('a', 100, 1)], [d('a', 200, 2)]], init: 5, want: [['a', use(1, 200, 2)]] },
+    {
+      name: 'an initContainerCount above the entries treats all as init',
+      allocation: [[d('a', 100, 1)], [d('a', 200, 2)]],
+      init: 5,
+      want: [['a', use(1, 200, 2)]],
+    },
   ];
   for (const { name, allocation, init, want } of cases) {
     it(name, () => {
@@ -62,14 +86,38 @@ describe('devices: usage accounting (HAMi §3.5 collapse)', () => {
 
   it('adds usage per GPU', () => {
     const into = new Map([['a', use(1, 1000, 10)]]);
-    addUsage(into, new Map([['a', use(2, 500, 5)], ['b', use(1, 100, 0)]]));
-    expect(entries(into)).to.deep.equal([['a', use(3, 1500, 15)], ['b', use(1, 100, 0)]]);
+    addUsage(
+      into,
+      new Map([
+        ['a', use(2, 500, 5)],
+        ['b', use(1, 100, 0)],
+      ]),
+    );
+    expect(entries(into)).to.deep.equal([
+      ['a', use(3, 1500, 15)],
+      ['b', use(1, 100, 0)],
+    ]);
   });
 
   it('subtracts usage, drops GPUs that become idle, floors at zero, ignores unknown GPUs', () => {
-    const into = new Map([['a', use(3, 1500, 15)], ['b', use(1, 100, 0)], ['c', use(1, 100, 10)]]);
-    subtractUsage(into, new Map([['a', use(1, 500, 5)], ['b', use(1, 100, 0)], ['c', use(2, 500, 5)], ['z', use(1, 1, 1)]]));
-    expect(entries(into)).to.deep.equal([['a', use(2, 1000, 10)], ['c', use(0, 0, 5)]]);
+    const into = new Map([
+      ['a', use(3, 1500, 15)],
+      ['b', use(1, 100, 0)],
+      ['c', use(1, 100, 10)],
+    ]);
+    subtractUsage(
+      into,
+      new Map([
+        ['a', use(1, 500, 5)],
+        ['b', use(1, 100, 0)],
+        ['c', use(2, 500, 5)],
+        ['z', use(1, 1, 1)],
+      ]),
+    );
+    expect(entries(into)).to.deep.equal([
+      ['a', use(2, 1000, 10)],
+      ['c', use(0, 0, 5)],
+    ]);
   });
 
   it('add then subtract restores the original', () => {

@@ -7,7 +7,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { expect } from 'chai';
-import { REPO_ROOT, documentationFiles, githubSlug, headingAnchors, relativeLinks } from '../../../tools/docs/markdown.js';
+import {
+  REPO_ROOT,
+  documentationFiles,
+  githubSlug,
+  headingAnchors,
+  relativeLinks,
+} from '../../../tools/docs/markdown.js';
 
 const anchorsByFile = new Map<string, Set<string>>();
 function anchorsOf(path: string): Set<string> {
@@ -36,9 +42,15 @@ describe('docs: relative links and anchors', () => {
   describe('githubSlug', () => {
     it('lower-cases, keeps - and _, drops other punctuation and code markup', () => {
       expect(githubSlug('Start, stop and readiness of `serve`')).to.equal('start-stop-and-readiness-of-serve');
-      expect(githubSlug('Minimum HAMi device-plugin version: v2.9.0')).to.equal('minimum-hami-device-plugin-version-v290');
-      expect(githubSlug('NODELOCK_FORCE_AFTER and a frozen kubelet')).to.equal('nodelock_force_after-and-a-frozen-kubelet');
-      expect(githubSlug("Switching: HAMi's chart turns its scheduler off")).to.equal('switching-hamis-chart-turns-its-scheduler-off');
+      expect(githubSlug('Minimum HAMi device-plugin version: v2.9.0')).to.equal(
+        'minimum-hami-device-plugin-version-v290',
+      );
+      expect(githubSlug('NODELOCK_FORCE_AFTER and a frozen kubelet')).to.equal(
+        'nodelock_force_after-and-a-frozen-kubelet',
+      );
+      expect(githubSlug("Switching: HAMi's chart turns its scheduler off")).to.equal(
+        'switching-hamis-chart-turns-its-scheduler-off',
+      );
     });
 
     it('numbers repeated headings as GitHub does, and ignores "headings" inside code blocks', () => {

@@ -19,15 +19,23 @@ describe('explainPod: the verdict for each situation', () => {
     expect(explanation.situation).to.equal('fits-nowhere');
     expect(explanation.verdict).to.equal('Pending: fits no node (3 nodes: 2 CardInsufficientMemory, 1 NoGpuInventory)');
     expect(explanation.placement?.failing[0]).to.deep.equal({
-      reason: 'CardInsufficientMemory', count: 2,
-      nodes: [{ node: 'gpu-1', detail: '1/1 CardInsufficientMemory' }, { node: 'gpu-2', detail: '2/2 CardInsufficientMemory' }],
+      reason: 'CardInsufficientMemory',
+      count: 2,
+      nodes: [
+        { node: 'gpu-1', detail: '1/1 CardInsufficientMemory' },
+        { node: 'gpu-2', detail: '2/2 CardInsufficientMemory' },
+      ],
     });
     expect(explanation.placement?.failing[1]?.nodes[0]?.detail).to.match(/^no GPU inventory on node/);
   });
 
   it('fits nowhere because other pods use the GPUs: their usage comes from the store, as filter sees it', async () => {
     const pod = gpuPod('p', { memoryMiB: 20000 });
-    const running = gpuPod('busy', { node: 'gpu-1', phase: 'Running', annotations: boundAnnotations('gpu-1', 'success', 20000) });
+    const running = gpuPod('busy', {
+      node: 'gpu-1',
+      phase: 'Running',
+      annotations: boundAnnotations('gpu-1', 'success', 20000),
+    });
 
     const explanation = await explainScenario(pod, [simulatedGpuNode({ name: 'gpu-1', gpus: 1 })], [running]);
 
@@ -36,11 +44,22 @@ describe('explainPod: the verdict for each situation', () => {
 
   it('waits for a lock: the node its NodeLockWait event names, held by a bound, allocating pod', async () => {
     const pod = gpuPod('p');
-    const other = gpuPod('x', { namespace: 'team-b', node: 'gpu-2', annotations: boundAnnotations('gpu-2', 'allocating') });
-    const nodes = [gpuNode({ name: 'gpu-1', gpus: 1 }), gpuNode({ name: 'gpu-2', gpus: 2 }, { holder, ageSeconds: 40 })];
+    const other = gpuPod('x', {
+      namespace: 'team-b',
+      node: 'gpu-2',
+      annotations: boundAnnotations('gpu-2', 'allocating'),
+    });
+    const nodes = [
+      gpuNode({ name: 'gpu-1', gpus: 1 }),
+      gpuNode({ name: 'gpu-2', gpus: 2 }, { holder, ageSeconds: 40 }),
+    ];
     const events = [
       event('FailedScheduling', 'earlier', secondsAgo(100)),
-      event('NodeLockWait', 'waiting for the lock on node gpu-2: node gpu-2 is locked by team-b/x (held: bind-in-progress)', secondsAgo(3)),
+      event(
+        'NodeLockWait',
+        'waiting for the lock on node gpu-2: node gpu-2 is locked by team-b/x (held: bind-in-progress)',
+        secondsAgo(3),
+      ),
     ];
 
     const explanation = await explainScenario(pod, nodes, [other], events);
@@ -49,27 +68,41 @@ describe('explainPod: the verdict for each situation', () => {
     expect(explanation.verdict).to.equal('waiting for the lock on gpu-2 held by team-b/x (bind-in-progress, 40s)');
     expect(explanation.locks).to.have.length(1);
     expect(explanation.locks[0]).to.deep.include({
-      node: 'gpu-2', relation: 'waited-for', state: 'held', reason: 'bind-in-progress', ageSeconds: 40,
+      node: 'gpu-2',
+      relation: 'waited-for',
+      state: 'held',
+      reason: 'bind-in-progress',
+      ageSeconds: 40,
       owner: { exists: true, phase: 'Pending', node: 'gpu-2', bindPhase: 'allocating', deleting: false },
     });
   });
 
-  it('waits for kubelet: the lock of the node its NodeLockWait event names is free, but the node\'s kubelet has not acknowledged an earlier pod', async () => {
+  it("waits for kubelet: the lock of the node its NodeLockWait event names is free, but the node's kubelet has not acknowledged an earlier pod", async () => {
     const pod = gpuPod('p');
     const nodes = [gpuNode({ name: 'gpu-2', gpus: 2 })];
     const events = [
-      event('NodeLockWait', 'waiting for the lock on node gpu-2: node gpu-2 is free, but its kubelet has not acknowledged the allocation of team-b/x (3s): restarted now, kubelet would call Allocate for it again and be served the next pod\'s GPUs; team-a/p must wait', secondsAgo(2)),
+      event(
+        'NodeLockWait',
+        "waiting for the lock on node gpu-2: node gpu-2 is free, but its kubelet has not acknowledged the allocation of team-b/x (3s): restarted now, kubelet would call Allocate for it again and be served the next pod's GPUs; team-a/p must wait",
+        secondsAgo(2),
+      ),
     ];
 
     const explanation = await explainScenario(pod, nodes, [], events);
 
     expect(explanation.situation).to.equal('waiting-for-kubelet');
-    expect(explanation.verdict).to.equal('Pending: gpu-2\'s lock is free, but its kubelet has not acknowledged team-b/x\'s allocation yet (no status.startTime): restarted now, it would call Allocate for that pod again and be served this pod\'s GPUs, so the bind waits');
+    expect(explanation.verdict).to.equal(
+      "Pending: gpu-2's lock is free, but its kubelet has not acknowledged team-b/x's allocation yet (no status.startTime): restarted now, it would call Allocate for that pod again and be served this pod's GPUs, so the bind waits",
+    );
   });
 
   it('waits for a lock held past the bind grace: the holder is awaiting allocation', async () => {
     const pod = gpuPod('p');
-    const other = gpuPod('x', { namespace: 'team-b', node: 'gpu-2', annotations: boundAnnotations('gpu-2', 'allocating') });
+    const other = gpuPod('x', {
+      namespace: 'team-b',
+      node: 'gpu-2',
+      annotations: boundAnnotations('gpu-2', 'allocating'),
+    });
     const nodes = [gpuNode({ name: 'gpu-2', gpus: 2 }, { holder, ageSeconds: 90 })];
     const events = [event('NodeLockWait', 'waiting for the lock on node gpu-2: locked', secondsAgo(1))];
 
@@ -80,12 +113,18 @@ describe('explainPod: the verdict for each situation', () => {
 
   it('waits for a lock without any event when every node it fits is locked by another pod', async () => {
     const pod = gpuPod('p');
-    const other = gpuPod('x', { namespace: 'team-b', node: 'gpu-2', annotations: boundAnnotations('gpu-2', 'allocating') });
+    const other = gpuPod('x', {
+      namespace: 'team-b',
+      node: 'gpu-2',
+      annotations: boundAnnotations('gpu-2', 'allocating'),
+    });
     const nodes = [gpuNode({ name: 'gpu-2', gpus: 1 }, { holder, ageSeconds: 400 })];
 
     const explanation = await explainScenario(pod, nodes, [other]);
 
-    expect(explanation.verdict).to.equal('waiting for the lock on gpu-2 held by team-b/x (stalled: awaiting-allocation-past-expiry, 6m40s)');
+    expect(explanation.verdict).to.equal(
+      'waiting for the lock on gpu-2 held by team-b/x (stalled: awaiting-allocation-past-expiry, 6m40s)',
+    );
     expect(explanation.locks[0]?.relation).to.equal('on-a-fitting-node');
   });
 
@@ -99,7 +138,9 @@ describe('explainPod: the verdict for each situation', () => {
     const explanation = await explainScenario(pod, [gpuNode({ name: 'gpu-1', gpus: 1 })], [], events);
 
     expect(explanation.situation).to.equal('bind-failed');
-    expect(explanation.verdict).to.equal('Pending: fits 1 node; the last bind failed: binding team-a/p to gpu-1 failed: gave up waiting');
+    expect(explanation.verdict).to.equal(
+      'Pending: fits 1 node; the last bind failed: binding team-a/p to gpu-1 failed: gave up waiting',
+    );
     expect(explanation.locks).to.deep.equal([]);
   });
 
@@ -109,7 +150,9 @@ describe('explainPod: the verdict for each situation', () => {
     const explanation = await explainScenario(gpuPod('p'), nodes);
 
     expect(explanation.situation).to.equal('schedulable');
-    expect(explanation.verdict).to.equal('Pending: fits 7 nodes (gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, …); waiting for kube-scheduler to bind it');
+    expect(explanation.verdict).to.equal(
+      'Pending: fits 7 nodes (gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, …); waiting for kube-scheduler to bind it',
+    );
   });
 
   it('bound and allocating: progress from the to-allocate annotation and the age of its own lock', async () => {
@@ -121,9 +164,20 @@ describe('explainPod: the verdict for each situation', () => {
     expect(explanation.situation).to.equal('bound-allocating');
     expect(explanation.verdict).to.equal('bound to gpu-1, allocating (0/1 containers allocated, lock held 40s)');
     expect(explanation.placement).to.equal(null);
-    expect(explanation.locks[0]).to.deep.include({ node: 'gpu-1', relation: 'held-by-this-pod', state: 'held', reason: 'bind-in-progress' });
-    expect(explanation.bind).to.deep.include({ phase: 'allocating', vgpuNode: 'gpu-1', progress: { done: 0, total: 1 } });
-    expect(explanation.bind.bindTime).to.equal(new Date(Math.floor(secondsAgo(40).getTime() / 1000) * 1000).toISOString());
+    expect(explanation.locks[0]).to.deep.include({
+      node: 'gpu-1',
+      relation: 'held-by-this-pod',
+      state: 'held',
+      reason: 'bind-in-progress',
+    });
+    expect(explanation.bind).to.deep.include({
+      phase: 'allocating',
+      vgpuNode: 'gpu-1',
+      progress: { done: 0, total: 1 },
+    });
+    expect(explanation.bind.bindTime).to.equal(
+      new Date(Math.floor(secondsAgo(40).getTime() / 1000) * 1000).toISOString(),
+    );
   });
 
   it('bound and allocating, a container already consumed by the device plugin', async () => {
@@ -132,17 +186,23 @@ describe('explainPod: the verdict for each situation', () => {
 
     const explanation = await explainScenario(pod, [gpuNode({ name: 'gpu-1', gpus: 1 })]);
 
-    expect(explanation.verdict).to.equal('bound to gpu-1, allocating (1/1 containers allocated; no lock on gpu-1 names it)');
+    expect(explanation.verdict).to.equal(
+      'bound to gpu-1, allocating (1/1 containers allocated; no lock on gpu-1 names it)',
+    );
   });
 
   it('allocation stalled: its lock is past NODELOCK_EXPIRE', async () => {
     const pod = gpuPod('p', { node: 'gpu-1', annotations: boundAnnotations('gpu-1', 'allocating') });
-    const nodes = [gpuNode({ name: 'gpu-1', gpus: 1 }, { holder: { namespace: 'team-a', name: 'p' }, ageSeconds: 360 })];
+    const nodes = [
+      gpuNode({ name: 'gpu-1', gpus: 1 }, { holder: { namespace: 'team-a', name: 'p' }, ageSeconds: 360 }),
+    ];
 
     const explanation = await explainScenario(pod, nodes);
 
     expect(explanation.situation).to.equal('allocation-stalled');
-    expect(explanation.verdict).to.equal('bound to gpu-1, allocation stalled: its lock is 6m old, past NODELOCK_EXPIRE, and the device plugin has not finished (0/1 containers allocated)');
+    expect(explanation.verdict).to.equal(
+      'bound to gpu-1, allocation stalled: its lock is 6m old, past NODELOCK_EXPIRE, and the device plugin has not finished (0/1 containers allocated)',
+    );
   });
 
   it('allocated: names the GPUs bind gave it', async () => {
@@ -168,8 +228,12 @@ describe('explainPod: the verdict for each situation', () => {
   });
 
   it('another scheduler: the extender never sees it', async () => {
-    const explanation = await explainScenario(gpuPod('p', { schedulerName: 'volcano' }), [gpuNode({ name: 'gpu-1', gpus: 1 })]);
-    expect(explanation.verdict).to.equal('Pending: spec.schedulerName is "volcano", not hami-scheduler, so vgpu-warden\'s extender never sees it');
+    const explanation = await explainScenario(gpuPod('p', { schedulerName: 'volcano' }), [
+      gpuNode({ name: 'gpu-1', gpus: 1 }),
+    ]);
+    expect(explanation.verdict).to.equal(
+      'Pending: spec.schedulerName is "volcano", not hami-scheduler, so vgpu-warden\'s extender never sees it',
+    );
     expect(explanation.webhook.state).to.equal('skipped');
   });
 
@@ -177,7 +241,9 @@ describe('explainPod: the verdict for each situation', () => {
     const pod = gpuPod('p', { cores: 150 });
     const explanation = await explainScenario(pod, [gpuNode({ name: 'gpu-1', gpus: 1 })]);
     expect(explanation.situation).to.equal('unreadable-request');
-    expect(explanation.verdict).to.match(/^Pending: unreadable GPU request: invalid nvidia\.com\/gpucores value "150" in container main: .* \(filter refuses the pod\)$/);
+    expect(explanation.verdict).to.match(
+      /^Pending: unreadable GPU request: invalid nvidia\.com\/gpucores value "150" in container main: .* \(filter refuses the pod\)$/,
+    );
     expect(explanation.pod.requestProblems).to.have.length(1);
   });
 
@@ -190,16 +256,26 @@ describe('explainPod: the verdict for each situation', () => {
   });
 
   it('a finished pod and a pod being deleted say so first', async () => {
-    const finished = await explainScenario(gpuPod('p', { node: 'gpu-1', phase: 'Succeeded' }), [gpuNode({ name: 'gpu-1', gpus: 1 })]);
+    const finished = await explainScenario(gpuPod('p', { node: 'gpu-1', phase: 'Succeeded' }), [
+      gpuNode({ name: 'gpu-1', gpus: 1 }),
+    ]);
     expect(finished.verdict).to.equal('finished: Succeeded on gpu-1');
-    const deleting = await explainScenario(gpuPod('p', { memoryMiB: 99999, deleting: true }), [gpuNode({ name: 'gpu-1', gpus: 1 })]);
+    const deleting = await explainScenario(gpuPod('p', { memoryMiB: 99999, deleting: true }), [
+      gpuNode({ name: 'gpu-1', gpus: 1 }),
+    ]);
     expect(deleting.verdict).to.equal('being deleted; Pending: fits no node (1 node: 1 CardInsufficientMemory)');
   });
 
   it('reads the GPU requests as filter does and leaves out GPU-less containers', async () => {
     const pod = gpuPod('p');
     pod.spec?.containers.push({ name: 'sidecar', image: 'x' });
-    pod.spec!.initContainers = [{ name: 'setup', image: 'x', resources: { limits: { 'nvidia.com/gpu': '2', 'nvidia.com/gpumem-percentage': '50' } } }];
+    pod.spec!.initContainers = [
+      {
+        name: 'setup',
+        image: 'x',
+        resources: { limits: { 'nvidia.com/gpu': '2', 'nvidia.com/gpumem-percentage': '50' } },
+      },
+    ];
     const explanation = await explainScenario(pod, [gpuNode({ name: 'gpu-1', gpus: 2 })]);
     expect(explanation.pod.requests).to.deep.equal([
       { container: 'setup', init: true, gpus: 2, memoryMiB: null, memoryPercentage: 50, cores: 0 },
@@ -208,11 +284,26 @@ describe('explainPod: the verdict for each situation', () => {
   });
 
   it('keeps only the events of this incarnation, oldest first, and the latest few', async () => {
-    const events = Array.from({ length: 12 }, (_, index) => event('FailedScheduling', `attempt ${index}`, secondsAgo(100 - index)));
-    events.push(event('FilteringFailed', 'old pod', secondsAgo(1), { involvedObject: { kind: 'Pod', name: 'p', uid: 'another-uid' } }));
+    const events = Array.from({ length: 12 }, (_, index) =>
+      event('FailedScheduling', `attempt ${index}`, secondsAgo(100 - index)),
+    );
+    events.push(
+      event('FilteringFailed', 'old pod', secondsAgo(1), {
+        involvedObject: { kind: 'Pod', name: 'p', uid: 'another-uid' },
+      }),
+    );
     const explanation = await explainScenario(gpuPod('p'), [gpuNode({ name: 'gpu-1', gpus: 1 })], [], events.reverse());
     expect(explanation.events.omitted).to.equal(4);
-    expect(explanation.events.items.map((item) => item.message)).to.deep.equal(['attempt 4', 'attempt 5', 'attempt 6', 'attempt 7', 'attempt 8', 'attempt 9', 'attempt 10', 'attempt 11']);
+    expect(explanation.events.items.map((item) => item.message)).to.deep.equal([
+      'attempt 4',
+      'attempt 5',
+      'attempt 6',
+      'attempt 7',
+      'attempt 8',
+      'attempt 9',
+      'attempt 10',
+      'attempt 11',
+    ]);
     expect(explanation.events.items.at(-1)?.ageSeconds).to.equal(89);
     expect(NOW.getTime() - new Date(explanation.events.items.at(-1)?.time ?? 0).getTime()).to.equal(89_000);
   });

@@ -1,8 +1,20 @@
 import type { CoreV1Event, V1Node, V1Pod } from '@kubernetes/client-node';
 import { lockRowOf, type LockRow } from '../../../src/lock/lock-report.js';
-import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, BIND_TIME_ANNOTATION, NODE_LOCK_ANNOTATION, TO_ALLOCATE_ANNOTATION, VGPU_NODE_ANNOTATION } from '../../../src/hami/wire.js';
+import {
+  ALLOCATED_ANNOTATION,
+  BIND_PHASE_ANNOTATION,
+  BIND_TIME_ANNOTATION,
+  NODE_LOCK_ANNOTATION,
+  TO_ALLOCATE_ANNOTATION,
+  VGPU_NODE_ANNOTATION,
+} from '../../../src/hami/wire.js';
 import { DEFAULT_REQUEST_DEFAULTS } from '../../../src/devices/requests.js';
-import { explainPod, lockNodesToInspect, placementFor, type ExplainSettings } from '../../../src/explain/explain-pod.js';
+import {
+  explainPod,
+  lockNodesToInspect,
+  placementFor,
+  type ExplainSettings,
+} from '../../../src/explain/explain-pod.js';
 import type { Explanation } from '../../../src/explain/explanation.js';
 import { snapshotCache } from '../../../src/explain/snapshot-cache.js';
 import { classifyLock } from '../../../src/lock/lock-rules.js';
@@ -36,18 +48,32 @@ export interface PodOptions {
 export function gpuPod(name: string, options: PodOptions = {}): V1Pod {
   return {
     metadata: {
-      name, namespace: options.namespace ?? 'team-a', uid: `uid-${name}`, creationTimestamp: secondsAgo(300),
+      name,
+      namespace: options.namespace ?? 'team-a',
+      uid: `uid-${name}`,
+      creationTimestamp: secondsAgo(300),
       ...(options.annotations ? { annotations: options.annotations } : {}),
-      ...(options.gpuType ? { annotations: { ...options.annotations, 'nvidia.com/use-gputype': options.gpuType } } : {}),
+      ...(options.gpuType
+        ? { annotations: { ...options.annotations, 'nvidia.com/use-gputype': options.gpuType } }
+        : {}),
       ...(options.deleting ? { deletionTimestamp: secondsAgo(5) } : {}),
     },
     spec: {
       schedulerName: options.schedulerName ?? 'hami-scheduler',
       ...(options.node ? { nodeName: options.node } : {}),
-      containers: [{
-        name: 'main', image: 'x',
-        resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(options.memoryMiB ?? 12000), 'nvidia.com/gpucores': String(options.cores ?? 30) } },
-      }],
+      containers: [
+        {
+          name: 'main',
+          image: 'x',
+          resources: {
+            limits: {
+              'nvidia.com/gpu': '1',
+              'nvidia.com/gpumem': String(options.memoryMiB ?? 12000),
+              'nvidia.com/gpucores': String(options.cores ?? 30),
+            },
+          },
+        },
+      ],
     },
     status: { phase: options.phase ?? 'Pending' },
   };
@@ -57,15 +83,24 @@ export function gpuPod(name: string, options: PodOptions = {}): V1Pod {
 export function boundAnnotations(node: string, phase: string, memoryMiB = 12000, cores = 30): Record<string, string> {
   const encoded = `GPU-${node}-0,NVIDIA,${memoryMiB},${cores}:;`;
   return {
-    [VGPU_NODE_ANNOTATION]: node, [TO_ALLOCATE_ANNOTATION]: encoded, [ALLOCATED_ANNOTATION]: encoded,
-    [BIND_PHASE_ANNOTATION]: phase, [BIND_TIME_ANNOTATION]: String(Math.floor(secondsAgo(40).getTime() / 1000)),
+    [VGPU_NODE_ANNOTATION]: node,
+    [TO_ALLOCATE_ANNOTATION]: encoded,
+    [ALLOCATED_ANNOTATION]: encoded,
+    [BIND_PHASE_ANNOTATION]: phase,
+    [BIND_TIME_ANNOTATION]: String(Math.floor(secondsAgo(40).getTime() / 1000)),
   };
 }
 
 export function gpuNode(spec: SimulatedGpuNodeSpec, lock?: { holder: PodRef; ageSeconds: number }): V1Node {
   const node = simulatedGpuNode(spec);
   if (lock !== undefined) {
-    node.metadata = { ...node.metadata, annotations: { ...node.metadata?.annotations, [NODE_LOCK_ANNOTATION]: formatLockValue(secondsAgo(lock.ageSeconds), lock.holder) } };
+    node.metadata = {
+      ...node.metadata,
+      annotations: {
+        ...node.metadata?.annotations,
+        [NODE_LOCK_ANNOTATION]: formatLockValue(secondsAgo(lock.ageSeconds), lock.holder),
+      },
+    };
   }
   return node;
 }
@@ -74,8 +109,13 @@ export function event(reason: string, message: string, at: Date, extra: Partial<
   return {
     metadata: { name: `${reason}-${at.getTime()}` },
     involvedObject: { kind: 'Pod', name: 'p' },
-    reason, message, type: reason === 'NodeLockWait' || reason === 'Scheduled' ? 'Normal' : 'Warning',
-    lastTimestamp: at, firstTimestamp: at, count: 1, source: { component: 'vgpu-warden' },
+    reason,
+    message,
+    type: reason === 'NodeLockWait' || reason === 'Scheduled' ? 'Normal' : 'Warning',
+    lastTimestamp: at,
+    firstTimestamp: at,
+    count: 1,
+    source: { component: 'vgpu-warden' },
     ...extra,
   };
 }
@@ -86,17 +126,34 @@ function rowFor(node: V1Node, pods: readonly V1Pod[]): LockRow | undefined {
   const name = node.metadata?.name ?? '';
   if (raw === undefined) return undefined;
   const value = parseLockValue(raw);
-  const ownerObject = value.kind === 'owned' ? pods.find((pod) => pod.metadata?.namespace === value.owner.namespace && pod.metadata.name === value.owner.name) : undefined;
+  const ownerObject =
+    value.kind === 'owned'
+      ? pods.find((pod) => pod.metadata?.namespace === value.owner.namespace && pod.metadata.name === value.owner.name)
+      : undefined;
   const owner = value.kind === 'owned' ? (ownerObject === undefined ? null : ownerPodFrom(ownerObject)) : undefined;
-  return lockRowOf({ node: name, resourceVersion: '1', raw, value, owner, classification: classifyLock({ lock: value, owner: owner ?? undefined, node: name, now: NOW, config: RULES }) });
+  return lockRowOf({
+    node: name,
+    resourceVersion: '1',
+    raw,
+    value,
+    owner,
+    classification: classifyLock({ lock: value, owner: owner ?? undefined, node: name, now: NOW, config: RULES }),
+  });
 }
 
 /** The command's pipeline without the API: snapshot store, filter's verdicts, lock rows, explanation. */
-export async function explainScenario(pod: V1Pod, nodes: readonly V1Node[], others: readonly V1Pod[] = [], events: readonly CoreV1Event[] = []): Promise<Explanation> {
+export async function explainScenario(
+  pod: V1Pod,
+  nodes: readonly V1Node[],
+  others: readonly V1Pod[] = [],
+  events: readonly CoreV1Event[] = [],
+): Promise<Explanation> {
   const pods = [pod, ...others];
   const cache = await snapshotCache(nodes, pods);
   const placement = placementFor(pod, cache, SETTINGS);
   const names = lockNodesToInspect(pod, cache, events, placement);
-  const locks = names.map((name) => rowFor(nodes.find((node) => node.metadata?.name === name) as V1Node, pods)).filter((row): row is LockRow => row !== undefined);
+  const locks = names
+    .map((name) => rowFor(nodes.find((node) => node.metadata?.name === name) as V1Node, pods))
+    .filter((row): row is LockRow => row !== undefined);
   return explainPod({ pod, placement, events, locks, now: NOW, settings: SETTINGS });
 }

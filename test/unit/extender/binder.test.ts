@@ -18,13 +18,26 @@ import { eventually, notYet } from '../../support/eventually.js';
 /** A list-watch source over a fixed list whose watch stays open; `emit` pushes events. */
 class StaticSource<T> implements ListWatchSource<T> {
   private handlers: ((type: WatchEventType, object: T) => void)[] = [];
-  constructor(private readonly items: () => T[], private readonly version: () => string = () => '1') {}
+  constructor(
+    private readonly items: () => T[],
+    private readonly version: () => string = () => '1',
+  ) {}
   list(): Promise<{ items: T[]; resourceVersion: string }> {
     return Promise.resolve({ items: this.items(), resourceVersion: this.version() });
   }
   watch(_rv: string, handlers: { onEvent(type: WatchEventType, object: T): void }, signal: AbortSignal): Promise<void> {
-    this.handlers.push((type, object) => { handlers.onEvent(type, object); });
-    return new Promise((resolve) => { signal.addEventListener('abort', () => { resolve(); }, { once: true }); });
+    this.handlers.push((type, object) => {
+      handlers.onEvent(type, object);
+    });
+    return new Promise((resolve) => {
+      signal.addEventListener(
+        'abort',
+        () => {
+          resolve();
+        },
+        { once: true },
+      );
+    });
   }
   emit(type: WatchEventType, object: T): void {
     for (const handler of this.handlers) handler(type, object);
@@ -53,7 +66,15 @@ class FakeApi implements NodeLockApi {
   private async fault<T>(fault: Fault, signal: AbortSignal | undefined, commit: () => T): Promise<T> {
     if (fault === 'hang') {
       // fetch rejects with the signal's reason when it aborts.
-      await new Promise<void>((_resolve, reject) => { signal?.addEventListener('abort', () => { reject(signal.reason as Error); }, { once: true }); });
+      await new Promise<void>((_resolve, reject) => {
+        signal?.addEventListener(
+          'abort',
+          () => {
+            reject(signal.reason as Error);
+          },
+          { once: true },
+        );
+      });
     }
     if (fault === 'conflict') throw new ApiException(409, 'Conflict', '{"message":"conflict"}', {});
     const result = commit();
@@ -70,9 +91,14 @@ class FakeApi implements NodeLockApi {
     this.calls.push('PATCH node');
     return this.fault(this.lockWriteFault, signal, () => {
       if (resourceVersion !== this.node.metadata?.resourceVersion) throw new WriteConflictError('conflict');
-      const others = Object.fromEntries(Object.entries(this.node.metadata.annotations ?? {}).filter(([key]) => key !== NODE_LOCK_ANNOTATION));
+      const others = Object.fromEntries(
+        Object.entries(this.node.metadata.annotations ?? {}).filter(([key]) => key !== NODE_LOCK_ANNOTATION),
+      );
       const annotations = value === null ? others : { ...others, [NODE_LOCK_ANNOTATION]: value };
-      this.node = { ...this.node, metadata: { ...this.node.metadata, annotations, resourceVersion: String(++this.rv) } };
+      this.node = {
+        ...this.node,
+        metadata: { ...this.node.metadata, annotations, resourceVersion: String(++this.rv) },
+      };
       return this.snapshot();
     });
   }
@@ -88,7 +114,12 @@ class FakeApi implements NodeLockApi {
   }
 
   snapshot(): NodeSnapshot {
-    return { name: this.node.metadata?.name ?? '', resourceVersion: this.node.metadata?.resourceVersion ?? '', lock: this.lock, object: this.node };
+    return {
+      name: this.node.metadata?.name ?? '',
+      resourceVersion: this.node.metadata?.resourceVersion ?? '',
+      lock: this.lock,
+      object: this.node,
+    };
   }
 
   core(): CoreV1Api {
@@ -96,23 +127,38 @@ class FakeApi implements NodeLockApi {
       readNamespacedPod: ({ name, namespace }: { name: string; namespace: string }) => {
         this.calls.push('GET pod');
         const pod = this.pods.get(`${namespace}/${name}`);
-        return pod ? Promise.resolve(pod) : Promise.reject(new ApiException(404, 'NotFound', '{"message":"not found"}', {}));
+        return pod
+          ? Promise.resolve(pod)
+          : Promise.reject(new ApiException(404, 'NotFound', '{"message":"not found"}', {}));
       },
-      createNamespacedPodBinding: (request: { name: string; namespace: string; body: { metadata: { uid: string; annotations?: Record<string, string>; labels?: Record<string, string> }; target: { name: string } } }, options?: { middleware?: { pre(context: unknown): unknown }[] }) => {
+      createNamespacedPodBinding: (
+        request: {
+          name: string;
+          namespace: string;
+          body: {
+            metadata: { uid: string; annotations?: Record<string, string>; labels?: Record<string, string> };
+            target: { name: string };
+          };
+        },
+        options?: { middleware?: { pre(context: unknown): unknown }[] },
+      ) => {
         this.calls.push('POST binding');
         const signal = signalOf(options);
         return this.fault(this.bindingFault, signal, () => {
           const key = `${request.namespace}/${request.name}`;
           const pod = this.pods.get(key);
           if (!pod) throw new ApiException(404, 'NotFound', '{"message":"not found"}', {});
-          if (pod.metadata?.uid !== request.body.metadata.uid) throw new ApiException(409, 'Conflict', '{"message":"Precondition failed: UID"}', {});
+          if (pod.metadata?.uid !== request.body.metadata.uid)
+            throw new ApiException(409, 'Conflict', '{"message":"Precondition failed: UID"}', {});
           if (pod.spec?.nodeName) throw new ApiException(409, 'Conflict', '{"message":"pod is already assigned"}', {});
           this.pods.set(key, {
             ...pod,
             metadata: {
               ...pod.metadata,
               annotations: { ...pod.metadata.annotations, ...request.body.metadata.annotations },
-              ...(this.bindingCopiesLabels ? { labels: { ...pod.metadata.labels, ...request.body.metadata.labels } } : {}),
+              ...(this.bindingCopiesLabels
+                ? { labels: { ...pod.metadata.labels, ...request.body.metadata.labels } }
+                : {}),
             },
             spec: { ...pod.spec, containers: pod.spec?.containers ?? [], nodeName: request.body.target.name },
           });
@@ -122,14 +168,28 @@ class FakeApi implements NodeLockApi {
       listPodForAllNamespaces: ({ fieldSelector }: { fieldSelector?: string }) => {
         this.calls.push('LIST pods');
         const node = /^spec\.nodeName=(.+)$/.exec(fieldSelector ?? '')?.[1];
-        return Promise.resolve({ items: [...this.pods.values()].filter((pod) => node === undefined || pod.spec?.nodeName === node) });
+        return Promise.resolve({
+          items: [...this.pods.values()].filter((pod) => node === undefined || pod.spec?.nodeName === node),
+        });
       },
-      patchNamespacedPod: ({ name, namespace, body }: { name: string; namespace: string; body: { metadata: { uid?: string; labels?: Record<string, string> } } }) => {
+      patchNamespacedPod: ({
+        name,
+        namespace,
+        body,
+      }: {
+        name: string;
+        namespace: string;
+        body: { metadata: { uid?: string; labels?: Record<string, string> } };
+      }) => {
         this.calls.push('PATCH pod');
         const key = `${namespace}/${name}`;
         const pod = this.pods.get(key);
-        if (!pod || pod.metadata?.uid !== body.metadata.uid) return Promise.reject(new ApiException(409, 'Conflict', '{"message":"uid"}', {}));
-        this.pods.set(key, { ...pod, metadata: { ...pod.metadata, labels: { ...pod.metadata?.labels, ...body.metadata.labels } } });
+        if (!pod || pod.metadata?.uid !== body.metadata.uid)
+          return Promise.reject(new ApiException(409, 'Conflict', '{"message":"uid"}', {}));
+        this.pods.set(key, {
+          ...pod,
+          metadata: { ...pod.metadata, labels: { ...pod.metadata?.labels, ...body.metadata.labels } },
+        });
         return Promise.resolve(pod);
       },
     };
@@ -140,24 +200,43 @@ class FakeApi implements NodeLockApi {
 /** The AbortSignal a withSignal() middleware would put on the request. */
 function signalOf(options: { middleware?: { pre(context: unknown): unknown }[] } | undefined): AbortSignal | undefined {
   let signal: AbortSignal | undefined;
-  for (const middleware of options?.middleware ?? []) middleware.pre({ setSignal: (value: AbortSignal) => { signal = value; }, setHeaderParam: () => undefined });
+  for (const middleware of options?.middleware ?? [])
+    middleware.pre({
+      setSignal: (value: AbortSignal) => {
+        signal = value;
+      },
+      setHeaderParam: () => undefined,
+    });
   return signal;
 }
 
 function gpuPod(name: string, uid: string, gpumem = '4000'): V1Pod {
   return {
     metadata: { name, namespace: 'ns', uid, resourceVersion: '5' },
-    spec: { schedulerName: 'hami-scheduler', containers: [{ name: 'main', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': gpumem } } }] },
+    spec: {
+      schedulerName: 'hami-scheduler',
+      containers: [{ name: 'main', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': gpumem } } }],
+    },
     status: { phase: 'Pending' },
   };
 }
 
 const events = { record: () => undefined } as unknown as EventRecorder;
-const defaults = { nodePolicy: 'binpack' as const, gpuPolicy: 'spread' as const, requestDefaults: DEFAULT_REQUEST_DEFAULTS };
+const defaults = {
+  nodePolicy: 'binpack' as const,
+  gpuPolicy: 'spread' as const,
+  requestDefaults: DEFAULT_REQUEST_DEFAULTS,
+};
 
 /** Pod `holder` is bound to gpu-1, awaiting allocation, and holds its lock (API and store agree). */
-async function holdLockByAllocatingPod(parts: Pick<Awaited<ReturnType<typeof setup>>, 'api' | 'podSource' | 'nodeSource'>): Promise<void> {
-  const holder = { ...gpuPod('holder', 'uid-h'), metadata: { ...gpuPod('holder', 'uid-h').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } }, spec: { containers: [], nodeName: 'gpu-1' } };
+async function holdLockByAllocatingPod(
+  parts: Pick<Awaited<ReturnType<typeof setup>>, 'api' | 'podSource' | 'nodeSource'>,
+): Promise<void> {
+  const holder = {
+    ...gpuPod('holder', 'uid-h'),
+    metadata: { ...gpuPod('holder', 'uid-h').metadata, annotations: { 'hami.io/bind-phase': 'allocating' } },
+    spec: { containers: [], nodeName: 'gpu-1' },
+  };
   parts.api.pods.set('ns/holder', holder);
   parts.podSource.emit('MODIFIED', holder);
   await parts.api.writeLock('gpu-1', '10', `${new Date().toISOString().replace(/\.\d+Z$/, 'Z')},ns,holder`);
@@ -174,13 +253,24 @@ function allocatedPod(name: string, uid: string): V1Pod {
   const pod = gpuPod(name, uid);
   return {
     ...pod,
-    metadata: { ...pod.metadata, annotations: { [ALLOCATED_ANNOTATION]: 'GPU-gpu-1-0,NVIDIA,4000,0:;', 'hami.io/vgpu-node': 'gpu-1', 'hami.io/bind-phase': 'success' } },
+    metadata: {
+      ...pod.metadata,
+      annotations: {
+        [ALLOCATED_ANNOTATION]: 'GPU-gpu-1-0,NVIDIA,4000,0:;',
+        'hami.io/vgpu-node': 'gpu-1',
+        'hami.io/bind-phase': 'success',
+      },
+    },
     spec: { ...pod.spec, containers: pod.spec?.containers ?? [], nodeName: 'gpu-1' },
   };
 }
 
 function acknowledged(pod: V1Pod): V1Pod {
-  return { ...pod, metadata: { ...pod.metadata, resourceVersion: '11' }, status: { ...pod.status, startTime: new Date() } };
+  return {
+    ...pod,
+    metadata: { ...pod.metadata, resourceVersion: '11' },
+    status: { ...pod.status, startTime: new Date() },
+  };
 }
 
 interface SetupOptions {
@@ -201,12 +291,28 @@ async function setup(pods: V1Pod[], options: SetupOptions = {}) {
   for (const pod of pods) api.pods.set(`ns/${pod.metadata?.name ?? ''}`, pod);
   const nodeSource = new StaticSource<V1Node>(() => [api.node]);
   // The pod store has seen everything up to the API's version at start-up.
-  const podSource = new StaticSource<V1Pod>(() => [...api.pods.values()], () => String(api.rv));
+  const podSource = new StaticSource<V1Pod>(
+    () => [...api.pods.values()],
+    () => String(api.rv),
+  );
   const cache = new ClusterCache({ sources: { nodes: nodeSource, pods: podSource } });
   await cache.start();
-  const locks = new NodeLocks({ api, view: cache.lockView, config: { bindGraceMs: 60_000, expireMs: 300_000 }, sleep: () => Promise.resolve() });
+  const locks = new NodeLocks({
+    api,
+    view: cache.lockView,
+    config: { bindGraceMs: 60_000, expireMs: 300_000 },
+    sleep: () => Promise.resolve(),
+  });
   const binder = new Binder({
-    core: api.core(), cache, locks, events: options.events ?? events, defaults, lockWaitMs: options.lockWaitMs ?? 1000, timeoutMs: options.timeoutMs ?? 6000, cleanupReserveMs: 1000, waitPollMs: 50,
+    core: api.core(),
+    cache,
+    locks,
+    events: options.events ?? events,
+    defaults,
+    lockWaitMs: options.lockWaitMs ?? 1000,
+    timeoutMs: options.timeoutMs ?? 6000,
+    cleanupReserveMs: 1000,
+    waitPollMs: 50,
     ...(options.successEvents === undefined ? {} : { successEvents: options.successEvents }),
     ...(options.lockWaitEventAfterMs === undefined ? {} : { lockWaitEventAfterMs: options.lockWaitEventAfterMs }),
     ...(options.labels === undefined ? {} : { labels: options.labels }),
@@ -220,11 +326,20 @@ const args = (name: string, uid: string) => ({ podName: name, podNamespace: 'ns'
 
 describe('Binder (bind against a fake API with faults)', () => {
   let stop: (() => Promise<void>) | undefined;
-  afterEach(async () => { await stop?.(); stop = undefined; });
+  afterEach(async () => {
+    await stop?.();
+    stop = undefined;
+  });
 
   it('happy path: one lock write and one Binding carrying HAMi annotations and the hami.io/vgpu-node label with the UID precondition; nothing else', async () => {
     const followed: BoundPod[] = [];
-    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')], { labels: { follow: (pod) => { followed.push(pod); } } });
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')], {
+      labels: {
+        follow: (pod) => {
+          followed.push(pod);
+        },
+      },
+    });
     stop = () => cache.stop();
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
     expect(api.calls).to.deep.equal(['PATCH node', 'POST binding']);
@@ -233,16 +348,22 @@ describe('Binder (bind against a fake API with faults)', () => {
     const pod = api.pods.get('ns/a');
     expect(pod?.spec?.nodeName).to.equal('gpu-1');
     expect(pod?.metadata?.annotations?.[TO_ALLOCATE_ANNOTATION]).to.match(/^GPU-gpu-1-\d,NVIDIA,4000,0:;$/);
-    expect(pod?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.equal(pod?.metadata?.annotations?.[TO_ALLOCATE_ANNOTATION]);
+    expect(pod?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.equal(
+      pod?.metadata?.annotations?.[TO_ALLOCATE_ANNOTATION],
+    );
     expect(pod?.metadata?.annotations?.['hami.io/bind-phase']).to.equal('allocating');
     expect(pod?.metadata?.labels?.['hami.io/vgpu-node']).to.equal('gpu-1');
     const lock = parseLockValue(api.lock ?? '');
     expect(lock.kind === 'owned' && lock.owner.name).to.equal('a');
   });
 
-  it('records no BindingSucceed by default (kube-scheduler\'s Scheduled says it), and BindingFailed on failure', async () => {
+  it("records no BindingSucceed by default (kube-scheduler's Scheduled says it), and BindingFailed on failure", async () => {
     const recorded: string[] = [];
-    const recorder = { record: (target: { name: string }, type: string, reason: string, message: string) => { recorded.push(`${target.name} ${type} ${reason}: ${message}`); } } as unknown as EventRecorder;
+    const recorder = {
+      record: (target: { name: string }, type: string, reason: string, message: string) => {
+        recorded.push(`${target.name} ${type} ${reason}: ${message}`);
+      },
+    } as unknown as EventRecorder;
     const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), gpuPod('b', 'uid-b')], { events: recorder });
     stop = () => cache.stop();
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
@@ -252,10 +373,17 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(recorded.map((line) => line.split(':')[0])).to.deep.equal(['b Warning BindingFailed']);
   });
 
-  it('with successEvents (SUCCESS_EVENTS=true) records HAMi\'s BindingSucceed with HAMi\'s message on success, and BindingFailed (never BindingSucceed) on failure', async () => {
+  it("with successEvents (SUCCESS_EVENTS=true) records HAMi's BindingSucceed with HAMi's message on success, and BindingFailed (never BindingSucceed) on failure", async () => {
     const recorded: string[] = [];
-    const recorder = { record: (target: { name: string }, type: string, reason: string, message: string) => { recorded.push(`${target.name} ${type} ${reason}: ${message}`); } } as unknown as EventRecorder;
-    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), gpuPod('b', 'uid-b')], { events: recorder, successEvents: true });
+    const recorder = {
+      record: (target: { name: string }, type: string, reason: string, message: string) => {
+        recorded.push(`${target.name} ${type} ${reason}: ${message}`);
+      },
+    } as unknown as EventRecorder;
+    const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), gpuPod('b', 'uid-b')], {
+      events: recorder,
+      successEvents: true,
+    });
     stop = () => cache.stop();
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
     expect(recorded).to.deep.equal(['a Normal BindingSucceed: Successfully binding node [gpu-1] to ns/a']);
@@ -317,7 +445,10 @@ describe('Binder (bind against a fake API with faults)', () => {
 
   it('is idempotent: already bound here answers success with no write; bound elsewhere is an error with no write', async () => {
     const here = { ...gpuPod('a', 'uid-a'), spec: { ...gpuPod('a', 'uid-a').spec, containers: [], nodeName: 'gpu-1' } };
-    const elsewhere = { ...gpuPod('b', 'uid-b'), spec: { ...gpuPod('b', 'uid-b').spec, containers: [], nodeName: 'gpu-2' } };
+    const elsewhere = {
+      ...gpuPod('b', 'uid-b'),
+      spec: { ...gpuPod('b', 'uid-b').spec, containers: [], nodeName: 'gpu-2' },
+    };
     const { api, cache, binder } = await setup([here, elsewhere]);
     stop = () => cache.stop();
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
@@ -335,23 +466,38 @@ describe('Binder (bind against a fake API with faults)', () => {
   it('re-stamps a lock it already holds with an RV-guarded write (a retried bind renews its age)', async () => {
     const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
     stop = () => cache.stop();
-    api.node = { ...api.node, metadata: { ...api.node.metadata, annotations: { ...api.node.metadata?.annotations, [NODE_LOCK_ANNOTATION]: '2020-01-01T00:00:00Z,ns,a' } } };
-    cache.lockView.observeWrite({ ...api.snapshot(), object: { ...api.node, metadata: { ...api.node.metadata, resourceVersion: '10' } } });
+    api.node = {
+      ...api.node,
+      metadata: {
+        ...api.node.metadata,
+        annotations: { ...api.node.metadata?.annotations, [NODE_LOCK_ANNOTATION]: '2020-01-01T00:00:00Z,ns,a' },
+      },
+    };
+    cache.lockView.observeWrite({
+      ...api.snapshot(),
+      object: { ...api.node, metadata: { ...api.node.metadata, resourceVersion: '10' } },
+    });
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
     expect(api.lock).to.not.equal('2020-01-01T00:00:00Z,ns,a');
     expect(api.calls[0]).to.equal('PATCH node');
   });
 
-  it('counts pods another binder bound while this store\'s pod watch lagged: lists the node\'s pods and refuses what no longer fits', async () => {
+  it("counts pods another binder bound while this store's pod watch lagged: lists the node's pods and refuses what no longer fits", async () => {
     const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')]);
     stop = () => cache.stop();
     // Another replica took the lock, bound x and y onto both GPUs in full and the lock was released:
     // the node moved on (rv 12), this store's pod watch delivered none of it.
-    for (const [name, gpu] of [['x', 0], ['y', 1]] as const) {
+    for (const [name, gpu] of [
+      ['x', 0],
+      ['y', 1],
+    ] as const) {
       const bound = gpuPod(name, `uid-${name}`, '24576');
       api.pods.set(`ns/${name}`, {
         ...bound,
-        metadata: { ...bound.metadata, annotations: { [ALLOCATED_ANNOTATION]: `GPU-gpu-1-${gpu},NVIDIA,24576,0:;`, 'hami.io/vgpu-node': 'gpu-1' } },
+        metadata: {
+          ...bound.metadata,
+          annotations: { [ALLOCATED_ANNOTATION]: `GPU-gpu-1-${gpu},NVIDIA,24576,0:;`, 'hami.io/vgpu-node': 'gpu-1' },
+        },
         spec: { ...bound.spec, containers: bound.spec?.containers ?? [], nodeName: 'gpu-1' },
       });
     }
@@ -367,13 +513,16 @@ describe('Binder (bind against a fake API with faults)', () => {
     expect(api.lock, 'the lock taken for the refused bind is released').to.equal(undefined);
   });
 
-  it('fits against the API\'s pods while the store lags, picking the GPU the unseen bind left free', async () => {
+  it("fits against the API's pods while the store lags, picking the GPU the unseen bind left free", async () => {
     const { api, cache, binder } = await setup([gpuPod('a', 'uid-a', '20000')]);
     stop = () => cache.stop();
     const bound = gpuPod('x', 'uid-x', '20000');
     api.pods.set('ns/x', {
       ...bound,
-      metadata: { ...bound.metadata, annotations: { [ALLOCATED_ANNOTATION]: 'GPU-gpu-1-0,NVIDIA,20000,0:;', 'hami.io/vgpu-node': 'gpu-1' } },
+      metadata: {
+        ...bound.metadata,
+        annotations: { [ALLOCATED_ANNOTATION]: 'GPU-gpu-1-0,NVIDIA,20000,0:;', 'hami.io/vgpu-node': 'gpu-1' },
+      },
       spec: { ...bound.spec, containers: bound.spec?.containers ?? [], nodeName: 'gpu-1' },
     });
     api.rv = 12;
@@ -381,12 +530,14 @@ describe('Binder (bind against a fake API with faults)', () => {
 
     expect(await binder.bind(args('a', 'uid-a'))).to.deep.equal({});
 
-    expect(api.pods.get('ns/a')?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.equal('GPU-gpu-1-1,NVIDIA,20000,0:;');
+    expect(api.pods.get('ns/a')?.metadata?.annotations?.[ALLOCATED_ANNOTATION]).to.equal(
+      'GPU-gpu-1-1,NVIDIA,20000,0:;',
+    );
     // The lock write from the lagging view meets a conflict, is re-read and retried, then the LIST.
     expect(api.calls.slice(-3)).to.deep.equal(['PATCH node', 'LIST pods', 'POST binding']);
   });
 
-  it('a lock taken over from a holder that is gone is followed by a LIST of the node\'s pods, even with a store that looks current', async () => {
+  it("a lock taken over from a holder that is gone is followed by a LIST of the node's pods, even with a store that looks current", async () => {
     const { api, cache, binder, nodeSource } = await setup([gpuPod('a', 'uid-a')]);
     stop = () => cache.stop();
     await api.writeLock('gpu-1', '10', '2020-01-01T00:00:00Z,ns,gone');
@@ -400,7 +551,10 @@ describe('Binder (bind against a fake API with faults)', () => {
   });
 
   it('a bind waiting for a busy node gives up without touching the lock when its pod is recreated meanwhile', async () => {
-    const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('sts-0', 'uid-old'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+    const { api, cache, binder, podSource, nodeSource } = await setup(
+      [gpuPod('sts-0', 'uid-old'), gpuPod('holder', 'uid-h')],
+      { lockWaitMs: 3000 },
+    );
     stop = () => cache.stop();
     // Another pod holds the lock, bound and awaiting allocation.
     await holdLockByAllocatingPod({ api, podSource, nodeSource });
@@ -420,7 +574,10 @@ describe('Binder (bind against a fake API with faults)', () => {
   });
 
   it('a bind waiting for a busy node gives up without taking the lock when its pod is deleted meanwhile', async () => {
-    const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('gone-0', 'uid-g'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+    const { api, cache, binder, podSource, nodeSource } = await setup(
+      [gpuPod('gone-0', 'uid-g'), gpuPod('holder', 'uid-h')],
+      { lockWaitMs: 3000 },
+    );
     stop = () => cache.stop();
     await holdLockByAllocatingPod({ api, podSource, nodeSource });
     const waiting = binder.bind(args('gone-0', 'uid-g'));
@@ -433,13 +590,19 @@ describe('Binder (bind against a fake API with faults)', () => {
     api.calls = [];
     const result = await waiting;
     expect(result.error).to.match(/deleted while this bind waited/);
-    expect(api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST')), 'no lock write, no Binding').to.deep.equal([]);
+    expect(
+      api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST')),
+      'no lock write, no Binding',
+    ).to.deep.equal([]);
     expect(api.lock).to.equal(undefined);
   });
 
-  describe('reserves the pod\'s share while it waits for the lock', () => {
-    it('counts a waiting bind\'s share on the node at once, so the pods placed meanwhile see it, and replaces it by the fit under the lock', async () => {
-      const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('waiter', 'uid-w', '20000'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+  describe("reserves the pod's share while it waits for the lock", () => {
+    it("counts a waiting bind's share on the node at once, so the pods placed meanwhile see it, and replaces it by the fit under the lock", async () => {
+      const { api, cache, binder, podSource, nodeSource } = await setup(
+        [gpuPod('waiter', 'uid-w', '20000'), gpuPod('holder', 'uid-h')],
+        { lockWaitMs: 3000 },
+      );
       stop = () => cache.stop();
       await holdLockByAllocatingPod({ api, podSource, nodeSource });
       const waiting = binder.bind(args('waiter', 'uid-w'));
@@ -452,30 +615,49 @@ describe('Binder (bind against a fake API with faults)', () => {
       const result = await waiting;
       expect(result.error).to.equal(undefined);
       expect(cache.isAssumed('uid-w'), 'assumed as bound').to.equal(true);
-      expect([...cache.usageOn('gpu-1').values()].reduce((sum, use) => sum + use.memoryMiB, 0), 'counted once').to.equal(20_000);
+      expect(
+        [...cache.usageOn('gpu-1').values()].reduce((sum, use) => sum + use.memoryMiB, 0),
+        'counted once',
+      ).to.equal(20_000);
     });
 
     it('counts a sidecar init container (restartPolicy Always) beside the app container in the reservation and in the usage assumed for the bind', async () => {
       const gpu = { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '6000' } };
       const base = gpuPod('side', 'uid-s');
       // binpack: both on one 24 GiB GPU, where a sidecar's share adds to the app container's.
-      const pod: V1Pod = { ...base, metadata: { ...base.metadata, annotations: { 'hami.io/gpu-scheduler-policy': 'binpack' } },
-        spec: { ...base.spec, initContainers: [{ name: 'sidecar', restartPolicy: 'Always', resources: gpu }], containers: [{ name: 'main', resources: gpu }] } };
-      const { api, cache, binder, podSource, nodeSource } = await setup([pod, gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+      const pod: V1Pod = {
+        ...base,
+        metadata: { ...base.metadata, annotations: { 'hami.io/gpu-scheduler-policy': 'binpack' } },
+        spec: {
+          ...base.spec,
+          initContainers: [{ name: 'sidecar', restartPolicy: 'Always', resources: gpu }],
+          containers: [{ name: 'main', resources: gpu }],
+        },
+      };
+      const { api, cache, binder, podSource, nodeSource } = await setup([pod, gpuPod('holder', 'uid-h')], {
+        lockWaitMs: 3000,
+      });
       stop = () => cache.stop();
       await holdLockByAllocatingPod({ api, podSource, nodeSource });
       const waiting = binder.bind(args('side', 'uid-s'));
       await new Promise((resolve) => setTimeout(resolve, 50));
-      expect([...cache.usageOn('gpu-1').values()], 'reserved while waiting').to.deep.equal([{ slots: 2, memoryMiB: 12_000, cores: 0 }]);
+      expect([...cache.usageOn('gpu-1').values()], 'reserved while waiting').to.deep.equal([
+        { slots: 2, memoryMiB: 12_000, cores: 0 },
+      ]);
       await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
       nodeSource.emit('MODIFIED', api.node);
       expect((await waiting).error).to.equal(undefined);
       expect(cache.isAssumed('uid-s')).to.equal(true);
-      expect([...cache.usageOn('gpu-1').values()], 'assumed as bound').to.deep.equal([{ slots: 2, memoryMiB: 12_000, cores: 0 }]);
+      expect([...cache.usageOn('gpu-1').values()], 'assumed as bound').to.deep.equal([
+        { slots: 2, memoryMiB: 12_000, cores: 0 },
+      ]);
     });
 
     it('forgets the reservation when the wait for the lock runs out', async () => {
-      const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('waiter', 'uid-w'), gpuPod('holder', 'uid-h')], { lockWaitMs: 200 });
+      const { api, cache, binder, podSource, nodeSource } = await setup(
+        [gpuPod('waiter', 'uid-w'), gpuPod('holder', 'uid-h')],
+        { lockWaitMs: 200 },
+      );
       stop = () => cache.stop();
       await holdLockByAllocatingPod({ api, podSource, nodeSource });
       const result = await binder.bind(args('waiter', 'uid-w'));
@@ -485,7 +667,15 @@ describe('Binder (bind against a fake API with faults)', () => {
     });
 
     it('fails at once, writing nothing, when the node has no room left for the pod beside the binds already waiting', async () => {
-      const { api, cache, binder, podSource, nodeSource } = await setup([gpuPod('first', 'uid-1', '24576'), gpuPod('second', 'uid-2', '24576'), gpuPod('third', 'uid-3', '24576'), gpuPod('holder', 'uid-h')], { lockWaitMs: 3000 });
+      const { api, cache, binder, podSource, nodeSource } = await setup(
+        [
+          gpuPod('first', 'uid-1', '24576'),
+          gpuPod('second', 'uid-2', '24576'),
+          gpuPod('third', 'uid-3', '24576'),
+          gpuPod('holder', 'uid-h'),
+        ],
+        { lockWaitMs: 3000 },
+      );
       stop = () => cache.stop();
       await holdLockByAllocatingPod({ api, podSource, nodeSource });
       // Two GPUs of 24 GiB: the first two waiting binds take them.
@@ -495,7 +685,10 @@ describe('Binder (bind against a fake API with faults)', () => {
       api.calls = [];
       const third = await binder.bind(args('third', 'uid-3'));
       expect(third.error).to.match(/no longer fits on node gpu-1/);
-      expect(api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST')), 'no write').to.deep.equal([]);
+      expect(
+        api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST')),
+        'no write',
+      ).to.deep.equal([]);
       expect(cache.isAssumed('uid-3')).to.equal(false);
       await api.writeLock('gpu-1', api.node.metadata?.resourceVersion ?? '', null);
       nodeSource.emit('MODIFIED', api.node);
@@ -505,9 +698,11 @@ describe('Binder (bind against a fake API with faults)', () => {
     });
   });
 
-  describe('a lock whose allocation is over is the device plugin\'s to delete', () => {
+  describe("a lock whose allocation is over is the device plugin's to delete", () => {
     /** `holder` bound to gpu-1 and allocated (bind-phase success), its lock still on the node: the plugin is about to delete it. */
-    async function finishedHolder(parts: Pick<Awaited<ReturnType<typeof setup>>, 'api' | 'podSource' | 'nodeSource'>): Promise<string> {
+    async function finishedHolder(
+      parts: Pick<Awaited<ReturnType<typeof setup>>, 'api' | 'podSource' | 'nodeSource'>,
+    ): Promise<string> {
       const holder = allocatedPod('holder', 'uid-h');
       parts.api.pods.set('ns/holder', holder);
       parts.podSource.emit('MODIFIED', holder);
@@ -517,7 +712,7 @@ describe('Binder (bind against a fake API with faults)', () => {
       return value;
     }
 
-    it('waits for the plugin\'s own release instead of racing it, then takes the free lock with one write', async () => {
+    it("waits for the plugin's own release instead of racing it, then takes the free lock with one write", async () => {
       // A clock that stands still: however loaded the machine, the plugin's time never runs out here.
       const now = Date.now();
       const parts = await setup([gpuPod('a', 'uid-a')], { lockWaitMs: 5000, clock: () => new Date(now) });
@@ -540,7 +735,11 @@ describe('Binder (bind against a fake API with faults)', () => {
 
     it('takes it over once the plugin has had pluginReleaseWaitMs to delete it (a plugin that died before its release)', async () => {
       let now = Date.now();
-      const parts = await setup([gpuPod('a', 'uid-a')], { lockWaitMs: 5000, clock: () => new Date(now), pluginReleaseWaitMs: 2000 });
+      const parts = await setup([gpuPod('a', 'uid-a')], {
+        lockWaitMs: 5000,
+        clock: () => new Date(now),
+        pluginReleaseWaitMs: 2000,
+      });
       const { api, cache, binder } = parts;
       stop = () => cache.stop();
       await finishedHolder(parts);
@@ -555,10 +754,19 @@ describe('Binder (bind against a fake API with faults)', () => {
   });
 
   describe('waits for kubelet to acknowledge the allocation before it on the node', () => {
-    it('while a pod past the lock has no startTime, the lock stays free; kubelet\'s status for it lets the bind through', async () => {
+    it("while a pod past the lock has no startTime, the lock stays free; kubelet's status for it lets the bind through", async () => {
       const recorded: string[] = [];
-      const recorder = { record: (_target: unknown, _type: string, reason: string, message: string) => { recorded.push(`${reason}: ${message}`); } } as unknown as EventRecorder;
-      const { api, cache, binder, podSource } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], { kubelet: true, lockWaitMs: 5000, events: recorder, lockWaitEventAfterMs: 0 });
+      const recorder = {
+        record: (_target: unknown, _type: string, reason: string, message: string) => {
+          recorded.push(`${reason}: ${message}`);
+        },
+      } as unknown as EventRecorder;
+      const { api, cache, binder, podSource } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], {
+        kubelet: true,
+        lockWaitMs: 5000,
+        events: recorder,
+        lockWaitEventAfterMs: 0,
+      });
       stop = () => cache.stop();
       const bind = binder.bind(args('a', 'uid-a'));
       await new Promise((resolve) => setTimeout(resolve, 150));
@@ -574,13 +782,21 @@ describe('Binder (bind against a fake API with faults)', () => {
       expect(api.lock).to.match(/,ns,a$/);
     });
 
-    it('records NodeLockWait only once the wait outlasts lockWaitEventAfterMs: a burst\'s routine short waits write no Event', async () => {
+    it("records NodeLockWait only once the wait outlasts lockWaitEventAfterMs: a burst's routine short waits write no Event", async () => {
       const recorded: string[] = [];
-      const recorder = { record: (_target: unknown, _type: string, reason: string) => { recorded.push(reason); } } as unknown as EventRecorder;
+      const recorder = {
+        record: (_target: unknown, _type: string, reason: string) => {
+          recorded.push(reason);
+        },
+      } as unknown as EventRecorder;
       // The wait is judged by the bind's clock, moved by hand: a loaded machine cannot make it look long.
       let now = Date.now();
       const { api, cache, binder, podSource } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], {
-        kubelet: true, lockWaitMs: 5000, events: recorder, lockWaitEventAfterMs: 3000, clock: () => new Date(now),
+        kubelet: true,
+        lockWaitMs: 5000,
+        events: recorder,
+        lockWaitEventAfterMs: 3000,
+        clock: () => new Date(now),
       });
       stop = () => cache.stop();
       const bind = binder.bind(args('a', 'uid-a'));
@@ -589,7 +805,12 @@ describe('Binder (bind against a fake API with faults)', () => {
       expect(recorded, 'a wait shorter than 3 s is routine').to.deep.equal([]);
       expect(api.calls).to.not.include('PATCH node');
       now += 3000;
-      await eventually('the NodeLockWait of a wait past 3 s', () => Promise.resolve(recorded.length > 0 ? true : notYet('none yet')), 5000, 10);
+      await eventually(
+        'the NodeLockWait of a wait past 3 s',
+        () => Promise.resolve(recorded.length > 0 ? true : notYet('none yet')),
+        5000,
+        10,
+      );
       const ack = acknowledged(allocatedPod('prev', 'uid-p'));
       api.pods.set('ns/prev', ack);
       podSource.emit('MODIFIED', ack);
@@ -598,10 +819,15 @@ describe('Binder (bind against a fake API with faults)', () => {
     });
 
     it('gives up after BIND_LOCK_WAIT naming the pod kubelet has not acknowledged, with nothing written', async () => {
-      const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], { kubelet: true, lockWaitMs: 300 });
+      const { api, cache, binder } = await setup([gpuPod('a', 'uid-a'), allocatedPod('prev', 'uid-p')], {
+        kubelet: true,
+        lockWaitMs: 300,
+      });
       stop = () => cache.stop();
       const result = await binder.bind(args('a', 'uid-a'));
-      expect(result.error).to.match(/kubelet has not acknowledged the allocation of ns\/prev .*must wait \(waited 0s\)$/);
+      expect(result.error).to.match(
+        /kubelet has not acknowledged the allocation of ns\/prev .*must wait \(waited 0s\)$/,
+      );
       expect(api.lock).to.equal(undefined);
       expect(api.calls.filter((call) => call.startsWith('PATCH') || call.startsWith('POST'))).to.deep.equal([]);
     });
@@ -618,7 +844,7 @@ describe('Binder (bind against a fake API with faults)', () => {
       expect(await noKubelet.binder.bind(args('a', 'uid-a'))).to.deep.equal({});
     });
 
-    it('reads the node\'s pods from the API when the pod store lags the node, finds the unacknowledged pod it has not seen, and fits with that read', async () => {
+    it("reads the node's pods from the API when the pod store lags the node, finds the unacknowledged pod it has not seen, and fits with that read", async () => {
       const { api, cache, binder } = await setup([gpuPod('a', 'uid-a')], { kubelet: true, lockWaitMs: 300 });
       stop = () => cache.stop();
       // Another replica bound prev and the plugin served it; this store's pod watch delivered none of it.

@@ -15,7 +15,9 @@ class PodStore {
 
   onPodChange(listener: (pod: V1Pod, change: Change) => void): () => void {
     this.listeners.add(listener);
-    return () => { this.listeners.delete(listener); };
+    return () => {
+      this.listeners.delete(listener);
+    };
   }
 
   put(pod: V1Pod, change: Change = 'update'): void {
@@ -28,7 +30,12 @@ class PodStore {
 
 function pod(options: { uid?: string; node?: string; label?: string } = {}): V1Pod {
   return {
-    metadata: { namespace: 'ns', name: 'train-0', uid: options.uid ?? 'uid-1', ...(options.label === undefined ? {} : { labels: { 'hami.io/vgpu-node': options.label } }) },
+    metadata: {
+      namespace: 'ns',
+      name: 'train-0',
+      uid: options.uid ?? 'uid-1',
+      ...(options.label === undefined ? {} : { labels: { 'hami.io/vgpu-node': options.label } }),
+    },
     spec: { containers: [{ name: 'c' }], ...(options.node === undefined ? {} : { nodeName: options.node }) },
   };
 }
@@ -36,7 +43,7 @@ function pod(options: { uid?: string; node?: string; label?: string } = {}): V1P
 const bound: BoundPod = { namespace: 'ns', name: 'train-0', uid: 'uid-1', node: 'gpu-1' };
 const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
 
-describe('BindingLabelFollowUp (hami.io/vgpu-node where the apiserver dropped the Binding\'s labels)', () => {
+describe("BindingLabelFollowUp (hami.io/vgpu-node where the apiserver dropped the Binding's labels)", () => {
   let store: PodStore;
   let patched: BoundPod[];
   let logged: string[];
@@ -44,8 +51,13 @@ describe('BindingLabelFollowUp (hami.io/vgpu-node where the apiserver dropped th
   const make = (options: { settleMs?: number; maxFollowed?: number; fail?: boolean } = {}) => {
     followUp = new BindingLabelFollowUp({
       pods: store,
-      patchLabel: (target) => { patched.push(target); return options.fail === true ? Promise.reject(new Error('409 uid precondition')) : Promise.resolve(); },
-      log: (message) => { logged.push(message); },
+      patchLabel: (target) => {
+        patched.push(target);
+        return options.fail === true ? Promise.reject(new Error('409 uid precondition')) : Promise.resolve();
+      },
+      log: (message) => {
+        logged.push(message);
+      },
       ...(options.settleMs === undefined ? {} : { settleMs: options.settleMs }),
       ...(options.maxFollowed === undefined ? {} : { maxFollowed: options.maxFollowed }),
     });
@@ -57,7 +69,9 @@ describe('BindingLabelFollowUp (hami.io/vgpu-node where the apiserver dropped th
     patched = [];
     logged = [];
   });
-  afterEach(() => { followUp.stop(); });
+  afterEach(() => {
+    followUp.stop();
+  });
 
   it('writes nothing when the pod arrives bound with the label (kube-apiserver 1.35+ copied it from the Binding)', () => {
     make().follow(bound);
@@ -66,7 +80,7 @@ describe('BindingLabelFollowUp (hami.io/vgpu-node where the apiserver dropped th
     expect(followUp.size).to.equal(0);
   });
 
-  it('patches once when the pod arrives bound without it (an apiserver that drops a Binding\'s labels)', () => {
+  it("patches once when the pod arrives bound without it (an apiserver that drops a Binding's labels)", () => {
     make().follow(bound);
     store.put(pod());
     expect(patched, 'not bound yet: wait').to.deep.equal([]);
@@ -121,7 +135,9 @@ describe('BindingLabelFollowUp (hami.io/vgpu-node where the apiserver dropped th
     store.put(pod({ node: 'gpu-1' }));
     await tick();
     expect(logged).to.have.length(1);
-    expect(logged[0]).to.include('could not label ns/train-0 with hami.io/vgpu-node').and.include('409 uid precondition');
+    expect(logged[0])
+      .to.include('could not label ns/train-0 with hami.io/vgpu-node')
+      .and.include('409 uid precondition');
   });
 
   it('stop forgets every pod and cancels its timer', async () => {
@@ -134,8 +150,19 @@ describe('BindingLabelFollowUp (hami.io/vgpu-node where the apiserver dropped th
 
   it('kubeLabelPatch sends a merge patch of the label with the uid as precondition', async () => {
     const calls: unknown[] = [];
-    const core = { patchNamespacedPod: (request: unknown) => { calls.push(request); return Promise.resolve({}); } };
+    const core = {
+      patchNamespacedPod: (request: unknown) => {
+        calls.push(request);
+        return Promise.resolve({});
+      },
+    };
     await kubeLabelPatch(core)(bound);
-    expect(calls).to.deep.equal([{ name: 'train-0', namespace: 'ns', body: { metadata: { uid: 'uid-1', labels: { 'hami.io/vgpu-node': 'gpu-1' } } } }]);
+    expect(calls).to.deep.equal([
+      {
+        name: 'train-0',
+        namespace: 'ns',
+        body: { metadata: { uid: 'uid-1', labels: { 'hami.io/vgpu-node': 'gpu-1' } } },
+      },
+    ]);
   });
 });

@@ -15,12 +15,23 @@ const GPU_MIB = 24576;
 
 const gpuPod = (name: string, memoryMiB: number, extra: Record<string, string> = {}) => ({
   metadata: { name, namespace: 'ns', uid: `uid-${name}` },
-  spec: { containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(memoryMiB), ...extra } } }] },
+  spec: {
+    containers: [
+      { name: 'c', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(memoryMiB), ...extra } } },
+    ],
+  },
 });
 
 const locked = (name: string, lock: string): V1Node => {
   const base = simulatedGpuNode({ name, gpus: 1 });
-  return { ...base, metadata: { ...base.metadata, resourceVersion: '2', annotations: { ...base.metadata?.annotations, 'hami.io/mutex.lock': lock } } };
+  return {
+    ...base,
+    metadata: {
+      ...base.metadata,
+      resourceVersion: '2',
+      annotations: { ...base.metadata?.annotations, 'hami.io/mutex.lock': lock },
+    },
+  };
 };
 
 describe('ExtenderService (filter and prioritize from the state store)', () => {
@@ -32,21 +43,45 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     cache = undefined;
   });
 
-  async function build(options: { start?: boolean; memoryFactor?: number; nodes?: V1Node[]; unseenNodeWaitMs?: number; refusals?: RefusalRequeue; nodePolicy?: NodePolicy; clock?: () => number; successEvents?: boolean } = {}) {
+  async function build(
+    options: {
+      start?: boolean;
+      memoryFactor?: number;
+      nodes?: V1Node[];
+      unseenNodeWaitMs?: number;
+      refusals?: RefusalRequeue;
+      nodePolicy?: NodePolicy;
+      clock?: () => number;
+      successEvents?: boolean;
+    } = {},
+  ) {
     const nodes = new ScriptedSource<V1Node>();
     const pods = new ScriptedSource<V1Pod>();
     nodes.items = options.nodes ?? ['n1', 'n2', 'n3'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
-    cache = new ClusterCache({ sources: { nodes, pods }, staleAfterMs: 50, reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 } });
+    cache = new ClusterCache({
+      sources: { nodes, pods },
+      staleAfterMs: 50,
+      reflector: { initialBackoffMs: 5, maxBackoffMs: 10, jitter: 0 },
+    });
     if (options.start !== false) await cache.start();
     const events: string[] = [];
     const messages: string[] = [];
-    const defaults = { nodePolicy: options.nodePolicy ?? 'binpack', gpuPolicy: 'spread', requestDefaults: { ...DEFAULT_REQUEST_DEFAULTS, memoryFactor: options.memoryFactor ?? 1 } } as const;
+    const defaults = {
+      nodePolicy: options.nodePolicy ?? 'binpack',
+      gpuPolicy: 'spread',
+      requestDefaults: { ...DEFAULT_REQUEST_DEFAULTS, memoryFactor: options.memoryFactor ?? 1 },
+    } as const;
     const pending = trackPendingBursts(cache, defaults);
     stops.push(pending.stop);
     const service = new ExtenderService({
       cache,
       binder: {} as Binder,
-      events: { record: (_ref: unknown, _type: string, reason: string, message: string) => { events.push(reason); messages.push(message); } } as unknown as EventRecorder,
+      events: {
+        record: (_ref: unknown, _type: string, reason: string, message: string) => {
+          events.push(reason);
+          messages.push(message);
+        },
+      } as unknown as EventRecorder,
       defaults,
       syncWaitMs: 20,
       unseenNodeWaitMs: options.unseenNodeWaitMs ?? 20,
@@ -80,7 +115,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(result.Error).to.match(/not synced/);
   });
 
-  it('prioritize scores from filter\'s verdicts what a fresh fit would score, and follows node changes', async () => {
+  it("prioritize scores from filter's verdicts what a fresh fit would score, and follows node changes", async () => {
     const { cache, service } = await build();
     cache.assumePod('a', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 12_000, cores: 0 }]]));
     const pod = gpuPod('p', 4000);
@@ -88,7 +123,10 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     const fromFilter = await service.prioritize({ pod, nodeNames: ['n1', 'n2'] });
     // binpack: the node already half used scores higher than the empty one.
     expect(fromFilter[0]?.Score).to.be.greaterThan(fromFilter[1]?.Score ?? 0);
-    const fresh = await service.prioritize({ pod: { ...pod, metadata: { ...pod.metadata, uid: 'never-filtered' } }, nodeNames: ['n1', 'n2'] });
+    const fresh = await service.prioritize({
+      pod: { ...pod, metadata: { ...pod.metadata, uid: 'never-filtered' } },
+      nodeNames: ['n1', 'n2'],
+    });
     expect(fromFilter).to.deep.equal(fresh);
 
     // n1 fills up after filter: prioritize must not reuse the old verdict for it.
@@ -99,14 +137,18 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
 
   it('replicas of one shape are served from the per-node cache, which a node change invalidates', async () => {
     const { cache, service } = await build();
-    for (const name of ['r1', 'r2', 'r3']) expect((await service.filter({ pod: gpuPod(name, 20_000), nodeNames: ['n1', 'n2'] })).NodeNames).to.deep.equal(['n1', 'n2']);
+    for (const name of ['r1', 'r2', 'r3'])
+      expect((await service.filter({ pod: gpuPod(name, 20_000), nodeNames: ['n1', 'n2'] })).NodeNames).to.deep.equal([
+        'n1',
+        'n2',
+      ]);
     cache.assumePod('big', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 10_000, cores: 0 }]]));
     const result = await service.filter({ pod: gpuPod('r4', 20_000), nodeNames: ['n1', 'n2'] });
     expect(result.NodeNames).to.deep.equal(['n1']);
     expect(result.FailedNodes?.get('n2')).to.match(/CardInsufficientMemory/);
   });
 
-  it('spread: scores a node whose lock another pod holds one point below the same node free, and the holder\'s own node normally', async () => {
+  it("spread: scores a node whose lock another pod holds one point below the same node free, and the holder's own node normally", async () => {
     const { nodes, service } = await build({ nodePolicy: 'spread' });
     nodes.emit('MODIFIED', locked('n1', '2026-01-01T00:00:00Z,ns,someone-else'));
     nodes.emit('MODIFIED', locked('n2', '2026-01-01T00:00:00Z,ns,p'));
@@ -121,9 +163,13 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   });
 
   describe('binpack packs a burst', () => {
-    const pendingPod = (name: string, memoryMiB: number) => ({ ...gpuPod(name, memoryMiB), status: { phase: 'Pending' } });
+    const pendingPod = (name: string, memoryMiB: number) => ({
+      ...gpuPod(name, memoryMiB),
+      status: { phase: 'Pending' },
+    });
     const fourNodes = () => ['n1', 'n2', 'n3', 'n4'].map((name) => simulatedGpuNode({ name, gpus: 1 }));
-    const scoresOf = (priorities: { Host: string; Score: number }[]) => Object.fromEntries(priorities.map(({ Host, Score }) => [Host, Score]));
+    const scoresOf = (priorities: { Host: string; Score: number }[]) =>
+      Object.fromEntries(priorities.map(({ Host, Score }) => [Host, Score]));
 
     it('scores 10 on the fewest nodes, fullest first, whose room holds the pods still pending, and less elsewhere', async () => {
       const { pods, service, bursts } = await build({ nodes: fourNodes() });
@@ -147,7 +193,10 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
       // 14 of them bound on n1 and n2 (their usage counted, no longer pending): one left.
       for (let index = 1; index < 15; index++) {
         const node = index < 10 ? 'n1' : 'n2';
-        pods.emit('MODIFIED', { ...pendingPod(`r${index}`, 2000), spec: { ...gpuPod(`r${index}`, 2000).spec, nodeName: node } });
+        pods.emit('MODIFIED', {
+          ...pendingPod(`r${index}`, 2000),
+          spec: { ...gpuPod(`r${index}`, 2000).spec, nodeName: node },
+        });
         cache!.assumePod(`uid-r${index}`, node, new Map([[`GPU-${node}-0`, { slots: 1, memoryMiB: 2000, cores: 0 }]]));
       }
       const pod = pendingPod('r0', 2000);
@@ -179,7 +228,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
       expect(scores.n3).to.be.within(1, 8);
     });
 
-    it('the holder\'s own node stays a free plan node', async () => {
+    it("the holder's own node stays a free plan node", async () => {
       const { nodes, service } = await build({ nodes: fourNodes() });
       nodes.emit('MODIFIED', locked('n1', '2026-01-01T00:00:00Z,ns,p'));
       const pod = gpuPod('p', 2000);
@@ -195,7 +244,7 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(events).to.deep.equal([]);
   });
 
-  it('with successEvents records HAMi\'s FilteringSucceed (and no FilteringFailed) when some node fits, counting fit and not-fit nodes', async () => {
+  it("with successEvents records HAMi's FilteringSucceed (and no FilteringFailed) when some node fits, counting fit and not-fit nodes", async () => {
     const { cache, service, events, messages } = await build({ successEvents: true });
     cache.assumePod('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 20_000, cores: 0 }]]));
     await service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1', 'n2', 'n3'] });
@@ -206,7 +255,9 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   it('names at most 10 nodes in a FilteringSucceed message and counts the rest', () => {
     const passed = Array.from({ length: 1000 }, (_, i) => `node-${i}`);
     const message = filteringSucceedMessage(passed, 5);
-    expect(message).to.equal(`find fit nodes, 5 nodes not fit, 1000 nodes fit(${passed.slice(0, 10).join(',')},+990 more)`);
+    expect(message).to.equal(
+      `find fit nodes, 5 nodes not fit, 1000 nodes fit(${passed.slice(0, 10).join(',')},+990 more)`,
+    );
   });
 
   it('records FilteringFailed when no node fits', async () => {
@@ -229,7 +280,9 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
       const { service } = await build({ memoryFactor });
       const result = await service.filter({ pod: gpuPod('p', 1000, extra), nodeNames: ['n1', 'n2'] });
       expect(result.NodeNames).to.equal(null);
-      expect(result.Error).to.match(/^unreadable GPU request: invalid nvidia\.com\/gpu(mem|cores)? value ".*" in container c: /);
+      expect(result.Error).to.match(
+        /^unreadable GPU request: invalid nvidia\.com\/gpu(mem|cores)? value ".*" in container c: /,
+      );
     });
   }
 
@@ -240,26 +293,40 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     const nodeNames = [...Array.from({ length: 100_000 }, (_, index) => `unknown-${index}`), 'n1'];
     let otherWorkRan = false;
     // Queued before the filter starts: it runs before the filter ends only if the filter yields.
-    setImmediate(() => { otherWorkRan = true; });
+    setImmediate(() => {
+      otherWorkRan = true;
+    });
     const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames });
     expect(otherWorkRan, 'the loop was yielded to while the nodes were fitted').to.equal(true);
     // Names the store has never seen, and nowhere to go: an Error, retried on kube-scheduler's backoff.
     expect(result.NodeNames).to.equal(null);
-    expect(result.Error).to.equal('vgpu-warden has not seen 100000 nodes (unknown-0, unknown-1, unknown-2, …) yet (its node watch is behind kube-scheduler\'s); retry: '
-      + '100001 nodes do not meet: 100000 nodes node unregistered (unknown-0, unknown-1, unknown-10, …); 1 node CardInsufficientMemory (n1)');
+    expect(result.Error).to.equal(
+      "vgpu-warden has not seen 100000 nodes (unknown-0, unknown-1, unknown-2, …) yet (its node watch is behind kube-scheduler's); retry: " +
+        '100001 nodes do not meet: 100000 nodes node unregistered (unknown-0, unknown-1, unknown-10, …); 1 node CardInsufficientMemory (n1)',
+    );
     expect(events).to.deep.equal(['FilteringFailed']);
     expect(messages).to.deep.equal([result.Error]);
-    expect((await service.prioritize({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames })).every((entry) => entry.Score === 0)).to.equal(true);
+    expect(
+      (await service.prioritize({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames })).every((entry) => entry.Score === 0),
+    ).to.equal(true);
   });
 
   it('takes node names that are also Object.prototype keys, and counts a repeated name once', async () => {
     const { service } = await build();
-    const result = await service.filter({ pod: gpuPod('big', GPU_MIB + 1), nodeNames: ['constructor', '__proto__', 'toString', 'n1', 'n1'] });
-    expect(result.Error).to.equal('vgpu-warden has not seen 3 nodes (constructor, __proto__, toString) yet (its node watch is behind kube-scheduler\'s); retry: '
-      + '5 nodes do not meet: 3 nodes node unregistered (__proto__, constructor, toString); 1 node CardInsufficientMemory (n1)');
-    const fits = await service.filter({ pod: gpuPod('small', 1000), nodeNames: ['constructor', '__proto__', 'toString', 'n1'] });
+    const result = await service.filter({
+      pod: gpuPod('big', GPU_MIB + 1),
+      nodeNames: ['constructor', '__proto__', 'toString', 'n1', 'n1'],
+    });
+    expect(result.Error).to.equal(
+      "vgpu-warden has not seen 3 nodes (constructor, __proto__, toString) yet (its node watch is behind kube-scheduler's); retry: " +
+        '5 nodes do not meet: 3 nodes node unregistered (__proto__, constructor, toString); 1 node CardInsufficientMemory (n1)',
+    );
+    const fits = await service.filter({
+      pod: gpuPod('small', 1000),
+      nodeNames: ['constructor', '__proto__', 'toString', 'n1'],
+    });
     expect(fits.NodeNames).to.deep.equal(['n1']);
-    expect([...fits.FailedNodes?.keys() ?? []]).to.deep.equal(['constructor', '__proto__', 'toString']);
+    expect([...(fits.FailedNodes?.keys() ?? [])]).to.deep.equal(['constructor', '__proto__', 'toString']);
     expect(fits.FailedNodes?.get('__proto__')).to.equal('node unregistered');
   });
 
@@ -267,7 +334,9 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   it('waits for a node the store has not seen yet when no other node fits, and places the pod there once it arrives', async () => {
     const { nodes, service } = await build({ unseenNodeWaitMs: 60_000 });
     const answer = service.filter({ pod: gpuPod('p', 8000), nodeNames: ['n1-full', 'new-node'] });
-    setTimeout(() => { nodes.emit('ADDED', simulatedGpuNode({ name: 'new-node', gpus: 1 })); }, 10);
+    setTimeout(() => {
+      nodes.emit('ADDED', simulatedGpuNode({ name: 'new-node', gpus: 1 }));
+    }, 10);
     const result = await answer;
     expect(result.NodeNames).to.deep.equal(['new-node']);
     expect(result.FailedNodes?.get('n1-full')).to.equal('node unregistered');
@@ -282,7 +351,9 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   it('answers an Error naming the unseen node once the wait is over, so kube-scheduler retries on its backoff', async () => {
     const { service, events } = await build({ unseenNodeWaitMs: 5 });
     const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames: ['n1', 'late'] });
-    expect(result.Error).to.match(/^vgpu-warden has not seen node late yet \(its node watch is behind kube-scheduler's\); retry: 2 nodes do not meet: /);
+    expect(result.Error).to.match(
+      /^vgpu-warden has not seen node late yet \(its node watch is behind kube-scheduler's\); retry: 2 nodes do not meet: /,
+    );
     expect(events).to.deep.equal(['FilteringFailed']);
   });
 
@@ -290,13 +361,25 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     const noted: { uid: string; nodes: [string, number | undefined][] }[] = [];
     const forgotten: string[] = [];
     const refusals = {
-      noteRefusal: (pod: { uid: string }, nodes: Iterable<[string, number | undefined]>) => { noted.push({ uid: pod.uid, nodes: [...nodes] }); },
-      forget: (uid: string) => { forgotten.push(uid); },
+      noteRefusal: (pod: { uid: string }, nodes: Iterable<[string, number | undefined]>) => {
+        noted.push({ uid: pod.uid, nodes: [...nodes] });
+      },
+      forget: (uid: string) => {
+        forgotten.push(uid);
+      },
     } as unknown as RefusalRequeue;
     const { cache, service } = await build({ refusals });
     const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames: ['n1', 'n2'] });
     expect(result.NodeNames).to.deep.equal([]);
-    expect(noted).to.deep.equal([{ uid: 'uid-huge', nodes: [['n1', cache.nodeGeneration('n1')], ['n2', cache.nodeGeneration('n2')]] }]);
+    expect(noted).to.deep.equal([
+      {
+        uid: 'uid-huge',
+        nodes: [
+          ['n1', cache.nodeGeneration('n1')],
+          ['n2', cache.nodeGeneration('n2')],
+        ],
+      },
+    ]);
     await service.filter({ pod: gpuPod('huge', 8000), nodeNames: ['n1'] });
     expect(forgotten).to.deep.equal(['uid-huge']);
   });
@@ -306,9 +389,17 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     const { service } = await build({ nodes: names.map((name) => simulatedGpuNode({ name, gpus: 4 })) });
     const many = (prefix: string) => Array.from({ length: 20_000 }, (_, index) => `${prefix}-${index}`).join(',');
     const pod = gpuPod('picky', 1000);
-    const annotated = { ...pod, metadata: { ...pod.metadata, annotations: {
-      'nvidia.com/use-gputype': many('NO-SUCH-MODEL'), 'nvidia.com/nouse-gpuuuid': many('GPU-none'), 'nvidia.com/vgpu-mode': `${'x'.repeat(250_000)}hami-core`,
-    } } };
+    const annotated = {
+      ...pod,
+      metadata: {
+        ...pod.metadata,
+        annotations: {
+          'nvidia.com/use-gputype': many('NO-SUCH-MODEL'),
+          'nvidia.com/nouse-gpuuuid': many('GPU-none'),
+          'nvidia.com/vgpu-mode': `${'x'.repeat(250_000)}hami-core`,
+        },
+      },
+    };
     const started = performance.now();
     const result = await service.filter({ pod: annotated, nodeNames: names });
     // 8000 GPUs × 20,000 types was 160 million substring checks; now one check per GPU model.
@@ -321,14 +412,27 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     const withAnnotations = (pod: ReturnType<typeof gpuPod>, annotations: Record<string, string>, count = '1') => ({
       ...pod,
       metadata: { ...pod.metadata, annotations },
-      spec: { containers: [{ name: 'c', resources: { limits: { ...pod.spec.containers[0]?.resources.limits, 'nvidia.com/gpu': count } } }] },
+      spec: {
+        containers: [
+          {
+            name: 'c',
+            resources: { limits: { ...pod.spec.containers[0]?.resources.limits, 'nvidia.com/gpu': count } },
+          },
+        ],
+      },
     });
 
     const refused: [Record<string, string>, RegExp][] = [
-      [{ 'hami.io/gpu-scheduler-policy': 'fastest' }, /^unsupported hami\.io\/gpu-scheduler-policy "fastest": unknown policy "fastest"/],
+      [
+        { 'hami.io/gpu-scheduler-policy': 'fastest' },
+        /^unsupported hami\.io\/gpu-scheduler-policy "fastest": unknown policy "fastest"/,
+      ],
       [{ 'hami.io/gpu-scheduler-policy': 'binpack,Mutex' }, /unknown policy "Mutex"/],
       [{ 'hami.io/node-scheduler-policy': 'random' }, /^unsupported hami\.io\/node-scheduler-policy "random"/],
-      [{ 'nvidia.com/vgpu-mode': 'mig' }, /^unsupported nvidia\.com\/vgpu-mode "mig": vgpu-warden does not place MIG instances/],
+      [
+        { 'nvidia.com/vgpu-mode': 'mig' },
+        /^unsupported nvidia\.com\/vgpu-mode "mig": vgpu-warden does not place MIG instances/,
+      ],
       [{ 'nvidia.com/numa-bind': 'yes' }, /^invalid nvidia\.com\/numa-bind "yes"/],
       [{ 'hami.io/device-scoring-weights': 'slot=1' }, /^invalid hami\.io\/device-scoring-weights/],
     ];
@@ -350,16 +454,18 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
       cache.assumePod('other', 'n1', new Map([['GPU-n1-0', { slots: 1, memoryMiB: 1000, cores: 0 }]]));
       const plain = await service.filter({ pod: gpuPod('p', 1000), nodeNames: ['n1', 'n2'] });
       expect(plain.NodeNames).to.deep.equal(['n1', 'n2']);
-      const result = await service.filter({ pod: withAnnotations(gpuPod('q', 1000), { 'hami.io/gpu-scheduler-policy': 'mutex' }), nodeNames: ['n1', 'n2'] });
+      const result = await service.filter({
+        pod: withAnnotations(gpuPod('q', 1000), { 'hami.io/gpu-scheduler-policy': 'mutex' }),
+        nodeNames: ['n1', 'n2'],
+      });
       expect(result.NodeNames).to.deep.equal(['n2']);
       expect(result.FailedNodes?.get('n1')).to.equal('1/1 ExclusiveDeviceAllocateConflict');
     });
 
     it('numa-bind: passes only nodes where one NUMA node holds the container, NumaNotFit elsewhere', async () => {
-      const { service } = await build({ nodes: [
-        simulatedGpuNode({ name: 'split', gpus: 2, numaNodes: 2 }),
-        simulatedGpuNode({ name: 'one', gpus: 2 }),
-      ] });
+      const { service } = await build({
+        nodes: [simulatedGpuNode({ name: 'split', gpus: 2, numaNodes: 2 }), simulatedGpuNode({ name: 'one', gpus: 2 })],
+      });
       const pod = withAnnotations(gpuPod('p', 1000), { 'nvidia.com/numa-bind': 'true' }, '2');
       const result = await service.filter({ pod, nodeNames: ['split', 'one'] });
       expect(result.NodeNames).to.deep.equal(['one']);
@@ -367,14 +473,18 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     });
 
     it('topology-aware: fails a node without link scores with a reason saying so, passes one with them', async () => {
-      const { service, messages } = await build({ nodes: [
-        simulatedGpuNode({ name: 'linked', gpus: 2, linkScore: () => 100 }),
-        simulatedGpuNode({ name: 'unknown', gpus: 2 }),
-      ] });
+      const { service, messages } = await build({
+        nodes: [
+          simulatedGpuNode({ name: 'linked', gpus: 2, linkScore: () => 100 }),
+          simulatedGpuNode({ name: 'unknown', gpus: 2 }),
+        ],
+      });
       const pod = withAnnotations(gpuPod('p', 1000), { 'hami.io/gpu-scheduler-policy': 'topology-aware' }, '2');
       const result = await service.filter({ pod, nodeNames: ['linked', 'unknown'] });
       expect(result.NodeNames).to.deep.equal(['linked']);
-      expect(result.FailedNodes?.get('unknown')).to.match(/^NodeTopologyUnknown: topology-aware needs the node's hami\.io\/node-nvidia-score/);
+      expect(result.FailedNodes?.get('unknown')).to.match(
+        /^NodeTopologyUnknown: topology-aware needs the node's hami\.io\/node-nvidia-score/,
+      );
       const none = await service.filter({ pod, nodeNames: ['unknown'] });
       expect(none.NodeNames).to.deep.equal([]);
       expect(messages.at(-1)).to.match(/1 node NodeTopologyUnknown: topology-aware needs .* \(unknown\)$/);
@@ -382,9 +492,8 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
   });
 });
 
-
-describe('RememberedLookup (where prioritize\'s names sit in the names filter saw)', () => {
-  it('finds names sent in filter\'s order, skipping the ones filter refused', () => {
+describe("RememberedLookup (where prioritize's names sit in the names filter saw)", () => {
+  it("finds names sent in filter's order, skipping the ones filter refused", () => {
     const lookup = new RememberedLookup({ names: ['a', 'b', 'c', 'd', 'e'] });
     expect(['b', 'd', 'e'].map((name) => lookup.indexOf(name))).to.deep.equal([1, 3, 4]);
   });

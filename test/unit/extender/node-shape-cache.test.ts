@@ -25,7 +25,11 @@ describe('NodeShapeCache (values per pod shape and node, while the node generati
     cache.set('n1', 1, 'b', 'B');
     cache.set('n2', 1, 'a', 'A2');
     cache.set('n1', 1, 'c', 'C');
-    expect([cache.get('n1', 1, 'b'), cache.get('n2', 1, 'a'), cache.get('n1', 1, 'c')]).to.deep.equal([undefined, 'A2', 'C']);
+    expect([cache.get('n1', 1, 'b'), cache.get('n2', 1, 'a'), cache.get('n1', 1, 'c')]).to.deep.equal([
+      undefined,
+      'A2',
+      'C',
+    ]);
     expect(cache.get('n1', 1, 'a'), 'shape a was used after b, so b went').to.equal('A');
   });
 
@@ -34,6 +38,10 @@ describe('NodeShapeCache (values per pod shape and node, while the node generati
     cache.set('n1', 1, 'a', 'A');
     cache.set('n1', 1, 'b', 'B');
     cache.forShape('a').clear();
-    expect([cache.forShape('a').size, cache.get('n1', 1, 'a'), cache.get('n1', 1, 'b')]).to.deep.equal([0, undefined, 'B']);
+    expect([cache.forShape('a').size, cache.get('n1', 1, 'a'), cache.get('n1', 1, 'b')]).to.deep.equal([
+      0,
+      undefined,
+      'B',
+    ]);
   });
 });

@@ -5,13 +5,24 @@ import { pendingBurstKey, PendingBursts } from '../../../src/extender/pending-bu
 
 const defaults = { nodePolicy: 'binpack', gpuPolicy: 'spread', requestDefaults: DEFAULT_REQUEST_DEFAULTS } as const;
 
-function pod(name: string, memoryMiB: number, extra: { nodeName?: string; phase?: string; deleting?: boolean; schedulerName?: string } = {}): V1Pod {
+function pod(
+  name: string,
+  memoryMiB: number,
+  extra: { nodeName?: string; phase?: string; deleting?: boolean; schedulerName?: string } = {},
+): V1Pod {
   return {
-    metadata: { name, namespace: 'ns', uid: `uid-${name}`, ...(extra.deleting ? { deletionTimestamp: new Date() } : {}) },
+    metadata: {
+      name,
+      namespace: 'ns',
+      uid: `uid-${name}`,
+      ...(extra.deleting ? { deletionTimestamp: new Date() } : {}),
+    },
     spec: {
       ...(extra.nodeName ? { nodeName: extra.nodeName } : {}),
       ...(extra.schedulerName ? { schedulerName: extra.schedulerName } : {}),
-      containers: [{ name: 'c', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(memoryMiB) } } }],
+      containers: [
+        { name: 'c', resources: { limits: { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': String(memoryMiB) } } },
+      ],
     },
     status: { phase: extra.phase ?? 'Pending' },
   };
@@ -59,7 +70,10 @@ describe('PendingBursts (GPU pods still waiting for a node, by burst)', () => {
     bursts.observe(pod('c', 4000), 'add');
     bursts.observe(pod('a', 4000), 'update');
     expect(bursts.count(keyOf(pod('x', 4000)), nothingPlaced, 100)).to.equal(2);
-    expect(bursts.count(keyOf(pod('x', 2000)), (uid) => uid === 'uid-b', 100), 'a is no longer in the 2000 MiB burst').to.equal(1);
+    expect(
+      bursts.count(keyOf(pod('x', 2000)), (uid) => uid === 'uid-b', 100),
+      'a is no longer in the 2000 MiB burst',
+    ).to.equal(1);
     bursts.observe(pod('b', 2000), 'delete');
     expect(bursts.size).to.equal(2);
   });

@@ -2,15 +2,26 @@ import { expect } from 'chai';
 import { RefusalRequeue, type RefusedPod } from '../../../src/extender/refusal-requeue.js';
 
 /** A store of node generations the test changes by hand, with the listeners RefusalRequeue subscribes. */
-function harness(options: { pending?: (pod: RefusedPod) => boolean; failNudge?: boolean; windowMs?: number; maxPods?: number } = {}) {
-  const generations = new Map<string, number>([['a', 1], ['b', 1], ['c', 1]]);
+function harness(
+  options: { pending?: (pod: RefusedPod) => boolean; failNudge?: boolean; windowMs?: number; maxPods?: number } = {},
+) {
+  const generations = new Map<string, number>([
+    ['a', 1],
+    ['b', 1],
+    ['c', 1],
+  ]);
   const listeners = new Set<(node: string) => void>();
   const nudged: string[] = [];
   const logged: string[] = [];
   let now = 0;
   const requeue = new RefusalRequeue({
     nodeGeneration: (node) => generations.get(node),
-    onNodeChange: (listener) => { listeners.add(listener); return () => { listeners.delete(listener); }; },
+    onNodeChange: (listener) => {
+      listeners.add(listener);
+      return () => {
+        listeners.delete(listener);
+      };
+    },
     stillPending: options.pending ?? (() => true),
     nudge: (pod) => {
       nudged.push(`${pod.namespace}/${pod.name}`);
@@ -19,14 +30,25 @@ function harness(options: { pending?: (pod: RefusedPod) => boolean; failNudge?: 
     clock: () => now,
     windowMs: options.windowMs ?? 60_000,
     ...(options.maxPods === undefined ? {} : { maxPods: options.maxPods }),
-    log: (line) => { logged.push(line); },
+    log: (line) => {
+      logged.push(line);
+    },
   });
   requeue.start();
   const change = (node: string, bump = true) => {
     if (bump) generations.set(node, (generations.get(node) ?? 0) + 1);
     for (const listener of [...listeners]) listener(node);
   };
-  return { requeue, change, nudged, logged, listeners, advance: (ms: number) => { now += ms; } };
+  return {
+    requeue,
+    change,
+    nudged,
+    logged,
+    listeners,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 const pod = (name: string): RefusedPod => ({ namespace: 'ns', name, uid: `uid-${name}` });
@@ -34,7 +56,10 @@ const pod = (name: string): RefusedPod => ({ namespace: 'ns', name, uid: `uid-${
 describe('RefusalRequeue: a pod refused everywhere is requeued once a refusing node changes', () => {
   it('nudges the pod once when a node that refused it changes, and not again', () => {
     const { requeue, change, nudged } = harness();
-    requeue.noteRefusal(pod('p'), [['a', 1], ['b', 1]]);
+    requeue.noteRefusal(pod('p'), [
+      ['a', 1],
+      ['b', 1],
+    ]);
     change('c');
     expect(nudged, 'a node that did not refuse it').to.deep.equal([]);
     change('b');

@@ -3,7 +3,11 @@ import { resolve } from 'node:path';
 import { loadYaml } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import {
-  DEFAULT_SCORE_PLUGIN_WEIGHTS, EXTENDER_WEIGHT, kubeSchedulerConfiguration, MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE,
+  DEFAULT_SCORE_PLUGIN_WEIGHTS,
+  EXTENDER_WEIGHT,
+  kubeSchedulerConfiguration,
+  MAX_EXTENDER_PRIORITY,
+  MAX_NODE_SCORE,
 } from '../../../src/extender/scheduler-config.js';
 
 interface Profile {
@@ -12,8 +16,14 @@ interface Profile {
   pluginConfig?: { name: string; args: Record<string, unknown> }[];
 }
 
-function built(options: Partial<Parameters<typeof kubeSchedulerConfiguration>[0]> = {}): { profiles: Profile[]; extenders: Record<string, unknown>[] } {
-  return kubeSchedulerConfiguration({ schedulerName: 'gpu', extenderUrl: 'https://127.0.0.1:1', ...options }) as { profiles: Profile[]; extenders: Record<string, unknown>[] };
+function built(options: Partial<Parameters<typeof kubeSchedulerConfiguration>[0]> = {}): {
+  profiles: Profile[];
+  extenders: Record<string, unknown>[];
+} {
+  return kubeSchedulerConfiguration({ schedulerName: 'gpu', extenderUrl: 'https://127.0.0.1:1', ...options }) as {
+    profiles: Profile[];
+    extenders: Record<string, unknown>[];
+  };
 }
 
 function argsOf(profile: Profile | undefined, plugin: string): Record<string, unknown> | undefined {
@@ -22,7 +32,9 @@ function argsOf(profile: Profile | undefined, plugin: string): Record<string, un
 
 describe('kube-scheduler configuration', () => {
   it('manifests/kube-scheduler-config.yaml is exactly what the code builds for the cluster (binpack, the default policy)', () => {
-    const shipped = loadYaml(readFileSync(resolve(import.meta.dirname, '..', '..', '..', 'manifests', 'kube-scheduler-config.yaml'), 'utf8'));
+    const shipped = loadYaml(
+      readFileSync(resolve(import.meta.dirname, '..', '..', '..', 'manifests', 'kube-scheduler-config.yaml'), 'utf8'),
+    );
     const clientDir = '/etc/vgpu-warden/extender-client';
     const cluster = {
       schedulerName: 'hami-scheduler',
@@ -31,15 +43,28 @@ describe('kube-scheduler configuration', () => {
       leaderElection: { leaderElect: true, resourceNamespace: 'vgpu-warden', resourceName: 'vgpu-warden-scheduler' },
     };
     expect(shipped).to.deep.equal(kubeSchedulerConfiguration({ ...cluster, nodePolicy: 'binpack' }));
-    expect(kubeSchedulerConfiguration(cluster)).to.deep.equal(kubeSchedulerConfiguration({ ...cluster, nodePolicy: 'binpack' }));
+    expect(kubeSchedulerConfiguration(cluster)).to.deep.equal(
+      kubeSchedulerConfiguration({ ...cluster, nodePolicy: 'binpack' }),
+    );
   });
 
   it('sends filter, prioritize and bind for the GPU resources only, ignored by the scheduler itself', () => {
     const config = built({ caPem: 'PEM' });
     expect(config.profiles.map((profile) => profile.schedulerName)).to.deep.equal(['gpu']);
-    expect(config.extenders[0]).to.deep.include({ filterVerb: 'filter', prioritizeVerb: 'prioritize', bindVerb: 'bind', nodeCacheCapable: true, httpTimeout: '30s', enableHTTPS: true });
+    expect(config.extenders[0]).to.deep.include({
+      filterVerb: 'filter',
+      prioritizeVerb: 'prioritize',
+      bindVerb: 'bind',
+      nodeCacheCapable: true,
+      httpTimeout: '30s',
+      enableHTTPS: true,
+    });
     expect(config.extenders[0]?.tlsConfig).to.deep.equal({ caData: Buffer.from('PEM').toString('base64') });
-    expect((config.extenders[0]?.managedResources as { name: string; ignoredByScheduler: boolean }[]).every((resource) => resource.ignoredByScheduler)).to.equal(true);
+    expect(
+      (config.extenders[0]?.managedResources as { name: string; ignoredByScheduler: boolean }[]).every(
+        (resource) => resource.ignoredByScheduler,
+      ),
+    ).to.equal(true);
   });
 
   it('verifies the extender and presents a client certificate from files, skips verification only with neither CA nor files', () => {
@@ -55,13 +80,24 @@ describe('kube-scheduler configuration', () => {
     expect(sumOfPluginWeights).to.equal(15);
     const onePoint = EXTENDER_WEIGHT * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY);
     expect(onePoint).to.be.above(sumOfPluginWeights * MAX_NODE_SCORE);
-    expect((EXTENDER_WEIGHT - 1) * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)).to.be.at.most(sumOfPluginWeights * MAX_NODE_SCORE);
-    for (const nodePolicy of ['binpack', 'spread'] as const) expect(built({ nodePolicy }).extenders[0]?.weight).to.equal(151);
+    expect((EXTENDER_WEIGHT - 1) * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY)).to.be.at.most(
+      sumOfPluginWeights * MAX_NODE_SCORE,
+    );
+    for (const nodePolicy of ['binpack', 'spread'] as const)
+      expect(built({ nodePolicy }).extenders[0]?.weight).to.equal(151);
   });
 
   it('binpack: breaks ties by packing (MostAllocated, no balanced allocation, no system default spreading)', () => {
     const [profile] = built({ nodePolicy: 'binpack' }).profiles;
-    expect(argsOf(profile, 'NodeResourcesFit')).to.deep.equal({ scoringStrategy: { type: 'MostAllocated', resources: [{ name: 'cpu', weight: 1 }, { name: 'memory', weight: 1 }] } });
+    expect(argsOf(profile, 'NodeResourcesFit')).to.deep.equal({
+      scoringStrategy: {
+        type: 'MostAllocated',
+        resources: [
+          { name: 'cpu', weight: 1 },
+          { name: 'memory', weight: 1 },
+        ],
+      },
+    });
     expect(argsOf(profile, 'PodTopologySpread')).to.deep.equal({ defaultingType: 'List', defaultConstraints: [] });
     expect(profile?.plugins?.multiPoint?.disabled).to.deep.equal([{ name: 'NodeResourcesBalancedAllocation' }]);
   });
@@ -70,7 +106,18 @@ describe('kube-scheduler configuration', () => {
     const [profile] = built({ nodePolicy: 'spread' }).profiles;
     expect(profile?.plugins).to.equal(undefined);
     expect(profile?.pluginConfig).to.deep.equal([
-      { name: 'NodeResourcesFit', args: { scoringStrategy: { type: 'LeastAllocated', resources: [{ name: 'cpu', weight: 1 }, { name: 'memory', weight: 1 }] } } },
+      {
+        name: 'NodeResourcesFit',
+        args: {
+          scoringStrategy: {
+            type: 'LeastAllocated',
+            resources: [
+              { name: 'cpu', weight: 1 },
+              { name: 'memory', weight: 1 },
+            ],
+          },
+        },
+      },
     ]);
   });
 

@@ -16,7 +16,6 @@ import {
 } from '../../../src/local/hami-plugin/index.js';
 import { LOCK, REGISTER, UUID } from './appendix-a.js';
 
-
 interface PodSpec {
   namespace?: string;
   name: string;
@@ -30,8 +29,12 @@ interface PodSpec {
 
 function pod(spec: PodSpec): V1Pod {
   const annotations: Record<string, string> = {
-    [wire.VGPU_NODE]: 'gpu-1', [wire.BIND_TIME]: '1787293240', [wire.BIND_PHASE]: spec.bindPhase ?? 'allocating',
-    ...(spec.toAllocate === undefined ? {} : { [wire.DEVICES_TO_ALLOCATE]: spec.toAllocate, 'hami.io/vgpu-devices-allocated': spec.toAllocate }),
+    [wire.VGPU_NODE]: 'gpu-1',
+    [wire.BIND_TIME]: '1787293240',
+    [wire.BIND_PHASE]: spec.bindPhase ?? 'allocating',
+    ...(spec.toAllocate === undefined
+      ? {}
+      : { [wire.DEVICES_TO_ALLOCATE]: spec.toAllocate, 'hami.io/vgpu-devices-allocated': spec.toAllocate }),
   };
   return {
     metadata: { namespace: spec.namespace ?? 'ml', name: spec.name, annotations },
@@ -45,11 +48,20 @@ function pod(spec: PodSpec): V1Pod {
 }
 
 function identity(stored: V1Pod): PodIdentity {
-  return { namespace: stored.metadata?.namespace ?? '', name: stored.metadata?.name ?? '', uid: stored.metadata?.uid ?? '' };
+  return {
+    namespace: stored.metadata?.namespace ?? '',
+    name: stored.metadata?.name ?? '',
+    uid: stored.metadata?.uid ?? '',
+  };
 }
 
 function request(admitted: V1Pod, container = 'main', devices = 1): AllocateRequest {
-  return { node: 'gpu-1', admitted: identity(admitted), container, deviceIds: Array.from({ length: devices }, (_, index) => `${UUID}-${index}`) };
+  return {
+    node: 'gpu-1',
+    admitted: identity(admitted),
+    container,
+    deviceIds: Array.from({ length: devices }, (_, index) => `${UUID}-${index}`),
+  };
 }
 
 function annotation(api: MemoryPluginApi, name: string, key: string, namespace = 'ml'): string | undefined {
@@ -58,7 +70,8 @@ function annotation(api: MemoryPluginApi, name: string, key: string, namespace =
 
 describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
   let api: MemoryPluginApi;
-  const plugin = (options: Partial<HamiDevicePluginOptions> = {}) => new HamiDevicePlugin({ api, sleep: () => Promise.resolve(), ...options });
+  const plugin = (options: Partial<HamiDevicePluginOptions> = {}) =>
+    new HamiDevicePlugin({ api, sleep: () => Promise.resolve(), ...options });
 
   beforeEach(() => {
     api = new MemoryPluginApi();
@@ -70,16 +83,26 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
     api.setLock('gpu-1', LOCK);
     const response = await plugin({ cacheId: () => 'cache-1' }).allocate(request(train));
     expect(response.envs).to.deep.equal({
-      NVIDIA_VISIBLE_DEVICES: UUID, CUDA_DEVICE_MEMORY_LIMIT_0: '3000m', CUDA_DEVICE_SM_LIMIT: '0',
-      CUDA_DEVICE_MEMORY_SHARED_CACHE: '/usr/local/vgpu/cache-1.cache', LIBCUDA_LOG_LEVEL: '1',
+      NVIDIA_VISIBLE_DEVICES: UUID,
+      CUDA_DEVICE_MEMORY_LIMIT_0: '3000m',
+      CUDA_DEVICE_SM_LIMIT: '0',
+      CUDA_DEVICE_MEMORY_SHARED_CACHE: '/usr/local/vgpu/cache-1.cache',
+      LIBCUDA_LOG_LEVEL: '1',
     });
     expect(response.record.envs).to.deep.equal(response.envs);
     expect(annotation(api, 'train-0', wire.DEVICES_TO_ALLOCATE)).to.equal(';;');
     expect(annotation(api, 'train-0', wire.BIND_PHASE)).to.equal('success');
     expect(api.lock('gpu-1')).to.equal(undefined);
     expect(response.record).to.deep.include({
-      outcome: 'allocated', admitted: identity(train), resolvedTo: identity(train), via: 'lock', lock: LOCK,
-      segment: 0, resolvedContainer: 'main', bindPhase: 'success', lockRelease: 'released',
+      outcome: 'allocated',
+      admitted: identity(train),
+      resolvedTo: identity(train),
+      via: 'lock',
+      lock: LOCK,
+      segment: 0,
+      resolvedContainer: 'main',
+      bindPhase: 'success',
+      lockRelease: 'released',
     });
   });
 
@@ -87,7 +110,9 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
     const ids = await plugin().listDevices('gpu-1');
     expect(ids).to.have.length(10);
     expect(ids[0]).to.equal(`${UUID}-0`);
-    api.addNode('gpu-2', { [wire.NODE_REGISTER]: `[{"id":"GPU-b","count":4,"devmem":1,"devcore":100,"type":"T","mode":"hami-core"}]` });
+    api.addNode('gpu-2', {
+      [wire.NODE_REGISTER]: `[{"id":"GPU-b","count":4,"devmem":1,"devcore":100,"type":"T","mode":"hami-core"}]`,
+    });
     expect(await plugin().listDevices('gpu-2'), 'health omitted means false').to.deep.equal([]);
   });
 
@@ -118,7 +143,14 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
   });
 
   it('consumes one container per call, init containers first, and releases the lock after the last', async () => {
-    const multi = api.addPod(pod({ name: 'multi', initContainers: ['setup'], containers: ['main', 'side'], toAllocate: 'GPU-i,NVIDIA,1,1:;GPU-m,NVIDIA,2,2:;;' }));
+    const multi = api.addPod(
+      pod({
+        name: 'multi',
+        initContainers: ['setup'],
+        containers: ['main', 'side'],
+        toAllocate: 'GPU-i,NVIDIA,1,1:;GPU-m,NVIDIA,2,2:;;',
+      }),
+    );
     api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,multi');
     const stand = plugin();
     const first = await stand.allocate(request(multi, 'setup'));
@@ -126,7 +158,12 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
     expect(first.record.bindPhase, 'NVIDIA still left: keep the lock').to.equal(undefined);
     expect(api.lock('gpu-1')).to.not.equal(undefined);
     const second = await stand.allocate(request(multi, 'main'));
-    expect(second.record).to.deep.include({ segment: 1, resolvedContainer: 'main', bindPhase: 'success', lockRelease: 'released' });
+    expect(second.record).to.deep.include({
+      segment: 1,
+      resolvedContainer: 'main',
+      bindPhase: 'success',
+      lockRelease: 'released',
+    });
     expect(second.devices.map((device) => device.uuid)).to.deep.equal(['GPU-m']);
     expect(annotation(api, 'multi', wire.DEVICES_TO_ALLOCATE)).to.equal(';;;;;');
     expect(api.lock('gpu-1')).to.equal(undefined);
@@ -148,19 +185,25 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
     it('the pod the lock names is gone: the call fails and the lock stays', async () => {
       const admitted = api.addPod(pod({ name: 'admitted', toAllocate: 'GPU-a,NVIDIA,1,1:;' }));
       api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,ghost');
-      const error: unknown = await plugin().allocate(request(admitted)).catch((caught: unknown) => caught);
-      expect((error as Error).message).to.include('ml/ghost').and.include('not found');
+      const error: unknown = await plugin()
+        .allocate(request(admitted))
+        .catch((caught: unknown) => caught);
+      expect((error as Error).message)
+        .to.include('ml/ghost')
+        .and.include('not found');
       expect(api.lock('gpu-1')).to.equal('2026-08-21T06:20:40Z,ml,ghost');
     });
 
-    it('device count not matching kubelet\'s request: bind-phase failed and the lock released', async () => {
+    it("device count not matching kubelet's request: bind-phase failed and the lock released", async () => {
       const two = api.addPod(pod({ name: 'two', toAllocate: 'GPU-a,NVIDIA,1,1:GPU-b,NVIDIA,1,1:;' }));
       api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,two');
       const stand = plugin();
       const error: unknown = await stand.allocate(request(two, 'main', 1)).catch((caught: unknown) => caught);
       expect((error as Error).message).to.equal('device number not matched');
       expect(annotation(api, 'two', wire.BIND_PHASE)).to.equal('failed');
-      expect(annotation(api, 'two', wire.DEVICES_TO_ALLOCATE), 'nothing consumed').to.equal('GPU-a,NVIDIA,1,1:GPU-b,NVIDIA,1,1:;');
+      expect(annotation(api, 'two', wire.DEVICES_TO_ALLOCATE), 'nothing consumed').to.equal(
+        'GPU-a,NVIDIA,1,1:GPU-b,NVIDIA,1,1:;',
+      );
       expect(api.lock('gpu-1')).to.equal(undefined);
       expect(stand.records[0]).to.deep.include({ outcome: 'failed', bindPhase: 'failed', lockRelease: 'released' });
     });
@@ -168,12 +211,18 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
     for (const [title, value, message] of [
       ['missing', undefined, 'device request not found'],
       ['already consumed', ';;', 'device request not found'],
-      ['undecodable', 'GPU-a,NVIDIA:;', 'pod annotation format error, missing fields, do not use nodeName in task spec'],
+      [
+        'undecodable',
+        'GPU-a,NVIDIA:;',
+        'pod annotation format error, missing fields, do not use nodeName in task spec',
+      ],
     ] as const) {
       it(`to-allocate ${title}: "${message}", bind-phase failed, lock released`, async () => {
         const bad = api.addPod(pod({ name: 'bad', ...(value === undefined ? {} : { toAllocate: value }) }));
         api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,bad');
-        const error: unknown = await plugin().allocate(request(bad)).catch((caught: unknown) => caught);
+        const error: unknown = await plugin()
+          .allocate(request(bad))
+          .catch((caught: unknown) => caught);
         expect((error as Error).message).to.equal(message);
         expect(annotation(api, 'bad', wire.BIND_PHASE)).to.equal('failed');
         expect(api.lock('gpu-1')).to.equal(undefined);
@@ -184,7 +233,8 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
       const slow = api.addPod(pod({ name: 'slow', toAllocate: 'GPU-a,NVIDIA,1,1:;' }));
       api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,slow');
       api.before = (call, target) => {
-        if (call === 'patchPodAnnotations' && target === 'ml/slow') api.setLock('gpu-1', '2026-08-21T06:20:41Z,ml,other');
+        if (call === 'patchPodAnnotations' && target === 'ml/slow')
+          api.setLock('gpu-1', '2026-08-21T06:20:41Z,ml,other');
       };
       const response = await plugin().allocate(request(slow));
       expect(response.record.lockRelease).to.equal('not-owner');
@@ -196,9 +246,14 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
       api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,stuck');
       let failed = false;
       api.before = (call) => {
-        if (call === 'patchPodAnnotations' && !failed) { failed = true; throw new MemoryApiError(500, 'boom'); }
+        if (call === 'patchPodAnnotations' && !failed) {
+          failed = true;
+          throw new MemoryApiError(500, 'boom');
+        }
       };
-      const error: unknown = await plugin().allocate(request(stuck)).catch((caught: unknown) => caught);
+      const error: unknown = await plugin()
+        .allocate(request(stuck))
+        .catch((caught: unknown) => caught);
       expect((error as Error).message).to.include('boom');
       expect(annotation(api, 'stuck', wire.BIND_PHASE)).to.equal('failed');
       expect(api.lock('gpu-1')).to.equal(undefined);
@@ -211,7 +266,9 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
     it('fail after the lookup: as PodAllocationFailed (bind-phase failed, lock released)', async () => {
       const target = api.addPod(pod({ name: 't', toAllocate: 'GPU-a,NVIDIA,1,1:;' }));
       api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,t');
-      const error: unknown = await plugin({ behaviour: behaviour({ kind: 'fail', message: 'nvml gone' }) }).allocate(request(target)).catch((caught: unknown) => caught);
+      const error: unknown = await plugin({ behaviour: behaviour({ kind: 'fail', message: 'nvml gone' }) })
+        .allocate(request(target))
+        .catch((caught: unknown) => caught);
       expect((error as Error).message).to.equal('nvml gone');
       expect(annotation(api, 't', wire.BIND_PHASE)).to.equal('failed');
       expect(api.lock('gpu-1')).to.equal(undefined);
@@ -220,7 +277,9 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
     it('fail before the lookup: nothing read, nothing written', async () => {
       const target = api.addPod(pod({ name: 't', toAllocate: 'GPU-a,NVIDIA,1,1:;' }));
       api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,t');
-      await plugin({ behaviour: behaviour({ kind: 'fail', stage: 'before-lookup' }) }).allocate(request(target)).catch(() => undefined);
+      await plugin({ behaviour: behaviour({ kind: 'fail', stage: 'before-lookup' }) })
+        .allocate(request(target))
+        .catch(() => undefined);
       expect(api.calls).to.deep.equal([]);
       expect(api.lock('gpu-1')).to.not.equal(undefined);
     });
@@ -229,10 +288,16 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
       const a = api.addPod(pod({ name: 'a', toAllocate: 'GPU-a,NVIDIA,1,1:;' }));
       const b = api.addPod(pod({ name: 'b', toAllocate: 'GPU-b,NVIDIA,1,1:;' }));
       api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,a');
-      const stand = plugin({ behaviour: (call) => (call.admitted.name === 'a' ? { kind: 'stall' } : { kind: 'allocate' }) });
+      const stand = plugin({
+        behaviour: (call) => (call.admitted.name === 'a' ? { kind: 'stall' } : { kind: 'allocate' }),
+      });
       const settled: string[] = [];
-      const first = stand.allocate(request(a)).catch((error: unknown) => { settled.push(`a:${(error as Error).name}`); });
-      const second = stand.allocate(request(b)).catch((error: unknown) => { settled.push(`b:${(error as Error).name}`); });
+      const first = stand.allocate(request(a)).catch((error: unknown) => {
+        settled.push(`a:${(error as Error).name}`);
+      });
+      const second = stand.allocate(request(b)).catch((error: unknown) => {
+        settled.push(`b:${(error as Error).name}`);
+      });
       await new Promise((resolve) => setTimeout(resolve, 30));
       expect(settled).to.deep.equal([]);
       expect(api.calls, 'b waits behind the stalled call').to.deep.equal([]);
@@ -257,7 +322,13 @@ describe('HAMi stand-in: Allocate for the pod kubelet admits (§5)', () => {
       const a = api.addPod(pod({ name: 'a', toAllocate: 'GPU-a,NVIDIA,1,1:;' }));
       api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,a');
       const slept: number[] = [];
-      await plugin({ delayMs: (call) => (call.admitted.name === 'a' ? 42 : 0), sleep: (ms) => { slept.push(ms); return Promise.resolve(); } }).allocate(request(a));
+      await plugin({
+        delayMs: (call) => (call.admitted.name === 'a' ? 42 : 0),
+        sleep: (ms) => {
+          slept.push(ms);
+          return Promise.resolve();
+        },
+      }).allocate(request(a));
       expect(slept).to.deep.equal([42]);
     });
   });

@@ -9,22 +9,70 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Client, credentials, Metadata, Server, ServerCredentials, status, type ClientReadableStream, type MethodDefinition, type ServerUnaryCall, type sendUnaryData, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
+import {
+  Client,
+  credentials,
+  Metadata,
+  Server,
+  ServerCredentials,
+  status,
+  type ClientReadableStream,
+  type MethodDefinition,
+  type ServerUnaryCall,
+  type sendUnaryData,
+  type ServiceDefinition,
+  type ServiceError,
+} from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { GrpcDevicePluginServer, HamiDevicePlugin, MemoryPluginApi, wire, type Admission, type GrpcDevicePluginServerOptions, type GrpcPluginEvent, type HamiDevicePluginOptions } from '../../../src/local/hami-plugin/index.js';
+import {
+  GrpcDevicePluginServer,
+  HamiDevicePlugin,
+  MemoryPluginApi,
+  wire,
+  type Admission,
+  type GrpcDevicePluginServerOptions,
+  type GrpcPluginEvent,
+  type HamiDevicePluginOptions,
+} from '../../../src/local/hami-plugin/index.js';
 
 // kubelet's view of the contract, typed from api.proto (field names as in the proto).
-interface RegisterRequest { version: string; endpoint: string; resource_name: string; options: { pre_start_required: boolean; get_preferred_allocation_available: boolean } | null }
-interface Device { ID: string; health: string }
-interface ListAndWatchResponse { devices: Device[] }
-interface ContainerAllocateResponse { envs: Record<string, string>; mounts: unknown[]; devices: unknown[] }
-interface AllocateResponse { container_responses: ContainerAllocateResponse[] }
-interface PreferredAllocationResponse { container_responses: { deviceIDs: string[] }[] }
+interface RegisterRequest {
+  version: string;
+  endpoint: string;
+  resource_name: string;
+  options: { pre_start_required: boolean; get_preferred_allocation_available: boolean } | null;
+}
+interface Device {
+  ID: string;
+  health: string;
+}
+interface ListAndWatchResponse {
+  devices: Device[];
+}
+interface ContainerAllocateResponse {
+  envs: Record<string, string>;
+  mounts: unknown[];
+  devices: unknown[];
+}
+interface AllocateResponse {
+  container_responses: ContainerAllocateResponse[];
+}
+interface PreferredAllocationResponse {
+  container_responses: { deviceIDs: string[] }[];
+}
 
 const PROTO = fileURLToPath(new URL('../../../src/local/hami-plugin/proto/api.proto', import.meta.url));
-const protoPackage = loadSync(PROTO, { keepCase: true, defaults: true, arrays: true, objects: true, longs: String, enums: String, oneofs: true });
+const protoPackage = loadSync(PROTO, {
+  keepCase: true,
+  defaults: true,
+  arrays: true,
+  objects: true,
+  longs: String,
+  enums: String,
+  oneofs: true,
+});
 
 function service(name: string): ServiceDefinition {
   const found = protoPackage[`v1beta1.${name}`];
@@ -40,15 +88,29 @@ function method<Request, Response>(serviceName: string, name: string): MethodDef
 
 const UUID_A = 'GPU-aaaa1111-2222-3333-4444-555566667777';
 const UUID_B = 'GPU-bbbb1111-2222-3333-4444-555566667777';
-const gpu = (id: string, healthy = true) => ({ id, count: 10, devmem: 40960, devcore: 100, type: 'NVIDIA-A100-PCIE-40GB', mode: 'hami-core', ...(healthy ? { health: true } : {}) });
+const gpu = (id: string, healthy = true) => ({
+  id,
+  count: 10,
+  devmem: 40960,
+  devcore: 100,
+  type: 'NVIDIA-A100-PCIE-40GB',
+  mode: 'hami-core',
+  ...(healthy ? { health: true } : {}),
+});
 const REGISTER_ONE = JSON.stringify([gpu(UUID_A)]);
 const REGISTER_TWO = JSON.stringify([gpu(UUID_A), gpu(UUID_B, false)]);
 const DEADLINE_MS = 2000;
 
 function withDeadline<T>(promise: Promise<T>, what: string, ms = DEADLINE_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`timed out after ${ms} ms waiting for ${what}`)); }, ms); });
-  return Promise.race([promise, timeout]).finally(() => { clearTimeout(timer); });
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      reject(new Error(`timed out after ${ms} ms waiting for ${what}`));
+    }, ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => {
+    clearTimeout(timer);
+  });
 }
 
 /** A queue of things that arrive (registrations, stream messages, events), read in order. */
@@ -67,7 +129,13 @@ class Arrivals<T> {
   next(what: string, ms = DEADLINE_MS): Promise<T> {
     const item = this.items.shift();
     if (item !== undefined) return Promise.resolve(item);
-    return withDeadline(new Promise<T>((resolve) => { this.waiters.push(resolve); }), what, ms);
+    return withDeadline(
+      new Promise<T>((resolve) => {
+        this.waiters.push(resolve);
+      }),
+      what,
+      ms,
+    );
   }
 
   /** The next item that satisfies `test`, skipping the others. */
@@ -98,7 +166,10 @@ class FakeKubelet {
   async start(): Promise<void> {
     const server = new Server();
     server.addService(service('Registration'), {
-      Register: (call: ServerUnaryCall<RegisterRequest, Record<string, never>>, callback: sendUnaryData<Record<string, never>>) => {
+      Register: (
+        call: ServerUnaryCall<RegisterRequest, Record<string, never>>,
+        callback: sendUnaryData<Record<string, never>>,
+      ) => {
         this.registeredAt.push(Date.now());
         this.registrations.push(call.request);
         const refusal = this.answer();
@@ -107,7 +178,10 @@ class FakeKubelet {
       },
     });
     await new Promise<void>((resolve, reject) => {
-      server.bindAsync(`unix:${this.socket}`, ServerCredentials.createInsecure(), (error) => { if (error === null) resolve(); else reject(error); });
+      server.bindAsync(`unix:${this.socket}`, ServerCredentials.createInsecure(), (error) => {
+        if (error === null) resolve();
+        else reject(error);
+      });
     });
     this.server = server;
   }
@@ -131,22 +205,47 @@ class PluginDialer {
   unary<Response = unknown>(name: string, request: object): Promise<Response> {
     const definition = method<object, Response>('DevicePlugin', name);
     return new Promise<Response>((resolve, reject) => {
-      this.client.makeUnaryRequest(definition.path, definition.requestSerialize, definition.responseDeserialize, request, new Metadata(), { deadline: Date.now() + 5000 }, (error, value) => {
-        if (error !== null) reject(error);
-        else if (value === undefined) reject(new Error(`${name}: no answer`));
-        else resolve(value);
-      });
+      this.client.makeUnaryRequest(
+        definition.path,
+        definition.requestSerialize,
+        definition.responseDeserialize,
+        request,
+        new Metadata(),
+        { deadline: Date.now() + 5000 },
+        (error, value) => {
+          if (error !== null) reject(error);
+          else if (value === undefined) reject(new Error(`${name}: no answer`));
+          else resolve(value);
+        },
+      );
     });
   }
 
-  listAndWatch(): { messages: Arrivals<ListAndWatchResponse>; ended: Promise<ServiceError | undefined>; stream: ClientReadableStream<ListAndWatchResponse> } {
+  listAndWatch(): {
+    messages: Arrivals<ListAndWatchResponse>;
+    ended: Promise<ServiceError | undefined>;
+    stream: ClientReadableStream<ListAndWatchResponse>;
+  } {
     const definition = method<Record<string, never>, ListAndWatchResponse>('DevicePlugin', 'ListAndWatch');
     const messages = new Arrivals<ListAndWatchResponse>();
-    const stream = this.client.makeServerStreamRequest(definition.path, definition.requestSerialize, definition.responseDeserialize, {}, new Metadata(), {});
-    stream.on('data', (message: ListAndWatchResponse) => { messages.push(message); });
+    const stream = this.client.makeServerStreamRequest(
+      definition.path,
+      definition.requestSerialize,
+      definition.responseDeserialize,
+      {},
+      new Metadata(),
+      {},
+    );
+    stream.on('data', (message: ListAndWatchResponse) => {
+      messages.push(message);
+    });
     const ended = new Promise<ServiceError | undefined>((resolve) => {
-      stream.on('error', (error: ServiceError) => { resolve(error); });
-      stream.on('end', () => { resolve(undefined); });
+      stream.on('error', (error: ServiceError) => {
+        resolve(error);
+      });
+      stream.on('end', () => {
+        resolve(undefined);
+      });
     });
     return { messages, ended, stream };
   }
@@ -159,8 +258,14 @@ class PluginDialer {
 function lockedPod(name: string, toAllocate: string): V1Pod {
   return {
     metadata: {
-      namespace: 'ml', name,
-      annotations: { [wire.VGPU_NODE]: 'gpu-1', [wire.BIND_TIME]: '1787293240', [wire.BIND_PHASE]: 'allocating', [wire.DEVICES_TO_ALLOCATE]: toAllocate },
+      namespace: 'ml',
+      name,
+      annotations: {
+        [wire.VGPU_NODE]: 'gpu-1',
+        [wire.BIND_TIME]: '1787293240',
+        [wire.BIND_PHASE]: 'allocating',
+        [wire.DEVICES_TO_ALLOCATE]: toAllocate,
+      },
     },
     spec: { nodeName: 'gpu-1', containers: [{ name: 'main', image: 'x' }] },
     status: { phase: 'Pending' },
@@ -169,7 +274,7 @@ function lockedPod(name: string, toAllocate: string): V1Pod {
 
 const replicas = (uuid: string, count = 10) => Array.from({ length: count }, (_, index) => `${uuid}-${index}`);
 
-describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', function () {
+describe("HAMi stand-in on kubelet's device-plugin gRPC API (v1beta1)", function () {
   this.timeout(5000);
   let dir: string;
   let api: MemoryPluginApi;
@@ -179,9 +284,21 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
   let dialers: PluginDialer[];
   let events: Arrivals<GrpcPluginEvent>;
 
-  const newPlugin = (options: Partial<HamiDevicePluginOptions<Admission>> = {}) => new HamiDevicePlugin<Admission>({ api, sleep: () => Promise.resolve(), cacheId: () => 'cache-1', ...options });
+  const newPlugin = (options: Partial<HamiDevicePluginOptions<Admission>> = {}) =>
+    new HamiDevicePlugin<Admission>({ api, sleep: () => Promise.resolve(), cacheId: () => 'cache-1', ...options });
   const newServer = (options: Partial<GrpcDevicePluginServerOptions> = {}) => {
-    const server = new GrpcDevicePluginServer({ plugin, node: 'gpu-1', pluginDir: dir, pollMs: 50, retryMs: 50, checkMs: 200, onEvent: (event) => { events.push(event); }, ...options });
+    const server = new GrpcDevicePluginServer({
+      plugin,
+      node: 'gpu-1',
+      pluginDir: dir,
+      pollMs: 50,
+      retryMs: 50,
+      checkMs: 200,
+      onEvent: (event) => {
+        events.push(event);
+      },
+      ...options,
+    });
     servers.push(server);
     return server;
   };
@@ -209,19 +326,24 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('registers as HAMi does, then answers options and streams the node\'s replicas, again when the inventory changes', async () => {
+  it("registers as HAMi does, then answers options and streams the node's replicas, again when the inventory changes", async () => {
     await kubelet.start();
     const server = newServer();
     await server.start();
     const registration = await kubelet.registrations.next('Register');
     expect(registration).to.deep.equal({
-      version: 'v1beta1', endpoint: 'nvidia-gpu.sock', resource_name: 'nvidia.com/gpu',
+      version: 'v1beta1',
+      endpoint: 'nvidia-gpu.sock',
+      resource_name: 'nvidia.com/gpu',
       options: { pre_start_required: false, get_preferred_allocation_available: true },
     });
     expect(server.socketPath).to.equal(join(dir, 'nvidia-gpu.sock'));
 
     const kubeletSide = dial(server);
-    expect(await kubeletSide.unary('GetDevicePluginOptions', {})).to.deep.equal({ pre_start_required: false, get_preferred_allocation_available: true });
+    expect(await kubeletSide.unary('GetDevicePluginOptions', {})).to.deep.equal({
+      pre_start_required: false,
+      get_preferred_allocation_available: true,
+    });
     const { messages } = kubeletSide.listAndWatch();
     const first = await messages.next('the first ListAndWatch message');
     expect(first.devices.map((device) => device.ID)).to.deep.equal(replicas(UUID_A));
@@ -231,7 +353,9 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     api.annotateNode('gpu-1', { [wire.NODE_REGISTER]: REGISTER_TWO });
     const second = await messages.next('ListAndWatch after the inventory changed');
     expect(second.devices.map((device) => device.ID)).to.deep.equal([...replicas(UUID_A), ...replicas(UUID_B)]);
-    expect(second.devices.filter((device) => device.health === 'Unhealthy').map((device) => device.ID)).to.deep.equal(replicas(UUID_B));
+    expect(second.devices.filter((device) => device.health === 'Unhealthy').map((device) => device.ID)).to.deep.equal(
+      replicas(UUID_B),
+    );
     expect(server.rpcs).to.deep.equal(['GetDevicePluginOptions', 'ListAndWatch']);
   });
 
@@ -249,12 +373,15 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     const silent = newServer({ neverRegister: true });
     await silent.start();
     expect(await dial(silent).unary('GetDevicePluginOptions', {})).to.deep.include({ pre_start_required: false });
-    expect(events.all.filter((event) => event.kind === 'register-failed'), 'not even tried').to.deep.equal([]);
+    expect(
+      events.all.filter((event) => event.kind === 'register-failed'),
+      'not even tried',
+    ).to.deep.equal([]);
     expect(silent.registrations).to.equal(0);
     expect(kubelet.registrations.all).to.have.length(2);
   });
 
-  it('Allocate for the pod the lock names: HAMi\'s env, annotation consumed, bind-phase success, lock released', async () => {
+  it("Allocate for the pod the lock names: HAMi's env, annotation consumed, bind-phase success, lock released", async () => {
     api.annotateNode('gpu-1', { [wire.NODE_REGISTER]: JSON.stringify([gpu(UUID_A), gpu(UUID_B)]) });
     api.addPod(lockedPod('train-0', `${UUID_B},NVIDIA,3000,30:;`));
     api.setLock('gpu-1', '2026-08-21T06:20:40Z,ml,train-0');
@@ -271,17 +398,35 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     });
     expect(preferred.container_responses).to.deep.equal([{ deviceIDs: [`${UUID_B}-0`] }]);
 
-    const answer = await kubeletSide.unary<AllocateResponse>('Allocate', { container_requests: [{ devices_ids: [`${UUID_B}-0`] }] });
+    const answer = await kubeletSide.unary<AllocateResponse>('Allocate', {
+      container_requests: [{ devices_ids: [`${UUID_B}-0`] }],
+    });
     expect(answer.container_responses).to.have.length(1);
-    const envs = { NVIDIA_VISIBLE_DEVICES: UUID_B, CUDA_DEVICE_MEMORY_LIMIT_0: '3000m', CUDA_DEVICE_SM_LIMIT: '30', CUDA_DEVICE_MEMORY_SHARED_CACHE: '/usr/local/vgpu/cache-1.cache', LIBCUDA_LOG_LEVEL: '1' };
+    const envs = {
+      NVIDIA_VISIBLE_DEVICES: UUID_B,
+      CUDA_DEVICE_MEMORY_LIMIT_0: '3000m',
+      CUDA_DEVICE_SM_LIMIT: '30',
+      CUDA_DEVICE_MEMORY_SHARED_CACHE: '/usr/local/vgpu/cache-1.cache',
+      LIBCUDA_LOG_LEVEL: '1',
+    };
     expect(answer.container_responses[0]).to.deep.include({ envs, mounts: [], devices: [] });
-    expect(api.pod('ml', 'train-0')?.metadata?.annotations).to.deep.include({ [wire.DEVICES_TO_ALLOCATE]: ';;', [wire.BIND_PHASE]: 'success' });
+    expect(api.pod('ml', 'train-0')?.metadata?.annotations).to.deep.include({
+      [wire.DEVICES_TO_ALLOCATE]: ';;',
+      [wire.BIND_PHASE]: 'success',
+    });
     expect(api.lock('gpu-1')).to.equal(undefined);
     expect(await kubeletSide.unary('PreStartContainer', { devices_ids: [`${UUID_B}-0`] })).to.deep.equal({});
 
     expect(plugin.records).to.have.length(1);
     const record = plugin.records[0];
-    expect(record).to.deep.include({ outcome: 'allocated', transport: 'grpc', deviceIds: [`${UUID_B}-0`], envs, bindPhase: 'success', lockRelease: 'released' });
+    expect(record).to.deep.include({
+      outcome: 'allocated',
+      transport: 'grpc',
+      deviceIds: [`${UUID_B}-0`],
+      envs,
+      bindPhase: 'success',
+      lockRelease: 'released',
+    });
     expect(record?.resolvedTo?.name).to.equal('train-0');
     expect(record).not.to.have.property('admitted');
     expect(plugin.foreignAllocations(), 'no admitted pod to judge').to.deep.equal([]);
@@ -294,7 +439,12 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     await kubelet.start();
     const server = newServer();
     await server.start();
-    const error = await dial(server).unary('Allocate', { container_requests: [{ devices_ids: [`${UUID_A}-0`] }] }).then(() => undefined, (caught: unknown) => caught as ServiceError);
+    const error = await dial(server)
+      .unary('Allocate', { container_requests: [{ devices_ids: [`${UUID_A}-0`] }] })
+      .then(
+        () => undefined,
+        (caught: unknown) => caught as ServiceError,
+      );
     expect(error?.code).to.equal(status.UNKNOWN);
     expect(error?.details).to.contain('not found');
     expect(api.lock('gpu-1')).to.equal(lock);
@@ -333,7 +483,9 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     const before = dial(server).listAndWatch();
     await before.messages.next('ListAndWatch');
     let streamEndedAt = 0;
-    void before.ended.then(() => { streamEndedAt = Date.now(); });
+    void before.ended.then(() => {
+      streamEndedAt = Date.now();
+    });
 
     // kubelet.sock replaced while the plugin's own socket stays (nothing deleted it): a second
     // Register on the live connection is what kubelet 1.37 refuses and then never recovers from.
@@ -343,21 +495,38 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     expect(streamEndedAt, 'the old stream ended before the new Register').to.be.greaterThan(0);
     const registeredAt = kubelet.registeredAt.at(-1) ?? 0;
     expect(registeredAt - streamEndedAt, 'kubelet had settleMs to drop its client').to.be.at.least(250);
-    expect(events.all.filter((event) => event.kind === 'serving'), 'served anew for it').to.have.length(2);
+    expect(
+      events.all.filter((event) => event.kind === 'serving'),
+      'served anew for it',
+    ).to.have.length(2);
   });
 
   it('a refused Register is retried from a freshly served socket (kubelet may hold a client of the old one)', async () => {
     let refusals = 1;
-    kubelet.answer = () => (refusals-- > 0 ? Object.assign(new Error('device plugin already connected: nvidia-gpu.sock'), { code: status.UNKNOWN, details: 'device plugin already connected: nvidia-gpu.sock', metadata: new Metadata() }) : null);
+    kubelet.answer = () =>
+      refusals-- > 0
+        ? Object.assign(new Error('device plugin already connected: nvidia-gpu.sock'), {
+            code: status.UNKNOWN,
+            details: 'device plugin already connected: nvidia-gpu.sock',
+            metadata: new Metadata(),
+          })
+        : null;
     await kubelet.start();
     const server = newServer();
     await server.start();
     await kubelet.registrations.next('the refused Register');
     await kubelet.registrations.next('the Register after it');
     await server.waitForRegistrations(1, { timeoutMs: DEADLINE_MS });
-    const kinds = events.all.map((event) => event.kind).filter((kind) => kind === 'serving' || kind === 'registered' || kind === 'register-failed');
+    const kinds = events.all
+      .map((event) => event.kind)
+      .filter((kind) => kind === 'serving' || kind === 'registered' || kind === 'register-failed');
     expect(kinds).to.deep.equal(['serving', 'register-failed', 'serving', 'registered']);
-    expect(server.recentLines().some((line) => line.includes('Register with kubelet failed: 2 UNKNOWN: device plugin already connected')), 'kept for a failure message').to.equal(true);
+    expect(
+      server
+        .recentLines()
+        .some((line) => line.includes('Register with kubelet failed: 2 UNKNOWN: device plugin already connected')),
+      'kept for a failure message',
+    ).to.equal(true);
   });
 
   it('stop(): socket gone and a stalled Allocate cut with an error; restart() serves and registers again', async () => {
@@ -370,23 +539,38 @@ describe('HAMi stand-in on kubelet\'s device-plugin gRPC API (v1beta1)', functio
     await kubelet.registrations.next('Register');
     const kubeletSide = dial(server);
     const { ended } = kubeletSide.listAndWatch();
-    const stalled = kubeletSide.unary('Allocate', { container_requests: [{ devices_ids: [`${UUID_A}-0`] }] }).then(() => undefined, (caught: unknown) => caught as ServiceError);
+    const stalled = kubeletSide.unary('Allocate', { container_requests: [{ devices_ids: [`${UUID_A}-0`] }] }).then(
+      () => undefined,
+      (caught: unknown) => caught as ServiceError,
+    );
     await events.nextMatching((event) => event.kind === 'rpc' && event.method === 'Allocate', 'the Allocate to arrive');
     expect(plugin.records.map((record) => record.outcome)).to.deep.equal(['stalled']);
 
     await server.stop();
     expect(existsSync(server.socketPath), 'socket removed').to.equal(false);
-    expect((await withDeadline(stalled, 'the stalled Allocate to fail'))?.code, 'kubelet gets an error').to.be.a('number');
-    expect(await withDeadline(ended, 'ListAndWatch to end'), 'kubelet\'s ListAndWatch breaks').to.not.equal(undefined);
-    expect(plugin.records.map((record) => [record.outcome, record.error])).to.deep.equal([['stalled', undefined], ['failed', 'device plugin stopped']]);
+    expect((await withDeadline(stalled, 'the stalled Allocate to fail'))?.code, 'kubelet gets an error').to.be.a(
+      'number',
+    );
+    expect(await withDeadline(ended, 'ListAndWatch to end'), "kubelet's ListAndWatch breaks").to.not.equal(undefined);
+    expect(plugin.records.map((record) => [record.outcome, record.error])).to.deep.equal([
+      ['stalled', undefined],
+      ['failed', 'device plugin stopped'],
+    ]);
     expect(api.lock('gpu-1'), 'a killed process releases nothing').to.not.equal(undefined);
 
     const stoppedAt = Date.now();
     await server.restart();
     await kubelet.registrations.next('Register after restart()');
-    expect((kubelet.registeredAt.at(-1) ?? 0) - stoppedAt, 'a restarted process registers only once kubelet had settleMs (default 200) to see its stream end').to.be.at.least(150);
-    const answer = await dial(server).unary<AllocateResponse>('Allocate', { container_requests: [{ devices_ids: [`${UUID_A}-0`] }] });
-    expect(answer.container_responses[0]?.envs.NVIDIA_VISIBLE_DEVICES, 'the node\'s queue is free again').to.equal(UUID_A);
+    expect(
+      (kubelet.registeredAt.at(-1) ?? 0) - stoppedAt,
+      'a restarted process registers only once kubelet had settleMs (default 200) to see its stream end',
+    ).to.be.at.least(150);
+    const answer = await dial(server).unary<AllocateResponse>('Allocate', {
+      container_requests: [{ devices_ids: [`${UUID_A}-0`] }],
+    });
+    expect(answer.container_responses[0]?.envs.NVIDIA_VISIBLE_DEVICES, "the node's queue is free again").to.equal(
+      UUID_A,
+    );
     expect(api.lock('gpu-1')).to.equal(undefined);
   });
 

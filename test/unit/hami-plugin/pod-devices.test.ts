@@ -31,14 +31,16 @@ describe('HAMi stand-in: hami.io/vgpu-devices-to-allocate codec', () => {
     ]);
   });
 
-  it('refuses a device with fewer than 4 fields with HAMi\'s message', () => {
+  it("refuses a device with fewer than 4 fields with HAMi's message", () => {
     expect(() => decodePodDevices('GPU-a,NVIDIA,1000:;')).to.throw(PodDevicesFormatError, MISSING_FIELDS);
   });
 
   it('requires int32 memory and cores, as strconv.ParseInt(_, 10, 32) does (negative included)', () => {
     expect(() => decodePodDevices('GPU-a,NVIDIA,abc,0:;')).to.throw(PodDevicesFormatError, 'invalid syntax');
     expect(() => decodePodDevices('GPU-a,NVIDIA,2147483648,0:;')).to.throw(PodDevicesFormatError, 'out of range');
-    expect(decodePodDevices('GPU-a,NVIDIA,-5,+7:;')[0]).to.deep.equal([{ uuid: 'GPU-a', type: 'NVIDIA', usedMem: -5, usedCores: 7 }]);
+    expect(decodePodDevices('GPU-a,NVIDIA,-5,+7:;')[0]).to.deep.equal([
+      { uuid: 'GPU-a', type: 'NVIDIA', usedMem: -5, usedCores: 7 },
+    ]);
   });
 
   it('grows by one ";" per rewrite, as the plugin\'s consumption does (§5 step 4)', () => {
@@ -64,7 +66,10 @@ describe('HAMi stand-in: hami.io/vgpu-devices-to-allocate codec', () => {
       seen.push({ index: next.index, uuids: next.devices.map((device) => device.uuid) });
       value = encodePodDevices(eraseNextDeviceRequest(entries));
     }
-    expect(seen).to.deep.equal([{ index: 0, uuids: ['GPU-a'] }, { index: 2, uuids: ['GPU-b', 'GPU-c'] }]);
+    expect(seen).to.deep.equal([
+      { index: 0, uuids: ['GPU-a'] },
+      { index: 2, uuids: ['GPU-b', 'GPU-c'] },
+    ]);
     expect(value).to.equal(';;;;;');
     expect(value.includes('NVIDIA')).to.equal(false);
   });

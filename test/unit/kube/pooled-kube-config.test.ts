@@ -6,7 +6,14 @@ import { createCertificateAuthority } from '../../../src/tls/certificates.js';
 function configFor(caPem: string): PooledKubeConfig {
   const kubeConfig = new PooledKubeConfig();
   kubeConfig.loadFromOptions({
-    clusters: [{ name: 'c', server: 'https://127.0.0.1:6443', caData: Buffer.from(caPem).toString('base64'), skipTLSVerify: false }],
+    clusters: [
+      {
+        name: 'c',
+        server: 'https://127.0.0.1:6443',
+        caData: Buffer.from(caPem).toString('base64'),
+        skipTLSVerify: false,
+      },
+    ],
     users: [{ name: 'u', token: 't' }],
     contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
     currentContext: 'ctx',

@@ -10,12 +10,17 @@ describe('Readiness (one answer for every listener)', () => {
     readiness.add('cluster cache', () => cache);
     readiness.add('leader election', () => lease);
     expect(readiness.state().reasons).to.deep.equal([
-      'starting up', 'cluster cache: nodes not listed yet', 'cluster cache: apiserver unreachable (nodes list): connect ECONNREFUSED',
+      'starting up',
+      'cluster cache: nodes not listed yet',
+      'cluster cache: apiserver unreachable (nodes list): connect ECONNREFUSED',
     ]);
     readiness.set('serving');
     cache = [];
     lease = ['namespace "nope" (POD_NAMESPACE) does not exist'];
-    expect(readiness.state()).to.deep.equal({ ready: false, reasons: ['leader election: namespace "nope" (POD_NAMESPACE) does not exist'] });
+    expect(readiness.state()).to.deep.equal({
+      ready: false,
+      reasons: ['leader election: namespace "nope" (POD_NAMESPACE) does not exist'],
+    });
     lease = [];
     expect(readiness.state()).to.deep.equal({ ready: true, reasons: [] });
     readiness.set('stopping');
@@ -26,7 +31,9 @@ describe('Readiness (one answer for every listener)', () => {
     const readiness = new Readiness();
     readiness.set('serving');
     readiness.add('cache', () => [`line one\nline two ${'x'.repeat(5_000)}`]);
-    readiness.add('broken', () => { throw new Error('oops'); });
+    readiness.add('broken', () => {
+      throw new Error('oops');
+    });
     const { ready, reasons } = readiness.state();
     expect(ready).to.equal(false);
     expect(reasons[0]).to.match(/^cache: line one line two x+…$/);

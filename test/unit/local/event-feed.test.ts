@@ -5,7 +5,12 @@ import { listEventDigest, type EventPageReader } from '../../../src/local/event-
 /** A reader serving `total` Events in pages, named so that key order is the reverse of time order. */
 function pagedReader(total: number, calls: { limit: number; continueToken: string | undefined }[]): EventPageReader {
   const items = Array.from({ length: total }, (_, index) => ({
-    metadata: { name: `ev-${String(total - index).padStart(5, '0')}`, namespace: 'default', uid: `u${index}`, resourceVersion: String(100 + index) },
+    metadata: {
+      name: `ev-${String(total - index).padStart(5, '0')}`,
+      namespace: 'default',
+      uid: `u${index}`,
+      resourceVersion: String(100 + index),
+    },
     involvedObject: { kind: 'Pod', namespace: 'default', name: index === 3 ? 'stuck' : 'p' },
     reason: index === 3 ? 'FilteringFailed' : 'Scheduled',
     message: `m${index}`,
@@ -26,7 +31,12 @@ function pagedReader(total: number, calls: { limit: number; continueToken: strin
 describe('live view event LIST', () => {
   it('reads every page with continue and keeps the newest events, not the first page by key', async () => {
     const calls: { limit: number; continueToken: string | undefined }[] = [];
-    const { items, resourceVersion } = await listEventDigest(pagedReader(1200, calls), { recent: 200, pods: 10 }, new AbortController().signal, 500);
+    const { items, resourceVersion } = await listEventDigest(
+      pagedReader(1200, calls),
+      { recent: 200, pods: 10 },
+      new AbortController().signal,
+      500,
+    );
     expect(calls.map((call) => call.continueToken)).to.deep.equal([undefined, '500', '1000']);
     expect(calls.every((call) => call.limit === 500)).to.equal(true);
     expect(resourceVersion).to.equal('999');
@@ -40,7 +50,9 @@ describe('live view event LIST', () => {
   it('refuses a LIST without a resourceVersion (nothing to watch from)', async () => {
     const reader: EventPageReader = () => Promise.resolve({ items: [], metadata: {} });
     let error: unknown;
-    await listEventDigest(reader, { recent: 10, pods: 10 }, new AbortController().signal).catch((caught: unknown) => { error = caught; });
+    await listEventDigest(reader, { recent: 10, pods: 10 }, new AbortController().signal).catch((caught: unknown) => {
+      error = caught;
+    });
     expect(String(error)).to.match(/without a resourceVersion/);
   });
 });

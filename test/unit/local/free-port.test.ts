@@ -5,8 +5,14 @@ import { findFreePorts, listeningPortRange, parseEphemeralRange } from '../../..
 function bindable(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', () => { resolve(false); });
-    server.listen({ host: '127.0.0.1', port, exclusive: true }, () => { server.close(() => { resolve(true); }); });
+    server.once('error', () => {
+      resolve(false);
+    });
+    server.listen({ host: '127.0.0.1', port, exclusive: true }, () => {
+      server.close(() => {
+        resolve(true);
+      });
+    });
   });
 }
 
@@ -31,7 +37,11 @@ describe('findFreePorts', () => {
   it('skips a port that is taken and keeps looking', async () => {
     // A range of two ports, one held: every pick must land on the other.
     const squatter = createServer();
-    const taken = await new Promise<number>((resolve) => { squatter.listen({ host: '127.0.0.1', port: 0 }, () => { resolve((squatter.address() as { port: number }).port); }); });
+    const taken = await new Promise<number>((resolve) => {
+      squatter.listen({ host: '127.0.0.1', port: 0 }, () => {
+        resolve((squatter.address() as { port: number }).port);
+      });
+    });
     try {
       for (let round = 0; round < 10; round++) {
         const [port] = await findFreePorts(1, '127.0.0.1', { low: taken, high: taken + 1 });

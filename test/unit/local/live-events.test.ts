@@ -1,10 +1,30 @@
 import { expect } from 'chai';
-import { compareEvents, EventDigest, eventTimeOf, liveEventOf, type LiveEvent } from '../../../src/local/live-events.js';
+import {
+  compareEvents,
+  EventDigest,
+  eventTimeOf,
+  liveEventOf,
+  type LiveEvent,
+} from '../../../src/local/live-events.js';
 
 /** A core/v1 Event as the apiserver returns it (watch JSON: times as strings). */
-function rawEvent(options: { name: string; rv: number; time?: string; eventTime?: string; reason?: string; pod?: string; podUid?: string; uid?: string }): Record<string, unknown> {
+function rawEvent(options: {
+  name: string;
+  rv: number;
+  time?: string;
+  eventTime?: string;
+  reason?: string;
+  pod?: string;
+  podUid?: string;
+  uid?: string;
+}): Record<string, unknown> {
   return {
-    metadata: { name: options.name, namespace: 'default', uid: options.uid ?? `uid-${options.name}`, resourceVersion: String(options.rv) },
+    metadata: {
+      name: options.name,
+      namespace: 'default',
+      uid: options.uid ?? `uid-${options.name}`,
+      resourceVersion: String(options.rv),
+    },
     involvedObject: { kind: 'Pod', namespace: 'default', name: options.pod ?? 'p', uid: options.podUid },
     reason: options.reason ?? 'Scheduled',
     message: `message of ${options.name}`,
@@ -19,17 +39,35 @@ const event = (options: Parameters<typeof rawEvent>[0]): LiveEvent => liveEventO
 describe('live view events', () => {
   describe('eventTimeOf', () => {
     it('takes series.lastObservedTime, then lastTimestamp, then eventTime, then firstTimestamp, then creation', () => {
-      expect(eventTimeOf({ series: { lastObservedTime: '2026-12-01T10:00:09.5Z' }, lastTimestamp: '2026-12-01T10:00:01Z' }).toISOString()).to.equal('2026-12-01T10:00:09.500Z');
-      expect(eventTimeOf({ lastTimestamp: '2026-12-01T10:00:01Z', eventTime: '2026-12-01T10:00:02.000000Z' }).toISOString()).to.equal('2026-12-01T10:00:01.000Z');
+      expect(
+        eventTimeOf({
+          series: { lastObservedTime: '2026-12-01T10:00:09.5Z' },
+          lastTimestamp: '2026-12-01T10:00:01Z',
+        }).toISOString(),
+      ).to.equal('2026-12-01T10:00:09.500Z');
+      expect(
+        eventTimeOf({ lastTimestamp: '2026-12-01T10:00:01Z', eventTime: '2026-12-01T10:00:02.000000Z' }).toISOString(),
+      ).to.equal('2026-12-01T10:00:01.000Z');
       // kube-scheduler (events.k8s.io) leaves lastTimestamp empty and sets a microsecond eventTime.
-      expect(eventTimeOf({ lastTimestamp: null, eventTime: '2026-12-01T10:00:02.123456Z' }).toISOString()).to.equal('2026-12-01T10:00:02.123Z');
-      expect(eventTimeOf({ firstTimestamp: new Date('2026-12-01T10:00:03Z') }).toISOString()).to.equal('2026-12-01T10:00:03.000Z');
-      expect(eventTimeOf({ metadata: { creationTimestamp: '2026-12-01T10:00:04Z' } }).toISOString()).to.equal('2026-12-01T10:00:04.000Z');
+      expect(eventTimeOf({ lastTimestamp: null, eventTime: '2026-12-01T10:00:02.123456Z' }).toISOString()).to.equal(
+        '2026-12-01T10:00:02.123Z',
+      );
+      expect(eventTimeOf({ firstTimestamp: new Date('2026-12-01T10:00:03Z') }).toISOString()).to.equal(
+        '2026-12-01T10:00:03.000Z',
+      );
+      expect(eventTimeOf({ metadata: { creationTimestamp: '2026-12-01T10:00:04Z' } }).toISOString()).to.equal(
+        '2026-12-01T10:00:04.000Z',
+      );
       expect(eventTimeOf({}).getTime()).to.equal(0);
     });
 
     it('reads the count of an aggregated series', () => {
-      expect(liveEventOf({ ...rawEvent({ name: 'a', rv: 1 }), series: { count: 7, lastObservedTime: '2026-12-01T10:00:00Z' } }).count).to.equal(7);
+      expect(
+        liveEventOf({
+          ...rawEvent({ name: 'a', rv: 1 }),
+          series: { count: 7, lastObservedTime: '2026-12-01T10:00:00Z' },
+        }).count,
+      ).to.equal(7);
       expect(liveEventOf({ ...rawEvent({ name: 'a', rv: 1 }), count: 3 }).count).to.equal(3);
     });
   });
@@ -62,11 +100,13 @@ describe('live view events', () => {
     it('keeps the newest N of more than 200 events, not the first ones by name', () => {
       const digest = new EventDigest({ recent: 200, pods: 10 });
       // Names sort in the opposite order of time: a LIST with limit 200 would return the oldest.
-      const all = Array.from({ length: 250 }, (_, index) => event({
-        name: `ev-${String(999 - index).padStart(4, '0')}`,
-        rv: 1000 + index,
-        time: new Date(Date.UTC(2026, 11, 1, 10, 0, index)).toISOString(),
-      }));
+      const all = Array.from({ length: 250 }, (_, index) =>
+        event({
+          name: `ev-${String(999 - index).padStart(4, '0')}`,
+          rv: 1000 + index,
+          time: new Date(Date.UTC(2026, 11, 1, 10, 0, index)).toISOString(),
+        }),
+      );
       digest.replace([...all].sort((a, b) => (a.key < b.key ? -1 : 1)));
       const recent = digest.recent();
       expect(recent).to.have.length(200);
@@ -77,7 +117,10 @@ describe('live view events', () => {
 
     it('takes a watched newer event and drops the oldest; ignores one older than all it keeps', () => {
       const digest = new EventDigest({ recent: 2, pods: 10 });
-      digest.replace([event({ name: 'a', rv: 1, time: '2026-12-01T10:00:01Z' }), event({ name: 'b', rv: 2, time: '2026-12-01T10:00:02Z' })]);
+      digest.replace([
+        event({ name: 'a', rv: 1, time: '2026-12-01T10:00:01Z' }),
+        event({ name: 'b', rv: 2, time: '2026-12-01T10:00:02Z' }),
+      ]);
       digest.upsert(event({ name: 'old', rv: 3, time: '2026-12-01T09:00:00Z' }));
       expect(digest.recent().map((e) => e.key)).to.deep.equal(['uid-a', 'uid-b']);
       digest.upsert(event({ name: 'c', rv: 4, time: '2026-12-01T10:00:03Z' }));
@@ -86,7 +129,10 @@ describe('live view events', () => {
 
     it('moves an updated (aggregated) event to its new time instead of keeping two copies', () => {
       const digest = new EventDigest({ recent: 5, pods: 10 });
-      digest.replace([event({ name: 'a', rv: 1, time: '2026-12-01T10:00:01Z' }), event({ name: 'b', rv: 2, time: '2026-12-01T10:00:02Z' })]);
+      digest.replace([
+        event({ name: 'a', rv: 1, time: '2026-12-01T10:00:01Z' }),
+        event({ name: 'b', rv: 2, time: '2026-12-01T10:00:02Z' }),
+      ]);
       digest.upsert(event({ name: 'a', rv: 3, time: '2026-12-01T10:00:05Z' }));
       expect(digest.recent().map((e) => e.key)).to.deep.equal(['uid-b', 'uid-a']);
       digest.remove(event({ name: 'b', rv: 4, time: '2026-12-01T10:00:02Z' }));
@@ -95,10 +141,24 @@ describe('live view events', () => {
 
     it("keeps each pod's latest pending reason even when newer events push it out of the recent ones", () => {
       const digest = new EventDigest({ recent: 3, pods: 10 });
-      digest.upsert(event({ name: 'f1', rv: 1, time: '2026-12-01T10:00:00Z', reason: 'FilteringFailed', pod: 'big', podUid: 'u1' }));
-      digest.upsert(event({ name: 'f2', rv: 2, time: '2026-12-01T10:00:01Z', reason: 'FailedScheduling', pod: 'big', podUid: 'u1' }));
-      digest.upsert(event({ name: 'f0', rv: 3, time: '2026-12-01T09:59:00Z', reason: 'NodeLockWait', pod: 'big', podUid: 'u1' }));
-      for (let index = 0; index < 5; index++) digest.upsert(event({ name: `x${index}`, rv: 10 + index, time: `2026-12-01T10:01:0${index}Z` }));
+      digest.upsert(
+        event({ name: 'f1', rv: 1, time: '2026-12-01T10:00:00Z', reason: 'FilteringFailed', pod: 'big', podUid: 'u1' }),
+      );
+      digest.upsert(
+        event({
+          name: 'f2',
+          rv: 2,
+          time: '2026-12-01T10:00:01Z',
+          reason: 'FailedScheduling',
+          pod: 'big',
+          podUid: 'u1',
+        }),
+      );
+      digest.upsert(
+        event({ name: 'f0', rv: 3, time: '2026-12-01T09:59:00Z', reason: 'NodeLockWait', pod: 'big', podUid: 'u1' }),
+      );
+      for (let index = 0; index < 5; index++)
+        digest.upsert(event({ name: `x${index}`, rv: 10 + index, time: `2026-12-01T10:01:0${index}Z` }));
       expect(digest.recent().some((e) => e.object.name === 'big')).to.equal(false);
       expect(digest.reasonFor('default', 'big', 'u1')?.key).to.equal('uid-f2');
       // Another incarnation of the same name: the old reason is not its reason.

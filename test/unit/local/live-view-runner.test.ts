@@ -6,9 +6,15 @@ class FakeTerminal implements TerminalOutput {
   written = '';
   columns = 100;
   rows = 30;
-  write(text: string): void { this.written += text; }
-  on(): void { /* no resizes here */ }
-  off(): void { /* no resizes here */ }
+  write(text: string): void {
+    this.written += text;
+  }
+  on(): void {
+    /* no resizes here */
+  }
+  off(): void {
+    /* no resizes here */
+  }
 }
 
 function setup(nodes: () => never[] = () => []) {
@@ -20,7 +26,15 @@ function setup(nodes: () => never[] = () => []) {
     kubeconfigExport: 'export KUBECONFIG=/tmp/k',
     sources: { nodes, pending: () => [], events: () => [] },
     clock: () => new Date('2026-12-01T10:00:00Z'),
-    timers: { setInterval: (run) => { ticks.push(run); return 1; }, clearInterval: () => { cleared++; } },
+    timers: {
+      setInterval: (run) => {
+        ticks.push(run);
+        return 1;
+      },
+      clearInterval: () => {
+        cleared++;
+      },
+    },
   });
   return { terminal, ticks, view, cleared: () => cleared };
 }
@@ -59,7 +73,10 @@ describe('live view runner', () => {
 
   it('survives a frame that cannot be drawn and says why on the next one', () => {
     let fail = true;
-    const { terminal, ticks, view } = setup(() => { if (fail) throw new Error('store gone'); return []; });
+    const { terminal, ticks, view } = setup(() => {
+      if (fail) throw new Error('store gone');
+      return [];
+    });
     view.start();
     fail = false;
     ticks[0]?.();

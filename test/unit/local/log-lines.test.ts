@@ -14,10 +14,14 @@ describe('live view log lines', () => {
 
   it('hands on whole lines however the chunks are cut', async () => {
     const lines: string[] = [];
-    const stream = lineStream((line) => { lines.push(line); });
+    const stream = lineStream((line) => {
+      lines.push(line);
+    });
     stream.write('one\ntw');
     stream.write('o\n\nthr');
-    await new Promise<void>((done) => { stream.end('ee', done); });
+    await new Promise<void>((done) => {
+      stream.end('ee', done);
+    });
     expect(lines).to.deep.equal(['one', 'two', 'three']);
   });
 

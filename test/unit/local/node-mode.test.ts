@@ -13,7 +13,8 @@ describe('local mode: real or simulated nodes', () => {
 
   it('falls back to simulated nodes and says why: not root, or a missing tool named', () => {
     expect(chooseNodeMode({ asked: undefined, isRoot: false, toolsProblem: undefined })).to.deep.equal({
-      mode: 'simulated', why: 'simulated nodes (no kubelet: pods are allocated, never Running), because real nodes need root (mount and pid namespaces, cgroups, kubelet)',
+      mode: 'simulated',
+      why: 'simulated nodes (no kubelet: pods are allocated, never Running), because real nodes need root (mount and pid namespaces, cgroups, kubelet)',
     });
     const missing = chooseNodeMode({ asked: undefined, isRoot: true, toolsProblem: '/usr/sbin/runc is missing' });
     expect(missing.mode).to.equal('simulated');
@@ -23,8 +24,14 @@ describe('local mode: real or simulated nodes', () => {
   it('--nodes decides: simulated always; real only where it can run, else an error saying what is missing', () => {
     expect(chooseNodeMode({ asked: 'simulated', ...ready }).mode).to.equal('simulated');
     expect(chooseNodeMode({ asked: 'real', ...ready }).mode).to.equal('real');
-    expect(() => chooseNodeMode({ asked: 'real', isRoot: false, toolsProblem: undefined })).to.throw(NodeModeError, '--nodes=real cannot run here: real nodes need root');
-    expect(() => chooseNodeMode({ asked: 'real', isRoot: true, toolsProblem: 'kubelet is not built' })).to.throw(NodeModeError, 'kubelet is not built');
+    expect(() => chooseNodeMode({ asked: 'real', isRoot: false, toolsProblem: undefined })).to.throw(
+      NodeModeError,
+      '--nodes=real cannot run here: real nodes need root',
+    );
+    expect(() => chooseNodeMode({ asked: 'real', isRoot: true, toolsProblem: 'kubelet is not built' })).to.throw(
+      NodeModeError,
+      'kubelet is not built',
+    );
   });
 
   it('reads only the two names', () => {

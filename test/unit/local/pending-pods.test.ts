@@ -1,10 +1,24 @@
 import { expect } from 'chai';
 import { isPendingGpuPod, PendingPods } from '../../../src/local/pending-pods.js';
 
-function pod(name: string, options: { gpu?: boolean; nodeName?: string; phase?: string; deleting?: boolean; created?: string } = {}) {
+function pod(
+  name: string,
+  options: { gpu?: boolean; nodeName?: string; phase?: string; deleting?: boolean; created?: string } = {},
+) {
   return {
-    metadata: { name, namespace: 'default', uid: `uid-${name}`, creationTimestamp: options.created ?? '2026-12-01T10:00:00Z', ...(options.deleting ? { deletionTimestamp: '2026-12-01T10:01:00Z' } : {}) },
-    spec: { ...(options.nodeName === undefined ? {} : { nodeName: options.nodeName }), containers: [{ name: 'c', resources: { limits: options.gpu === false ? { cpu: '1' } : { 'nvidia.com/gpu': '1' } } }] },
+    metadata: {
+      name,
+      namespace: 'default',
+      uid: `uid-${name}`,
+      creationTimestamp: options.created ?? '2026-12-01T10:00:00Z',
+      ...(options.deleting ? { deletionTimestamp: '2026-12-01T10:01:00Z' } : {}),
+    },
+    spec: {
+      ...(options.nodeName === undefined ? {} : { nodeName: options.nodeName }),
+      containers: [
+        { name: 'c', resources: { limits: options.gpu === false ? { cpu: '1' } : { 'nvidia.com/gpu': '1' } } },
+      ],
+    },
     status: { phase: options.phase ?? 'Pending' },
   };
 }

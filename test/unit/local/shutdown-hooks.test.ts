@@ -8,7 +8,9 @@ class FakeProcess extends EventEmitter {
   private resolveExit: (code: number) => void = () => undefined;
   constructor() {
     super();
-    this.exitCalled = new Promise((resolve) => { this.resolveExit = resolve; });
+    this.exitCalled = new Promise((resolve) => {
+      this.resolveExit = resolve;
+    });
   }
   exit(code: number): never {
     this.exits.push(code);
@@ -24,7 +26,9 @@ function resource(log: string[], name = 'r', stopDelayMs = 0) {
       await new Promise((resolve) => setTimeout(resolve, stopDelayMs));
       log.push(`stop ${name}`);
     },
-    killSync: () => { log.push(`kill ${name}`); },
+    killSync: () => {
+      log.push(`kill ${name}`);
+    },
   };
 }
 
@@ -49,7 +53,10 @@ describe('ShutdownHooks', () => {
     hooks.register({ name: 'failing', stop: () => Promise.reject(new Error('boom')), killSync: () => undefined });
     target.emit('SIGINT', 'SIGINT');
     expect(await target.exitCalled).to.equal(130);
-    expect(log, 'a failing stop does not keep the others from stopping').to.deep.equal(['stop vgpu-warden', 'stop control plane']);
+    expect(log, 'a failing stop does not keep the others from stopping').to.deep.equal([
+      'stop vgpu-warden',
+      'stop control plane',
+    ]);
   });
 
   it('stopAll(): stops every resource newest first without exiting, then forgets them and the signals', async () => {
@@ -62,7 +69,10 @@ describe('ShutdownHooks', () => {
     await hooks.stopAll();
     expect(log).to.deep.equal(['stop vgpu-warden', 'stop control plane']);
     expect(target.exits, 'the process goes on').to.deep.equal([]);
-    expect(target.listenerCount('SIGINT') + target.listenerCount('SIGTERM') + target.listenerCount('exit'), 'nothing left to stop on a signal').to.equal(0);
+    expect(
+      target.listenerCount('SIGINT') + target.listenerCount('SIGTERM') + target.listenerCount('exit'),
+      'nothing left to stop on a signal',
+    ).to.equal(0);
     await hooks.stopAll();
     expect(log, 'a second call stops nothing again').to.have.length(2);
   });

@@ -1,14 +1,25 @@
 import { expect } from 'chai';
-import { AlternateScreen, ENTER_ALTERNATE_SCREEN, LEAVE_ALTERNATE_SCREEN, type TerminalOutput } from '../../../src/local/terminal-screen.js';
+import {
+  AlternateScreen,
+  ENTER_ALTERNATE_SCREEN,
+  LEAVE_ALTERNATE_SCREEN,
+  type TerminalOutput,
+} from '../../../src/local/terminal-screen.js';
 
 class FakeTerminal implements TerminalOutput {
   written = '';
   columns: number | undefined = 40;
   rows: number | undefined = 5;
   readonly listeners = new Set<() => void>();
-  write(text: string): void { this.written += text; }
-  on(_event: 'resize', listener: () => void): void { this.listeners.add(listener); }
-  off(_event: 'resize', listener: () => void): void { this.listeners.delete(listener); }
+  write(text: string): void {
+    this.written += text;
+  }
+  on(_event: 'resize', listener: () => void): void {
+    this.listeners.add(listener);
+  }
+  off(_event: 'resize', listener: () => void): void {
+    this.listeners.delete(listener);
+  }
 }
 
 describe('alternate screen', () => {
@@ -18,13 +29,19 @@ describe('alternate screen', () => {
     screen.draw(['ignored before enter']);
     expect(terminal.written).to.equal('');
     let resized = 0;
-    screen.enter(() => { resized++; });
-    screen.enter(() => { resized += 100; });
+    screen.enter(() => {
+      resized++;
+    });
+    screen.enter(() => {
+      resized += 100;
+    });
     expect(terminal.written).to.equal(ENTER_ALTERNATE_SCREEN);
     expect(terminal.written).to.include('\u001b[?1049h').and.include('\u001b[?25l');
     terminal.written = '';
     screen.draw(['first', 'second']);
-    expect(terminal.written).to.equal('\u001b[?2026h\u001b[1;1H\u001b[2Kfirst\u001b[2;1H\u001b[2Ksecond\u001b[3;1H\u001b[J\u001b[?2026l');
+    expect(terminal.written).to.equal(
+      '\u001b[?2026h\u001b[1;1H\u001b[2Kfirst\u001b[2;1H\u001b[2Ksecond\u001b[3;1H\u001b[J\u001b[?2026l',
+    );
     for (const listener of terminal.listeners) listener();
     expect(resized).to.equal(1);
     terminal.written = '';

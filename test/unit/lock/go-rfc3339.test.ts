@@ -16,9 +16,11 @@ interface Verdict {
   unixMilli?: number;
 }
 
-const verdicts = JSON.parse(readFileSync(join(import.meta.dirname, 'fixtures', 'go-rfc3339-verdicts.json'), 'utf8')) as Verdict[];
+const verdicts = JSON.parse(
+  readFileSync(join(import.meta.dirname, 'fixtures', 'go-rfc3339-verdicts.json'), 'utf8'),
+) as Verdict[];
 
-describe('lock stamps: parseRfc3339 agrees with Go\'s time.Parse(time.RFC3339)', () => {
+describe("lock stamps: parseRfc3339 agrees with Go's time.Parse(time.RFC3339)", () => {
   it('the fixture has accepted and refused strings in numbers', () => {
     expect(verdicts.filter((verdict) => verdict.ok).length).to.be.above(300);
     expect(verdicts.filter((verdict) => !verdict.ok).length).to.be.above(300);
@@ -29,7 +31,10 @@ describe('lock stamps: parseRfc3339 agrees with Go\'s time.Parse(time.RFC3339)',
     for (const { text, ok, unixMilli } of verdicts) {
       const parsed = parseRfc3339(text);
       const ours = typeof parsed === 'string' ? undefined : parsed.getTime();
-      if (ok !== (ours !== undefined) || (ok && ours !== unixMilli)) disagreements.push(`${JSON.stringify(text)}: Go ${ok ? unixMilli : 'refuses'}, ours ${ours ?? parsed as string}`);
+      if (ok !== (ours !== undefined) || (ok && ours !== unixMilli))
+        disagreements.push(
+          `${JSON.stringify(text)}: Go ${ok ? unixMilli : 'refuses'}, ours ${ours ?? (parsed as string)}`,
+        );
     }
     expect(disagreements).to.deep.equal([]);
   });

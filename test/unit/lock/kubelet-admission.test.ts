@@ -1,12 +1,22 @@
 import { expect } from 'chai';
-import { admissibleCandidates, KubeletAdmission, type KubeletEvidenceApi } from '../../../src/lock/kubelet-admission.js';
+import {
+  admissibleCandidates,
+  KubeletAdmission,
+  type KubeletEvidenceApi,
+} from '../../../src/lock/kubelet-admission.js';
 import { mayBeAdmittedOn, type GoneIncarnation } from '../../../src/lock/lock-owner.js';
 
 const NODE = 'gpu-1';
 const OWNER = { namespace: 'ns', name: 'victim' };
 const LOCK = '2026-12-02T10:00:00Z,ns,victim';
 const incarnation = (overrides: Partial<GoneIncarnation> = {}): GoneIncarnation => ({
-  uid: 'uid-victim', boundTo: NODE, bindPhase: 'allocating', lastVersion: '100', final: true, vanishedAt: new Date('2026-12-02T10:00:01Z'), ...overrides,
+  uid: 'uid-victim',
+  boundTo: NODE,
+  bindPhase: 'allocating',
+  lastVersion: '100',
+  final: true,
+  vanishedAt: new Date('2026-12-02T10:00:01Z'),
+  ...overrides,
 });
 /** The gone incarnations a lock may have been written for: here the one victim. */
 const vanished = (overrides: Partial<GoneIncarnation> = {}): GoneIncarnation[] => [incarnation(overrides)];
@@ -23,7 +33,11 @@ class Evidence implements KubeletEvidenceApi {
   calls: string[] = [];
   nodeLease(node: string) {
     this.calls.push(`lease ${node}`);
-    return Promise.resolve(this.lease === undefined ? undefined : { resourceVersion: this.lease, renewedAt: this.renewedAt, readAt: this.readAt });
+    return Promise.resolve(
+      this.lease === undefined
+        ? undefined
+        : { resourceVersion: this.lease, renewedAt: this.renewedAt, readAt: this.readAt },
+    );
   }
   kubeletRegistered(node: string) {
     this.calls.push(`node ${node}`);
@@ -45,13 +59,25 @@ function setup() {
   const evidence = new Evidence();
   let now = Date.parse('2026-12-02T10:00:02Z');
   const check = new KubeletAdmission({ api: evidence, clock: () => new Date(now), aliveMarginMs: 5_000 });
-  return { evidence, check, advance: (ms: number) => { now += ms; } };
+  return {
+    evidence,
+    check,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 describe('kubelet admission of a lock owner that is gone', () => {
   it('a last state that leaves kubelet nothing to admit here decides at once, with no API call', async () => {
     const { evidence, check } = setup();
-    for (const last of [vanished({ boundTo: undefined }), vanished({ boundTo: 'gpu-2' }), vanished({ bindPhase: 'success' }), vanished({ bindPhase: 'failed' }), vanished({ bindPhase: undefined })]) {
+    for (const last of [
+      vanished({ boundTo: undefined }),
+      vanished({ boundTo: 'gpu-2' }),
+      vanished({ bindPhase: 'success' }),
+      vanished({ bindPhase: 'failed' }),
+      vanished({ bindPhase: undefined }),
+    ]) {
       expect(admissibleCandidates(last, NODE)).to.deep.equal([]);
       expect(await check.mayStillAdmit(NODE, OWNER, LOCK, last)).to.equal(false);
     }
@@ -64,7 +90,10 @@ describe('kubelet admission of a lock owner that is gone', () => {
   // (never bound) overwrote the record of the incarnation kubelet may still admit.
   it('an earlier incarnation left allocating here is not hidden by a later one of the same name that never got bound', async () => {
     const { check } = setup();
-    const both = [incarnation(), incarnation({ uid: 'uid-second', boundTo: undefined, bindPhase: undefined, lastVersion: '120' })];
+    const both = [
+      incarnation(),
+      incarnation({ uid: 'uid-second', boundTo: undefined, bindPhase: undefined, lastVersion: '120' }),
+    ];
     expect(admissibleCandidates(both, NODE)?.map((one) => one.uid)).to.deep.equal(['uid-victim']);
     expect(await check.mayStillAdmit(NODE, OWNER, LOCK, both)).to.equal(true);
   });
@@ -80,10 +109,21 @@ describe('kubelet admission of a lock owner that is gone', () => {
 
   // Issue #42 item 3: a relist's synthesized delete carries a stale copy of the pod.
   it('a pod that only vanished from a relist may have been bound here in the gap: its stale copy proves nothing but what cannot change', () => {
-    expect(mayBeAdmittedOn(incarnation({ final: false, boundTo: undefined, bindPhase: undefined }), NODE), 'unbound in the stale copy').to.equal(true);
-    expect(mayBeAdmittedOn(incarnation({ final: true, boundTo: undefined, bindPhase: undefined }), NODE), 'unbound in its last state').to.equal(false);
-    expect(mayBeAdmittedOn(incarnation({ final: false, boundTo: 'gpu-2' }), NODE), 'bound elsewhere: nodeName never changes').to.equal(false);
-    expect(mayBeAdmittedOn(incarnation({ final: false, bindPhase: 'success' }), NODE), 'allocated here').to.equal(false);
+    expect(
+      mayBeAdmittedOn(incarnation({ final: false, boundTo: undefined, bindPhase: undefined }), NODE),
+      'unbound in the stale copy',
+    ).to.equal(true);
+    expect(
+      mayBeAdmittedOn(incarnation({ final: true, boundTo: undefined, bindPhase: undefined }), NODE),
+      'unbound in its last state',
+    ).to.equal(false);
+    expect(
+      mayBeAdmittedOn(incarnation({ final: false, boundTo: 'gpu-2' }), NODE),
+      'bound elsewhere: nodeName never changes',
+    ).to.equal(false);
+    expect(mayBeAdmittedOn(incarnation({ final: false, bindPhase: 'success' }), NODE), 'allocated here').to.equal(
+      false,
+    );
     expect(mayBeAdmittedOn(incarnation({ final: false }), NODE), 'allocating here').to.equal(true);
   });
 
@@ -110,9 +150,15 @@ describe('kubelet admission of a lock owner that is gone', () => {
     const { evidence, check, advance } = setup();
     expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
     advance(60_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'time alone proves nothing: kubelet may be frozen').to.equal(true);
+    expect(
+      await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()),
+      'time alone proves nothing: kubelet may be frozen',
+    ).to.equal(true);
     evidence.reportedUids.add('another-incarnation');
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'an Event about another pod of that name does not count').to.equal(true);
+    expect(
+      await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()),
+      'an Event about another pod of that name does not count',
+    ).to.equal(true);
     evidence.reportedUids.add('uid-victim');
     expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
     expect(evidence.calls).to.include('events gpu-1 ns/victim uid-victim');
@@ -124,7 +170,10 @@ describe('kubelet admission of a lock owner that is gone', () => {
     advance(9_000);
     expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'no renewal yet').to.equal(true);
     evidence.lease = '101';
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'renewal just seen: kubelet gets the margin to drain its queue').to.equal(true);
+    expect(
+      await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()),
+      'renewal just seen: kubelet gets the margin to drain its queue',
+    ).to.equal(true);
     advance(4_999);
     expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
     advance(1);
@@ -134,14 +183,22 @@ describe('kubelet admission of a lock owner that is gone', () => {
   it('without a last state (this process restarted) only the Lease can tell, and a new lock value starts over', async () => {
     const { evidence, check, advance } = setup();
     expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [])).to.equal(true);
-    expect(evidence.calls.some((call) => call.startsWith('events')), 'no uid, no Event to match').to.equal(false);
+    expect(
+      evidence.calls.some((call) => call.startsWith('events')),
+      'no uid, no Event to match',
+    ).to.equal(false);
     evidence.lease = '101';
     expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [])).to.equal(true);
     const other = '2026-12-02T10:00:09Z,ns,victim';
     advance(6_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, other, []), 'a renewal seen for the old value proves nothing about a newer one').to.equal(true);
+    expect(
+      await check.mayStillAdmit(NODE, OWNER, other, []),
+      'a renewal seen for the old value proves nothing about a newer one',
+    ).to.equal(true);
     advance(6_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, other, []), 'no renewal since this value was first seen').to.equal(true);
+    expect(await check.mayStillAdmit(NODE, OWNER, other, []), 'no renewal since this value was first seen').to.equal(
+      true,
+    );
     evidence.lease = '102';
     await check.mayStillAdmit(NODE, OWNER, other, []);
     advance(5_000);
@@ -159,7 +216,7 @@ describe('kubelet admission of a lock owner that is gone', () => {
     expect(await check.mayStillAdmit('n1', OWNER, LOCK, []), 'dropped: starts over, so it is kept').to.equal(true);
   });
 
-  describe('without a last state, from the apiserver\'s records (a restart of ours does not start the wait over)', () => {
+  describe("without a last state, from the apiserver's records (a restart of ours does not start the wait over)", () => {
     // The lock written at 10:00:00 by the apiserver's clock; our clock reads 10:00:02 at first.
     const written = new Date('2026-12-02T10:00:00Z');
 
@@ -167,11 +224,18 @@ describe('kubelet admission of a lock owner that is gone', () => {
       const { evidence, check, advance } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
       advance(10_999);
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), 'renewed 7 s after the lock, under 6 s ago (its record cuts to the second)').to.equal(true);
+      expect(
+        await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written),
+        'renewed 7 s after the lock, under 6 s ago (its record cuts to the second)',
+      ).to.equal(true);
       advance(1);
       expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(false);
       // A fresh process (no tracks) decides the same at once.
-      const fresh = new KubeletAdmission({ api: evidence, clock: () => new Date('2026-12-02T10:00:13Z'), aliveMarginMs: 5_000 });
+      const fresh = new KubeletAdmission({
+        api: evidence,
+        clock: () => new Date('2026-12-02T10:00:13Z'),
+        aliveMarginMs: 5_000,
+      });
       expect(await fresh.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(false);
     });
 
@@ -181,14 +245,20 @@ describe('kubelet admission of a lock owner that is gone', () => {
       advance(60_000);
       expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(true);
       evidence.renewedAt = undefined;
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), 'no managedFields time on the Lease').to.equal(true);
+      expect(
+        await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written),
+        'no managedFields time on the Lease',
+      ).to.equal(true);
       evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, undefined), 'no record of the lock write').to.equal(true);
+      expect(
+        await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, undefined),
+        'no record of the lock write',
+      ).to.equal(true);
     });
 
     // Issue #42 item 8: our clock compared with the apiserver's managedFields time let a replica whose
     // clock ran a minute ahead skip kubelet's margin altogether.
-    it('a replica whose clock is a minute off judges how long ago the renewal was on the apiserver\'s clock (its Date header)', async () => {
+    it("a replica whose clock is a minute off judges how long ago the renewal was on the apiserver's clock (its Date header)", async () => {
       for (const skewMs of [60_000, -60_000]) {
         const evidence = new Evidence();
         evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
@@ -196,14 +266,20 @@ describe('kubelet admission of a lock owner that is gone', () => {
         let apiserverNow = Date.parse('2026-12-02T10:00:08Z');
         const check = new KubeletAdmission({ api: evidence, clock: () => ours(apiserverNow), aliveMarginMs: 5_000 });
         evidence.readAt = new Date(apiserverNow);
-        expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), `clock ${skewMs / 1000} s off: renewed 1 s ago`).to.equal(true);
+        expect(
+          await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written),
+          `clock ${skewMs / 1000} s off: renewed 1 s ago`,
+        ).to.equal(true);
         apiserverNow = Date.parse('2026-12-02T10:00:13Z');
         evidence.readAt = new Date(apiserverNow);
-        expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written), `clock ${skewMs / 1000} s off: renewed 6 s ago by the apiserver's clock`).to.equal(false);
+        expect(
+          await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written),
+          `clock ${skewMs / 1000} s off: renewed 6 s ago by the apiserver's clock`,
+        ).to.equal(false);
       }
     });
 
-    it('is not used when the pod\'s last state is known: then the renewal must follow its disappearance', async () => {
+    it("is not used when the pod's last state is known: then the renewal must follow its disappearance", async () => {
       const { evidence, check, advance } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
       advance(60_000);
@@ -218,14 +294,17 @@ describe('kubelet admission of a lock owner that is gone', () => {
       const { evidence, check } = setup();
       evidence.readAt = new Date('2026-12-02T10:00:30Z');
       evidence.renewedAt = new Date('2026-12-02T10:00:06Z');
-      expect(await check.mayForce(NODE, OWNER, lockWritten), 'within margin + 1 s: may have been frozen until just after the write').to.equal(false);
+      expect(
+        await check.mayForce(NODE, OWNER, lockWritten),
+        'within margin + 1 s: may have been frozen until just after the write',
+      ).to.equal(false);
       evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
       expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(true);
     });
 
     // Found beside a chaos run: a frozen kubelet renews its Lease first thing when it runs again,
     // before it admits the pods it queued; a force at that moment let the next pod take the lock.
-    it('no while the renewal that proves kubelet runs again is younger than the margin (by the apiserver\'s clock): it may not have admitted its queue yet', async () => {
+    it("no while the renewal that proves kubelet runs again is younger than the margin (by the apiserver's clock): it may not have admitted its queue yet", async () => {
       const { evidence, check } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
       evidence.readAt = new Date('2026-12-02T10:00:35Z');
@@ -234,7 +313,7 @@ describe('kubelet admission of a lock owner that is gone', () => {
       expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(true);
     });
 
-    it('no while the Lease was last renewed before the lock (a frozen kubelet), or its time or the lock\'s is unknown', async () => {
+    it("no while the Lease was last renewed before the lock (a frozen kubelet), or its time or the lock's is unknown", async () => {
       const { evidence, check } = setup();
       evidence.renewedAt = new Date('2026-12-02T09:59:55Z');
       expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(false);
@@ -244,12 +323,15 @@ describe('kubelet admission of a lock owner that is gone', () => {
       expect(await check.mayForce(NODE, OWNER, undefined)).to.equal(false);
     });
 
-    it('no while another pod placed on the node awaits kubelet\'s acknowledgement: the owner is queued behind that pod\'s stuck Allocate', async () => {
+    it("no while another pod placed on the node awaits kubelet's acknowledgement: the owner is queued behind that pod's stuck Allocate", async () => {
       const { evidence, check } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
       evidence.readAt = new Date('2026-12-02T10:01:00Z');
       evidence.waiting = [OWNER];
-      expect(await check.mayForce(NODE, OWNER, lockWritten), 'only the owner itself waits: it is the one inside the stuck call').to.equal(true);
+      expect(
+        await check.mayForce(NODE, OWNER, lockWritten),
+        'only the owner itself waits: it is the one inside the stuck call',
+      ).to.equal(true);
       evidence.waiting = [{ namespace: 'ns', name: 'earlier' }, OWNER];
       expect(await check.mayForce(NODE, OWNER, lockWritten)).to.equal(false);
       evidence.waiting = [{ namespace: 'other', name: 'victim' }];

@@ -3,7 +3,9 @@ import { NodeLockQueue } from '../../../src/lock/lock-queue.js';
 
 const settled = async (promise: Promise<void>) => {
   let done = false;
-  void promise.then(() => { done = true; });
+  void promise.then(() => {
+    done = true;
+  });
   await new Promise((resolve) => setImmediate(resolve));
   return done;
 };

@@ -63,17 +63,40 @@ describe('lock value codec', () => {
       expect(iso('2026-08-01T06:00:00+23:60')).to.equal('2026-07-31T06:00:00.000Z');
     });
 
-    for (const text of ['2026-08-01T24:00:00Z', '2026-08-01T23:60:00Z', '2026-08-01T23:59:60Z', '2026-02-29T00:00:00Z', '2026-08-01T06:00:00+25:00',
-      '2026-08-01T06:00:00+23:61', '2026-08-01T06:00:00.Z', '2026-08-01T06:00:00+0800', '+2026-08-01T06:00:00Z', '2026-08-01T06:00:00Z ']) {
+    for (const text of [
+      '2026-08-01T24:00:00Z',
+      '2026-08-01T23:60:00Z',
+      '2026-08-01T23:59:60Z',
+      '2026-02-29T00:00:00Z',
+      '2026-08-01T06:00:00+25:00',
+      '2026-08-01T06:00:00+23:61',
+      '2026-08-01T06:00:00.Z',
+      '2026-08-01T06:00:00+0800',
+      '+2026-08-01T06:00:00Z',
+      '2026-08-01T06:00:00Z ',
+    ]) {
       it(`refuses ${JSON.stringify(text)} as Go does`, () => {
         expect(iso(text)).to.equal(undefined);
       });
     }
   });
 
-  describe('divergences from HAMi\'s parser (each one on purpose)', () => {
+  describe("divergences from HAMi's parser (each one on purpose)", () => {
     it('an owner that no pod can have is malformed (HAMi looks any text up, even empty fields)', () => {
-      for (const owner of [',', 'ns,', ',pod', 'NS,pod', 'ns,Pod', 'n.s,pod', 'a..b,pod', 'ns,a..b', 'ns,-pod', 'ns,pod-', 'ns,p q', 'ns,p\u00e9']) {
+      for (const owner of [
+        ',',
+        'ns,',
+        ',pod',
+        'NS,pod',
+        'ns,Pod',
+        'n.s,pod',
+        'a..b,pod',
+        'ns,a..b',
+        'ns,-pod',
+        'ns,pod-',
+        'ns,p q',
+        'ns,p\u00e9',
+      ]) {
         const value = parseLockValue(`2026-08-01T06:00:00Z,${owner}`);
         expect(value.kind, owner).to.equal('malformed');
         expect(value.kind === 'malformed' && value.problem, owner).to.match(/^names no possible pod: /);
@@ -83,7 +106,8 @@ describe('lock value codec', () => {
     });
 
     it('applies the length limits: namespace 63, pod name 253', () => {
-      const owned = (namespace: string, name: string) => parseLockValue(`2026-08-01T06:00:00Z,${namespace},${name}`).kind;
+      const owned = (namespace: string, name: string) =>
+        parseLockValue(`2026-08-01T06:00:00Z,${namespace},${name}`).kind;
       expect(owned('n'.repeat(63), 'p')).to.equal('owned');
       expect(owned('n'.repeat(64), 'p')).to.equal('malformed');
       expect(owned('ns', 'p'.repeat(253))).to.equal('owned');
@@ -105,16 +129,32 @@ describe('lock value codec', () => {
   });
 
   const garbage = [
-    '', 'lock', 'a,b', 'a,b,c,d', '2026-08-01T06:00:00Z,ns', '2026-08-01T06:00:00Z,ns,pod,extra',
-    '2026-13-01T06:00:00Z,ns,p', '2026-02-30T06:00:00Z,ns,p', '2026-08-01T24:00:00Z,ns,p', '2026-08-01 06:00:00Z,ns,p',
-    '2026-08-01T06:00:00,ns,p', '2026-08-01T06:00:00Z,,p', '2026-08-01T06:00:00Z,ns,', '2026-08-01T06:00:00Z,NS,p',
-    '2026-08-01T06:00:00Z,ns,p q', '2026-08-01T06:00:00+25:00', 'null', '\u0000',
+    '',
+    'lock',
+    'a,b',
+    'a,b,c,d',
+    '2026-08-01T06:00:00Z,ns',
+    '2026-08-01T06:00:00Z,ns,pod,extra',
+    '2026-13-01T06:00:00Z,ns,p',
+    '2026-02-30T06:00:00Z,ns,p',
+    '2026-08-01T24:00:00Z,ns,p',
+    '2026-08-01 06:00:00Z,ns,p',
+    '2026-08-01T06:00:00,ns,p',
+    '2026-08-01T06:00:00Z,,p',
+    '2026-08-01T06:00:00Z,ns,',
+    '2026-08-01T06:00:00Z,NS,p',
+    '2026-08-01T06:00:00Z,ns,p q',
+    '2026-08-01T06:00:00+25:00',
+    'null',
+    '\u0000',
   ];
   for (const raw of garbage) {
     it(`returns a typed parse problem, never a throw, for ${JSON.stringify(raw)}`, () => {
       const value = parseLockValue(raw);
       expect(value.kind).to.equal('malformed');
-      expect(value.kind === 'malformed' && value.problem).to.be.a('string').and.not.equal('');
+      expect(value.kind === 'malformed' && value.problem)
+        .to.be.a('string')
+        .and.not.equal('');
     });
   }
 

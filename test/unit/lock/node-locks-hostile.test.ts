@@ -15,10 +15,12 @@ const REQUESTER: PodRef = { namespace: 'ns', name: 'next' };
 
 /** One node in memory; counts pod reads, which must not happen for an owner no pod can have. */
 /** One node's apiserver with these pods (test/support/one-node-lock-api.ts). */
-const memoryApi = (lock: string, pods?: ReadonlyMap<string, OwnerPod>) => new OneNodeLockApi(NODE, lock, undefined, pods ?? new Map());
+const memoryApi = (lock: string, pods?: ReadonlyMap<string, OwnerPod>) =>
+  new OneNodeLockApi(NODE, lock, undefined, pods ?? new Map());
 
 const unbound: OwnerPod = { uid: 'u', phase: 'Pending', deleting: false, nodeName: undefined, bindPhase: undefined };
-const locksOn = (api: NodeLockApi, view?: LockView) => new NodeLocks({ api, config: CONFIG, clock: () => NOW, ...(view ? { view } : {}) });
+const locksOn = (api: NodeLockApi, view?: LockView) =>
+  new NodeLocks({ api, config: CONFIG, clock: () => NOW, ...(view ? { view } : {}) });
 
 describe('NodeLocks with hostile lock values', () => {
   const impossibleOwners = [
@@ -44,7 +46,12 @@ describe('NodeLocks with hostile lock values', () => {
       expect(acquired).to.deep.include({ outcome: 'taken-over', replaced: { value, reason: 'malformed' } });
 
       const sweepApi = memoryApi(value);
-      const report = await sweepOnce({ targets: { lockedNodes: () => [NODE] }, locks: locksOn(sweepApi), concurrency: 1, stillLeading: () => true });
+      const report = await sweepOnce({
+        targets: { lockedNodes: () => [NODE] },
+        locks: locksOn(sweepApi),
+        concurrency: 1,
+        stillLeading: () => true,
+      });
       expect(report.errors).to.deep.equal([]);
       expect(report.released.map((released) => released.node)).to.deep.equal([NODE]);
 
@@ -55,11 +62,15 @@ describe('NodeLocks with hostile lock values', () => {
   describe('a stamp in the future', () => {
     const future = '2099-01-01T00:00:00Z,ns,waiting';
 
-    it('one-off reads age it from the apiserver\'s record of the write (managedFields), and say how far ahead the stamp is', async () => {
+    it("one-off reads age it from the apiserver's record of the write (managedFields), and say how far ahead the stamp is", async () => {
       const api = memoryApi(future, new Map([['ns/waiting', unbound]]));
       api.managedFields = [
         { manager: 'kubelet', time: '2026-11-30T11:00:00Z', fieldsV1: { 'f:status': {} } },
-        { manager: 'kubectl-annotate', time: '2026-11-30T11:58:00Z', fieldsV1: { 'f:metadata': { 'f:annotations': { [`f:${NODE_LOCK_ANNOTATION}`]: {} } } } },
+        {
+          manager: 'kubectl-annotate',
+          time: '2026-11-30T11:58:00Z',
+          fieldsV1: { 'f:metadata': { 'f:annotations': { [`f:${NODE_LOCK_ANNOTATION}`]: {} } } },
+        },
       ];
       const { classification } = await locksOn(api).inspect(NODE);
       expect(classification).to.deep.include({ state: 'releasable', reason: 'owner-replaced', ageMs: 120_000 });
@@ -70,12 +81,19 @@ describe('NodeLocks with hostile lock values', () => {
       const api = memoryApi(future, new Map([['ns/waiting', unbound]]));
       const { classification } = await locksOn(api).inspect(NODE);
       expect(classification).to.deep.include({ state: 'held', reason: 'bind-in-progress', ageMs: 0 });
-      const contention = await locksOn(api).acquire(NODE, REQUESTER).then(() => undefined, (error: unknown) => error);
+      const contention = await locksOn(api)
+        .acquire(NODE, REQUESTER)
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
       expect(contention).to.be.instanceOf(LockContentionError);
-      expect((contention as Error).message).to.match(/\(0s old since first seen, its stamp 7\dy in the future, held: bind-in-progress\)/);
+      expect((contention as Error).message).to.match(
+        /\(0s old since first seen, its stamp 7\dy in the future, held: bind-in-progress\)/,
+      );
     });
 
-    it('the state store\'s first sight wins over the apiserver\'s record', async () => {
+    it("the state store's first sight wins over the apiserver's record", async () => {
       const api = memoryApi(future, new Map([['ns/waiting', unbound]]));
       const view: LockView = {
         node: () => api.snapshot(),
@@ -83,7 +101,11 @@ describe('NodeLocks with hostile lock values', () => {
         lockSeenAt: () => new Date(NOW.getTime() - 61_000),
         observeWrite: () => undefined,
       };
-      expect((await locksOn(api, view).releaseIfReleasable(NODE, 'sweeper')).classification).to.deep.include({ state: 'releasable', reason: 'owner-replaced', ageMs: 61_000 });
+      expect((await locksOn(api, view).releaseIfReleasable(NODE, 'sweeper')).classification).to.deep.include({
+        state: 'releasable',
+        reason: 'owner-replaced',
+        ageMs: 61_000,
+      });
     });
   });
 });

@@ -12,8 +12,22 @@ const NODE = 'gpu-1';
 const LOCK = '2026-12-06T10:00:10Z,ns,sts-0';
 const CONFIG = { bindGraceMs: 60_000, expireMs: 300_000 };
 /** The recreated pod: same name, new UID, not bound yet. */
-const recreated: OwnerPod = { uid: 'uid-2', phase: 'Pending', deleting: false, nodeName: undefined, bindPhase: undefined, createdAt: new Date('2026-12-06T10:00:30Z') };
-const first: GoneIncarnation = { uid: 'uid-1', boundTo: NODE, bindPhase: 'allocating', lastVersion: '20', final: true, vanishedAt: new Date('2026-12-06T10:00:29Z') };
+const recreated: OwnerPod = {
+  uid: 'uid-2',
+  phase: 'Pending',
+  deleting: false,
+  nodeName: undefined,
+  bindPhase: undefined,
+  createdAt: new Date('2026-12-06T10:00:30Z'),
+};
+const first: GoneIncarnation = {
+  uid: 'uid-1',
+  boundTo: NODE,
+  bindPhase: 'allocating',
+  lastVersion: '20',
+  final: true,
+  vanishedAt: new Date('2026-12-06T10:00:29Z'),
+};
 
 /** 80 s after the lock's write, past the bind grace. A store that saw the lock appear at version 12 and uid-1 deleted at version 20, then uid-2 created. */
 function store(api: OneNodeLockApi): LockView {
@@ -23,7 +37,13 @@ function store(api: OneNodeLockApi): LockView {
     lockSeenAt: () => new Date('2026-12-06T10:00:10Z'),
     observeWrite: () => undefined,
     current: () => true,
-    lockOwnerFacts: () => ({ lockSeenVersion: '12', lockSeenExactly: true, namedCreatedVersion: '21', namedSeenVersion: '21', gone: [first] }),
+    lockOwnerFacts: () => ({
+      lockSeenVersion: '12',
+      lockSeenExactly: true,
+      namedCreatedVersion: '21',
+      namedSeenVersion: '21',
+      gone: [first],
+    }),
   };
 }
 
@@ -31,7 +51,12 @@ function store(api: OneNodeLockApi): LockView {
 class Kubelet implements KubeletAdmissionCheck {
   mayAdmit = true;
   readonly asked: string[][] = [];
-  mayStillAdmit(_node: string, _owner: unknown, _value: string, candidates: readonly GoneIncarnation[]): Promise<boolean> {
+  mayStillAdmit(
+    _node: string,
+    _owner: unknown,
+    _value: string,
+    candidates: readonly GoneIncarnation[],
+  ): Promise<boolean> {
     this.asked.push(candidates.map((one) => one.uid ?? ''));
     return Promise.resolve(this.mayAdmit);
   }
@@ -48,11 +73,14 @@ function setup() {
 }
 
 describe('NodeLocks and a pod recreated under the same name (issue #42)', () => {
-  it('the new incarnation\'s bind does not re-stamp the lock written for the dead one while kubelet may still admit it: it waits', async () => {
+  it("the new incarnation's bind does not re-stamp the lock written for the dead one while kubelet may still admit it: it waits", async () => {
     const { api, kubelet, locks } = setup();
-    const attempt = await locks.acquire(NODE, { namespace: 'ns', name: 'sts-0', uid: 'uid-2' }).then((result) => result.outcome, (error: unknown) => (error as Error).name);
+    const attempt = await locks.acquire(NODE, { namespace: 'ns', name: 'sts-0', uid: 'uid-2' }).then(
+      (result) => result.outcome,
+      (error: unknown) => (error as Error).name,
+    );
     expect(attempt).to.equal('LockContentionError');
-    expect(api.lock, 'the dead incarnation\'s lock stays').to.equal(LOCK);
+    expect(api.lock, "the dead incarnation's lock stays").to.equal(LOCK);
     expect(kubelet.asked, 'asked about the incarnation the lock was written for').to.deep.equal([['uid-1']]);
   });
 
@@ -62,7 +90,9 @@ describe('NodeLocks and a pod recreated under the same name (issue #42)', () => 
     const result = await locks.acquire(NODE, { namespace: 'ns', name: 'sts-0', uid: 'uid-2' });
     expect(result.outcome).to.equal('taken-over');
     expect(result.replaced).to.deep.include({ value: LOCK, reason: 'owner-replaced' });
-    expect(api.lock).to.match(/,ns,sts-0$/).and.not.equal(LOCK);
+    expect(api.lock)
+      .to.match(/,ns,sts-0$/)
+      .and.not.equal(LOCK);
   });
 
   it('the sweeper and the pod watch keep it while kubelet may admit the dead incarnation, though a live pod carries the name', async () => {
@@ -81,9 +111,11 @@ describe('NodeLocks and a pod recreated under the same name (issue #42)', () => 
     expect(result.outcome).to.equal('reentrant');
   });
 
-  it('the webhook\'s DELETE of the recreated pod does not free the dead incarnation\'s lock', async () => {
+  it("the webhook's DELETE of the recreated pod does not free the dead incarnation's lock", async () => {
     const { api, locks } = setup();
-    const result = await locks.releaseIfReleasable(NODE, 'webhook', { deleted: { namespace: 'ns', name: 'sts-0', uid: 'uid-2' } });
+    const result = await locks.releaseIfReleasable(NODE, 'webhook', {
+      deleted: { namespace: 'ns', name: 'sts-0', uid: 'uid-2' },
+    });
     expect(result).to.deep.include({ outcome: 'kept' });
     expect(api.lock).to.equal(LOCK);
   });

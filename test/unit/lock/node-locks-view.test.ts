@@ -25,7 +25,8 @@ function lagging(api: GoneOwnerApi, current: boolean): LockView {
   };
 }
 
-const locksOn = (api: NodeLockApi, view: LockView) => new NodeLocks({ api, view, config: { bindGraceMs: 60_000, expireMs: 300_000 }, clock: () => NOW });
+const locksOn = (api: NodeLockApi, view: LockView) =>
+  new NodeLocks({ api, view, config: { bindGraceMs: 60_000, expireMs: 300_000 }, clock: () => NOW });
 
 describe('NodeLocks and a state store whose watch is down', () => {
   it('trusts a current store\'s "held" at no API cost', async () => {

@@ -12,7 +12,10 @@ async function* pieces(first: Promise<string>, ...rest: string[]): AsyncGenerato
 
 describe('metrics listener', () => {
   let listener: MetricsListener | undefined;
-  afterEach(async () => { await listener?.close(); listener = undefined; });
+  afterEach(async () => {
+    await listener?.close();
+    listener = undefined;
+  });
 
   it('serves the registry on GET /metrics with its content type', async () => {
     const metrics = new WardenMetrics({ processMetrics: false });
@@ -39,7 +42,11 @@ describe('metrics listener', () => {
         finished = true;
       }
     }
-    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: { contentType: 'text/plain', exposition: large } });
+    listener = await startMetricsListener({
+      host: '127.0.0.1',
+      port: 0,
+      metrics: { contentType: 'text/plain', exposition: large },
+    });
     const whole = await get(listener.port, '/metrics');
     expect(whole.status).to.equal(200);
     expect(whole.body.length).to.equal(64 * piece.length);
@@ -61,7 +68,9 @@ describe('metrics listener', () => {
       });
       request.on('error', () => undefined);
       request.end();
-      setTimeout(() => { reject(new Error('no answer')); }, 5_000).unref();
+      setTimeout(() => {
+        reject(new Error('no answer'));
+      }, 5_000).unref();
     });
     expect(madeWhilePaused, 'pieces made while the scraper did not read').to.be.below(64);
     const deadline = Date.now() + 5_000;
@@ -78,14 +87,26 @@ describe('metrics listener', () => {
       await Promise.resolve();
       throw new Error('source broke');
     }
-    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, onError: (message) => errors.push(message), metrics: { contentType: 'text/plain', exposition: failing } });
-    const cut = await get(listener.port, '/metrics').then(() => 'answered', () => 'cut');
+    listener = await startMetricsListener({
+      host: '127.0.0.1',
+      port: 0,
+      onError: (message) => errors.push(message),
+      metrics: { contentType: 'text/plain', exposition: failing },
+    });
+    const cut = await get(listener.port, '/metrics').then(
+      () => 'answered',
+      () => 'cut',
+    );
     expect(cut).to.equal('cut');
     expect(errors).to.deep.equal(['source broke']);
   });
 
   it('answers /healthz, and 404 for other paths and methods', async () => {
-    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
+    listener = await startMetricsListener({
+      host: '127.0.0.1',
+      port: 0,
+      metrics: new WardenMetrics({ processMetrics: false }),
+    });
     expect(await get(listener.port, '/healthz')).to.deep.include({ status: 200, body: 'ok' });
     expect((await get(listener.port, '/nope')).status).to.equal(404);
     expect((await get(listener.port, '/metrics', { method: 'POST' })).status).to.equal(404);
@@ -94,7 +115,9 @@ describe('metrics listener', () => {
   it('answers 500 and reports when collecting fails', async () => {
     const errors: string[] = [];
     listener = await startMetricsListener({
-      host: '127.0.0.1', port: 0, onError: (message) => errors.push(message),
+      host: '127.0.0.1',
+      port: 0,
+      onError: (message) => errors.push(message),
       metrics: { contentType: 'text/plain', exposition: () => pieces(Promise.reject(new Error('registry broke'))) },
     });
     const answer = await get(listener.port, '/metrics');
@@ -104,22 +127,50 @@ describe('metrics listener', () => {
   });
 
   it('answers /readyz with the process readiness given to it (503 with the reasons), and 404 without one', async () => {
-    let state = { ready: false, reasons: ['cluster cache: nodes not listed yet', 'leader election: namespace "x" does not exist'] };
-    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }), readiness: () => state });
-    expect(await get(listener.port, '/readyz')).to.deep.include({ status: 503, body: 'not ready: cluster cache: nodes not listed yet; leader election: namespace "x" does not exist' });
+    let state = {
+      ready: false,
+      reasons: ['cluster cache: nodes not listed yet', 'leader election: namespace "x" does not exist'],
+    };
+    listener = await startMetricsListener({
+      host: '127.0.0.1',
+      port: 0,
+      metrics: new WardenMetrics({ processMetrics: false }),
+      readiness: () => state,
+    });
+    expect(await get(listener.port, '/readyz')).to.deep.include({
+      status: 503,
+      body: 'not ready: cluster cache: nodes not listed yet; leader election: namespace "x" does not exist',
+    });
     state = { ready: true, reasons: [] };
     expect(await get(listener.port, '/readyz')).to.deep.include({ status: 200, body: 'ok' });
     expect(listener.listening).to.equal(true);
     await listener.close();
     expect(listener.listening).to.equal(false);
-    listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
+    listener = await startMetricsListener({
+      host: '127.0.0.1',
+      port: 0,
+      metrics: new WardenMetrics({ processMetrics: false }),
+    });
     expect((await get(listener.port, '/readyz')).status).to.equal(404);
   });
 
   it('close lets a scrape in progress finish, but cuts it once its bound has passed', async () => {
-    const slow = { contentType: 'text/plain', exposition: () => pieces(new Promise<string>((resolve) => { setTimeout(() => { resolve('late'); }, 5_000); })) };
+    const slow = {
+      contentType: 'text/plain',
+      exposition: () =>
+        pieces(
+          new Promise<string>((resolve) => {
+            setTimeout(() => {
+              resolve('late');
+            }, 5_000);
+          }),
+        ),
+    };
     listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: slow });
-    const scrape = get(listener.port, '/metrics').then(() => 'answered', () => 'cut');
+    const scrape = get(listener.port, '/metrics').then(
+      () => 'answered',
+      () => 'cut',
+    );
     await new Promise((resolve) => setTimeout(resolve, 50));
     const started = Date.now();
     await listener.close(100);
@@ -128,9 +179,22 @@ describe('metrics listener', () => {
   });
 
   it('close waits for a scrape in progress to be answered, then closes its kept-alive connection at once', async () => {
-    const slow = { contentType: 'text/plain', exposition: () => pieces(new Promise<string>((resolve) => { setTimeout(() => { resolve('late'); }, 200); })) };
+    const slow = {
+      contentType: 'text/plain',
+      exposition: () =>
+        pieces(
+          new Promise<string>((resolve) => {
+            setTimeout(() => {
+              resolve('late');
+            }, 200);
+          }),
+        ),
+    };
     listener = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: slow });
-    const scrape = get(listener.port, '/metrics').then((answer) => answer.body, () => 'cut');
+    const scrape = get(listener.port, '/metrics').then(
+      (answer) => answer.body,
+      () => 'cut',
+    );
     await new Promise((resolve) => setTimeout(resolve, 20));
     const started = Date.now();
     await listener.close(10_000);
@@ -140,10 +204,17 @@ describe('metrics listener', () => {
   });
 
   it('closes, freeing the port, and tolerates a second close', async () => {
-    const started = await startMetricsListener({ host: '127.0.0.1', port: 0, metrics: new WardenMetrics({ processMetrics: false }) });
+    const started = await startMetricsListener({
+      host: '127.0.0.1',
+      port: 0,
+      metrics: new WardenMetrics({ processMetrics: false }),
+    });
     await started.close();
     await started.close();
-    const error = await get(started.port, '/healthz').then(() => undefined, (failure: unknown) => failure);
+    const error = await get(started.port, '/healthz').then(
+      () => undefined,
+      (failure: unknown) => failure,
+    );
     expect((error as NodeJS.ErrnoException | undefined)?.code).to.equal('ECONNREFUSED');
   });
 });

@@ -15,38 +15,69 @@ describe('timed handlers', () => {
   it('time filter, and bind by outcome: answered, answered with an Error, thrown', async () => {
     const seen: [string, number, string?][] = [];
     const metrics = {
-      observeFilter: (seconds: number) => { seen.push(['filter', seconds]); },
-      observeBind: (seconds: number, outcome: string) => { seen.push(['bind', seconds, outcome]); },
+      observeFilter: (seconds: number) => {
+        seen.push(['filter', seconds]);
+      },
+      observeBind: (seconds: number, outcome: string) => {
+        seen.push(['bind', seconds, outcome]);
+      },
     };
     const answers = [{ Error: '' }, { Error: 'no fit' }];
-    const handlers = timedExtenderHandlers({
-      filter: (args) => Promise.resolve({ Nodes: null, NodeNames: args.nodeNames, FailedNodes: null, FailedAndUnresolvableNodes: null, Error: '' }),
-      prioritize: () => Promise.resolve([{ Host: 'n1', Score: 3 }]),
-      bind: () => {
-        const answer = answers.shift();
-        return answer ? Promise.resolve(answer) : Promise.reject(new Error('boom'));
+    const handlers = timedExtenderHandlers(
+      {
+        filter: (args) =>
+          Promise.resolve({
+            Nodes: null,
+            NodeNames: args.nodeNames,
+            FailedNodes: null,
+            FailedAndUnresolvableNodes: null,
+            Error: '',
+          }),
+        prioritize: () => Promise.resolve([{ Host: 'n1', Score: 3 }]),
+        bind: () => {
+          const answer = answers.shift();
+          return answer ? Promise.resolve(answer) : Promise.reject(new Error('boom'));
+        },
       },
-    }, metrics, steppingClock());
+      metrics,
+      steppingClock(),
+    );
 
     expect((await handlers.filter(filterArgs)).NodeNames).to.deep.equal(['n1']);
     expect(await handlers.prioritize(filterArgs)).to.deep.equal([{ Host: 'n1', Score: 3 }]);
     expect(await handlers.bind(bindArgs)).to.deep.equal({ Error: '' });
     expect(await handlers.bind(bindArgs)).to.deep.equal({ Error: 'no fit' });
-    const thrown = await handlers.bind(bindArgs).then(() => undefined, (error: unknown) => error);
+    const thrown = await handlers.bind(bindArgs).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     expect(thrown).to.be.instanceOf(Error);
-    expect(seen).to.deep.equal([['filter', 0.25], ['bind', 0.25, 'success'], ['bind', 0.25, 'error'], ['bind', 0.25, 'error']]);
+    expect(seen).to.deep.equal([
+      ['filter', 0.25],
+      ['bind', 0.25, 'success'],
+      ['bind', 0.25, 'error'],
+      ['bind', 0.25, 'error'],
+    ]);
   });
 
   it('time admission reviews by operation, folding unknown operations into "other"', async () => {
     const seen: [string, number][] = [];
     const handler = timedAdmissionHandler(
       { handle: (request) => Promise.resolve({ uid: request.uid, allowed: true }) },
-      { observeAdmission: (operation, seconds) => { seen.push([operation, seconds]); } },
+      {
+        observeAdmission: (operation, seconds) => {
+          seen.push([operation, seconds]);
+        },
+      },
       steppingClock(),
     );
     expect(await handler.handle({ uid: '1', operation: 'DELETE' })).to.deep.equal({ uid: '1', allowed: true });
     await handler.handle({ uid: '2', operation: 'CREATE' });
     await handler.handle({ uid: '3', operation: 'FROBNICATE' });
-    expect(seen).to.deep.equal([['DELETE', 0.25], ['CREATE', 0.25], ['other', 0.25]]);
+    expect(seen).to.deep.equal([
+      ['DELETE', 0.25],
+      ['CREATE', 0.25],
+      ['other', 0.25],
+    ]);
   });
 });

@@ -7,7 +7,9 @@ import { parseSoakArgs } from '../../soak/soak-args.js';
 // docs/testing.md shows these commands; every command a doc shows is run by a test.
 const root = resolve(import.meta.dirname, '..', '..', '..');
 const doc = readFileSync(resolve(root, 'docs', 'testing.md'), 'utf8');
-const shown = [...doc.matchAll(/```sh\n([\s\S]*?)```/g)].flatMap((block) => (block[1] ?? '').split('\n').filter((line) => line.trim() !== ''));
+const shown = [...doc.matchAll(/```sh\n([\s\S]*?)```/g)].flatMap((block) =>
+  (block[1] ?? '').split('\n').filter((line) => line.trim() !== ''),
+);
 
 describe('docs/testing.md commands', () => {
   it('shows the soak commands, and the soak takes their arguments', () => {
@@ -27,7 +29,9 @@ describe('docs/testing.md commands', () => {
     const args = (command ?? '').split(' ').slice(2);
     const run = spawnSync(resolve(root, 'node_modules', '.bin', 'mocha'), args, { cwd: root, encoding: 'utf8' });
     expect(run.status, run.stderr).to.equal(0);
-    expect(run.stdout).to.match(/\d+ passing/).and.not.match(/failing/);
+    expect(run.stdout)
+      .to.match(/\d+ passing/)
+      .and.not.match(/failing/);
     // Only that file ran, not the whole unit suite.
     expect(run.stdout).to.include('eventually (test support)').and.not.include('ExtenderService');
   });

@@ -37,12 +37,17 @@ async function waitFor(condition: () => boolean, ms = 5_000): Promise<void> {
 describe('soak: process groups and chaos beside (dummy commands)', function () {
   this.timeout(20_000);
   let dir: string;
-  beforeEach(() => { dir = mkdtempSync(join(tmpdir(), 'soak-group-')); });
-  afterEach(() => { rmSync(dir, { recursive: true, force: true }); });
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'soak-group-'));
+  });
+  afterEach(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   it('logs stdout and stderr of a command and reports its exit', async () => {
     const logPath = join(dir, 'a.log');
-    const exit = await new ProcessGroup('/bin/sh', ['-c', 'echo out; echo err >&2; exit 3'], { cwd: dir, logPath }).finished;
+    const exit = await new ProcessGroup('/bin/sh', ['-c', 'echo out; echo err >&2; exit 3'], { cwd: dir, logPath })
+      .finished;
     expect(exit).to.include({ code: 3, signal: null, stoppedBySoak: false, strays: false });
     expect(readFileSync(logPath, 'utf8').split('\n').sort()).to.deep.equal(['', 'err', 'out']);
   });
@@ -69,7 +74,11 @@ describe('soak: process groups and chaos beside (dummy commands)', function () {
   it('sends SIGKILL when the group ignores SIGTERM for killAfterMs', async () => {
     const logPath = join(dir, 'c.log');
     // The ignored SIGTERM is inherited by sleep, so neither process ends on it.
-    const group = new ProcessGroup('/bin/sh', ['-c', 'trap "" TERM; echo ready; sleep 30; echo survived'], { cwd: dir, logPath, killAfterMs: 300 });
+    const group = new ProcessGroup('/bin/sh', ['-c', 'trap "" TERM; echo ready; sleep 30; echo survived'], {
+      cwd: dir,
+      logPath,
+      killAfterMs: 300,
+    });
     await waitFor(() => readFileSync(logPath, 'utf8').includes('ready'));
     const started = Date.now();
     const exit = await group.stop();
@@ -80,7 +89,11 @@ describe('soak: process groups and chaos beside (dummy commands)', function () {
 
   it('stops processes a command left running after it exited', async () => {
     const logPath = join(dir, 'd.log');
-    const exit = await new ProcessGroup('/bin/sh', ['-c', 'sleep 30 >/dev/null 2>&1 & echo $!'], { cwd: dir, logPath, stdioGraceMs: 200 }).finished;
+    const exit = await new ProcessGroup('/bin/sh', ['-c', 'sleep 30 >/dev/null 2>&1 & echo $!'], {
+      cwd: dir,
+      logPath,
+      stdioGraceMs: 200,
+    }).finished;
     expect(exit).to.include({ code: 0, strays: true, stoppedBySoak: false });
     const stray = Number(readFileSync(logPath, 'utf8').split('\n')[0]);
     expect(alive(stray)).to.equal(false);
@@ -88,7 +101,11 @@ describe('soak: process groups and chaos beside (dummy commands)', function () {
 
   it('does not wait forever for pipes held open by a left-over process', async () => {
     const logPath = join(dir, 'e.log');
-    const exit = await new ProcessGroup('/bin/sh', ['-c', 'sleep 30 & echo left'], { cwd: dir, logPath, stdioGraceMs: 200 }).finished;
+    const exit = await new ProcessGroup('/bin/sh', ['-c', 'sleep 30 & echo left'], {
+      cwd: dir,
+      logPath,
+      stdioGraceMs: 200,
+    }).finished;
     expect(exit).to.include({ code: 0, strays: true });
   });
 
@@ -103,17 +120,33 @@ describe('soak: process groups and chaos beside (dummy commands)', function () {
     const ended: ChaosResult[] = [];
     // Seeds 1 and 2 end at once (2 with "violations"), seed 3 runs until the soak stops it.
     const chaos = new ChaosBeside({
-      command: (seed) => ({ file: '/bin/sh', args: ['-c', `echo "seed ${seed}"; if [ ${seed} -eq 2 ]; then echo "2 violation(s)"; exit 1; fi; if [ ${seed} -ge 3 ]; then exec sleep 30; fi`] }),
+      command: (seed) => ({
+        file: '/bin/sh',
+        args: [
+          '-c',
+          `echo "seed ${seed}"; if [ ${seed} -eq 2 ]; then echo "2 violation(s)"; exit 1; fi; if [ ${seed} -ge 3 ]; then exec sleep 30; fi`,
+        ],
+      }),
       firstSeed: 1,
       cwd: dir,
       logDir: dir,
       quickExitMs: 0,
-      onRunEnd: (result) => { ended.push(result); },
+      onRunEnd: (result) => {
+        ended.push(result);
+      },
     });
     chaos.start();
     await waitFor(() => ended.length === 2 && readLog(join(dir, 'chaos-seed-3.log')).includes('seed 3'));
     const results = await chaos.stop();
-    expect(results.map((result) => [result.seed, result.exit.code, result.exit.signal, result.stoppedBySoak, result.lastLines.at(-1)])).to.deep.equal([
+    expect(
+      results.map((result) => [
+        result.seed,
+        result.exit.code,
+        result.exit.signal,
+        result.stoppedBySoak,
+        result.lastLines.at(-1),
+      ]),
+    ).to.deep.equal([
       [1, 0, null, false, 'seed 1'],
       [2, 1, null, false, '2 violation(s)'],
       [3, null, 'SIGTERM', true, 'seed 3'],

@@ -4,14 +4,43 @@ import { SoakUsageError } from '../../soak/soak-errors.js';
 
 describe('soak: parseSoakArgs', () => {
   it('reads every flag', () => {
-    expect(parseSoakArgs(['--runs', '3', '--load', '--steps', 'test:unit, test:integration', '--fail-fast', '--log-dir', '/tmp/x', '--chaos-seed', '7', '--chaos-minutes', '2.5'])).to.deep.equal({
-      runs: 3, load: true, steps: ['test:unit', 'test:integration'], failFast: true, logDir: '/tmp/x', chaosSeed: 7, chaosMinutes: 2.5, help: false,
+    expect(
+      parseSoakArgs([
+        '--runs',
+        '3',
+        '--load',
+        '--steps',
+        'test:unit, test:integration',
+        '--fail-fast',
+        '--log-dir',
+        '/tmp/x',
+        '--chaos-seed',
+        '7',
+        '--chaos-minutes',
+        '2.5',
+      ]),
+    ).to.deep.equal({
+      runs: 3,
+      load: true,
+      steps: ['test:unit', 'test:integration'],
+      failFast: true,
+      logDir: '/tmp/x',
+      chaosSeed: 7,
+      chaosMinutes: 2.5,
+      help: false,
     });
   });
 
   it('defaults to all steps, no load, every run even after a failure, and chaos seed 1 for 15 minutes', () => {
     expect(parseSoakArgs(['--runs=2'])).to.deep.equal({
-      runs: 2, load: false, steps: undefined, failFast: false, logDir: undefined, chaosSeed: DEFAULT_CHAOS_SEED, chaosMinutes: DEFAULT_CHAOS_MINUTES, help: false,
+      runs: 2,
+      load: false,
+      steps: undefined,
+      failFast: false,
+      logDir: undefined,
+      chaosSeed: DEFAULT_CHAOS_SEED,
+      chaosMinutes: DEFAULT_CHAOS_MINUTES,
+      help: false,
     });
   });
 

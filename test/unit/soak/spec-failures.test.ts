@@ -51,7 +51,10 @@ describe('soak: parseSpecFailures', () => {
       failing: 3,
       complete: true,
       failures: [
-        { title: 'outer suite › inner › fails deep', error: 'AssertionError: expected { a: 1 } to deeply equal { a: 2 }' },
+        {
+          title: 'outer suite › inner › fails deep',
+          error: 'AssertionError: expected { a: 1 } to deeply equal { a: 2 }',
+        },
         { title: 'outer suite › inner › has a: colon in the middle', error: 'Error: boom: bad thing' },
         { title: 'hooky › "before all" hook for "x"', error: 'Error: setup broke' },
       ],
@@ -79,14 +82,18 @@ describe('soak: parseSpecFailures', () => {
     ].join('\n');
     const list = parseSpecFailures(output);
     expect(list?.failures).to.deep.equal([
-      { title: "device-plugin liveness through the real kube-scheduler › a dead plugin's node gets no pods", error: 'Error: timed out after 60000 ms waiting for node gpu-1' },
+      {
+        title: "device-plugin liveness through the real kube-scheduler › a dead plugin's node gets no pods",
+        error: 'Error: timed out after 60000 ms waiting for node gpu-1',
+      },
       { title: 'suite › "before all" hook for "x"', error: 'Error: no cluster' },
     ]);
     expect(list?.complete).to.equal(true);
   });
 
   it('reads a root hook failure and a top-level test (a one-line title)', () => {
-    const output = '  0 passing (1ms)\n  2 failing\n\n  1) "before all" hook in "{root}":\n     Error: root\n\n  2) lonely test:\n     TypeError: x is not a function\n';
+    const output =
+      '  0 passing (1ms)\n  2 failing\n\n  1) "before all" hook in "{root}":\n     Error: root\n\n  2) lonely test:\n     TypeError: x is not a function\n';
     expect(parseSpecFailures(output)?.failures).to.deep.equal([
       { title: '"before all" hook in "{root}"', error: 'Error: root' },
       { title: 'lonely test', error: 'TypeError: x is not a function' },
@@ -107,45 +114,71 @@ describe('soak: parseSpecFailures', () => {
     expect(parseSpecFailures(coloured)).to.deep.equal({
       failing: 1,
       complete: true,
-      failures: [{ title: 'outer suite › inner: with colon › has a: colon in the middle', error: 'Error: boom: bad thing' }],
+      failures: [
+        { title: 'outer suite › inner: with colon › has a: colon in the middle', error: 'Error: boom: bad thing' },
+      ],
     });
   });
 
   it('reports no failures for a green run, and nothing at all for output that is not mocha', () => {
-    expect(parseSpecFailures('  outer\n    ✔ works\n\n\n  12 passing (3s)\n  1 pending\n\n')).to.deep.equal({ failing: 0, failures: [], complete: true });
+    expect(parseSpecFailures('  outer\n    ✔ works\n\n\n  12 passing (3s)\n  1 pending\n\n')).to.deep.equal({
+      failing: 0,
+      failures: [],
+      complete: true,
+    });
     expect(parseSpecFailures('src/a.ts:1:1 error Unexpected any\n✖ 1 problem\n')).to.equal(undefined);
     expect(parseSpecFailures('')).to.equal(undefined);
   });
 
   it('finds the failing count after a pending count, and ignores numbered lines inside errors', () => {
-    const output = '  3 passing (2s)\n  1 pending\n  2 failing\n\n  1) a\n       b:\n     Error: steps were:\n        2) not an entry:\n      at x\n\n  2) c:\n     Error: two\n';
+    const output =
+      '  3 passing (2s)\n  1 pending\n  2 failing\n\n  1) a\n       b:\n     Error: steps were:\n        2) not an entry:\n      at x\n\n  2) c:\n     Error: two\n';
     expect(parseSpecFailures(output)).to.deep.equal({
       failing: 2,
       complete: true,
-      failures: [{ title: 'a › b', error: 'Error: steps were:' }, { title: 'c', error: 'Error: two' }],
+      failures: [
+        { title: 'a › b', error: 'Error: steps were:' },
+        { title: 'c', error: 'Error: two' },
+      ],
     });
   });
 
   it('keeps what it could read of a list cut mid-way, and says it is incomplete', () => {
-    const head = '  5 passing (9s)\n  3 failing\n\n  1) suite\n       first:\n     Error: one\n      at a\n\n  2) suite\n';
-    expect(parseSpecFailures(`${head}       nested`)).to.deep.equal({ failing: 3, complete: false, failures: [{ title: 'suite › first', error: 'Error: one' }] });
+    const head =
+      '  5 passing (9s)\n  3 failing\n\n  1) suite\n       first:\n     Error: one\n      at a\n\n  2) suite\n';
+    expect(parseSpecFailures(`${head}       nested`)).to.deep.equal({
+      failing: 3,
+      complete: false,
+      failures: [{ title: 'suite › first', error: 'Error: one' }],
+    });
     // Cut after a title, before its error: the title is kept with an empty error.
     expect(parseSpecFailures(`${head}       second:\n`)).to.deep.equal({
       failing: 3,
       complete: false,
-      failures: [{ title: 'suite › first', error: 'Error: one' }, { title: 'suite › second', error: '' }],
+      failures: [
+        { title: 'suite › first', error: 'Error: one' },
+        { title: 'suite › second', error: '' },
+      ],
     });
     // Cut right after the count.
-    expect(parseSpecFailures('  0 passing (1s)\n  2 failing\n')).to.deep.equal({ failing: 2, complete: false, failures: [] });
+    expect(parseSpecFailures('  0 passing (1s)\n  2 failing\n')).to.deep.equal({
+      failing: 2,
+      complete: false,
+      failures: [],
+    });
   });
 
   it('reads the last of several mocha summaries in one output', () => {
-    const output = '  1 passing (1s)\n  1 failing\n\n  1) old:\n     Error: old\n\nlater run\n  2 passing (1s)\n  1 failing\n\n  1) new:\n     Error: new\n';
+    const output =
+      '  1 passing (1s)\n  1 failing\n\n  1) old:\n     Error: old\n\nlater run\n  2 passing (1s)\n  1 failing\n\n  1) new:\n     Error: new\n';
     expect(parseSpecFailures(output)?.failures).to.deep.equal([{ title: 'new', error: 'Error: new' }]);
   });
 
   it('reads entries numbered past 9 and titles split by \\r\\n line ends', () => {
-    const entries = Array.from({ length: 10 }, (_, i) => `  ${i + 1}) s\r\n       t${i + 1}:\r\n     Error: e${i + 1}\r\n`).join('\r\n');
+    const entries = Array.from(
+      { length: 10 },
+      (_, i) => `  ${i + 1}) s\r\n       t${i + 1}:\r\n     Error: e${i + 1}\r\n`,
+    ).join('\r\n');
     const list = parseSpecFailures(`  0 passing (1s)\r\n  10 failing\r\n\r\n${entries}`);
     expect(list?.complete).to.equal(true);
     expect(list?.failures.at(-1)).to.deep.equal({ title: 's › t10', error: 'Error: e10' });

@@ -18,19 +18,34 @@ function shapeError(run: () => unknown): string {
 
 describe('soak: suite steps from the "test" script', () => {
   it('splits the real package.json "test" script into npm run steps', () => {
-    const packageJson = JSON.parse(readFileSync(resolve(import.meta.dirname, '..', '..', '..', 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const packageJson = JSON.parse(
+      readFileSync(resolve(import.meta.dirname, '..', '..', '..', 'package.json'), 'utf8'),
+    ) as { scripts: Record<string, string> };
     const steps = splitTestScript(packageJson.scripts);
     expect(steps).to.include.members(['lint', 'test:unit']);
-    expect(steps.join(' && ')).to.equal(packageJson.scripts.test?.replaceAll('npm run ', '').split(/\s*&&\s*/).join(' && '));
+    expect(steps.join(' && ')).to.equal(
+      packageJson.scripts.test
+        ?.replaceAll('npm run ', '')
+        .split(/\s*&&\s*/)
+        .join(' && '),
+    );
   });
 
   it('splits on && with any spacing', () => {
-    expect(splitTestScript(scripts('npm run lint&&npm run test:unit  &&   npm run k8s:build'))).to.deep.equal(['lint', 'test:unit', 'k8s:build']);
+    expect(splitTestScript(scripts('npm run lint&&npm run test:unit  &&   npm run k8s:build'))).to.deep.equal([
+      'lint',
+      'test:unit',
+      'k8s:build',
+    ]);
   });
 
   it('refuses any other shape, naming the part', () => {
-    expect(shapeError(() => splitTestScript(scripts('npm run lint || npm run test:unit')))).to.match(/part 1 \("npm run lint \|\| npm run test:unit"\)/);
-    expect(shapeError(() => splitTestScript(scripts('npm run lint && mocha')))).to.match(/part 2 \("mocha"\).*npm run <name>/);
+    expect(shapeError(() => splitTestScript(scripts('npm run lint || npm run test:unit')))).to.match(
+      /part 1 \("npm run lint \|\| npm run test:unit"\)/,
+    );
+    expect(shapeError(() => splitTestScript(scripts('npm run lint && mocha')))).to.match(
+      /part 2 \("mocha"\).*npm run <name>/,
+    );
     expect(shapeError(() => splitTestScript(scripts('npm run lint; npm run test:unit')))).to.match(/part 1/);
     expect(shapeError(() => splitTestScript(scripts('npm run lint -- --fix')))).to.match(/part 1/);
     expect(shapeError(() => splitTestScript(scripts('npm run lint && ')))).to.match(/part 2 \(""\)/);
@@ -45,6 +60,9 @@ describe('soak: suite steps from the "test" script', () => {
     const suite = ['lint', 'test:unit', 'k8s:build', 'test:integration'];
     expect(selectSteps(suite, undefined)).to.deep.equal(suite);
     expect(selectSteps(suite, ['test:integration', 'test:unit'])).to.deep.equal(['test:unit', 'test:integration']);
-    expect(() => selectSteps(suite, ['test:unit', 'test:intgration'])).to.throw(UnknownStepError, /unknown step "test:intgration".*lint, test:unit/);
+    expect(() => selectSteps(suite, ['test:unit', 'test:intgration'])).to.throw(
+      UnknownStepError,
+      /unknown step "test:intgration".*lint, test:unit/,
+    );
   });
 });

@@ -6,7 +6,12 @@ import { until } from '../../support/eventually.js';
 
 function status(code: number, reason: string, message: string): ApiException<string> {
   const body = JSON.stringify({ kind: 'Status', code, reason, message });
-  return new ApiException(code, `HTTP-Code: ${code}\nMessage: Unknown API Status Code!\nBody: ${body}\nHeaders: {"audit-id":"x"}`, body, {});
+  return new ApiException(
+    code,
+    `HTTP-Code: ${code}\nMessage: Unknown API Status Code!\nBody: ${body}\nHeaders: {"audit-id":"x"}`,
+    body,
+    {},
+  );
 }
 
 /** The three Lease calls the elector makes, scripted per test: no server, the elector's own logic only. */
@@ -19,19 +24,22 @@ class ScriptedLeases {
   calls = 0;
 
   readonly api = {
-    readNamespacedLease: () => this.answer(() => {
-      if (this.lease === undefined) throw status(404, 'NotFound', 'leases.coordination.k8s.io "warden" not found');
-      return structuredClone(this.lease);
-    }),
-    createNamespacedLease: ({ body }: { body: V1Lease }) => this.answer(() => {
-      if (!this.namespaceExists) throw status(404, 'NotFound', 'namespaces "nope" not found');
-      this.lease = structuredClone(body);
-      return body;
-    }),
-    replaceNamespacedLease: ({ body }: { body: V1Lease }) => this.answer(() => {
-      this.lease = structuredClone(body);
-      return body;
-    }),
+    readNamespacedLease: () =>
+      this.answer(() => {
+        if (this.lease === undefined) throw status(404, 'NotFound', 'leases.coordination.k8s.io "warden" not found');
+        return structuredClone(this.lease);
+      }),
+    createNamespacedLease: ({ body }: { body: V1Lease }) =>
+      this.answer(() => {
+        if (!this.namespaceExists) throw status(404, 'NotFound', 'namespaces "nope" not found');
+        this.lease = structuredClone(body);
+        return body;
+      }),
+    replaceNamespacedLease: ({ body }: { body: V1Lease }) =>
+      this.answer(() => {
+        this.lease = structuredClone(body);
+        return body;
+      }),
   } as unknown as CoordinationV1Api;
 
   private answer<T>(result: () => T): Promise<T> {
@@ -40,21 +48,44 @@ class ScriptedLeases {
       this.hangNext--;
       return new Promise<T>(() => undefined);
     }
-    if (this.unreachable) return Promise.reject(new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }) }));
-    return new Promise<T>((resolve) => { resolve(result()); });
+    if (this.unreachable)
+      return Promise.reject(
+        new TypeError('fetch failed', {
+          cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }),
+        }),
+      );
+    return new Promise<T>((resolve) => {
+      resolve(result());
+    });
   }
 }
 
 describe('LeaderElector: a Lease loop that cannot work says so once, and readiness says why', () => {
   let elector: LeaderElector | undefined;
-  afterEach(async () => { await elector?.stop({ release: false }); elector = undefined; });
+  afterEach(async () => {
+    await elector?.stop({ release: false });
+    elector = undefined;
+  });
 
   function build(leases: ScriptedLeases, clock: () => number = Date.now) {
     const lines: string[] = [];
-    const conditions = new ConditionLog({ clock, emit: (level, message) => { lines.push(`${level}: ${message}`); } });
+    const conditions = new ConditionLog({
+      clock,
+      emit: (level, message) => {
+        lines.push(`${level}: ${message}`);
+      },
+    });
     elector = new LeaderElector({
-      api: leases.api, namespace: 'nope', name: 'warden', identity: 'replica-a', namespaceSetting: 'POD_NAMESPACE',
-      retryPeriodMs: 5, leaseDurationMs: 60, renewDeadlineMs: 40, clock, conditions: conditions.reporter('leader election'),
+      api: leases.api,
+      namespace: 'nope',
+      name: 'warden',
+      identity: 'replica-a',
+      namespaceSetting: 'POD_NAMESPACE',
+      retryPeriodMs: 5,
+      leaseDurationMs: 60,
+      renewDeadlineMs: 40,
+      clock,
+      conditions: conditions.reporter('leader election'),
     });
     return { elector, lines };
   }
@@ -64,7 +95,8 @@ describe('LeaderElector: a Lease loop that cannot work says so once, and readine
     const { elector, lines } = build(leases);
     elector.start();
     await until('ten Lease calls', () => leases.calls >= 10);
-    const expected = 'namespace "nope" (POD_NAMESPACE) does not exist, so Lease warden cannot be created; the lock sweeper does not run until it does';
+    const expected =
+      'namespace "nope" (POD_NAMESPACE) does not exist, so Lease warden cannot be created; the lock sweeper does not run until it does';
     expect(lines).to.deep.equal([`warn: leader election cannot work: ${expected}`]);
     expect(elector.problem()).to.equal(`leader election cannot work: ${expected}`);
     expect(elector.isLeader()).to.equal(false);
@@ -92,7 +124,9 @@ describe('LeaderElector: a Lease loop that cannot work says so once, and readine
     elector.start();
     await until('three attempts', () => leases.calls >= 3);
     expect(lines).to.have.length(1);
-    expect(lines[0]).to.equal('warn: apiserver unreachable (leader election (Lease nope/warden)): fetch failed: connect ECONNREFUSED 127.0.0.1:6443');
+    expect(lines[0]).to.equal(
+      'warn: apiserver unreachable (leader election (Lease nope/warden)): fetch failed: connect ECONNREFUSED 127.0.0.1:6443',
+    );
     expect(elector.problem(), 'a blip is not a readiness problem').to.equal(undefined);
     now += 60;
     expect(elector.problem()).to.equal(lines[0]?.slice('warn: '.length));
@@ -103,16 +137,29 @@ describe('LeaderElector: a Lease loop that cannot work says so once, and readine
     leases.namespaceExists = true;
     leases.hangNext = 2;
     const lines: string[] = [];
-    const conditions = new ConditionLog({ emit: (level, message) => { lines.push(`${level}: ${message}`); } });
+    const conditions = new ConditionLog({
+      emit: (level, message) => {
+        lines.push(`${level}: ${message}`);
+      },
+    });
     elector = new LeaderElector({
-      api: leases.api, namespace: 'ns', name: 'warden', identity: 'replica-a',
-      retryPeriodMs: 5, leaseDurationMs: 60, renewDeadlineMs: 40, roundTimeoutMs: 30, conditions: conditions.reporter('leader election'),
+      api: leases.api,
+      namespace: 'ns',
+      name: 'warden',
+      identity: 'replica-a',
+      retryPeriodMs: 5,
+      leaseDurationMs: 60,
+      renewDeadlineMs: 40,
+      roundTimeoutMs: 30,
+      conditions: conditions.reporter('leader election'),
     });
     const started = Date.now();
     elector.start();
     await until('leadership after two hung rounds', () => elector?.isLeader() === true);
     // Two rounds of 30 ms each (plus backoff) before the third answers; without the deadline, never.
     expect(Date.now() - started).to.be.at.least(55);
-    expect(lines[0]).to.equal('warn: leader election (Lease ns/warden) failing: acquiring or renewing Lease ns/warden got no answer within 30 ms');
+    expect(lines[0]).to.equal(
+      'warn: leader election (Lease ns/warden) failing: acquiring or renewing Lease ns/warden got no answer within 30 ms',
+    );
   });
 });

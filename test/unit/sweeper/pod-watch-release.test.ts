@@ -8,12 +8,26 @@ import { ScriptedSource } from '../../support/scripted-source.js';
 
 const lockedNode = (name: string, lock: string | undefined, rv: string): V1Node => {
   const base = simulatedGpuNode({ name, gpus: 1 });
-  return { ...base, metadata: { ...base.metadata, resourceVersion: rv, annotations: { ...base.metadata?.annotations, ...(lock === undefined ? {} : { 'hami.io/mutex.lock': lock }) } } };
+  return {
+    ...base,
+    metadata: {
+      ...base.metadata,
+      resourceVersion: rv,
+      annotations: { ...base.metadata?.annotations, ...(lock === undefined ? {} : { 'hami.io/mutex.lock': lock }) },
+    },
+  };
 };
 
-const pod = (name: string, rv: string, extra: { nodeName?: string; deleting?: boolean; bindPhase?: string } = {}): V1Pod => ({
+const pod = (
+  name: string,
+  rv: string,
+  extra: { nodeName?: string; deleting?: boolean; bindPhase?: string } = {},
+): V1Pod => ({
   metadata: {
-    name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: rv,
+    name,
+    namespace: 'ns',
+    uid: `uid-${name}`,
+    resourceVersion: rv,
     ...(extra.deleting === true ? { deletionTimestamp: new Date('2026-01-01T00:00:00Z') } : {}),
     ...(extra.bindPhase === undefined ? {} : { annotations: { 'hami.io/bind-phase': extra.bindPhase } }),
   },
@@ -31,14 +45,21 @@ class RecordingReleaser implements WatchReleaser {
     this.checked.push(`${node}:${path}`);
     const answer = this.answer;
     if (answer !== undefined) return Promise.resolve({ outcome: answer() });
-    return new Promise<{ outcome: 'kept' }>((done) => { this.pending.push(() => { done({ outcome: 'kept' }); }); });
+    return new Promise<{ outcome: 'kept' }>((done) => {
+      this.pending.push(() => {
+        done({ outcome: 'kept' });
+      });
+    });
   }
 }
 
 describe('pod-watch release', () => {
   let cache: ClusterCache | undefined;
   let stop: (() => void) | undefined;
-  afterEach(async () => { stop?.(); await cache?.stop(); });
+  afterEach(async () => {
+    stop?.();
+    await cache?.stop();
+  });
 
   async function build() {
     const nodes = new ScriptedSource<V1Node>();
@@ -50,9 +71,19 @@ describe('pod-watch release', () => {
     const pauses: number[] = [];
     let wake: (() => void) | undefined;
     // The follower's pauses wait for the test to let them go, so the test sees every check.
-    const sleep = (ms: number) => { pauses.push(ms); return new Promise<void>((resolve) => { wake = resolve; }); };
+    const sleep = (ms: number) => {
+      pauses.push(ms);
+      return new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+    };
     stop = startPodWatchRelease({ cache, locks, sleep, followIntervalMs: 100 });
-    const nextCheck = async () => { const resume = wake; wake = undefined; resume?.(); await new Promise((resolve) => setImmediate(resolve)); };
+    const nextCheck = async () => {
+      const resume = wake;
+      wake = undefined;
+      resume?.();
+      await new Promise((resolve) => setImmediate(resolve));
+    };
     return { nodes, pods, locks, pauses, nextCheck };
   }
 
@@ -63,7 +94,9 @@ describe('pod-watch release', () => {
     pods.emit('MODIFIED', pod('p', '3', { nodeName: 'gpu-b' }));
     pods.emit('MODIFIED', pod('p', '4', { nodeName: 'gpu-b' }));
     expect(locks.checked).to.deep.equal(['gpu-a:watch']);
-    locks.pending.splice(0).forEach((done) => { done(); });
+    locks.pending.splice(0).forEach((done) => {
+      done();
+    });
     await new Promise((resolve) => setImmediate(resolve));
     pods.emit('MODIFIED', pod('p', '5', { nodeName: 'gpu-b' }));
     expect(locks.checked).to.deep.equal(['gpu-a:watch', 'gpu-a:watch']);
@@ -80,7 +113,7 @@ describe('pod-watch release', () => {
     const { pods, locks } = await build();
     locks.answer = () => 'released';
     pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a', bindPhase: 'allocating' }));
-    expect(locks.checked, 'not admitted yet: the plugin\'s turn').to.deep.equal([]);
+    expect(locks.checked, "not admitted yet: the plugin's turn").to.deep.equal([]);
     const admitted = pod('p', '3', { nodeName: 'gpu-a', bindPhase: 'allocating' });
     pods.emit('MODIFIED', { ...admitted, status: { phase: 'Pending', startTime: new Date('2026-01-01T00:00:05Z') } });
     expect(locks.checked).to.deep.equal(['gpu-a:watch']);
@@ -113,7 +146,7 @@ describe('pod-watch release', () => {
   // Issue #42 item 8: one follower per node, whichever deleted owner its lock names now; before, a
   // follower was tied to one name, so the lock of a same-name recreate or of the next deleted pod on
   // that node was not followed while the first follower slept.
-  it('follows a node\'s lock with one follower, as the lock moves from one deleted owner to another', async () => {
+  it("follows a node's lock with one follower, as the lock moves from one deleted owner to another", async () => {
     const { nodes, pods, locks, nextCheck } = await build();
     locks.answer = () => 'kept';
     pods.emit('ADDED', pod('p', '2', { nodeName: 'gpu-a', bindPhase: 'allocating' }));
@@ -126,7 +159,7 @@ describe('pod-watch release', () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(locks.checked, 'no second follower for the node').to.deep.equal(['gpu-a:watch']);
     await nextCheck();
-    expect(locks.checked, 'the one follower checks q\'s lock at its pace').to.deep.equal(['gpu-a:watch', 'gpu-a:watch']);
+    expect(locks.checked, "the one follower checks q's lock at its pace").to.deep.equal(['gpu-a:watch', 'gpu-a:watch']);
     nodes.emit('MODIFIED', lockedNode('gpu-a', '2026-01-01T00:00:10Z,ns,r', '3'));
     await nextCheck();
     expect(locks.checked, 'a lock of a pod nobody deleted is not followed').to.have.length(2);

@@ -3,7 +3,11 @@ import type { ConditionalReleaseResult, SweepOutcome } from '../../../src/lock/l
 import { sweepOnce } from '../../../src/sweeper/sweep-pass.js';
 
 const stalled = (node: string, value: string): ConditionalReleaseResult => ({
-  outcome: 'kept', node, value, classification: { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 600_000 }, resourceVersion: '1',
+  outcome: 'kept',
+  node,
+  value,
+  classification: { state: 'stalled', reason: 'awaiting-allocation-past-expiry', ageMs: 600_000 },
+  resourceVersion: '1',
 });
 
 /** Answers per node: a result, or an error to throw. */
@@ -22,10 +26,18 @@ describe('sweepOnce and its observer', () => {
     const seen: SweepOutcome[] = [];
     const report = await sweepOnce({
       targets: { lockedNodes: () => ['gpu-1', 'gpu-2', 'gpu-3'] },
-      locks: locks({ 'gpu-1': stalled('gpu-1', 'v1'), 'gpu-2': new Error('apiserver down'), 'gpu-3': { outcome: 'not-locked', node: 'gpu-3' } }),
+      locks: locks({
+        'gpu-1': stalled('gpu-1', 'v1'),
+        'gpu-2': new Error('apiserver down'),
+        'gpu-3': { outcome: 'not-locked', node: 'gpu-3' },
+      }),
       concurrency: 2,
       stillLeading: () => true,
-      observer: { sweepCompleted: (outcome) => { seen.push(outcome); } },
+      observer: {
+        sweepCompleted: (outcome) => {
+          seen.push(outcome);
+        },
+      },
     });
     expect(report.stalled).to.deep.equal([{ node: 'gpu-1', value: 'v1', ageMs: 600_000 }]);
     expect(seen).to.have.length(1);
@@ -38,10 +50,19 @@ describe('sweepOnce and its observer', () => {
     let leading = true;
     const report = await sweepOnce({
       targets: { lockedNodes: () => ['gpu-1', 'gpu-2'] },
-      locks: { releaseIfReleasable: (node) => { leading = false; return Promise.resolve(stalled(node, 'v')); } },
+      locks: {
+        releaseIfReleasable: (node) => {
+          leading = false;
+          return Promise.resolve(stalled(node, 'v'));
+        },
+      },
       concurrency: 1,
       stillLeading: () => leading,
-      observer: { sweepCompleted: () => { calls++; } },
+      observer: {
+        sweepCompleted: () => {
+          calls++;
+        },
+      },
     });
     expect(report.abandoned).to.equal(true);
     expect(calls).to.equal(0);
@@ -53,7 +74,11 @@ describe('sweepOnce and its observer', () => {
       locks: locks({ 'gpu-1': stalled('gpu-1', 'v1') }),
       concurrency: 1,
       stillLeading: () => true,
-      observer: { sweepCompleted: () => { throw new Error('bug'); } },
+      observer: {
+        sweepCompleted: () => {
+          throw new Error('bug');
+        },
+      },
     });
     expect(report.stalled).to.have.length(1);
   });

@@ -8,10 +8,18 @@ function setup(context?: (condition: string) => string | undefined) {
   const lines: string[] = [];
   const conditions = new ConditionLog({
     clock: () => now,
-    emit: (level, message, condition) => { lines.push(`${level} [${condition}] ${message}`); },
+    emit: (level, message, condition) => {
+      lines.push(`${level} [${condition}] ${message}`);
+    },
     ...(context ? { context } : {}),
   });
-  return { conditions, lines, advance: (ms: number) => { now += ms; } };
+  return {
+    conditions,
+    lines,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 describe('ConditionLog (one warning per persistent condition)', () => {
@@ -25,7 +33,9 @@ describe('ConditionLog (one warning per persistent condition)', () => {
     }
     expect(lines).to.have.length(7);
     expect(lines[0]).to.equal('warn [lease namespace missing] namespace "nope" does not exist');
-    expect(lines[1]).to.equal('warn [lease namespace missing] namespace "nope" does not exist (still, for 60s; 29 more not logged)');
+    expect(lines[1]).to.equal(
+      'warn [lease namespace missing] namespace "nope" does not exist (still, for 60s; 29 more not logged)',
+    );
     expect(lines[2]).to.match(/\(still, for 3m; 59 more not logged\)$/);
     expect(lines[3]).to.match(/\(still, for 7m; 119 more not logged\)$/);
     expect(lines[4]).to.match(/\(still, for 15m; 239 more not logged\)$/);
@@ -35,7 +45,9 @@ describe('ConditionLog (one warning per persistent condition)', () => {
   });
 
   it('is one condition for every component that hits it, and recovers (one info line) only when all of them succeed', () => {
-    const { conditions, lines, advance } = setup((condition) => (condition === 'apiserver unreachable' ? '(apiserver https://10.0.0.1:6443)' : undefined));
+    const { conditions, lines, advance } = setup((condition) =>
+      condition === 'apiserver unreachable' ? '(apiserver https://10.0.0.1:6443)' : undefined,
+    );
     const nodes = conditions.reporter('nodes');
     const pods = conditions.reporter('pods');
     const lease = conditions.reporter('lease');
@@ -92,7 +104,11 @@ describe('ConditionLog (one warning per persistent condition)', () => {
     lease.ok();
     advance(10 * MIN);
     lease.fail('c', 'm');
-    expect(lines.filter((line) => line.startsWith('warn'))).to.deep.equal(['warn [c] m', 'warn [c] m (still, for 60s)', 'warn [c] m']);
+    expect(lines.filter((line) => line.startsWith('warn'))).to.deep.equal([
+      'warn [c] m',
+      'warn [c] m (still, for 60s)',
+      'warn [c] m',
+    ]);
   });
 
   it('says nothing on recovery from a condition it never announced, and nothing on ok() without a failure', () => {

@@ -1,6 +1,18 @@
-import { ApiException, type CoreV1ApiCreateNamespacedEventRequest, type CoreV1ApiPatchNamespacedEventRequest, type CoreV1Event } from '@kubernetes/client-node';
+import {
+  ApiException,
+  type CoreV1ApiCreateNamespacedEventRequest,
+  type CoreV1ApiPatchNamespacedEventRequest,
+  type CoreV1Event,
+} from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { EventRecorder, EventRecorderSettingsError, type EventRecorderOptions, type EventTarget, type EventsApi, type ScheduleFn } from '../../../src/telemetry/events.js';
+import {
+  EventRecorder,
+  EventRecorderSettingsError,
+  type EventRecorderOptions,
+  type EventTarget,
+  type EventsApi,
+  type ScheduleFn,
+} from '../../../src/telemetry/events.js';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -26,14 +38,23 @@ class FakeEventsApi implements EventsApi {
   }
 
   patchNamespacedEvent(param: CoreV1ApiPatchNamespacedEventRequest): Promise<CoreV1Event> {
-    this.calls.push({ verb: 'patch', namespace: param.namespace, name: param.name, body: param.body as Extract<Call, { verb: 'patch' }>['body'] });
+    this.calls.push({
+      verb: 'patch',
+      namespace: param.namespace,
+      name: param.name,
+      body: param.body as Extract<Call, { verb: 'patch' }>['body'],
+    });
     const error = this.fail.patch.shift();
     if (error !== undefined) return Promise.reject(error);
     return Promise.resolve({ metadata: { name: param.name }, involvedObject: {} });
   }
 
   summary(): string[] {
-    return this.calls.map((call) => (call.verb === 'create' ? `create ${call.body.reason ?? ''} x${call.body.count ?? 0}` : `patch ${call.name} x${call.body.count}`));
+    return this.calls.map((call) =>
+      call.verb === 'create'
+        ? `create ${call.body.reason ?? ''} x${call.body.count ?? 0}`
+        : `patch ${call.name} x${call.body.count}`,
+    );
   }
 }
 
@@ -45,7 +66,11 @@ class ManualTime {
   readonly schedule: ScheduleFn = (run, delayMs) => {
     const timer = { at: this.now + delayMs, run, live: true };
     this.timers.push(timer);
-    return { cancel: () => { timer.live = false; } };
+    return {
+      cancel: () => {
+        timer.live = false;
+      },
+    };
   };
 
   get pendingTimers(): number {
@@ -76,13 +101,20 @@ function setup(options: EventRecorderOptions = {}) {
   const api = new FakeEventsApi();
   const time = new ManualTime();
   const lines: string[] = [];
-  const recorder = new EventRecorder(api, 'vgpu-warden', (line) => lines.push(line), { clock: () => time.now, schedule: time.schedule, ...options });
+  const recorder = new EventRecorder(api, 'vgpu-warden', (line) => lines.push(line), {
+    clock: () => time.now,
+    schedule: time.schedule,
+    ...options,
+  });
   return { api, time, lines, recorder };
 }
 
-const forbidden = () => new ApiException(403, 'Forbidden', { reason: 'Forbidden', message: 'events "x" is forbidden: cannot patch' }, {});
-const notFound = () => new ApiException(404, 'Not Found', { reason: 'NotFound', message: 'events "event-1" not found' }, {});
-const unavailable = () => new ApiException(503, 'Service Unavailable', { reason: 'ServiceUnavailable', message: 'etcd is down' }, {});
+const forbidden = () =>
+  new ApiException(403, 'Forbidden', { reason: 'Forbidden', message: 'events "x" is forbidden: cannot patch' }, {});
+const notFound = () =>
+  new ApiException(404, 'Not Found', { reason: 'NotFound', message: 'events "event-1" not found' }, {});
+const unavailable = () =>
+  new ApiException(503, 'Service Unavailable', { reason: 'ServiceUnavailable', message: 'etcd is down' }, {});
 
 describe('EventRecorder (aggregation as kube-scheduler records Events)', () => {
   it('10 FilteringFailed in one second are one Event: created at once, then one patch with count 10 and the latest message', async () => {
@@ -94,7 +126,12 @@ describe('EventRecorder (aggregation as kube-scheduler records Events)', () => {
     }
     expect(api.summary()).to.deep.equal(['create FilteringFailed x1']);
     const [created] = api.calls;
-    expect(created?.verb === 'create' && created.body.involvedObject).to.deep.include({ kind: 'Pod', namespace: 'team-a', name: 'trainer-0', uid: 'uid-1' });
+    expect(created?.verb === 'create' && created.body.involvedObject).to.deep.include({
+      kind: 'Pod',
+      namespace: 'team-a',
+      name: 'trainer-0',
+      uid: 'uid-1',
+    });
 
     await time.advance(MINUTE);
     expect(api.summary()).to.deep.equal(['create FilteringFailed x1', 'patch event-1 x10']);
@@ -146,7 +183,14 @@ describe('EventRecorder (aggregation as kube-scheduler records Events)', () => {
     recorder.record({ ...POD, uid: 'uid-3' }, 'Warning', 'FilteringFailed', 'e');
     recorder.record({ kind: 'Node', name: 'trainer-0' }, 'Warning', 'FilteringFailed', 'f');
     await settle();
-    expect(api.calls.map((call) => call.verb === 'create' && call.body.message)).to.deep.equal(['a', 'b', 'c', 'd', 'e', 'f']);
+    expect(api.calls.map((call) => call.verb === 'create' && call.body.message)).to.deep.equal([
+      'a',
+      'b',
+      'c',
+      'd',
+      'e',
+      'f',
+    ]);
     expect(recorder.size).to.equal(6);
   });
 
@@ -164,7 +208,8 @@ describe('EventRecorder (aggregation as kube-scheduler records Events)', () => {
 
   it('stays bounded: the least recently seen Event is forgotten past maxEntries, and any after an idle hour', async () => {
     const { api, time, recorder } = setup({ maxEntries: 3 });
-    for (let i = 0; i < 10; i++) recorder.record({ ...POD, name: `pod-${i}`, uid: `uid-${i}` }, 'Warning', 'FilteringFailed', 'x');
+    for (let i = 0; i < 10; i++)
+      recorder.record({ ...POD, name: `pod-${i}`, uid: `uid-${i}` }, 'Warning', 'FilteringFailed', 'x');
     await settle();
     expect(recorder.size).to.equal(3);
     // pod-0 was forgotten: its next occurrence is a new Event, not a patch.
@@ -197,11 +242,15 @@ describe('EventRecorder (aggregation as kube-scheduler records Events)', () => {
     const { api, time, lines, recorder } = setup();
     api.fail.create.push(unavailable(), unavailable(), unavailable());
     for (let i = 0; i < 3; i++) {
-      expect(() => { recorder.record({ ...POD, name: `pod-${i}` }, 'Warning', 'FilteringFailed', 'x'); }).not.to.throw();
+      expect(() => {
+        recorder.record({ ...POD, name: `pod-${i}` }, 'Warning', 'FilteringFailed', 'x');
+      }).not.to.throw();
       await settle();
     }
     expect(lines).to.have.length(1);
-    expect(lines[0]).to.match(/^could not write Event FilteringFailed for Pod team-a\/pod-0: HTTP 503 ServiceUnavailable: etcd is down$/);
+    expect(lines[0]).to.match(
+      /^could not write Event FilteringFailed for Pod team-a\/pod-0: HTTP 503 ServiceUnavailable: etcd is down$/,
+    );
 
     await time.advance(5 * SECOND);
     recorder.record({ ...POD, name: 'pod-9' }, 'Warning', 'FilteringFailed', 'x');
@@ -216,7 +265,11 @@ describe('EventRecorder (aggregation as kube-scheduler records Events)', () => {
     recorder.record(POD, 'Warning', 'FilteringFailed', 'x');
     await settle();
     await time.advance(10 * MINUTE);
-    expect(api.summary()).to.deep.equal(['create FilteringFailed x1', 'create FilteringFailed x1', 'create FilteringFailed x1']);
+    expect(api.summary()).to.deep.equal([
+      'create FilteringFailed x1',
+      'create FilteringFailed x1',
+      'create FilteringFailed x1',
+    ]);
     expect(time.pendingTimers).to.equal(0);
   });
 
@@ -231,8 +284,12 @@ describe('EventRecorder (aggregation as kube-scheduler records Events)', () => {
 
   it('survives a synchronous throw from the API client', async () => {
     const { api, lines, recorder } = setup();
-    api.createNamespacedEvent = () => { throw new TypeError('boom'); };
-    expect(() => { recorder.record(POD, 'Warning', 'FilteringFailed', 'x'); }).not.to.throw();
+    api.createNamespacedEvent = () => {
+      throw new TypeError('boom');
+    };
+    expect(() => {
+      recorder.record(POD, 'Warning', 'FilteringFailed', 'x');
+    }).not.to.throw();
     await settle();
     expect(lines).to.deep.equal(['could not write Event FilteringFailed for Pod team-a/trainer-0: boom']);
   });
@@ -294,8 +351,17 @@ describe('EventRecorder (aggregation as kube-scheduler records Events)', () => {
 
   it('refuses settings that would make no sense, with one line naming the setting', () => {
     const api = new FakeEventsApi();
-    expect(() => new EventRecorder(api, 'c', undefined, { intervalMs: 0 })).to.throw(EventRecorderSettingsError, 'invalid EventRecorder intervalMs=0: must be a positive number');
-    expect(() => new EventRecorder(api, 'c', undefined, { intervalMs: 60_000, idleExpiryMs: 1000 })).to.throw(EventRecorderSettingsError, /idleExpiryMs=1000: must be at least intervalMs \(60000\)/);
-    expect(() => new EventRecorder(api, 'c', undefined, { maxEntries: Number.NaN })).to.throw(EventRecorderSettingsError, /maxEntries=NaN/);
+    expect(() => new EventRecorder(api, 'c', undefined, { intervalMs: 0 })).to.throw(
+      EventRecorderSettingsError,
+      'invalid EventRecorder intervalMs=0: must be a positive number',
+    );
+    expect(() => new EventRecorder(api, 'c', undefined, { intervalMs: 60_000, idleExpiryMs: 1000 })).to.throw(
+      EventRecorderSettingsError,
+      /idleExpiryMs=1000: must be at least intervalMs \(60000\)/,
+    );
+    expect(() => new EventRecorder(api, 'c', undefined, { maxEntries: Number.NaN })).to.throw(
+      EventRecorderSettingsError,
+      /maxEntries=NaN/,
+    );
   });
 });

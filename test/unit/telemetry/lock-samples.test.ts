@@ -5,14 +5,19 @@ import { cachedLockSource, lockSampleOf, type LockedNodeView } from '../../../sr
 const NOW = new Date('2026-11-30T12:00:00Z');
 const CONFIG = { bindGraceMs: 60_000, expireMs: 300_000 };
 
-function view(locks: Record<string, string>, pods: Record<string, { nodeName?: string; bindPhase?: string }>): LockedNodeView {
+function view(
+  locks: Record<string, string>,
+  pods: Record<string, { nodeName?: string; bindPhase?: string }>,
+): LockedNodeView {
   return {
     lockedNodes: () => Object.keys(locks),
-    node: (name) => (locks[name] === undefined ? undefined : { metadata: { annotations: { [NODE_LOCK_ANNOTATION]: locks[name] } } }),
+    node: (name) =>
+      locks[name] === undefined ? undefined : { metadata: { annotations: { [NODE_LOCK_ANNOTATION]: locks[name] } } },
     pod: (namespace, name) => {
       const pod = pods[`${namespace}/${name}`];
       if (pod === undefined) return undefined;
-      const annotations: Record<string, string> = pod.bindPhase === undefined ? {} : { [BIND_PHASE_ANNOTATION]: pod.bindPhase };
+      const annotations: Record<string, string> =
+        pod.bindPhase === undefined ? {} : { [BIND_PHASE_ANNOTATION]: pod.bindPhase };
       return {
         metadata: { uid: 'u', annotations },
         spec: pod.nodeName === undefined ? {} : { nodeName: pod.nodeName },
@@ -24,15 +29,22 @@ function view(locks: Record<string, string>, pods: Record<string, { nodeName?: s
 
 describe('lock gauge samples', () => {
   it('classify every locked node from the cache with the lock rules, at the time of the scrape', () => {
-    const source = cachedLockSource(view({
-      'gpu-held': '2026-11-30T11:59:50Z,ns,fresh',
-      'gpu-stalled': '2026-11-30T11:50:00Z,ns,waiting',
-      'gpu-gone': '2026-11-30T11:58:00Z,ns,missing',
-      'gpu-garbage': 'not a lock',
-    }, {
-      'ns/fresh': {},
-      'ns/waiting': { nodeName: 'gpu-stalled', bindPhase: 'allocating' },
-    }), CONFIG, () => NOW);
+    const source = cachedLockSource(
+      view(
+        {
+          'gpu-held': '2026-11-30T11:59:50Z,ns,fresh',
+          'gpu-stalled': '2026-11-30T11:50:00Z,ns,waiting',
+          'gpu-gone': '2026-11-30T11:58:00Z,ns,missing',
+          'gpu-garbage': 'not a lock',
+        },
+        {
+          'ns/fresh': {},
+          'ns/waiting': { nodeName: 'gpu-stalled', bindPhase: 'allocating' },
+        },
+      ),
+      CONFIG,
+      () => NOW,
+    );
 
     expect(source()).to.deep.equal([
       { node: 'gpu-held', ageSeconds: 10, state: 'held' },
@@ -49,10 +61,25 @@ describe('lock gauge samples', () => {
   });
 
   it('turn an inspection into a sample, and an unlocked node into nothing', () => {
-    expect(lockSampleOf({
-      node: 'gpu-a', resourceVersion: '1', raw: 'x', value: { kind: 'malformed', raw: 'x', problem: 'p' }, owner: undefined,
-      classification: { state: 'releasable', reason: 'malformed', ageMs: undefined },
-    })).to.deep.equal({ node: 'gpu-a', ageSeconds: undefined, state: 'releasable' });
-    expect(lockSampleOf({ node: 'gpu-b', resourceVersion: '1', raw: undefined, value: undefined, owner: undefined, classification: undefined })).to.equal(undefined);
+    expect(
+      lockSampleOf({
+        node: 'gpu-a',
+        resourceVersion: '1',
+        raw: 'x',
+        value: { kind: 'malformed', raw: 'x', problem: 'p' },
+        owner: undefined,
+        classification: { state: 'releasable', reason: 'malformed', ageMs: undefined },
+      }),
+    ).to.deep.equal({ node: 'gpu-a', ageSeconds: undefined, state: 'releasable' });
+    expect(
+      lockSampleOf({
+        node: 'gpu-b',
+        resourceVersion: '1',
+        raw: undefined,
+        value: undefined,
+        owner: undefined,
+        classification: undefined,
+      }),
+    ).to.equal(undefined);
   });
 });

@@ -63,9 +63,15 @@ describe('WardenMetrics', () => {
       'vgpu_warden_lock_releases_total{reason="owner-request",path="bind-failure"} 1',
       'vgpu_warden_lock_releases_total{reason="external",path="device-plugin"} 1',
     ]);
-    expect(samplesOf(text, 'vgpu_warden_lock_acquisitions_total')).to.include('vgpu_warden_lock_acquisitions_total{outcome="taken-over"} 1');
-    expect(samplesOf(text, 'vgpu_warden_lock_contentions_total')).to.deep.equal(['vgpu_warden_lock_contentions_total 1']);
-    expect(samplesOf(text, 'vgpu_warden_stalled_lock_reports_total')).to.deep.equal(['vgpu_warden_stalled_lock_reports_total 2']);
+    expect(samplesOf(text, 'vgpu_warden_lock_acquisitions_total')).to.include(
+      'vgpu_warden_lock_acquisitions_total{outcome="taken-over"} 1',
+    );
+    expect(samplesOf(text, 'vgpu_warden_lock_contentions_total')).to.deep.equal([
+      'vgpu_warden_lock_contentions_total 1',
+    ]);
+    expect(samplesOf(text, 'vgpu_warden_stalled_lock_reports_total')).to.deep.equal([
+      'vgpu_warden_stalled_lock_reports_total 2',
+    ]);
   });
 
   it('observes durations in seconds into histograms with their labels', async () => {
@@ -110,7 +116,10 @@ describe('WardenMetrics', () => {
         { node: 'gpu-d', ageSeconds: undefined, state: 'releasable' },
       ];
       let calls = 0;
-      metrics.setLockSource(() => { calls++; return samples; });
+      metrics.setLockSource(() => {
+        calls++;
+        return samples;
+      });
 
       const first = await metrics.text();
       expect(calls).to.equal(1);
@@ -133,7 +142,9 @@ describe('WardenMetrics', () => {
         'vgpu_warden_node_locks_held{state="stalled"} 0',
         'vgpu_warden_node_locks_held{state="releasable"} 0',
       ]);
-      expect(samplesOf(second, 'vgpu_warden_node_lock_age_seconds')).to.deep.equal(['vgpu_warden_node_lock_age_seconds{node="gpu-a"} 20']);
+      expect(samplesOf(second, 'vgpu_warden_node_lock_age_seconds')).to.deep.equal([
+        'vgpu_warden_node_lock_age_seconds{node="gpu-a"} 20',
+      ]);
     });
 
     it('are left out when the source answers undefined (not known on this replica)', async () => {
@@ -141,7 +152,9 @@ describe('WardenMetrics', () => {
       metrics.setLockSource(() => undefined);
       const text = await metrics.text();
       expect(samplesOf(text, 'vgpu_warden_node_locks_held')).to.deep.equal([]);
-      expect(samplesOf(text, 'vgpu_warden_lock_source_errors_total')).to.deep.equal(['vgpu_warden_lock_source_errors_total 0']);
+      expect(samplesOf(text, 'vgpu_warden_lock_source_errors_total')).to.deep.equal([
+        'vgpu_warden_lock_source_errors_total 0',
+      ]);
     });
 
     it('accept an async source', async () => {
@@ -153,12 +166,18 @@ describe('WardenMetrics', () => {
     it('leave the lock gauges out, count the failure and keep the rest of the scrape when the source fails', async () => {
       const seen: unknown[] = [];
       const metrics = new WardenMetrics({ processMetrics: false, onLockSourceError: (error) => seen.push(error) });
-      metrics.setLockSource(() => { throw new Error('cache not synced'); });
+      metrics.setLockSource(() => {
+        throw new Error('cache not synced');
+      });
       metrics.recordContention();
       const text = await metrics.text();
       expect(samplesOf(text, 'vgpu_warden_node_locks_held')).to.deep.equal([]);
-      expect(samplesOf(text, 'vgpu_warden_lock_source_errors_total')).to.deep.equal(['vgpu_warden_lock_source_errors_total 1']);
-      expect(samplesOf(text, 'vgpu_warden_lock_contentions_total')).to.deep.equal(['vgpu_warden_lock_contentions_total 1']);
+      expect(samplesOf(text, 'vgpu_warden_lock_source_errors_total')).to.deep.equal([
+        'vgpu_warden_lock_source_errors_total 1',
+      ]);
+      expect(samplesOf(text, 'vgpu_warden_lock_contentions_total')).to.deep.equal([
+        'vgpu_warden_lock_contentions_total 1',
+      ]);
       expect(seen).to.have.length(1);
     });
   });
@@ -166,7 +185,11 @@ describe('WardenMetrics', () => {
   it('counts pods with an unreadable allocation by how they are counted, absent without a source', async () => {
     const metrics = new WardenMetrics({ processMetrics: false });
     expect(samplesOf(await metrics.text(), 'vgpu_warden_unreadable_allocations')).to.deep.equal([]);
-    metrics.setUnreadableAllocationSource(() => [{ counted: 'whole-node' }, { counted: 'last-readable' }, { counted: 'whole-node' }]);
+    metrics.setUnreadableAllocationSource(() => [
+      { counted: 'whole-node' },
+      { counted: 'last-readable' },
+      { counted: 'whole-node' },
+    ]);
     expect(samplesOf(await metrics.text(), 'vgpu_warden_unreadable_allocations')).to.have.members([
       'vgpu_warden_unreadable_allocations{counted="last-readable"} 1',
       'vgpu_warden_unreadable_allocations{counted="whole-node"} 2',
@@ -194,7 +217,10 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     ['hami_gpu_memory_allocated_bytes', ['node', 'device_uuid', 'device_index', 'device_cores', 'device_type']],
     ['hami_gpu_shared_count', ['node', 'device_uuid', 'device_index', 'device_type']],
     ['hami_gpu_core_allocated_ratio', ['node', 'device_uuid', 'device_index', 'device_type']],
-    ['hami_node_gpu_overview', ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type']],
+    [
+      'hami_node_gpu_overview',
+      ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type'],
+    ],
     ['hami_node_gpu_memory_allocated_ratio', ['node', 'device_uuid', 'device_index']],
     ['GPUDeviceMemoryLimit', ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype']],
     ['GPUDeviceCoreLimit', ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype']],
@@ -205,11 +231,21 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     ['nodeGPUMemoryPercentage', ['nodeid', 'deviceuuid', 'deviceidx']],
   ];
   const gpu = (over: Partial<GpuSample> = {}): GpuSample => ({
-    node: 'n1', uuid: 'GPU-a', index: 0, type: 'NVIDIA-T4', memoryMiB: 16_000, cores: 100, usedMemoryMiB: 4000, usedCores: 30, shared: 2, ...over,
+    node: 'n1',
+    uuid: 'GPU-a',
+    index: 0,
+    type: 'NVIDIA-T4',
+    memoryMiB: 16_000,
+    cores: 100,
+    usedMemoryMiB: 4000,
+    usedCores: 30,
+    shared: 2,
+    ...over,
   });
-  const labelNamesOf = (line: string): string[] => [...(/\{(.*)\}/.exec(line)?.[1] ?? '').matchAll(/(\w+)="/g)].map((m) => m[1] ?? '');
+  const labelNamesOf = (line: string): string[] =>
+    [...(/\{(.*)\}/.exec(line)?.[1] ?? '').matchAll(/(\w+)="/g)].map((m) => m[1] ?? '');
 
-  it('registers exactly HAMi\'s gauge families with HAMi\'s label names', async () => {
+  it("registers exactly HAMi's gauge families with HAMi's label names", async () => {
     const metrics = new WardenMetrics({ processMetrics: false });
     metrics.setGpuSource(() => [gpu()]);
     const text = await metrics.text();
@@ -223,7 +259,7 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     }
   });
 
-  it('reports HAMi\'s values: bytes from MiB, core ratios rounded up, legacy raw cores, memory fraction', async () => {
+  it("reports HAMi's values: bytes from MiB, core ratios rounded up, legacy raw cores, memory fraction", async () => {
     const metrics = new WardenMetrics({ processMetrics: false });
     metrics.setGpuSource(() => [gpu({ cores: 200, usedCores: 33 })]);
     const text = await metrics.text();
@@ -239,15 +275,24 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     expect(value('GPUDeviceCoreAllocated')).to.equal(33);
     expect(value('GPUDeviceSharedNum')).to.equal(2);
     expect(value('nodeGPUMemoryPercentage')).to.equal(0.25);
-    expect(samplesOf(text, 'hami_node_gpu_overview')[0]).to.include('device_cores="200"').and.include('device_memory_limit="16000"').and.include('device_index="0"');
+    expect(samplesOf(text, 'hami_node_gpu_overview')[0])
+      .to.include('device_cores="200"')
+      .and.include('device_memory_limit="16000"')
+      .and.include('device_index="0"');
   });
 
   it('are absent without a source or when it answers undefined, read the source once per scrape, and drop a GPU that went away', async () => {
     const metrics = new WardenMetrics({ processMetrics: false });
     expect(samplesOf(await metrics.text(), 'hami_gpu_shared_count')).to.deep.equal([]);
     let calls = 0;
-    let gpus: GpuSample[] | undefined = [gpu(), gpu({ uuid: 'GPU-b', index: 1, shared: 0, usedMemoryMiB: 0, usedCores: 0 })];
-    metrics.setGpuSource(() => { calls += 1; return gpus; });
+    let gpus: GpuSample[] | undefined = [
+      gpu(),
+      gpu({ uuid: 'GPU-b', index: 1, shared: 0, usedMemoryMiB: 0, usedCores: 0 }),
+    ];
+    metrics.setGpuSource(() => {
+      calls += 1;
+      return gpus;
+    });
     expect(samplesOf(await metrics.text(), 'hami_gpu_shared_count')).to.have.length(2);
     expect(calls).to.equal(1);
     gpus = [gpu()];
@@ -270,12 +315,31 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     const metrics = new WardenMetrics({ processMetrics: false });
     const reads = { gpus: 0, containers: 0, quotas: 0 };
     let containersKnown = true;
-    metrics.setGpuSource(() => { reads.gpus += 1; return [gpu()]; });
+    metrics.setGpuSource(() => {
+      reads.gpus += 1;
+      return [gpu()];
+    });
     metrics.setContainerAllocationSource(() => {
       reads.containers += 1;
-      return containersKnown ? [{ namespace: 'ml', node: 'n1', pod: 'p', containerIndex: 0, uuid: 'GPU-a', memoryMiB: 4000, cores: 30, gpuCores: 100 }] : undefined;
+      return containersKnown
+        ? [
+            {
+              namespace: 'ml',
+              node: 'n1',
+              pod: 'p',
+              containerIndex: 0,
+              uuid: 'GPU-a',
+              memoryMiB: 4000,
+              cores: 30,
+              gpuCores: 100,
+            },
+          ]
+        : undefined;
     });
-    metrics.setQuotaSource(() => { reads.quotas += 1; return [{ namespace: 'ml', resource: 'nvidia.com/gpumem', used: 4000, limit: 8000 }]; });
+    metrics.setQuotaSource(() => {
+      reads.quotas += 1;
+      return [{ namespace: 'ml', resource: 'nvidia.com/gpumem', used: 4000, limit: 8000 }];
+    });
 
     const text = await metrics.text();
     expect(reads).to.deep.equal({ gpus: 1, containers: 1, quotas: 1 });
@@ -285,12 +349,19 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     expect(samplesOf(text, 'hami_vgpu_core_allocated_ratio')).to.deep.equal([
       'hami_vgpu_core_allocated_ratio{zone="vGPU",namespace="ml",node="n1",pod="p",container_index="0",device_uuid="GPU-a"} 30',
     ]);
-    expect(samplesOf(text, 'hami_resource_quota_used')).to.deep.equal(['hami_resource_quota_used{zone="vGPU",namespace="ml",quota_name="nvidia.com/gpumem",limit="8000"} 4000']);
+    expect(samplesOf(text, 'hami_resource_quota_used')).to.deep.equal([
+      'hami_resource_quota_used{zone="vGPU",namespace="ml",quota_name="nvidia.com/gpumem",limit="8000"} 4000',
+    ]);
 
     containersKnown = false;
     const partial = await metrics.text();
     expect(reads).to.deep.equal({ gpus: 2, containers: 2, quotas: 2 });
-    for (const name of ['hami_vgpu_memory_allocated_bytes', 'hami_vgpu_core_allocated_ratio', 'vGPUMemoryAllocated', 'vGPUCoreAllocated']) {
+    for (const name of [
+      'hami_vgpu_memory_allocated_bytes',
+      'hami_vgpu_core_allocated_ratio',
+      'vGPUMemoryAllocated',
+      'vGPUCoreAllocated',
+    ]) {
       expect(samplesOf(partial, name), name).to.deep.equal([]);
       expect(partial).to.include(`# TYPE ${name} gauge\n`);
     }
@@ -298,41 +369,109 @@ describe('WardenMetrics: HAMi scheduler families', () => {
     expect(samplesOf(partial, 'QuotaUsed')).to.have.length(1);
   });
 
-  it('gpuSamples joins each node\'s inventory with its usage, zero where a GPU is unused, skipping nodes without inventory', () => {
+  it("gpuSamples joins each node's inventory with its usage, zero where a GPU is unused, skipping nodes without inventory", () => {
     const samples = gpuSamples({
       nodeNames: () => ['n1', 'plain'],
-      inventory: (node) => (node === 'n1' ? { devices: [{ uuid: 'GPU-0', index: 0, memoryMiB: 8000, cores: 100, type: 'T4' }, { uuid: 'GPU-1', index: 1, memoryMiB: 8000, cores: 100, type: 'T4' }] } : undefined),
+      inventory: (node) =>
+        node === 'n1'
+          ? {
+              devices: [
+                { uuid: 'GPU-0', index: 0, memoryMiB: 8000, cores: 100, type: 'T4' },
+                { uuid: 'GPU-1', index: 1, memoryMiB: 8000, cores: 100, type: 'T4' },
+              ],
+            }
+          : undefined,
       usageOn: () => new Map([['GPU-1', { slots: 1, memoryMiB: 2000, cores: 25 }]]),
     });
     expect(samples).to.deep.equal([
-      { node: 'n1', uuid: 'GPU-0', index: 0, type: 'T4', memoryMiB: 8000, cores: 100, usedMemoryMiB: 0, usedCores: 0, shared: 0 },
-      { node: 'n1', uuid: 'GPU-1', index: 1, type: 'T4', memoryMiB: 8000, cores: 100, usedMemoryMiB: 2000, usedCores: 25, shared: 1 },
+      {
+        node: 'n1',
+        uuid: 'GPU-0',
+        index: 0,
+        type: 'T4',
+        memoryMiB: 8000,
+        cores: 100,
+        usedMemoryMiB: 0,
+        usedCores: 0,
+        shared: 0,
+      },
+      {
+        node: 'n1',
+        uuid: 'GPU-1',
+        index: 1,
+        type: 'T4',
+        memoryMiB: 8000,
+        cores: 100,
+        usedMemoryMiB: 2000,
+        usedCores: 25,
+        shared: 1,
+      },
     ]);
   });
 });
 
 describe('WardenMetrics: leader-only families, build_info and the leader gauge', () => {
-  const gpu: GpuSample = { node: 'n1', uuid: 'GPU-a', index: 0, type: 'T4', memoryMiB: 16_000, cores: 100, usedMemoryMiB: 4000, usedCores: 30, shared: 2 };
+  const gpu: GpuSample = {
+    node: 'n1',
+    uuid: 'GPU-a',
+    index: 0,
+    type: 'T4',
+    memoryMiB: 16_000,
+    cores: 100,
+    usedMemoryMiB: 4000,
+    usedCores: 30,
+    shared: 2,
+  };
   const lock: LockSample = { node: 'n1', ageSeconds: 12, state: 'held' };
   /** Every family name a scrape carries (from its TYPE lines). */
   const familiesOf = (text: string): string[] => [...text.matchAll(/^# TYPE (\S+) /gm)].map((match) => match[1] ?? '');
-  const LEADER_ONLY = ['vgpu_warden_node_locks_held', 'vgpu_warden_node_lock_age_seconds', 'vgpu_warden_unreadable_allocations'];
+  const LEADER_ONLY = [
+    'vgpu_warden_node_locks_held',
+    'vgpu_warden_node_lock_age_seconds',
+    'vgpu_warden_unreadable_allocations',
+  ];
 
   function withSources(leading: { now: boolean }): { metrics: WardenMetrics; reads: Record<string, number> } {
     const reads = { locks: 0, gpus: 0, containers: 0, quotas: 0, unreadable: 0 };
     const metrics = new WardenMetrics({ processMetrics: false, version: '1.2.3' });
     metrics.setLeadership(() => leading.now);
-    metrics.setLockSource(() => { reads.locks += 1; return [lock]; });
-    metrics.setUnreadableAllocationSource(() => { reads.unreadable += 1; return [{ counted: 'whole-node' }]; });
-    metrics.setGpuSource(() => { reads.gpus += 1; return [gpu]; });
-    metrics.setContainerAllocationSource(() => { reads.containers += 1; return [{ namespace: 'ml', node: 'n1', pod: 'p', containerIndex: 0, uuid: 'GPU-a', memoryMiB: 4000, cores: 30, gpuCores: 100 }]; });
-    metrics.setQuotaSource(() => { reads.quotas += 1; return [{ namespace: 'ml', resource: 'nvidia.com/gpumem', used: 4000, limit: 8000 }]; });
+    metrics.setLockSource(() => {
+      reads.locks += 1;
+      return [lock];
+    });
+    metrics.setUnreadableAllocationSource(() => {
+      reads.unreadable += 1;
+      return [{ counted: 'whole-node' }];
+    });
+    metrics.setGpuSource(() => {
+      reads.gpus += 1;
+      return [gpu];
+    });
+    metrics.setContainerAllocationSource(() => {
+      reads.containers += 1;
+      return [
+        {
+          namespace: 'ml',
+          node: 'n1',
+          pod: 'p',
+          containerIndex: 0,
+          uuid: 'GPU-a',
+          memoryMiB: 4000,
+          cores: 30,
+          gpuCores: 100,
+        },
+      ];
+    });
+    metrics.setQuotaSource(() => {
+      reads.quotas += 1;
+      return [{ namespace: 'ml', resource: 'nvidia.com/gpumem', used: 4000, limit: 8000 }];
+    });
     metrics.recordContention();
     metrics.observeBind(0.01, 'success');
     return { metrics, reads };
   }
 
-  it('a follower leaves out HAMi\'s families and the cluster-wide gauges without reading their sources, and keeps its own process and request metrics', async () => {
+  it("a follower leaves out HAMi's families and the cluster-wide gauges without reading their sources, and keeps its own process and request metrics", async () => {
     const leading = { now: false };
     const { metrics, reads } = withSources(leading);
     const text = await metrics.text();
@@ -342,8 +481,12 @@ describe('WardenMetrics: leader-only families, build_info and the leader gauge',
     expect(reads).to.deep.equal({ locks: 0, gpus: 0, containers: 0, quotas: 0, unreadable: 0 });
     expect(samplesOf(text, 'vgpu_warden_leader')).to.deep.equal(['vgpu_warden_leader 0']);
     expect(samplesOf(text, 'vgpu_warden_build_info')).to.deep.equal(['vgpu_warden_build_info{version="1.2.3"} 1']);
-    expect(samplesOf(text, 'vgpu_warden_lock_contentions_total')).to.deep.equal(['vgpu_warden_lock_contentions_total 1']);
-    expect(samplesOf(text, 'vgpu_warden_bind_duration_seconds_count')).to.deep.equal(['vgpu_warden_bind_duration_seconds_count{outcome="success"} 1']);
+    expect(samplesOf(text, 'vgpu_warden_lock_contentions_total')).to.deep.equal([
+      'vgpu_warden_lock_contentions_total 1',
+    ]);
+    expect(samplesOf(text, 'vgpu_warden_bind_duration_seconds_count')).to.deep.equal([
+      'vgpu_warden_bind_duration_seconds_count{outcome="success"} 1',
+    ]);
   });
 
   it('the leader exports them all; leadership is asked at every scrape, so a takeover shows in the next one', async () => {
@@ -351,13 +494,21 @@ describe('WardenMetrics: leader-only families, build_info and the leader gauge',
     const { metrics } = withSources(leading);
     const leaderText = await metrics.text();
     expect(samplesOf(leaderText, 'vgpu_warden_leader')).to.deep.equal(['vgpu_warden_leader 1']);
-    expect(samplesOf(leaderText, 'vgpu_warden_build_info')).to.deep.equal(['vgpu_warden_build_info{version="1.2.3"} 1']);
+    expect(samplesOf(leaderText, 'vgpu_warden_build_info')).to.deep.equal([
+      'vgpu_warden_build_info{version="1.2.3"} 1',
+    ]);
     expect(samplesOf(leaderText, 'hami_gpu_shared_count')).to.have.length(1);
     expect(samplesOf(leaderText, 'hami_vgpu_memory_allocated_bytes')).to.have.length(1);
     expect(samplesOf(leaderText, 'hami_resource_quota_used')).to.have.length(1);
-    expect(samplesOf(leaderText, 'vgpu_warden_node_locks_held')).to.include('vgpu_warden_node_locks_held{state="held"} 1');
-    expect(samplesOf(leaderText, 'vgpu_warden_node_lock_age_seconds')).to.deep.equal(['vgpu_warden_node_lock_age_seconds{node="n1"} 12']);
-    expect(samplesOf(leaderText, 'vgpu_warden_unreadable_allocations')).to.include('vgpu_warden_unreadable_allocations{counted="whole-node"} 1');
+    expect(samplesOf(leaderText, 'vgpu_warden_node_locks_held')).to.include(
+      'vgpu_warden_node_locks_held{state="held"} 1',
+    );
+    expect(samplesOf(leaderText, 'vgpu_warden_node_lock_age_seconds')).to.deep.equal([
+      'vgpu_warden_node_lock_age_seconds{node="n1"} 12',
+    ]);
+    expect(samplesOf(leaderText, 'vgpu_warden_unreadable_allocations')).to.include(
+      'vgpu_warden_unreadable_allocations{counted="whole-node"} 1',
+    );
 
     leading.now = false;
     const followerText = await metrics.text();

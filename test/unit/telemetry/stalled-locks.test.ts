@@ -38,6 +38,8 @@ describe('StalledLocks (which stalls were announced, and when to remind)', () =>
     const stalls = new StalledLocks();
     stalls.report('gpu-1', 'v1', 0);
     expect(stalls.sweepCompleted([{ node: 'gpu-1', value: undefined }], new Set())).to.deep.equal([]);
-    expect(stalls.sweepCompleted([{ node: 'gpu-1', value: 'v2' }], new Set()).map((stall) => stall.value)).to.deep.equal(['v1']);
+    expect(
+      stalls.sweepCompleted([{ node: 'gpu-1', value: 'v2' }], new Set()).map((stall) => stall.value),
+    ).to.deep.equal(['v1']);
   });
 });

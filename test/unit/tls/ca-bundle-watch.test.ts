@@ -7,10 +7,17 @@ import { until } from '../../support/eventually.js';
 const NAME = 'vgpu-warden';
 const OURS = '-----BEGIN CERTIFICATE-----\nours\n-----END CERTIFICATE-----\n';
 
-function configuration(resourceVersion: string, bundles: (string | undefined)[], name = NAME): WebhookConfigurationView {
+function configuration(
+  resourceVersion: string,
+  bundles: (string | undefined)[],
+  name = NAME,
+): WebhookConfigurationView {
   return {
     metadata: { name, resourceVersion },
-    webhooks: bundles.map((pem, index) => ({ name: `hook-${index}`, clientConfig: pem === undefined ? {} : { caBundle: caBundleFieldOf(pem) } })),
+    webhooks: bundles.map((pem, index) => ({
+      name: `hook-${index}`,
+      clientConfig: pem === undefined ? {} : { caBundle: caBundleFieldOf(pem) },
+    })),
   };
 }
 
@@ -31,7 +38,15 @@ class PushSource implements ListWatchSource<WebhookConfigurationView> {
 
   watch(_from: string, handlers: WatchHandlers<WebhookConfigurationView>, signal: AbortSignal): Promise<void> {
     this.handlers = handlers;
-    return new Promise((_resolve, reject) => { signal.addEventListener('abort', () => { reject(new Error('aborted')); }, { once: true }); });
+    return new Promise((_resolve, reject) => {
+      signal.addEventListener(
+        'abort',
+        () => {
+          reject(new Error('aborted'));
+        },
+        { once: true },
+      );
+    });
   }
 
   get watching(): boolean {
@@ -63,11 +78,20 @@ function harness(items: WebhookConfigurationView[], overrides: Partial<CaBundleW
     configurationName: NAME,
     source,
     wanted: () => OURS,
-    heal: () => { heals.push(now.ms); return Promise.resolve(); },
+    heal: () => {
+      heals.push(now.ms);
+      return Promise.resolve();
+    },
     clock: () => now.ms,
     random: () => 0,
-    sleep: (ms) => { pauses.push(ms); now.ms += ms; return Promise.resolve(); },
-    log: (level, message) => { logs.push(`${level}: ${message}`); },
+    sleep: (ms) => {
+      pauses.push(ms);
+      now.ms += ms;
+      return Promise.resolve();
+    },
+    log: (level, message) => {
+      logs.push(`${level}: ${message}`);
+    },
     ...overrides,
   });
   return { watch, source, heals, pauses, logs, now };
@@ -144,7 +168,10 @@ describe('CaBundleWatch', () => {
       attempts: 4,
       initialBackoffMs: 100,
       maxBackoffMs: 350,
-      heal: () => { calls++; return Promise.reject(new Error('HTTP 503')); },
+      heal: () => {
+        calls++;
+        return Promise.reject(new Error('HTTP 503'));
+      },
     });
     failing.watch.start();
     await until('the watch', () => failing.source.watching);
@@ -153,7 +180,9 @@ describe('CaBundleWatch', () => {
     // 100, 200, 400 capped at 350 (random() = 0: no jitter).
     expect(failing.pauses).to.deep.equal([100, 200, 350]);
     expect(failing.logs.filter((line) => line.startsWith('error: '))).to.have.length(1);
-    expect(failing.logs.find((line) => line.startsWith('error: '))).to.include('after 4 attempts').and.include('HTTP 503');
+    expect(failing.logs.find((line) => line.startsWith('error: ')))
+      .to.include('after 4 attempts')
+      .and.include('HTTP 503');
     // Not marked healed: the next change of the same drift is tried again.
     failing.source.push('MODIFIED', configuration('6', ['']));
     await failing.watch.settled();
@@ -164,7 +193,10 @@ describe('CaBundleWatch', () => {
   it('succeeds on a later attempt without an error line', async () => {
     let calls = 0;
     const { watch, source, logs, pauses } = harness([configuration('5', [''])], {
-      heal: () => { calls++; return calls < 3 ? Promise.reject(new Error('conflict')) : Promise.resolve(); },
+      heal: () => {
+        calls++;
+        return calls < 3 ? Promise.reject(new Error('conflict')) : Promise.resolve();
+      },
     });
     watch.start();
     await until('the watch', () => source.watching);
@@ -177,7 +209,11 @@ describe('CaBundleWatch', () => {
   });
 
   it('backs off when another writer keeps resetting the field, and stops backing off once it is quiet', async () => {
-    const { watch, source, heals, pauses, logs, now } = harness([configuration('1', [OURS])], { initialBackoffMs: 1000, maxBackoffMs: 4000, fightWindowMs: 10_000 });
+    const { watch, source, heals, pauses, logs, now } = harness([configuration('1', [OURS])], {
+      initialBackoffMs: 1000,
+      maxBackoffMs: 4000,
+      fightWindowMs: 10_000,
+    });
     watch.start();
     await until('the watch', () => source.watching);
     const reset = async (version: number) => {
@@ -212,10 +248,17 @@ describe('CaBundleWatch', () => {
     let release: () => void = () => undefined;
     const { watch, source } = harness([configuration('5', [''])], {
       heal: () => Promise.reject(new Error('down')),
-      sleep: (_ms, signal) => new Promise<void>((resolve, reject) => {
-        release = resolve;
-        signal.addEventListener('abort', () => { reject(new Error('aborted')); }, { once: true });
-      }),
+      sleep: (_ms, signal) =>
+        new Promise<void>((resolve, reject) => {
+          release = resolve;
+          signal.addEventListener(
+            'abort',
+            () => {
+              reject(new Error('aborted'));
+            },
+            { once: true },
+          );
+        }),
     });
     watch.start();
     await until('the watch', () => source.watching);

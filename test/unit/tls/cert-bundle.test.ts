@@ -1,13 +1,24 @@
 import { expect } from 'chai';
-import { caBundleOf, sameBundle, sameMaterial, servingMaterialOf, type CertBundle } from '../../../src/tls/cert-bundle.js';
+import {
+  caBundleOf,
+  sameBundle,
+  sameMaterial,
+  servingMaterialOf,
+  type CertBundle,
+} from '../../../src/tls/cert-bundle.js';
 
-const pem = (label: string, newline = true) => `-----BEGIN CERTIFICATE-----\n${label}\n-----END CERTIFICATE-----${newline ? '\n' : ''}`;
+const pem = (label: string, newline = true) =>
+  `-----BEGIN CERTIFICATE-----\n${label}\n-----END CERTIFICATE-----${newline ? '\n' : ''}`;
 
 describe('cert bundle', () => {
   const bundle: CertBundle = { caCertPem: pem('ca'), caKeyPem: 'ca-key', certPem: pem('leaf'), keyPem: 'leaf-key' };
 
   it('serves the leaf and its key with the CA alone as the caBundle (never the leaf)', () => {
-    expect(servingMaterialOf(bundle)).to.deep.equal({ certPem: pem('leaf'), keyPem: 'leaf-key', caBundlePem: pem('ca') });
+    expect(servingMaterialOf(bundle)).to.deep.equal({
+      certPem: pem('leaf'),
+      keyPem: 'leaf-key',
+      caBundlePem: pem('ca'),
+    });
   });
 
   it('puts the previous CA after the current one while a rotation is under way', () => {
@@ -15,7 +26,9 @@ describe('cert bundle', () => {
   });
 
   it('separates PEMs that lack a final newline, and ignores an empty previous CA', () => {
-    expect(caBundleOf({ ...bundle, caCertPem: pem('ca', false), previousCaCertPem: pem('old', false) })).to.equal(pem('ca') + pem('old'));
+    expect(caBundleOf({ ...bundle, caCertPem: pem('ca', false), previousCaCertPem: pem('old', false) })).to.equal(
+      pem('ca') + pem('old'),
+    );
     expect(caBundleOf({ ...bundle, previousCaCertPem: '' })).to.equal(pem('ca'));
   });
 

@@ -9,7 +9,13 @@ import type { CertStore } from '../../../src/tls/cert-store.js';
 import { FileCertStore } from '../../../src/tls/file-cert-store.js';
 import { servingNames } from '../../../src/tls/serving-names.js';
 import { CertKeeperError } from '../../../src/tls/tls-errors.js';
-import { certificatesIn, fingerprintsOf, HookedStore, ManualClock, RecordingTarget } from '../../support/tls-helpers.js';
+import {
+  certificatesIn,
+  fingerprintsOf,
+  HookedStore,
+  ManualClock,
+  RecordingTarget,
+} from '../../support/tls-helpers.js';
 
 const DAY = 86_400_000;
 const NAMES = servingNames({ serviceName: 'vgpu-warden', namespace: 'kube-system', extraHosts: ['10.0.0.7'] });
@@ -46,7 +52,10 @@ describe('CertKeeper', function () {
     const files: string[] = [];
     const materials: ServingMaterial[] = [];
     const logs: string[] = [];
-    const fileStore = new FileCertStore({ dir, onFileChange: ({ path, action }) => files.push(`${action} ${basename(path)}`) });
+    const fileStore = new FileCertStore({
+      dir,
+      onFileChange: ({ path, action }) => files.push(`${action} ${basename(path)}`),
+    });
     const target = new RecordingTarget(events);
     const { wrap, ...deps } = overrides;
     const keeper = new CertKeeper({
@@ -94,7 +103,8 @@ describe('CertKeeper', function () {
     expect(signedBy(material, material.caBundlePem)).to.equal(true);
     expect(new X509Certificate(material.certPem).subjectAltName).to.equal(
       'DNS:vgpu-warden, DNS:vgpu-warden.kube-system, DNS:vgpu-warden.kube-system.svc, DNS:vgpu-warden.kube-system.svc.cluster.local, ' +
-      'DNS:localhost, IP Address:127.0.0.1, IP Address:10.0.0.7');
+        'DNS:localhost, IP Address:127.0.0.1, IP Address:10.0.0.7',
+    );
   });
 
   it('runs onSettled after every round with the stored bundle, CA key included, after handing out; its failure fails the round', async () => {
@@ -113,7 +123,10 @@ describe('CertKeeper', function () {
     await keeper.ensure();
     expect(settled).to.have.length(2);
     fail = true;
-    const error = await keeper.ensure().then(() => undefined, (caught: unknown) => caught);
+    const error = await keeper.ensure().then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
     expect((error as Error).message).to.equal('client certificate not published');
   });
 
@@ -186,7 +199,13 @@ describe('CertKeeper', function () {
     expect(previous).to.equal(oldCa);
     expect(fingerprintsOf(target.caBundlePem ?? '')).to.deep.equal([newCa, oldCa]);
     expect(signedBy(rotated, rotated.caBundlePem)).to.equal(true);
-    expect(files).to.have.members(['written ca-previous.crt', 'written ca.key', 'written ca.crt', 'written tls.key', 'written tls.crt']);
+    expect(files).to.have.members([
+      'written ca-previous.crt',
+      'written ca.key',
+      'written ca.crt',
+      'written tls.key',
+      'written tls.crt',
+    ]);
     expect(materials.at(-1)).to.deep.equal(rotated);
 
     // Within the retention the old CA stays.
@@ -242,8 +261,8 @@ describe('CertKeeper', function () {
     expect(renewed.caBundlePem).to.equal(first.caBundlePem);
     expect(new X509Certificate(renewed.certPem).subjectAltName).to.include('DNS:webhook.example.com');
     expect(logs).to.deep.equal([
-      'certificates: new serving certificate (names-changed: the leaf\'s SANs differ from the wanted names: missing webhook.example.com) ' +
-      `(directory ${dir})`,
+      "certificates: new serving certificate (names-changed: the leaf's SANs differ from the wanted names: missing webhook.example.com) " +
+        `(directory ${dir})`,
       // This harness has a fresh target, standing for a webhook configuration that never had the CA.
       'certificates: caBundle updated',
     ]);
@@ -267,7 +286,12 @@ describe('CertKeeper', function () {
     const other = harness({ caBundleTarget: undefined, onChange: undefined });
     let hooked: HookedStore | undefined;
     const { keeper, materials } = harness({
-      wrap: (store) => (hooked = new HookedStore(store, { beforeSave: async (call) => { if (call === 1) await other.keeper.ensure(); } })),
+      wrap: (store) =>
+        (hooked = new HookedStore(store, {
+          beforeSave: async (call) => {
+            if (call === 1) await other.keeper.ensure();
+          },
+        })),
     });
 
     const adopted = await keeper.ensure();
@@ -282,7 +306,9 @@ describe('CertKeeper', function () {
     const other = harness({ caBundleTarget: undefined, onChange: undefined });
     const original = await other.keeper.ensure();
     const events: string[] = [];
-    const target = new RecordingTarget(events, async (call) => { if (call === 1) await other.keeper.rotateNow('all'); });
+    const target = new RecordingTarget(events, async (call) => {
+      if (call === 1) await other.keeper.rotateNow('all');
+    });
     const { keeper, logs } = harness({ caBundleTarget: target });
 
     const material = await keeper.ensure();
@@ -300,7 +326,12 @@ describe('CertKeeper', function () {
     const original = await other.keeper.ensure();
     let hooked: HookedStore | undefined;
     const { keeper } = harness({
-      wrap: (store) => (hooked = new HookedStore(store, { beforeSave: async (call) => { if (call === 1) await other.keeper.rotateNow('all'); } })),
+      wrap: (store) =>
+        (hooked = new HookedStore(store, {
+          beforeSave: async (call) => {
+            if (call === 1) await other.keeper.rotateNow('all');
+          },
+        })),
     });
 
     const material = await keeper.rotateNow('all');
@@ -330,7 +361,10 @@ describe('CertKeeper', function () {
       },
     });
 
-    const failed = await keeper.ensure().then(() => undefined, (error: unknown) => error);
+    const failed = await keeper.ensure().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     expect((failed as Error).message).to.equal('server refused the certificate');
     expect(keeper.current()).to.equal(undefined);
     const material = await keeper.ensure();
@@ -357,9 +391,10 @@ describe('CertKeeper', function () {
     let hooked: HookedStore | undefined;
     const { keeper, logs } = harness({
       caBundleTarget: undefined,
-      wrap: (store) => (hooked = new HookedStore(store, {
-        afterLoad: (call) => (call === 2 ? Promise.reject(new Error('disk on fire')) : Promise.resolve()),
-      })),
+      wrap: (store) =>
+        (hooked = new HookedStore(store, {
+          afterLoad: (call) => (call === 2 ? Promise.reject(new Error('disk on fire')) : Promise.resolve()),
+        })),
     });
     await keeper.ensure();
 
@@ -383,8 +418,13 @@ describe('CertKeeper', function () {
     expect(() => new CertKeeper({ ...base, caValidityDays: 5 })).to.throw(CertKeeperError, /renewBeforeMs/);
     expect(() => new CertKeeper({ ...base, names: [] })).to.throw(CertKeeperError, /at least one name/);
     expect(() => new CertKeeper({ ...base, validityDays: 0 })).to.throw(CertKeeperError, /positive/);
-    expect(() => { new CertKeeper(base).start(0); }).to.throw(CertKeeperError, /interval/);
-    expect(() => new CertKeeper({ ...base, caCommonName: 'ca@home' })).to.throw(CertKeeperError, /caCommonName "ca@home"/);
+    expect(() => {
+      new CertKeeper(base).start(0);
+    }).to.throw(CertKeeperError, /interval/);
+    expect(() => new CertKeeper({ ...base, caCommonName: 'ca@home' })).to.throw(
+      CertKeeperError,
+      /caCommonName "ca@home"/,
+    );
     expect(() => new CertKeeper({ ...base, commonName: 'caf\u00e9' })).to.throw(CertKeeperError, /commonName/);
   });
 });

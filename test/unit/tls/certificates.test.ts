@@ -38,7 +38,12 @@ describe('tls certificates', () => {
   });
 
   it('puts clientAuth and the organization into client certificates', () => {
-    const client = issueCertificate(ca, { commonName: 'admin', organization: 'system:masters', usage: 'client', validityDays: 1 });
+    const client = issueCertificate(ca, {
+      commonName: 'admin',
+      organization: 'system:masters',
+      usage: 'client',
+      validityDays: 1,
+    });
     const cert = new X509Certificate(client.certPem);
     expect(cert.keyUsage).to.deep.equal(['1.3.6.1.5.5.7.3.2']);
     expect(cert.subject).to.include('O=system:masters');

@@ -3,9 +3,18 @@ import { expect } from 'chai';
 import { caBundleOf, type CertBundle } from '../../../src/tls/cert-bundle.js';
 import type { CertStore, StoredBundle } from '../../../src/tls/cert-store.js';
 import { createCertificateAuthority, issueCertificate } from '../../../src/tls/certificates.js';
-import { CLIENT_CERT_LAYOUT, ClientCertPublisher, type ClientCertPublisherDeps } from '../../../src/tls/client-cert-publisher.js';
 import {
-  assessClientCertificate, CLIENT_AUTH_OID, commonNameOf, extendedKeyUsageOf, SCHEDULER_CLIENT_COMMON_NAME, type ClientCertificate,
+  CLIENT_CERT_LAYOUT,
+  ClientCertPublisher,
+  type ClientCertPublisherDeps,
+} from '../../../src/tls/client-cert-publisher.js';
+import {
+  assessClientCertificate,
+  CLIENT_AUTH_OID,
+  commonNameOf,
+  extendedKeyUsageOf,
+  SCHEDULER_CLIENT_COMMON_NAME,
+  type ClientCertificate,
 } from '../../../src/tls/client-cert-policy.js';
 import { CertKeeperError, CertStoreConflictError } from '../../../src/tls/tls-errors.js';
 import { certificatesIn, ManualClock } from '../../support/tls-helpers.js';
@@ -15,8 +24,20 @@ const DAY = 86_400_000;
 /** A CA bundle as the keeper stores it: CA, its key, a serving leaf and, optionally, the previous CA. */
 function caBundle(now: Date, previousCaCertPem?: string): CertBundle {
   const ca = createCertificateAuthority({ commonName: `test-ca ${now.toISOString()}`, validityDays: 365, now });
-  const leaf = issueCertificate(ca, { commonName: 'vgpu-warden', subjectAltNames: ['vgpu-warden'], usage: 'server', validityDays: 30, now });
-  return { caCertPem: ca.certPem, caKeyPem: ca.keyPem, certPem: leaf.certPem, keyPem: leaf.keyPem, ...(previousCaCertPem ? { previousCaCertPem } : {}) };
+  const leaf = issueCertificate(ca, {
+    commonName: 'vgpu-warden',
+    subjectAltNames: ['vgpu-warden'],
+    usage: 'server',
+    validityDays: 30,
+    now,
+  });
+  return {
+    caCertPem: ca.certPem,
+    caKeyPem: ca.keyPem,
+    certPem: leaf.certPem,
+    keyPem: leaf.keyPem,
+    ...(previousCaCertPem ? { previousCaCertPem } : {}),
+  };
 }
 
 /** An in-memory CertStore with the Secret store's optimistic concurrency, and a hook before each save. */
@@ -32,9 +53,13 @@ class MemoryStore implements CertStore<ClientCertificate> {
     return Promise.resolve(this.stored === undefined ? undefined : structuredClone(this.stored));
   }
 
-  save(bundle: ClientCertificate, expected: StoredBundle<ClientCertificate> | undefined): Promise<StoredBundle<ClientCertificate>> {
+  save(
+    bundle: ClientCertificate,
+    expected: StoredBundle<ClientCertificate> | undefined,
+  ): Promise<StoredBundle<ClientCertificate>> {
     this.beforeSave(this.saves + 1);
-    if (expected?.version !== this.stored?.version) return Promise.reject(new CertStoreConflictError('memory changed since it was read'));
+    if (expected?.version !== this.stored?.version)
+      return Promise.reject(new CertStoreConflictError('memory changed since it was read'));
     this.saves++;
     this.stored = { bundle: structuredClone(bundle), version: String(++this.version) };
     return Promise.resolve(structuredClone(this.stored));
@@ -47,7 +72,7 @@ function signedBy(certPem: string, caPem: string): boolean {
   return cert.checkIssued(ca) && cert.verify(ca.publicKey);
 }
 
-describe('ClientCertPublisher (kube-scheduler\'s client certificate)', function () {
+describe("ClientCertPublisher (kube-scheduler's client certificate)", function () {
   this.timeout(30_000);
   let clock: ManualClock;
   let logs: string[];
@@ -57,9 +82,16 @@ describe('ClientCertPublisher (kube-scheduler\'s client certificate)', function 
     logs = [];
   });
 
-  const publisher = (store: CertStore<ClientCertificate>, overrides: Partial<ClientCertPublisherDeps> = {}) => new ClientCertPublisher({
-    store, commonName: SCHEDULER_CLIENT_COMMON_NAME, validityDays: 30, renewBeforeMs: 7 * DAY, clock: clock.read, log: (line) => logs.push(line), ...overrides,
-  });
+  const publisher = (store: CertStore<ClientCertificate>, overrides: Partial<ClientCertPublisherDeps> = {}) =>
+    new ClientCertPublisher({
+      store,
+      commonName: SCHEDULER_CLIENT_COMMON_NAME,
+      validityDays: 30,
+      renewBeforeMs: 7 * DAY,
+      clock: clock.read,
+      log: (line) => logs.push(line),
+      ...overrides,
+    });
 
   it('issues a clientAuth-only certificate for CN vgpu-warden-scheduler from the current CA, with the caBundle and no CA key', async () => {
     const bundle = caBundle(clock.now);
@@ -106,7 +138,9 @@ describe('ClientCertPublisher (kube-scheduler\'s client certificate)', function 
   it('never outlives the CA that signed it', async () => {
     const bundle = caBundle(clock.now);
     const published = await publisher(new MemoryStore(), { validityDays: 1000 }).publish(bundle);
-    expect(new X509Certificate(published.certPem).validToDate.getTime()).to.be.at.most(new X509Certificate(bundle.caCertPem).validToDate.getTime());
+    expect(new X509Certificate(published.certPem).validToDate.getTime()).to.be.at.most(
+      new X509Certificate(bundle.caCertPem).validToDate.getTime(),
+    );
   });
 
   it('issues a new one from a rotated CA, trusting both CAs meanwhile, and asks for a kube-scheduler restart', async () => {
@@ -119,7 +153,8 @@ describe('ClientCertPublisher (kube-scheduler\'s client certificate)', function 
     expect(signedBy(next.certPem, rotated.caCertPem)).to.equal(true);
     expect(next.certPem).to.not.equal(first.certPem);
     expect(certificatesIn(next.caPem).map((cert) => cert.fingerprint256)).to.deep.equal(
-      [rotated.caCertPem, old.caCertPem].map((pem) => new X509Certificate(pem).fingerprint256));
+      [rotated.caCertPem, old.caCertPem].map((pem) => new X509Certificate(pem).fingerprint256),
+    );
     expect(logs.join('\n')).to.include('not-signed-by-ca').and.include('restart it');
 
     // Once the previous CA leaves the caBundle, only ca.crt changes: the certificate stays.
@@ -132,8 +167,15 @@ describe('ClientCertPublisher (kube-scheduler\'s client certificate)', function 
   it('replaces whatever else is stored: our serving certificate, a foreign certificate, a mismatched key, garbage', async () => {
     const bundle = caBundle(clock.now);
     const foreignCa = createCertificateAuthority({ commonName: 'foreign', validityDays: 10 });
-    const foreign = issueCertificate(foreignCa, { commonName: SCHEDULER_CLIENT_COMMON_NAME, usage: 'client', validityDays: 10 });
-    const otherName = issueCertificate({ certPem: bundle.caCertPem, keyPem: bundle.caKeyPem }, { commonName: 'someone-else', usage: 'client', validityDays: 10 });
+    const foreign = issueCertificate(foreignCa, {
+      commonName: SCHEDULER_CLIENT_COMMON_NAME,
+      usage: 'client',
+      validityDays: 10,
+    });
+    const otherName = issueCertificate(
+      { certPem: bundle.caCertPem, keyPem: bundle.caKeyPem },
+      { commonName: 'someone-else', usage: 'client', validityDays: 10 },
+    );
     const caPem = caBundleOf(bundle);
     const cases: [ClientCertificate, string][] = [
       [{ certPem: bundle.certPem, keyPem: bundle.keyPem, caPem }, 'wrong-identity'],
@@ -144,7 +186,13 @@ describe('ClientCertPublisher (kube-scheduler\'s client certificate)', function 
       [{ certPem: '', keyPem: '', caPem: '' }, 'missing'],
     ];
     for (const [stored, reason] of cases) {
-      const assessment = assessClientCertificate(stored, { caCertPem: bundle.caCertPem, caBundlePem: caPem, commonName: SCHEDULER_CLIENT_COMMON_NAME, now: clock.now, renewBeforeMs: 7 * DAY });
+      const assessment = assessClientCertificate(stored, {
+        caCertPem: bundle.caCertPem,
+        caBundlePem: caPem,
+        commonName: SCHEDULER_CLIENT_COMMON_NAME,
+        now: clock.now,
+        renewBeforeMs: 7 * DAY,
+      });
       expect(assessment, reason).to.deep.include({ action: 'issue', reason });
     }
     const store = new MemoryStore();
@@ -159,7 +207,10 @@ describe('ClientCertPublisher (kube-scheduler\'s client certificate)', function 
     // Before our first save lands, another replica publishes its own certificate.
     const store: MemoryStore = new MemoryStore((call) => {
       if (call !== 1 || theirs !== undefined) return;
-      const issued = issueCertificate({ certPem: bundle.caCertPem, keyPem: bundle.caKeyPem }, { commonName: SCHEDULER_CLIENT_COMMON_NAME, usage: 'client', validityDays: 30, now: clock.now });
+      const issued = issueCertificate(
+        { certPem: bundle.caCertPem, keyPem: bundle.caKeyPem },
+        { commonName: SCHEDULER_CLIENT_COMMON_NAME, usage: 'client', validityDays: 30, now: clock.now },
+      );
       theirs = { ...issued, caPem: caBundleOf(bundle) };
       store.stored = { bundle: theirs, version: 'theirs' };
     });
@@ -171,13 +222,23 @@ describe('ClientCertPublisher (kube-scheduler\'s client certificate)', function 
 
   it('gives up with a CertKeeperError when the store never stops changing', async () => {
     const bundle = caBundle(clock.now);
-    const store = new MemoryStore(() => { throw new CertStoreConflictError('always'); });
-    const error = await publisher(store, { attempts: 2 }).publish(bundle).then(() => undefined, (caught: unknown) => caught);
+    const store = new MemoryStore(() => {
+      throw new CertStoreConflictError('always');
+    });
+    const error = await publisher(store, { attempts: 2 })
+      .publish(bundle)
+      .then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
     expect(error).to.be.instanceOf(CertKeeperError);
     expect((error as Error).cause).to.be.instanceOf(CertStoreConflictError);
   });
 
   it('refuses a renewal window as long as the validity', () => {
-    expect(() => publisher(new MemoryStore(), { validityDays: 7, renewBeforeMs: 7 * DAY })).to.throw(CertKeeperError, 'must be shorter than its validity');
+    expect(() => publisher(new MemoryStore(), { validityDays: 7, renewBeforeMs: 7 * DAY })).to.throw(
+      CertKeeperError,
+      'must be shorter than its validity',
+    );
   });
 });

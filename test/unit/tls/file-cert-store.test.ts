@@ -9,7 +9,12 @@ import { FileCertStore, type FileChange } from '../../../src/tls/file-cert-store
 import { CertStoreConflictError, CertStoreError } from '../../../src/tls/tls-errors.js';
 
 // The store neither parses nor checks PEMs (cert-policy.ts does), so plain strings are enough here.
-const BUNDLE: CertBundle = { caCertPem: 'ca cert\n', caKeyPem: 'ca key\n', certPem: 'leaf cert\n', keyPem: 'leaf key\n' };
+const BUNDLE: CertBundle = {
+  caCertPem: 'ca cert\n',
+  caKeyPem: 'ca key\n',
+  certPem: 'leaf cert\n',
+  keyPem: 'leaf key\n',
+};
 const modeOf = (path: string): number => statSync(path).mode & 0o777;
 
 describe('FileCertStore', () => {
@@ -87,7 +92,10 @@ describe('FileCertStore', () => {
   it('writes only the files that changed, and ca-previous.crt only while there is a previous CA', async () => {
     const first = await store.save(BUNDLE, undefined);
     changes = [];
-    const rotated = await store.save({ ...BUNDLE, certPem: 'leaf 2\n', keyPem: 'key 2\n', previousCaCertPem: 'old ca\n' }, first);
+    const rotated = await store.save(
+      { ...BUNDLE, certPem: 'leaf 2\n', keyPem: 'key 2\n', previousCaCertPem: 'old ca\n' },
+      first,
+    );
     expect(names()).to.have.members(['written tls.crt', 'written tls.key', 'written ca-previous.crt']);
     expect(modeOf(join(dir, 'ca-previous.crt'))).to.equal(0o644);
     expect((await store.load())?.bundle.previousCaCertPem).to.equal('old ca\n');
@@ -102,12 +110,18 @@ describe('FileCertStore', () => {
     writeFileSync(join(dir, 'ca.crt'), 'ca cert\n');
     const partial = await store.load();
     expect(partial?.bundle).to.deep.equal({ caCertPem: 'ca cert\n', caKeyPem: '', certPem: '', keyPem: '' });
-    expect(assessBundle(partial?.bundle, { names: ['x'], now: new Date(), renewBeforeMs: 0 })).to.include({ action: 'renew-all', reason: 'ca-missing' });
+    expect(assessBundle(partial?.bundle, { names: ['x'], now: new Date(), renewBeforeMs: 0 })).to.include({
+      action: 'renew-all',
+      reason: 'ca-missing',
+    });
 
     rmSync(join(dir, 'ca.crt'));
     writeFileSync(join(dir, 'tls.crt'), 'leaf cert\n');
     writeFileSync(join(dir, 'tls.key'), 'leaf key\n');
-    expect(assessBundle((await store.load())?.bundle, { names: ['x'], now: new Date(), renewBeforeMs: 0 })).to.include({ action: 'renew-all', reason: 'ca-missing' });
+    expect(assessBundle((await store.load())?.bundle, { names: ['x'], now: new Date(), renewBeforeMs: 0 })).to.include({
+      action: 'renew-all',
+      reason: 'ca-missing',
+    });
   });
 
   it('a lone ca-previous.crt loads as nothing', async () => {
@@ -133,19 +147,28 @@ describe('FileCertStore', () => {
     expect(changes).to.deep.equal([]);
     expect(readFileSync(join(dir, 'tls.crt'), 'utf8')).to.equal('theirs\n');
     // "Expected nothing" also conflicts once a set exists.
-    const creating = await store.save(BUNDLE, undefined).then(() => undefined, (caught: unknown) => caught);
+    const creating = await store.save(BUNDLE, undefined).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
     expect(creating).to.be.instanceOf(CertStoreConflictError);
   });
 
   it('reports I/O failures as CertStoreError naming the path', async () => {
     mkdirSync(join(dir, 'tls.crt'), { recursive: true });
-    const unreadable = await store.load().then(() => undefined, (caught: unknown) => caught);
+    const unreadable = await store.load().then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
     expect(unreadable).to.be.instanceOf(CertStoreError);
     expect((unreadable as Error).message).to.equal(`cannot read ${join(dir, 'tls.crt')}`);
 
     writeFileSync(join(root, 'a-file'), '');
     const blocked = new FileCertStore({ dir: join(root, 'a-file', 'certs') });
-    const uncreatable = await blocked.save(BUNDLE, undefined).then(() => undefined, (caught: unknown) => caught);
+    const uncreatable = await blocked.save(BUNDLE, undefined).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
     expect(uncreatable).to.be.instanceOf(CertStoreError);
     expect((uncreatable as Error).message).to.match(/^cannot (read|create) /);
   });

@@ -7,11 +7,19 @@ const b64 = (text: string): string => Buffer.from(text).toString('base64');
 // The API side of SecretCertStore (create races, resourceVersion conflicts) is proven against a real
 // apiserver in test/integration/cert-secret-store.test.ts; this is its pure Secret codec.
 describe('SecretCertStore data', () => {
-  const bundle: CertBundle = { caCertPem: 'ca cert\n', caKeyPem: 'ca key\n', certPem: 'leaf cert\n', keyPem: 'leaf key\n' };
+  const bundle: CertBundle = {
+    caCertPem: 'ca cert\n',
+    caKeyPem: 'ca key\n',
+    certPem: 'leaf cert\n',
+    keyPem: 'leaf key\n',
+  };
 
   it('writes the kubernetes.io/tls keys plus ca.crt and ca.key, base64-encoded', () => {
     expect(secretDataOf(bundle)).to.deep.equal({
-      'tls.crt': b64('leaf cert\n'), 'tls.key': b64('leaf key\n'), 'ca.crt': b64('ca cert\n'), 'ca.key': b64('ca key\n'),
+      'tls.crt': b64('leaf cert\n'),
+      'tls.key': b64('leaf key\n'),
+      'ca.crt': b64('ca cert\n'),
+      'ca.key': b64('ca key\n'),
     });
   });
 
@@ -28,7 +36,11 @@ describe('SecretCertStore data', () => {
 
   it('reads absent keys as empty, so a placeholder Secret is renewed rather than rejected', () => {
     expect(bundleFromSecretData(undefined)).to.deep.equal({ caCertPem: '', caKeyPem: '', certPem: '', keyPem: '' });
-    expect(bundleFromSecretData({ 'tls.crt': '', 'tls.key': b64('k'), other: b64('x') }))
-      .to.deep.equal({ caCertPem: '', caKeyPem: '', certPem: '', keyPem: 'k' });
+    expect(bundleFromSecretData({ 'tls.crt': '', 'tls.key': b64('k'), other: b64('x') })).to.deep.equal({
+      caCertPem: '',
+      caKeyPem: '',
+      certPem: '',
+      keyPem: 'k',
+    });
   });
 });

@@ -19,16 +19,35 @@ describe('servingNames', () => {
     const names = servingNames({
       serviceName: 'svc',
       namespace: 'ns',
-      extraHosts: ['webhook.example.com', '10.0.0.7', 'localhost', 'WEBHOOK.example.com', ' 10.0.0.7 ', '', '*.apps.example.com'],
+      extraHosts: [
+        'webhook.example.com',
+        '10.0.0.7',
+        'localhost',
+        'WEBHOOK.example.com',
+        ' 10.0.0.7 ',
+        '',
+        '*.apps.example.com',
+      ],
     });
     expect(names).to.deep.equal([
-      'svc', 'svc.ns', 'svc.ns.svc', 'svc.ns.svc.cluster.local', 'localhost', '127.0.0.1',
-      'webhook.example.com', '10.0.0.7', '*.apps.example.com',
+      'svc',
+      'svc.ns',
+      'svc.ns.svc',
+      'svc.ns.svc.cluster.local',
+      'localhost',
+      '127.0.0.1',
+      'webhook.example.com',
+      '10.0.0.7',
+      '*.apps.example.com',
     ]);
   });
 
   it('writes IPv6 addresses in one canonical spelling, so config and certificate compare equal', () => {
-    const names = servingNames({ serviceName: 'svc', namespace: 'ns', extraHosts: ['FD00:0:0:0:0:0:0:10', 'fd00::10', '::1'] });
+    const names = servingNames({
+      serviceName: 'svc',
+      namespace: 'ns',
+      extraHosts: ['FD00:0:0:0:0:0:0:10', 'fd00::10', '::1'],
+    });
     expect(names.slice(6)).to.deep.equal(['fd00::10', '::1']);
     expect(canonicalHost('0:0:0:0:0:0:0:1')).to.equal('::1');
     expect(canonicalHost('Example.COM')).to.equal('example.com');
@@ -36,10 +55,19 @@ describe('servingNames', () => {
   });
 
   it('refuses names that cannot be SANs or Service names', () => {
-    expect(() => servingNames({ serviceName: 'Bad_Name', namespace: 'ns', extraHosts: [] })).to.throw(ServingNameError, /service name "Bad_Name"/);
-    expect(() => servingNames({ serviceName: 'svc', namespace: 'a'.repeat(64), extraHosts: [] })).to.throw(ServingNameError, /namespace/);
+    expect(() => servingNames({ serviceName: 'Bad_Name', namespace: 'ns', extraHosts: [] })).to.throw(
+      ServingNameError,
+      /service name "Bad_Name"/,
+    );
+    expect(() => servingNames({ serviceName: 'svc', namespace: 'a'.repeat(64), extraHosts: [] })).to.throw(
+      ServingNameError,
+      /namespace/,
+    );
     for (const host of ['bad host', 'under_score.example', 'a..b', '-lead.example', '010.0.0.1', 'http://x']) {
-      expect(() => servingNames({ serviceName: 'svc', namespace: 'ns', extraHosts: [host] }), host).to.throw(ServingNameError, /invalid host/);
+      expect(() => servingNames({ serviceName: 'svc', namespace: 'ns', extraHosts: [host] }), host).to.throw(
+        ServingNameError,
+        /invalid host/,
+      );
     }
   });
 });

@@ -9,7 +9,10 @@ const versions = Object.fromEntries(
   readFileSync(resolve(script, '..', 'versions.env'), 'utf8')
     .split('\n')
     .filter((line) => /^[A-Z_]+=/.test(line))
-    .map((line) => { const at = line.indexOf('='); return [line.slice(0, at), line.slice(at + 1).replace(/^"|"$/g, '')] as [string, string]; }),
+    .map((line) => {
+      const at = line.indexOf('=');
+      return [line.slice(0, at), line.slice(at + 1).replace(/^"|"$/g, '')] as [string, string];
+    }),
 );
 const buildKey = `kube-${versions.KUBERNETES_VERSION ?? ''}_etcd-${versions.ETCD_VERSION ?? ''}`;
 
@@ -21,8 +24,12 @@ function run(args: string[], env: Record<string, string>) {
 // Only the cheap paths of the script run here; the real build is exercised by every integration run.
 describe('tools/k8s/build.sh', () => {
   let cache: string;
-  beforeEach(() => { cache = mkdtempSync(join(tmpdir(), 'k8s-cache-')); });
-  afterEach(() => { rmSync(cache, { recursive: true, force: true }); });
+  beforeEach(() => {
+    cache = mkdtempSync(join(tmpdir(), 'k8s-cache-'));
+  });
+  afterEach(() => {
+    rmSync(cache, { recursive: true, force: true });
+  });
 
   it('pins the versions in versions.env: the main suite on the newest claimed, the compatibility suite on the oldest and newest', () => {
     expect(versions.KUBERNETES_VERSION).to.match(/^v1\.37\.\d+$/);
@@ -34,16 +41,28 @@ describe('tools/k8s/build.sh', () => {
   });
 
   it('prints the bin directory of another version under VGPU_WARDEN_KUBERNETES_VERSION, and each compatibility version with --compat', () => {
-    const other = run(['--print-bin-dir'], { PATH: '/usr/bin:/bin', VGPU_WARDEN_K8S_CACHE: cache, VGPU_WARDEN_KUBERNETES_VERSION: 'v1.30.14' });
+    const other = run(['--print-bin-dir'], {
+      PATH: '/usr/bin:/bin',
+      VGPU_WARDEN_K8S_CACHE: cache,
+      VGPU_WARDEN_KUBERNETES_VERSION: 'v1.30.14',
+    });
     expect(other.code).to.equal(0);
     expect(other.stdout.trim()).to.equal(join(cache, `kube-v1.30.14_etcd-${versions.ETCD_VERSION ?? ''}`, 'bin'));
     const compat = run(['--compat', '--print-bin-dir'], { PATH: '/usr/bin:/bin', VGPU_WARDEN_K8S_CACHE: cache });
     expect(compat.code).to.equal(0);
-    expect(compat.stdout.trim().split('\n')).to.deep.equal((versions.KUBERNETES_COMPAT_VERSIONS ?? '').split(' ').map((version) => join(cache, `kube-${version}_etcd-${versions.ETCD_VERSION ?? ''}`, 'bin')));
+    expect(compat.stdout.trim().split('\n')).to.deep.equal(
+      (versions.KUBERNETES_COMPAT_VERSIONS ?? '')
+        .split(' ')
+        .map((version) => join(cache, `kube-${version}_etcd-${versions.ETCD_VERSION ?? ''}`, 'bin')),
+    );
   });
 
   it('refuses a malformed VGPU_WARDEN_KUBERNETES_VERSION with exit code 2, echoing at most 40 characters', () => {
-    const { code, stderr } = run(['--print-bin-dir'], { PATH: '/usr/bin:/bin', VGPU_WARDEN_K8S_CACHE: cache, VGPU_WARDEN_KUBERNETES_VERSION: `1.30;${'x'.repeat(200)}` });
+    const { code, stderr } = run(['--print-bin-dir'], {
+      PATH: '/usr/bin:/bin',
+      VGPU_WARDEN_K8S_CACHE: cache,
+      VGPU_WARDEN_KUBERNETES_VERSION: `1.30;${'x'.repeat(200)}`,
+    });
     expect(code).to.equal(2);
     expect(stderr).to.include('VGPU_WARDEN_KUBERNETES_VERSION must look like v1.37.2');
     expect(stderr.length).to.be.below(160);

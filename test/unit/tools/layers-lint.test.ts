@@ -30,14 +30,22 @@ describe('eslint: imports in src/ follow the layer table', function () {
   });
 
   it('reports one feature importing another', async () => {
-    const problems = await layerProblems('src/sweeper/probe.ts', "import { nodeOfRelease } from '../admission/delete-release.js';\nexport const used = nodeOfRelease;");
+    const problems = await layerProblems(
+      'src/sweeper/probe.ts',
+      "import { nodeOfRelease } from '../admission/delete-release.js';\nexport const used = nodeOfRelease;",
+    );
     expect(problems).to.have.length(1);
     expect(problems[0]).to.include('features never import each other');
   });
 
   it('reports a folder the table does not list', async () => {
-    const problems = await layerProblems('src/newroom/probe.ts', "import { isRecord } from '../base/json.js';\nexport const used = isRecord;");
-    expect(problems).to.deep.equal(['newroom/ is not in the layer table (LAYERS in eslint.config.js): give it its place.']);
+    const problems = await layerProblems(
+      'src/newroom/probe.ts',
+      "import { isRecord } from '../base/json.js';\nexport const used = isRecord;",
+    );
+    expect(problems).to.deep.equal([
+      'newroom/ is not in the layer table (LAYERS in eslint.config.js): give it its place.',
+    ]);
   });
 
   it('allows its own folder, earlier layers, packages and the entry importing anything', async () => {
@@ -49,13 +57,17 @@ describe('eslint: imports in src/ follow the layer table', function () {
       'export const used: unknown[] = [isRecord, NODE_LOCK_ANNOTATION, classifyLock, KubeConfig];',
     ].join('\n');
     expect(await layerProblems('src/lock/probe.ts', code)).to.deep.equal([]);
-    expect(await layerProblems('src/probe.ts', "import { run } from './commands/cli.js';\nexport const used = run;")).to.deep.equal([]);
+    expect(
+      await layerProblems('src/probe.ts', "import { run } from './commands/cli.js';\nexport const used = run;"),
+    ).to.deep.equal([]);
   });
 
   it('lists every folder of src/ once', () => {
     const listed = LAYERS.flat();
     expect(new Set(listed).size).to.equal(listed.length);
-    const folders = readdirSync(resolve(root, 'src'), { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+    const folders = readdirSync(resolve(root, 'src'), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name);
     expect(folders).to.have.length(listed.length);
     for (const folder of folders) expect(listed, folder).to.include(folder);
   });

@@ -55,7 +55,8 @@ describe('eslint: the HAMi stand-in and the kubelet simulator import nothing fro
   });
 
   it('applies only to those two folders: the fixture wiring both sides may import src/', async () => {
-    const code = "import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';\nexport const used = NODE_LOCK_ANNOTATION;";
+    const code =
+      "import { NODE_LOCK_ANNOTATION } from '../../src/lock/lock-value.js';\nexport const used = NODE_LOCK_ANNOTATION;";
     expect(await boundaryProblems('test/support/extender-fixture-probe.ts', code)).to.deep.equal([]);
   });
 });

@@ -8,14 +8,18 @@ import { join, resolve } from 'node:path';
 import { expect } from 'chai';
 
 const REPO = resolve(import.meta.dirname, '..', '..', '..');
-const chartField = (yaml: string, field: string): string | undefined => new RegExp(`^${field}: *"?([^"\\n]*)"?$`, 'm').exec(yaml)?.[1];
+const chartField = (yaml: string, field: string): string | undefined =>
+  new RegExp(`^${field}: *"?([^"\\n]*)"?$`, 'm').exec(yaml)?.[1];
 
 describe('tools/release/release.sh: one version across package.json, the chart and the image', () => {
   it('package.json, Chart.yaml version and Chart.yaml appVersion are the same version', () => {
     const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
     const chart = readFileSync(join(REPO, 'charts', 'vgpu-warden', 'Chart.yaml'), 'utf8');
     expect(version).to.match(/^\d+\.\d+\.\d+$/);
-    expect({ version: chartField(chart, 'version'), appVersion: chartField(chart, 'appVersion') }).to.deep.equal({ version, appVersion: version });
+    expect({ version: chartField(chart, 'version'), appVersion: chartField(chart, 'appVersion') }).to.deep.equal({
+      version,
+      appVersion: version,
+    });
   });
 
   it('CHANGELOG.md has a section with upgrade notes for that version', () => {
@@ -29,27 +33,44 @@ describe('tools/release/release.sh: one version across package.json, the chart a
   describe('on a scratch tree', () => {
     let tree: string;
     const write = (version: string, chartVersion: string, appVersion: string): void => {
-      writeFileSync(join(tree, 'package.json'), `{\n  "name": "vgpu-warden",\n  "version": "${version}",\n  "private": true\n}\n`);
-      writeFileSync(join(tree, 'charts', 'vgpu-warden', 'Chart.yaml'), `apiVersion: v2\nname: vgpu-warden\nversion: ${chartVersion}\nappVersion: "${appVersion}"\n`);
+      writeFileSync(
+        join(tree, 'package.json'),
+        `{\n  "name": "vgpu-warden",\n  "version": "${version}",\n  "private": true\n}\n`,
+      );
+      writeFileSync(
+        join(tree, 'charts', 'vgpu-warden', 'Chart.yaml'),
+        `apiVersion: v2\nname: vgpu-warden\nversion: ${chartVersion}\nappVersion: "${appVersion}"\n`,
+      );
     };
     const release = (args: string[] = []) => {
-      const result = spawnSync('/bin/bash', [join(tree, 'tools', 'release', 'release.sh'), '--out', join(tree, 'out'), ...args], {
-        encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: tree, VGPU_WARDEN_HELM: '/nonexistent/helm' },
-      });
+      const result = spawnSync(
+        '/bin/bash',
+        [join(tree, 'tools', 'release', 'release.sh'), '--out', join(tree, 'out'), ...args],
+        {
+          encoding: 'utf8',
+          env: { PATH: '/usr/bin:/bin', HOME: tree, VGPU_WARDEN_HELM: '/nonexistent/helm' },
+        },
+      );
       return { code: result.status, stdout: result.stdout, stderr: result.stderr };
     };
     beforeEach(() => {
       tree = mkdtempSync(join(tmpdir(), 'release-script-'));
-      for (const dir of ['tools/release', 'tools/lib', 'charts/vgpu-warden']) mkdirSync(join(tree, dir), { recursive: true });
-      for (const file of ['tools/release/release.sh', 'tools/lib/steps.sh']) copyFileSync(join(REPO, file), join(tree, file));
+      for (const dir of ['tools/release', 'tools/lib', 'charts/vgpu-warden'])
+        mkdirSync(join(tree, dir), { recursive: true });
+      for (const file of ['tools/release/release.sh', 'tools/lib/steps.sh'])
+        copyFileSync(join(REPO, file), join(tree, file));
     });
-    afterEach(() => { rmSync(tree, { recursive: true, force: true }); });
+    afterEach(() => {
+      rmSync(tree, { recursive: true, force: true });
+    });
 
-    it('stops before building anything when Chart.yaml\'s version or appVersion differs from package.json\'s', () => {
+    it("stops before building anything when Chart.yaml's version or appVersion differs from package.json's", () => {
       write('0.2.0', '0.2.0', '0.1.0');
       const result = release();
       expect(result.code).to.equal(1);
-      expect(result.stderr).to.equal('[release] FAILED: versions differ: package.json 0.2.0, Chart.yaml version 0.2.0 and appVersion 0.1.0\n');
+      expect(result.stderr).to.equal(
+        '[release] FAILED: versions differ: package.json 0.2.0, Chart.yaml version 0.2.0 and appVersion 0.1.0\n',
+      );
       expect(result.stdout).to.equal('');
     });
 

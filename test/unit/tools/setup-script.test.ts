@@ -3,7 +3,16 @@
 // the packages' commands) and a fake root for the file checks; apt-get is a stub that records its
 // arguments and "installs" by creating the stubs, so nothing is installed for real.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { expect } from 'chai';
@@ -19,7 +28,10 @@ interface FakeMachine {
   calls: string;
   /** Makes a package present the way setup.sh looks for it. */
   install(pkg: string): void;
-  run(args: string[], options: { uid: number; aptGet?: boolean }): { code: number | null; stdout: string; stderr: string; aptCalls: string[] };
+  run(
+    args: string[],
+    options: { uid: number; aptGet?: boolean },
+  ): { code: number | null; stdout: string; stderr: string; aptCalls: string[] };
 }
 
 function executable(path: string, body: string): void {
@@ -35,7 +47,11 @@ function fakeMachine(dir: string): FakeMachine {
   mkdirSync(bin, { recursive: true });
   mkdirSync(root, { recursive: true });
   // The few external commands setup.sh and tools/lib/steps.sh use besides the stubs.
-  for (const tool of ['dirname', 'mkdir', 'env', 'tail', 'cat']) symlinkSync(spawnSync('/bin/bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), join(bin, tool));
+  for (const tool of ['dirname', 'mkdir', 'env', 'tail', 'cat'])
+    symlinkSync(
+      spawnSync('/bin/bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(),
+      join(bin, tool),
+    );
   // ldd answers (exit 0) only for a binary marked dynamic, as the real one does for a dynamic ELF.
   executable(join(bin, 'ldd'), '[[ -e "$1.dynamic" ]]');
   const install = (pkg: string): void => {
@@ -59,7 +75,10 @@ function fakeMachine(dir: string): FakeMachine {
     'done',
   ].join('\n');
   return {
-    bin, root, calls, install,
+    bin,
+    root,
+    calls,
+    install,
     run(args, { uid, aptGet: withAptGet = true }) {
       executable(join(bin, 'id'), `[[ "$1" == -u ]] && echo ${uid}`);
       if (withAptGet) executable(join(bin, 'apt-get'), aptGet);
@@ -81,7 +100,9 @@ describe('tools/setup/setup.sh: which Debian packages a machine lacks', () => {
     dir = mkdtempSync(join(tmpdir(), 'setup-script-'));
     machine = fakeMachine(dir);
   });
-  afterEach(() => { rmSync(dir, { recursive: true, force: true }); });
+  afterEach(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   it('does nothing and says nothing on a machine that has every package', () => {
     for (const pkg of ALL) machine.install(pkg);
@@ -101,7 +122,8 @@ describe('tools/setup/setup.sh: which Debian packages a machine lacks', () => {
   });
 
   it('installs only what is missing, and takes a dynamic busybox for a missing busybox-static', () => {
-    for (const pkg of ['tmux', 'buildah', 'debootstrap', 'runc', 'containernetworking-plugins', 'busybox-static']) machine.install(pkg);
+    for (const pkg of ['tmux', 'buildah', 'debootstrap', 'runc', 'containernetworking-plugins', 'busybox-static'])
+      machine.install(pkg);
     writeFileSync(join(machine.root, 'bin', 'busybox.dynamic'), '');
     const result = machine.run([], { uid: 0 });
     expect(result.code, result.stderr).to.equal(0);
@@ -115,8 +137,10 @@ describe('tools/setup/setup.sh: which Debian packages a machine lacks', () => {
     const result = machine.run([], { uid: 1000 });
     expect(result.code).to.equal(1);
     expect(result.stdout).to.equal('');
-    expect(result.stderr).to.equal('[setup] missing Debian packages for npm test: containernetworking-plugins busybox-static (not root); '
-      + 'as root run: apt-get update && apt-get install -y containernetworking-plugins busybox-static\n');
+    expect(result.stderr).to.equal(
+      '[setup] missing Debian packages for npm test: containernetworking-plugins busybox-static (not root); ' +
+        'as root run: apt-get update && apt-get install -y containernetworking-plugins busybox-static\n',
+    );
     expect(result.aptCalls).to.deep.equal([]);
   });
 
@@ -139,18 +163,25 @@ describe('tools/setup/setup.sh: which Debian packages a machine lacks', () => {
   it('for npm start wants only the real-node packages, and without root says simulated nodes will run, exiting 0', () => {
     const asUser = machine.run(['--for', 'start'], { uid: 1000 });
     expect(asUser.code).to.equal(0);
-    expect(asUser.stderr).to.equal('[setup] real nodes need root and containerd runc containernetworking-plugins busybox-static (not root): '
-      + 'local mode runs simulated nodes; for real ones, as root: apt-get update && apt-get install -y containerd runc containernetworking-plugins busybox-static\n');
+    expect(asUser.stderr).to.equal(
+      '[setup] real nodes need root and containerd runc containernetworking-plugins busybox-static (not root): ' +
+        'local mode runs simulated nodes; for real ones, as root: apt-get update && apt-get install -y containerd runc containernetworking-plugins busybox-static\n',
+    );
     expect(asUser.aptCalls).to.deep.equal([]);
     const asRoot = machine.run(['--for', 'start'], { uid: 0 });
     expect(asRoot.code).to.equal(0);
-    expect(asRoot.aptCalls).to.deep.equal(['update -qq', 'install -y -qq containerd runc containernetworking-plugins busybox-static']);
+    expect(asRoot.aptCalls).to.deep.equal([
+      'update -qq',
+      'install -y -qq containerd runc containernetworking-plugins busybox-static',
+    ]);
   });
 
   it('for npm run release wants buildah and debootstrap only', () => {
     const result = machine.run(['--for=release', '--check'], { uid: 1000 });
     expect(result.code).to.equal(1);
-    expect(result.stdout).to.equal('[setup] missing Debian packages for release: buildah debootstrap (install: apt-get update && apt-get install -y buildah debootstrap)\n');
+    expect(result.stdout).to.equal(
+      '[setup] missing Debian packages for release: buildah debootstrap (install: apt-get update && apt-get install -y buildah debootstrap)\n',
+    );
   });
 
   it('--check installs nothing, even as root', () => {
@@ -169,7 +200,8 @@ describe('tools/setup/setup.sh: which Debian packages a machine lacks', () => {
 });
 
 describe('the set-up runs first: npm test, npm start, npm run release and CI', () => {
-  const scripts = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const scripts = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> })
+    .scripts;
 
   it('npm test starts with npm run setup, which runs setup.sh for the tests', () => {
     expect(scripts.test).to.match(/^npm run setup && /);
@@ -181,8 +213,11 @@ describe('the set-up runs first: npm test, npm start, npm run release and CI', (
     expect(scripts.release).to.match(/^bash tools\/setup\/setup\.sh --for release && /);
   });
 
-  it('.ci/run is the README\'s test command and nothing else', () => {
-    const lines = readFileSync(join(REPO, '.ci', 'run'), 'utf8').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'));
+  it(".ci/run is the README's test command and nothing else", () => {
+    const lines = readFileSync(join(REPO, '.ci', 'run'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('#'));
     expect(lines).to.deep.equal(['set -euo pipefail', 'cd "$(dirname "$0")/.."', 'npm ci && npm test']);
     expect(readFileSync(join(REPO, 'README.md'), 'utf8')).to.include('```sh\nnpm ci && npm test\n```');
   });

@@ -5,7 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { cgroupTree, parseCgroupMounts, removeCgroupTreeOnce } from '../../../../src/local/real-node/cgroup-roots.js';
-import { NODE_IMAGES, ociArchitecture, ociImageDocuments, SANDBOX_IMAGE, TEST_IMAGE } from '../../../../src/local/real-node/node-image.js';
+import {
+  NODE_IMAGES,
+  ociArchitecture,
+  ociImageDocuments,
+  SANDBOX_IMAGE,
+  TEST_IMAGE,
+} from '../../../../src/local/real-node/node-image.js';
 import { HOLDER_SCRIPT, KUBELET_KERNEL_SETTINGS } from '../../../../src/local/real-node/node-namespace.js';
 import { descendantsAt, parseStatLine, waitForDescendant } from '../../../../src/local/real-node/process-table.js';
 
@@ -19,7 +25,12 @@ const MOUNTINFO = `22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
 
 describe('real-node host helpers', () => {
   it('finds every cgroup hierarchy, v1, named and v2, in mountinfo', () => {
-    expect(parseCgroupMounts(MOUNTINFO)).to.deep.equal(['/sys/fs/cgroup/cpu', '/sys/fs/cgroup/systemd', '/sys/fs/cgroup/unified', '/sys/fs/cgroup/with space']);
+    expect(parseCgroupMounts(MOUNTINFO)).to.deep.equal([
+      '/sys/fs/cgroup/cpu',
+      '/sys/fs/cgroup/systemd',
+      '/sys/fs/cgroup/unified',
+      '/sys/fs/cgroup/with space',
+    ]);
   });
 
   it('lists a cgroup tree deepest first and removes it bottom-up with rmdir', () => {
@@ -28,11 +39,17 @@ describe('real-node host helpers', () => {
       const hierarchies = [join(base, 'cpu'), join(base, 'memory')];
       for (const hierarchy of hierarchies) mkdirSync(join(hierarchy, 'root', 'kubepods', 'pod1'), { recursive: true });
       const tree = cgroupTree('/root', hierarchies);
-      expect(tree.indexOf(join(base, 'cpu', 'root', 'kubepods', 'pod1'))).to.be.lessThan(tree.indexOf(join(base, 'cpu', 'root')));
+      expect(tree.indexOf(join(base, 'cpu', 'root', 'kubepods', 'pod1'))).to.be.lessThan(
+        tree.indexOf(join(base, 'cpu', 'root')),
+      );
       expect(tree).to.have.length(6);
       // A file stands in for a process: rmdir fails on that folder, and on its parents.
       writeFileSync(join(base, 'memory', 'root', 'kubepods', 'pod1', 'busy'), '');
-      expect(removeCgroupTreeOnce('/root', hierarchies)).to.deep.equal([join(base, 'memory', 'root', 'kubepods', 'pod1'), join(base, 'memory', 'root', 'kubepods'), join(base, 'memory', 'root')]);
+      expect(removeCgroupTreeOnce('/root', hierarchies)).to.deep.equal([
+        join(base, 'memory', 'root', 'kubepods', 'pod1'),
+        join(base, 'memory', 'root', 'kubepods'),
+        join(base, 'memory', 'root'),
+      ]);
       expect(existsSync(join(base, 'cpu', 'root'))).to.equal(false);
       rmSync(join(base, 'memory', 'root', 'kubepods', 'pod1', 'busy'));
       expect(removeCgroupTreeOnce('/root', hierarchies)).to.deep.equal([]);
@@ -43,13 +60,20 @@ describe('real-node host helpers', () => {
   });
 
   it('reads name, state and parent from a stat line whose name holds spaces and parentheses', () => {
-    expect(parseStatLine('1234 (a) (b c) S 42 1234 1234 0 -1 4194560')).to.deep.equal({ comm: 'a) (b c', state: 'S', ppid: 42 });
+    expect(parseStatLine('1234 (a) (b c) S 42 1234 1234 0 -1 4194560')).to.deep.equal({
+      comm: 'a) (b c',
+      state: 'S',
+      ppid: 42,
+    });
     expect(parseStatLine('garbage')).to.equal(undefined);
   });
 
   it('finds the descendants of a process by generation and name', async () => {
     // This process → bash → sh → sleep: the sleep is two generations below bash.
-    const child = spawn('bash', ['-c', 'sh -c "sleep 30; true" & sleep 30 & wait'], { stdio: 'ignore', detached: true });
+    const child = spawn('bash', ['-c', 'sh -c "sleep 30; true" & sleep 30 & wait'], {
+      stdio: 'ignore',
+      detached: true,
+    });
     try {
       const bash = child.pid ?? -1;
       const sleep = await waitForDescendant(bash, 2, 'sleep', 5000);
@@ -63,9 +87,14 @@ describe('real-node host helpers', () => {
     }
   });
 
-  it('writes kubelet\'s expected kernel settings and a holder script bash accepts', () => {
+  it("writes kubelet's expected kernel settings and a holder script bash accepts", () => {
     expect(KUBELET_KERNEL_SETTINGS).to.deep.equal({
-      'vm/overcommit_memory': 1, 'vm/panic_on_oom': 0, 'kernel/panic': 10, 'kernel/panic_on_oops': 1, 'kernel/keys/root_maxkeys': 1_000_000, 'kernel/keys/root_maxbytes': 25_000_000,
+      'vm/overcommit_memory': 1,
+      'vm/panic_on_oom': 0,
+      'kernel/panic': 10,
+      'kernel/panic_on_oops': 1,
+      'kernel/keys/root_maxkeys': 1_000_000,
+      'kernel/keys/root_maxbytes': 25_000_000,
     });
     execFileSync('bash', ['-n', '-c', HOLDER_SCRIPT]);
   });
@@ -73,11 +102,18 @@ describe('real-node host helpers', () => {
   describe('node images', () => {
     const layer = { digest: `sha256:${'a'.repeat(64)}`, size: 1234 };
     const { index, blobs } = ociImageDocuments(layer, NODE_IMAGES, 'amd64');
-    const byDigest = new Map(blobs.map((blob) => [blob.digest, JSON.parse(blob.bytes.toString()) as Record<string, unknown>]));
+    const byDigest = new Map(
+      blobs.map((blob) => [blob.digest, JSON.parse(blob.bytes.toString()) as Record<string, unknown>]),
+    );
 
     it('names every manifest in the index with the annotation ctr import tags images by', () => {
-      const manifests = (index as { manifests: { digest: string; size: number; annotations: Record<string, string> }[] }).manifests;
-      expect(manifests.map((manifest) => manifest.annotations['io.containerd.image.name'])).to.deep.equal([SANDBOX_IMAGE, TEST_IMAGE]);
+      const manifests = (
+        index as { manifests: { digest: string; size: number; annotations: Record<string, string> }[] }
+      ).manifests;
+      expect(manifests.map((manifest) => manifest.annotations['io.containerd.image.name'])).to.deep.equal([
+        SANDBOX_IMAGE,
+        TEST_IMAGE,
+      ]);
       for (const manifest of manifests) {
         const blob = blobs.find((candidate) => candidate.digest === manifest.digest);
         expect(blob?.bytes.length).to.equal(manifest.size);
@@ -85,11 +121,14 @@ describe('real-node host helpers', () => {
     });
 
     it('addresses every blob by the sha256 of its bytes, and shares the one uncompressed layer', () => {
-      for (const blob of blobs) expect(blob.digest).to.equal(`sha256:${createHash('sha256').update(blob.bytes).digest('hex')}`);
+      for (const blob of blobs)
+        expect(blob.digest).to.equal(`sha256:${createHash('sha256').update(blob.bytes).digest('hex')}`);
       const manifests = [...byDigest.values()].filter((document) => document.schemaVersion === 2);
       expect(manifests).to.have.length(2);
       for (const manifest of manifests) {
-        expect(manifest.layers).to.deep.equal([{ mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: layer.digest, size: layer.size }]);
+        expect(manifest.layers).to.deep.equal([
+          { mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: layer.digest, size: layer.size },
+        ]);
         const config = byDigest.get((manifest.config as { digest: string }).digest);
         expect(config?.rootfs).to.deep.equal({ type: 'layers', diff_ids: [layer.digest] });
         expect(config).to.include({ architecture: 'amd64', os: 'linux' });

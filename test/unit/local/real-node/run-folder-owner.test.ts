@@ -5,8 +5,19 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { removeCgroupRootSync } from '../../../../src/local/real-node/cgroup-roots.js';
 import {
-  currentProcessOwner, describeSweep, isOwnerAlive, judgeOwner, OWNER_FILE, parseMountPoints, parseOwner, parseStatStart,
-  RunFolderOwnerError, sweepLeftoverRunFolders, writeOwner, type RunFolderOwner, type SweepOptions,
+  currentProcessOwner,
+  describeSweep,
+  isOwnerAlive,
+  judgeOwner,
+  OWNER_FILE,
+  parseMountPoints,
+  parseOwner,
+  parseStatStart,
+  RunFolderOwnerError,
+  sweepLeftoverRunFolders,
+  writeOwner,
+  type RunFolderOwner,
+  type SweepOptions,
 } from '../../../../src/local/real-node/run-folder-owner.js';
 
 // Fields 3 to 22 after the name; 987654 is the start time (field 22).
@@ -29,7 +40,7 @@ describe('run folder owner', () => {
       expect(parseStatStart('garbage')).to.equal(undefined);
     });
 
-    it('reads this process\'s own start time from /proc', () => {
+    it("reads this process's own start time from /proc", () => {
       const owner = currentProcessOwner();
       const stat = parseStatStart(readFileSync(`/proc/${process.pid}/stat`, 'utf8'));
       expect(owner.pid).to.equal(process.pid);
@@ -43,18 +54,38 @@ describe('run folder owner', () => {
         const owner: RunFolderOwner = { pid: 1234, startTime: 5678, pidNamespace: 'pid:[4026531836]' };
         writeOwner(dir, owner);
         expect(parseOwner(readFileSync(join(dir, OWNER_FILE), 'utf8'))).to.deep.equal(owner);
-        expect(() => { writeOwner(join(dir, 'missing'), owner); }).to.throw(RunFolderOwnerError).with.property('cause').that.has.property('code', 'ENOENT');
+        expect(() => {
+          writeOwner(join(dir, 'missing'), owner);
+        })
+          .to.throw(RunFolderOwnerError)
+          .with.property('cause')
+          .that.has.property('code', 'ENOENT');
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
       expect(parseOwner('{"pid":12,"startTime":34}')).to.deep.equal({ pid: 12, startTime: 34 });
-      for (const text of ['', '{"pid":12,"startT', 'null', '[]', '{"pid":0,"startTime":1}', '{"pid":-1,"startTime":1}', '{"pid":1.5,"startTime":1}', '{"pid":"12","startTime":1}', '{"pid":12}', '{"pid":12,"startTime":1,"pidNamespace":3}']) {
+      for (const text of [
+        '',
+        '{"pid":12,"startT',
+        'null',
+        '[]',
+        '{"pid":0,"startTime":1}',
+        '{"pid":-1,"startTime":1}',
+        '{"pid":1.5,"startTime":1}',
+        '{"pid":"12","startTime":1}',
+        '{"pid":12}',
+        '{"pid":12,"startTime":1,"pidNamespace":3}',
+      ]) {
         expect(parseOwner(text), text).to.equal(undefined);
       }
     });
 
     it('reads mount points with their escapes undone', () => {
-      expect(parseMountPoints('22 1 254:0 / / rw - ext4 /dev/vda rw\n41 30 0:38 / /tmp/with\\040space rw - tmpfs tmpfs rw\n')).to.deep.equal(['/', '/tmp/with space']);
+      expect(
+        parseMountPoints(
+          '22 1 254:0 / / rw - ext4 /dev/vda rw\n41 30 0:38 / /tmp/with\\040space rw - tmpfs tmpfs rw\n',
+        ),
+      ).to.deep.equal(['/', '/tmp/with space']);
     });
   });
 
@@ -63,8 +94,14 @@ describe('run folder owner', () => {
     const dead = () => false;
 
     it('is gone only when the owner file names a process that is known to be gone', () => {
-      expect(judgeOwner('{"pid":12,"startTime":34}', dead, undefined)).to.deep.equal({ gone: true, owner: { pid: 12, startTime: 34 } });
-      expect(judgeOwner('{"pid":12,"startTime":34}', alive, undefined)).to.deep.equal({ gone: false, reason: 'owner pid 12 is alive' });
+      expect(judgeOwner('{"pid":12,"startTime":34}', dead, undefined)).to.deep.equal({
+        gone: true,
+        owner: { pid: 12, startTime: 34 },
+      });
+      expect(judgeOwner('{"pid":12,"startTime":34}', alive, undefined)).to.deep.equal({
+        gone: false,
+        reason: 'owner pid 12 is alive',
+      });
       expect(judgeOwner(undefined, dead, undefined)).to.deep.equal({ gone: false, reason: 'no owner file' });
       expect(judgeOwner('{"pid":12', dead, undefined)).to.deep.equal({ gone: false, reason: 'owner file unreadable' });
     });
@@ -126,7 +163,8 @@ describe('run folder owner', () => {
       for (const node of nodes) {
         mkdirSync(join(dir, node, 'kubelet'), { recursive: true });
         writeFileSync(join(dir, node, 'kubelet.log'), 'log');
-        for (const hierarchy of hierarchies) mkdirSync(join(hierarchy, `vgpu-warden-${node}`, 'kubepods', 'besteffort'), { recursive: true });
+        for (const hierarchy of hierarchies)
+          mkdirSync(join(hierarchy, `vgpu-warden-${node}`, 'kubepods', 'besteffort'), { recursive: true });
       }
       mkdirSync(dir, { recursive: true });
       writeFileSync(join(dir, 'node-images.oci.tar'), 'tar');
@@ -135,16 +173,25 @@ describe('run folder owner', () => {
     };
     const cgroup = (hierarchy: number, node: string) => join(hierarchies[hierarchy] ?? '', `vgpu-warden-${node}`);
     const sweep = (extra: Partial<SweepOptions> = {}) =>
-      sweepLeftoverRunFolders({ baseDir, hierarchies, removeCgroupRoot: (root, all) => { removeCgroupRootSync(root, all, 0); }, mountPoints: () => [], ...extra });
+      sweepLeftoverRunFolders({
+        baseDir,
+        hierarchies,
+        removeCgroupRoot: (root, all) => {
+          removeCgroupRootSync(root, all, 0);
+        },
+        mountPoints: () => [],
+        ...extra,
+      });
 
-    it('removes a folder owned by a dead pid with its nodes\' cgroups, and keeps one owned by this process', () => {
+    it("removes a folder owned by a dead pid with its nodes' cgroups, and keeps one owned by this process", () => {
       const dead = runFolder('dead00', { pid: deadPid(), startTime: self().startTime }, ['rn-0', 'rn-1']);
       const live = runFolder('live00', self(), ['rn-2']);
       const report = sweep();
       expect(report.removed).to.deep.equal([dead]);
       expect(report.kept).to.deep.equal([{ dir: live, kind: 'owner', reason: `owner pid ${process.pid} is alive` }]);
       expect(existsSync(dead)).to.equal(false);
-      for (const node of ['rn-0', 'rn-1']) for (const hierarchy of [0, 1]) expect(existsSync(cgroup(hierarchy, node))).to.equal(false);
+      for (const node of ['rn-0', 'rn-1'])
+        for (const hierarchy of [0, 1]) expect(existsSync(cgroup(hierarchy, node))).to.equal(false);
       expect(existsSync(join(live, 'rn-2', 'kubelet.log'))).to.equal(true);
       expect(existsSync(cgroup(0, 'rn-2'))).to.equal(true);
       expect(describeSweep(report)).to.equal(`removed 1 leftover run folder(s) of gone runs: ${dead}`);
@@ -190,10 +237,14 @@ describe('run folder owner', () => {
       const [kept] = report.kept;
       expect(kept?.dir).to.equal(busy);
       expect(kept?.kind).to.equal('failed');
-      expect(kept?.reason).to.include(join(cgroup(1, 'rn-1'), 'kubepods')).and.to.include(cgroup(1, 'rn-1'));
+      expect(kept?.reason)
+        .to.include(join(cgroup(1, 'rn-1'), 'kubepods'))
+        .and.to.include(cgroup(1, 'rn-1'));
       expect(existsSync(join(busy, OWNER_FILE))).to.equal(true);
       expect(existsSync(cgroup(0, 'rn-0'))).to.equal(false);
-      expect(describeSweep(report)).to.include(`removed 1 leftover run folder(s) of gone runs: ${idle}`).and.to.include(`kept 1 of gone runs: ${busy} (cgroups still present`);
+      expect(describeSweep(report))
+        .to.include(`removed 1 leftover run folder(s) of gone runs: ${idle}`)
+        .and.to.include(`kept 1 of gone runs: ${busy} (cgroups still present`);
       // Once the process is gone, the next sweep takes the rest.
       rmSync(join(cgroup(1, 'rn-1'), 'kubepods', 'busy'));
       expect(sweep().removed).to.deep.equal([busy]);
@@ -202,7 +253,11 @@ describe('run folder owner', () => {
 
     it('does not let a failing cgroup removal stop the sweep', () => {
       const dir = runFolder('throws', { pid: deadPid(), startTime: 1 }, ['rn-0']);
-      const report = sweep({ removeCgroupRoot: () => { throw new Error('EPERM'); } });
+      const report = sweep({
+        removeCgroupRoot: () => {
+          throw new Error('EPERM');
+        },
+      });
       expect(report.removed).to.deep.equal([]);
       expect(report.kept).to.deep.equal([{ dir, kind: 'failed', reason: '/vgpu-warden-rn-0: EPERM' }]);
       expect(existsSync(dir)).to.equal(true);
@@ -219,7 +274,9 @@ describe('run folder owner', () => {
     it('keeps a folder with a mount inside, which rm -r would go through', () => {
       const dir = runFolder('mount0', { pid: deadPid(), startTime: 1 }, ['rn-0']);
       const report = sweep({ mountPoints: () => [join(dir, 'rn-0', 'kubelet')] });
-      expect(report.kept).to.deep.equal([{ dir, kind: 'failed', reason: `mounts inside: ${join(dir, 'rn-0', 'kubelet')}` }]);
+      expect(report.kept).to.deep.equal([
+        { dir, kind: 'failed', reason: `mounts inside: ${join(dir, 'rn-0', 'kubelet')}` },
+      ]);
       expect(existsSync(dir)).to.equal(true);
       expect(existsSync(cgroup(0, 'rn-0'))).to.equal(true);
     });
