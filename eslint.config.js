@@ -176,6 +176,22 @@ export default tseslint.config(
     },
   },
   {
+    // The shape limits of the product's code. Tables (a function that is one long literal) are allowed by name below.
+    files: ['src/**/*.ts'],
+    rules: {
+      'max-len': ['warn', { code: 120, ignoreUrls: true }],
+      complexity: ['warn', 20],
+      'max-params': ['warn', 5],
+      'max-lines-per-function': ['warn', { max: 100, skipBlankLines: true, skipComments: true }],
+    },
+  },
+  {
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    rules: {
+      'max-len': ['warn', { code: 120, ignoreUrls: true, ignoreStrings: true, ignoreTemplateLiterals: true }],
+    },
+  },
+  {
     files: ['test/**/*.ts'],
     rules: {
       // chai's property assertions (expect(x).to.be.true) are expressions by design.
