@@ -1,5 +1,6 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { boundedSignal, withSignal } from '../kube/call-options.js';
+import { WorkQueue } from '../base/work-queue.js';
 // HAMi uses one key for the annotation and the label.
 import { VGPU_NODE_ANNOTATION as VGPU_NODE_LABEL } from '../hami/wire.js';
 
@@ -29,11 +30,6 @@ export interface BindingLabelFollowUpDeps {
 const DEFAULT_SETTLE_MS = 10_000;
 const DEFAULT_MAX_FOLLOWED = 5000;
 
-interface Followed {
-  readonly pod: BoundPod;
-  readonly timer: NodeJS.Timeout;
-}
-
 /**
  * The `hami.io/vgpu-node` label (vGPUmonitor lists a node's pods by it) rides on the Binding:
  * kube-apiserver 1.35+ copies a Binding's labels onto the pod in the write that sets spec.nodeName
@@ -46,7 +42,9 @@ interface Followed {
  * patch is logged, the bind stands.
  */
 export class BindingLabelFollowUp {
-  private readonly followed = new Map<string, Followed>();
+  /** pod uid → the pod followed; its settle deadline waits in `deadlines` under the same uid. */
+  private readonly followed = new Map<string, BoundPod>();
+  private deadlines: WorkQueue<string> | undefined;
   private unsubscribe: (() => void) | undefined;
   private readonly settleMs: number;
   private readonly maxFollowed: number;
@@ -57,21 +55,27 @@ export class BindingLabelFollowUp {
   }
 
   start(): void {
+    this.deadlines ??= new WorkQueue({
+      process: (uid) => {
+        this.settleLate(uid);
+      },
+    });
     this.unsubscribe ??= this.deps.pods.onPodChange((pod, change) => {
       const uid = pod.metadata?.uid;
       if (uid === undefined) return;
-      const entry = this.followed.get(uid);
-      if (entry === undefined) return;
+      const followed = this.followed.get(uid);
+      if (followed === undefined) return;
       // Gone: nothing left to label.
-      if (change === 'delete') this.forget(entry);
-      else this.settle(entry, pod);
+      if (change === 'delete') this.forget(uid);
+      else this.settle(followed, pod);
     });
   }
 
   stop(): void {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
-    for (const entry of this.followed.values()) clearTimeout(entry.timer);
+    void this.deadlines?.shutDown();
+    this.deadlines = undefined;
     this.followed.clear();
   }
 
@@ -82,52 +86,54 @@ export class BindingLabelFollowUp {
 
   /** Called once the Binding carrying the label succeeded. */
   follow(pod: BoundPod): void {
-    if (this.unsubscribe === undefined || this.followed.size >= this.maxFollowed) {
+    const deadlines = this.deadlines;
+    if (deadlines === undefined || this.followed.size >= this.maxFollowed) {
       this.patch(pod);
       return;
     }
-    const previous = this.followed.get(pod.uid);
-    if (previous !== undefined) clearTimeout(previous.timer);
-    const timer = setTimeout(() => {
-      const entry = this.followed.get(pod.uid);
-      if (entry?.timer !== timer) return;
-      const current = this.deps.pods.pod(pod.namespace, pod.name);
-      if (current !== undefined && this.settle(entry, current)) return;
-      this.forget(entry);
-      // Replaced under its name meanwhile: nothing of this incarnation to label.
-      if (current !== undefined && current.metadata?.uid !== pod.uid) return;
-      // The store has not shown it bound (a lagging watch): label it anyway; the uid guards the write.
-      this.patch(pod);
-    }, this.settleMs);
-    timer.unref();
-    const entry: Followed = { pod, timer };
-    this.followed.set(pod.uid, entry);
+    this.followed.set(pod.uid, pod);
+    // Followed again: its deadline starts over.
+    deadlines.remove(pod.uid);
+    deadlines.addAfter(pod.uid, this.settleMs);
     // The store may have seen the Binding before its answer reached us.
     const current = this.deps.pods.pod(pod.namespace, pod.name);
-    if (current !== undefined) this.settle(entry, current);
+    if (current !== undefined) this.settle(pod, current);
+  }
+
+  /** `settleMs` passed and the store has not shown the pod bound (or its change is yet to come). */
+  private settleLate(uid: string): void {
+    const pod = this.followed.get(uid);
+    if (pod === undefined) return;
+    const current = this.deps.pods.pod(pod.namespace, pod.name);
+    if (current !== undefined && this.settle(pod, current)) return;
+    this.forget(uid);
+    // Replaced under its name meanwhile: nothing of this incarnation to label.
+    if (current !== undefined && current.metadata?.uid !== pod.uid) return;
+    // The store has not shown it bound (a lagging watch): label it anyway; the uid guards the write.
+    this.patch(pod);
   }
 
   /** Decides once the store shows this incarnation bound; true when decided. */
-  private settle(entry: Followed, seen: V1Pod): boolean {
-    const { pod } = entry;
+  private settle(pod: BoundPod, seen: V1Pod): boolean {
     if (seen.metadata?.uid !== pod.uid) return false;
     const boundTo = seen.spec?.nodeName;
     if (boundTo === undefined || boundTo === '') return false;
-    this.forget(entry);
+    this.forget(pod.uid);
     // Bound elsewhere cannot be this bind's doing; a label already there needs nothing.
     if (boundTo === pod.node && seen.metadata.labels?.[VGPU_NODE_LABEL] !== pod.node) this.patch(pod);
     return true;
   }
 
-  private forget(entry: Followed): void {
-    clearTimeout(entry.timer);
-    if (this.followed.get(entry.pod.uid) === entry) this.followed.delete(entry.pod.uid);
+  private forget(uid: string): void {
+    this.deadlines?.remove(uid);
+    this.followed.delete(uid);
   }
 
   private patch(pod: BoundPod): void {
     this.deps.patchLabel(pod).catch((error: unknown) => {
       this.deps.log?.(
-        `could not label ${pod.namespace}/${pod.name} with ${VGPU_NODE_LABEL} (the bind stands): ${(error as Error).message}`,
+        `could not label ${pod.namespace}/${pod.name} with ${VGPU_NODE_LABEL} (the bind stands): ` +
+          (error as Error).message,
       );
     });
   }

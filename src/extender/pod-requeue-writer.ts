@@ -12,16 +12,13 @@ const NUDGE_TIMEOUT_MS = 5_000;
  * uid in the patch is a precondition: another pod of that name gets a 409, not an update). A
  * repeated or lost write changes nothing but the time.
  */
-export function podRequeueWriter(
-  core: CoreV1Api,
-  clock: () => Date = () => new Date(),
-): (pod: RefusedPod) => Promise<void> {
+export function podRequeueWriter(core: CoreV1Api, clock: () => number = Date.now): (pod: RefusedPod) => Promise<void> {
   return async (pod) => {
     await core.patchNamespacedPod(
       {
         name: pod.name,
         namespace: pod.namespace,
-        body: { metadata: { uid: pod.uid, annotations: { [REQUEUE_ANNOTATION]: clock().toISOString() } } },
+        body: { metadata: { uid: pod.uid, annotations: { [REQUEUE_ANNOTATION]: new Date(clock()).toISOString() } } },
       },
       withSignal(AbortSignal.timeout(NUDGE_TIMEOUT_MS), mergePatch),
     );

@@ -8,8 +8,12 @@
  * This keeps, for recent refusals, the generation at which each refusing node was judged. When the
  * store later changes one of those nodes while the pod is still unbound, the refusal may be stale:
  * the pod's requeue annotation is written, and an update of an unschedulable pod is itself an
- * event that requeues it. One write per refusal at most; the annotation means nothing else.
+ * event that requeues it. One write per refusal at most; the annotation means nothing else. The
+ * writes go through a work queue keyed by pod uid, so a change of a node that refused many pods
+ * does not send all their writes at once.
  */
+
+import { WorkQueue } from '../base/work-queue.js';
 
 export interface RefusedPod {
   namespace: string;
@@ -42,11 +46,23 @@ interface Watched {
   at: number;
 }
 
+/** A requeue write owed to a pod, with the node whose change made it. */
+interface Owed {
+  pod: RefusedPod;
+  node: string;
+}
+
+/** Requeue writes in flight at once at most. */
+const NUDGE_WORKERS = 8;
+
 export class RefusalRequeue {
   /** pod uid → the refusal, in insertion order (oldest first). */
   private readonly watched = new Map<string, Watched>();
   /** node → uids of watched pods it refused. */
   private readonly byNode = new Map<string, Set<string>>();
+  /** pod uid → the write owed to it, waiting in `nudges` under the same uid. */
+  private readonly owed = new Map<string, Owed>();
+  private nudges: WorkQueue<string> | undefined;
   private unsubscribe: (() => void) | undefined;
   private readonly clock: () => number;
 
@@ -55,6 +71,10 @@ export class RefusalRequeue {
   }
 
   start(): void {
+    this.nudges ??= new WorkQueue({
+      workers: NUDGE_WORKERS,
+      process: (uid) => this.nudge(uid),
+    });
     this.unsubscribe ??= this.deps.onNodeChange((node) => {
       this.onNodeChange(node);
     });
@@ -63,6 +83,9 @@ export class RefusalRequeue {
   stop(): void {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
+    void this.nudges?.shutDown();
+    this.nudges = undefined;
+    this.owed.clear();
     this.watched.clear();
     this.byNode.clear();
   }
@@ -123,12 +146,25 @@ export class RefusalRequeue {
       // A change that leaves the verdict's inputs alone (a status heartbeat) keeps the generation.
       if (entry.nodes.get(node) === generation) continue;
       this.forget(uid);
-      if (!this.deps.stillPending(entry.pod)) continue;
-      this.deps.nudge(entry.pod).catch((error: unknown) => {
-        this.deps.log?.(
-          `could not requeue ${entry.pod.namespace}/${entry.pod.name} after node ${node} changed (kube-scheduler retries it on its next event): ${error instanceof Error ? error.message : String(error)}`,
-        );
-      });
+      this.owed.set(uid, { pod: entry.pod, node });
+      this.nudges?.add(uid);
+    }
+  }
+
+  private async nudge(uid: string): Promise<void> {
+    const owed = this.owed.get(uid);
+    this.owed.delete(uid);
+    if (owed === undefined) return;
+    const { pod, node } = owed;
+    // Judged when the write is due, which is at once unless every worker is busy.
+    if (!this.deps.stillPending(pod)) return;
+    try {
+      await this.deps.nudge(pod);
+    } catch (error) {
+      this.deps.log?.(
+        `could not requeue ${pod.namespace}/${pod.name} after node ${node} changed ` +
+          `(kube-scheduler retries it on its next event): ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
   }
 }

@@ -1,4 +1,3 @@
-import { Backoff } from '../base/backoff.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import { nodeOfPod } from '../hami/pod-node.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
@@ -7,7 +6,7 @@ import { parseLockValue } from '../lock/lock-value.js';
 import type { ReleasePath } from '../lock/lock-events.js';
 import { ownerPodFrom } from '../lock/owner-pod.js';
 import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../hami/wire.js';
-import { sleep as realSleep } from '../base/abort.js';
+import { WorkQueue } from '../base/work-queue.js';
 
 export interface WatchReleaser {
   /** Classifies the node's lock (store first, confirmed by the API) and frees it only if releasable. */
@@ -38,20 +37,42 @@ export interface PodWatchReleaseDeps {
   followIntervalMs?: number;
   /** How long such a lock is followed before the sweeper is left to it; default 5 minutes (NODELOCK_EXPIRE). */
   followForMs?: number;
-  sleep?: (ms: number) => Promise<void>;
+  /** The pause between two checks of a followed lock (the work queue's). */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   clock?: () => number;
+}
+
+/** Followed nodes whose lock is checked at once at most; the checks of one node never overlap. */
+const FOLLOW_WORKERS = 16;
+
+/** The deleted owners (namespace/name) whose lock on a node is followed, and until when. */
+interface Follower {
+  readonly owners: Set<string>;
+  readonly until: number;
 }
 
 export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
   // One check per node at a time: a burst of updates of the same pod must not queue API reads.
   const checking = new Set<string>();
-  /** node → the deleted owners (namespace/name) whose lock there is followed: one follower per node. */
-  const following = new Map<string, Set<string>>();
-  const sleep = deps.sleep ?? realSleep;
+  /** node → its follower: one per node, whatever deleted owner its lock names now. */
+  const following = new Map<string, Follower>();
   const clock = deps.clock ?? Date.now;
   const intervalMs = deps.followIntervalMs ?? 250;
   const followForMs = deps.followForMs ?? 300_000;
-  let stopped = false;
+  /** Whether the lock on `node` still names a followed owner and the rules keep it. */
+  const stillKept = async (node: string, owners: Set<string>): Promise<boolean> => {
+    const lock = parseLockValue(deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '');
+    if (lock.kind !== 'owned' || !owners.has(`${lock.owner.namespace}/${lock.owner.name}`)) return false;
+    try {
+      return (await deps.locks.releaseIfReleasable(node, 'watch')).outcome === 'kept';
+    } catch (error) {
+      deps.log?.(
+        `could not check the lock of ${lock.owner.namespace}/${lock.owner.name} on ${node} after its deletion: ` +
+          failureText(error),
+      );
+      return true;
+    }
+  };
   /**
    * Frees the lock naming a deleted pod on `node` once the rules allow. A pod that vanished while
    * bound there and waiting for Allocate may still be admitted by kubelet from the watch event it
@@ -61,32 +82,38 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
    * its lock names now (a same-name recreate or the next pod's delete joins it): the checks of a
    * node, each a few API reads while kubelet may still admit the owner, are rate limited per node.
    */
+  const followers = new WorkQueue<string>({
+    workers: FOLLOW_WORKERS,
+    backoff: { initialMs: intervalMs, factor: 2, capMs: intervalMs * 4 },
+    ...(deps.sleep ? { sleep: deps.sleep } : {}),
+    clock,
+    process: async (node) => {
+      const follower = following.get(node);
+      if (follower === undefined) return;
+      if (clock() < follower.until && (await stillKept(node, follower.owners))) {
+        followers.addRateLimited(node);
+        return;
+      }
+      unfollow(node);
+    },
+    // Not a failed check (stillKept answers those): the follower ends, and a later delete starts another.
+    onError: (node, error) => {
+      unfollow(node);
+      deps.log?.(`stopped following the lock on ${node}: ${failureText(error)}`);
+    },
+  });
+  const unfollow = (node: string): void => {
+    following.delete(node);
+    followers.forget(node);
+  };
   const follow = (node: string, namespace: string, name: string): void => {
-    const owners = following.get(node);
-    if (owners !== undefined) {
-      owners.add(`${namespace}/${name}`);
+    const follower = following.get(node);
+    if (follower !== undefined) {
+      follower.owners.add(`${namespace}/${name}`);
       return;
     }
-    const followed = new Set([`${namespace}/${name}`]);
-    following.set(node, followed);
-    void (async () => {
-      const until = clock() + followForMs;
-      const pauses = new Backoff({ initialMs: intervalMs, factor: 2, capMs: intervalMs * 4 });
-      while (!stopped && clock() < until) {
-        const lock = parseLockValue(deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '');
-        if (lock.kind !== 'owned' || !followed.has(`${lock.owner.namespace}/${lock.owner.name}`)) return;
-        try {
-          if ((await deps.locks.releaseIfReleasable(node, 'watch')).outcome !== 'kept') return;
-        } catch (error) {
-          deps.log?.(
-            `could not check the lock of ${lock.owner.namespace}/${lock.owner.name} on ${node} after its deletion: ${failureText(error)}`,
-          );
-        }
-        await sleep(pauses.next());
-      }
-    })().finally(() => {
-      following.delete(node);
-    });
+    following.set(node, { owners: new Set([`${namespace}/${name}`]), until: clock() + followForMs });
+    followers.add(node);
   };
   const releaseLeftBehind = (pod: V1Pod, namespace: string, name: string): void => {
     const boundTo = pod.spec?.nodeName;
@@ -102,7 +129,8 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
         .releaseIfReleasable(node, 'watch')
         .catch((error: unknown) => {
           deps.log?.(
-            `could not release the lock ${namespace}/${name} left on ${node} (the pod is bound to ${boundTo}): ${failureText(error)}`,
+            `could not release the lock ${namespace}/${name} left on ${node} ` +
+              `(the pod is bound to ${boundTo}): ${failureText(error)}`,
           );
         })
         .finally(() => {
@@ -134,7 +162,7 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
     for (const locked of deps.cache.nodesLockedBy(namespace, name)) follow(locked, namespace, name);
   });
   return () => {
-    stopped = true;
+    void followers.shutDown();
     unsubscribe();
   };
 }

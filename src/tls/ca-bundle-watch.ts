@@ -5,6 +5,7 @@ import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { driftedWebhooks, type WebhookConfigurationView } from './ca-bundle-drift.js';
 import { TlsError } from './tls-errors.js';
 import { sleep } from '../base/abort.js';
+import { Backoff } from '../base/backoff.js';
 
 /** The watch's settings cannot work. */
 export class CaBundleWatchError extends TlsError {}
@@ -47,11 +48,6 @@ export interface CaBundleWatchDeps {
   log?: (level: CaBundleWatchLevel, message: string) => void;
 }
 
-/** base x 2^step, jittered by up to 100 %, never above `max`. */
-function backoffMs(base: number, step: number, max: number, random: () => number): number {
-  return Math.min(base * 2 ** Math.min(step, 30) * (1 + random()), max);
-}
-
 /**
  * Watches one MutatingWebhookConfiguration and puts our caBundle back within moments whenever
  * something else changes it: a GitOps tool that applies the manifests with forced ownership, a
@@ -67,35 +63,39 @@ export class CaBundleWatch {
   private readonly reflector: Reflector<WebhookConfigurationView>;
   private readonly abort = new AbortController();
   private readonly clock: () => number;
-  private readonly random: () => number;
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
   private readonly log: (level: CaBundleWatchLevel, message: string) => void;
   private readonly attempts: number;
-  private readonly initialBackoffMs: number;
-  private readonly maxBackoffMs: number;
+  /** Pauses between failed heal() calls of one drift. */
+  private readonly retryPauses: Backoff;
+  /** Pauses before each further heal of a fight with another writer. */
+  private readonly fightPauses: Backoff;
   private readonly fightWindowMs: number;
   private latest: WebhookConfigurationView | undefined;
   private dirty = false;
   private running: Promise<void> | undefined;
   private healedVersion: string | undefined;
   private lastHealAt: number | undefined;
-  private fightStep = 0;
   private healCount = 0;
 
   constructor(private readonly deps: CaBundleWatchDeps) {
     this.attempts = deps.attempts ?? 5;
-    this.initialBackoffMs = deps.initialBackoffMs ?? 250;
-    this.maxBackoffMs = deps.maxBackoffMs ?? 30_000;
+    const initialMs = deps.initialBackoffMs ?? 250;
+    const capMs = deps.maxBackoffMs ?? 30_000;
     this.fightWindowMs = deps.fightWindowMs ?? 10_000;
     if (!Number.isInteger(this.attempts) || this.attempts < 1)
       throw new CaBundleWatchError(`attempts must be a whole number of at least 1, got ${this.attempts}`);
-    if (!(this.initialBackoffMs > 0) || !(this.maxBackoffMs >= this.initialBackoffMs)) {
+    if (!(initialMs > 0) || !(capMs >= initialMs)) {
       throw new CaBundleWatchError(
-        `backoff must be positive with maxBackoffMs >= initialBackoffMs, got ${this.initialBackoffMs} and ${this.maxBackoffMs}`,
+        `backoff must be positive with maxBackoffMs >= initialBackoffMs, got ${initialMs} and ${capMs}`,
       );
     }
     this.clock = deps.clock ?? Date.now;
-    this.random = deps.random ?? Math.random;
+    const random = deps.random ?? Math.random;
+    // Doubling, jittered by up to 100 % (replicas healing together spread out), never above the cap.
+    const spec = { initialMs, factor: 2, capMs, jitter: 1 };
+    this.retryPauses = new Backoff(spec, random);
+    this.fightPauses = new Backoff(spec, random);
     this.sleep = deps.sleep ?? sleep;
     this.log = deps.log ?? (() => undefined);
     const name = deps.configurationName;
@@ -172,7 +172,7 @@ export class CaBundleWatch {
 
   /** A healthy configuration for a whole fight window ends a fight. */
   private noteQuiet(): void {
-    if (this.lastHealAt !== undefined && this.clock() - this.lastHealAt >= this.fightWindowMs) this.fightStep = 0;
+    if (this.lastHealAt !== undefined && this.clock() - this.lastHealAt >= this.fightWindowMs) this.fightPauses.reset();
   }
 
   private async heal(drifted: string[], version: string | undefined): Promise<void> {
@@ -183,14 +183,17 @@ export class CaBundleWatch {
         .map((webhook) => clip(webhook, LABEL_CHARS))
         .join(', ') + (drifted.length > 5 ? ` and ${drifted.length - 5} more` : '');
     if (this.lastHealAt !== undefined && this.clock() - this.lastHealAt < this.fightWindowMs) {
-      const pauseMs = backoffMs(this.initialBackoffMs, this.fightStep++, this.maxBackoffMs, this.random);
+      const pauseMs = this.fightPauses.next();
       this.log(
         'warn',
-        `caBundle of MutatingWebhookConfiguration ${name} was reset again right after the last repair; another writer keeps changing it (does a GitOps tool or manifest own caBundle?); repairing in ${Math.round(pauseMs)} ms`,
+        `caBundle of MutatingWebhookConfiguration ${name} was reset again right after the last repair; ` +
+          'another writer keeps changing it (does a GitOps tool or manifest own caBundle?); ' +
+          `repairing in ${Math.round(pauseMs)} ms`,
       );
       if (!(await this.pause(pauseMs))) return;
     }
     this.log('warn', `caBundle of MutatingWebhookConfiguration ${name} is not ours on ${which}; re-injecting`);
+    this.retryPauses.reset();
     for (let attempt = 1; !this.abort.signal.aborted; attempt++) {
       try {
         await this.deps.heal();
@@ -198,11 +201,12 @@ export class CaBundleWatch {
         if (attempt >= this.attempts) {
           this.log(
             'error',
-            `cannot re-inject the caBundle of MutatingWebhookConfiguration ${name} after ${attempt} attempts: ${describeError(error)}; trying again on its next change and at the next certificate check`,
+            `cannot re-inject the caBundle of MutatingWebhookConfiguration ${name} after ${attempt} attempts: ` +
+              `${describeError(error)}; trying again on its next change and at the next certificate check`,
           );
           return;
         }
-        if (!(await this.pause(backoffMs(this.initialBackoffMs, attempt - 1, this.maxBackoffMs, this.random)))) return;
+        if (!(await this.pause(this.retryPauses.next()))) return;
         continue;
       }
       this.healedVersion = version;
