@@ -1,7 +1,8 @@
 # vgpu-warden image: `docker build -t vgpu-warden:0.1.0 .` (the tag manifests/deployment.yaml uses).
-# The build stage compiles the TypeScript and drops the dev dependencies; the runtime stage holds only
-# dist/, the production node_modules, package.json and a `vgpu-warden` wrapper on the PATH, and runs as
-# a non-root user.
+# The build stage compiles the TypeScript and drops the dev dependencies and the stand-ins workspace
+# package (packages/stand-ins: the HAMi plugin and real-node stand-ins, gRPC; the build needs it only for
+# the types of `local`'s lazy import); the runtime stage holds only dist/, the production node_modules,
+# package.json and a `vgpu-warden` wrapper on the PATH, and runs as a non-root user.
 #
 # `npm run image` (tools/image/build.sh) builds the same runtime stage with buildah, without a
 # Docker engine: it builds the app on the host and turns the runtime stage below into a
@@ -15,10 +16,14 @@ ARG NODE_IMAGE=node:24-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/stand-ins/package.json ./packages/stand-ins/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY packages/stand-ins/tsconfig.build.json ./packages/stand-ins/
+COPY packages/stand-ins/src ./packages/stand-ins/src
 COPY src ./src
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+# --workspaces=false: the production tree of the root alone, without the stand-ins package and gRPC.
+RUN npm run build && npm prune --omit=dev --workspaces=false --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
 # CERT_DIR: where `serve` keeps its CA and serving certificate when no CERT_SECRET_NAME is set

@@ -4,9 +4,14 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 const srcDir = resolve(import.meta.dirname, 'src');
-/** The HAMi device-plugin stand-in: in src/ so that local mode can run it, yet sharing nothing with the rest. */
-const STAND_IN = 'src/local/hami-plugin';
-const standInDir = resolve(import.meta.dirname, STAND_IN);
+/**
+ * The stand-ins for other products (the HAMi device plugin, real nodes): a workspace package of their
+ * own, sharing nothing with src/, and reached from src/ only by the local command's run, lazily.
+ */
+const STAND_INS = 'packages/stand-ins';
+const STAND_INS_PACKAGE = '@vgpu-warden/stand-ins';
+/** The one module of src/ that may reach the stand-ins: loaded lazily itself (local-command.ts). */
+const LAZY_ENTRY = resolve(import.meta.dirname, 'src/commands/local-run.ts');
 
 /** Whether `target` is `dir` or inside it. */
 const within = (dir, target) => {
@@ -16,62 +21,103 @@ const within = (dir, target) => {
 
 /**
  * The visitors of every form a module specifier takes (static and dynamic imports, re-exports,
- * `import type`, `import x = require()`, `typeof import()`): each relative or absolute specifier,
- * resolved against the importing file, is handed to `check` with its literal node for the report.
+ * `import type`, `import x = require()`, `typeof import()`): each string specifier is handed to
+ * `visit` with its literal node and whether the form loads nothing at start (`import()`, or types only).
  */
-const relativeSpecifiers = (context, check) => {
-  const visit = (node) => {
+const moduleSpecifiers = (visit) => {
+  const literalOf = (node) => {
     const literal = node?.type === 'TSLiteralType' ? node.literal : node;
-    if (literal?.type !== 'Literal' || typeof literal.value !== 'string') return;
-    const specifier = literal.value;
-    if (!specifier.startsWith('.') && !isAbsolute(specifier)) return;
-    check(literal, specifier, resolve(dirname(context.filename), specifier));
+    return literal?.type === 'Literal' && typeof literal.value === 'string' ? literal : undefined;
+  };
+  const at = (node, lazy) => {
+    const literal = literalOf(node);
+    if (literal !== undefined) visit(literal, lazy);
   };
   return {
     ImportDeclaration: (node) => {
-      visit(node.source);
+      at(node.source, node.importKind === 'type');
     },
     ExportNamedDeclaration: (node) => {
-      visit(node.source);
+      at(node.source, node.exportKind === 'type');
     },
     ExportAllDeclaration: (node) => {
-      visit(node.source);
+      at(node.source, node.exportKind === 'type');
     },
     ImportExpression: (node) => {
-      visit(node.source);
+      at(node.source, true);
     },
     TSExternalModuleReference: (node) => {
-      visit(node.expression);
+      at(node.expression, false);
     },
     TSImportType: (node) => {
-      visit(node.argument);
+      at(node.argument, true);
     },
   };
 };
 
 /**
- * The HAMi device-plugin stand-in and the kubelet simulator check src/ from the outside: a constant
- * or codec shared with src/ would make a bug symmetric and invisible. This rule resolves every
- * relative or absolute module specifier (static and dynamic imports, re-exports, `import type`,
- * `import x = require()`, `typeof import()`) against the importing file and reports any that lands
- * in src/ outside the stand-in's own folder. no-restricted-imports matches specifier text only and
- * skips dynamic imports, hence a rule.
+ * Each relative or absolute module specifier (moduleSpecifiers), resolved against the importing
+ * file, handed to `check` with its literal node for the report.
+ */
+const relativeSpecifiers = (context, check) =>
+  moduleSpecifiers((literal) => {
+    const specifier = literal.value;
+    if (!specifier.startsWith('.') && !isAbsolute(specifier)) return;
+    check(literal, specifier, resolve(dirname(context.filename), specifier));
+  });
+
+/**
+ * The stand-ins package (the HAMi device plugin, real nodes) and the kubelet simulator check src/
+ * from the outside: a constant or codec shared with src/ would make a bug symmetric and invisible.
+ * This rule resolves every relative or absolute module specifier (static and dynamic imports,
+ * re-exports, `import type`, `import x = require()`, `typeof import()`) against the importing file
+ * and reports any that lands in src/. no-restricted-imports matches specifier text only and skips
+ * dynamic imports, hence a rule.
  */
 const noSrcImports = {
   meta: {
     type: 'problem',
-    docs: { description: 'forbid modules that resolve into src/, except the HAMi stand-in' },
+    docs: { description: 'forbid modules that resolve into src/' },
     schema: [],
     messages: {
       intoSrc:
-        '"{{specifier}}" resolves into src/; this code must share nothing with src/ but the HAMi stand-in (write it from the wire contract).',
+        '"{{specifier}}" resolves into src/; this code must share nothing with src/ (write it from the wire contract, or take what it needs through a port).',
     },
   },
   create(context) {
     return relativeSpecifiers(context, (literal, specifier, target) => {
-      if (within(srcDir, target) && !within(standInDir, target)) {
+      if (within(srcDir, target)) {
         context.report({ node: literal, messageId: 'intoSrc', data: { specifier } });
       }
+    });
+  },
+};
+
+/**
+ * src/ reaches the stand-ins package only from the local command's run (LAZY_ENTRY, itself loaded
+ * with import()), and there only with import() or `import type`: `serve` and the image never load
+ * it (the image does not hold it). Checks the package's name in every form a specifier takes.
+ */
+const standInsOnlyLazily = {
+  meta: {
+    type: 'problem',
+    docs: { description: 'src/ reaches the stand-ins package only lazily, from the local command' },
+    schema: [],
+    messages: {
+      elsewhere:
+        '"{{specifier}}" is the stand-ins package: only src/commands/local-run.ts may reach it (the product does not hold it).',
+      statically:
+        '"{{specifier}}" is the stand-ins package: load it with import() (or import type), so that only local mode loads it.',
+    },
+  },
+  create(context) {
+    if (!within(srcDir, context.filename)) return {};
+    return moduleSpecifiers((literal, lazy) => {
+      const specifier = literal.value;
+      if (specifier !== STAND_INS_PACKAGE && !specifier.startsWith(`${STAND_INS_PACKAGE}/`)) return;
+      if (context.filename !== LAZY_ENTRY)
+        context.report({ node: literal, messageId: 'elsewhere', data: { specifier } });
+      else if (!lazy) context.report({ node: literal, messageId: 'statically', data: { specifier } });
     });
   },
 };
@@ -155,7 +201,7 @@ const layeredImports = {
 };
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'coverage/**', 'node_modules/**', 'webhook-certs/**'] },
+  { ignores: ['dist/**', 'packages/*/dist/**', 'coverage/**', 'node_modules/**', 'webhook-certs/**'] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {
@@ -177,7 +223,7 @@ export default tseslint.config(
   },
   {
     // The shape limits of the product's code. Tables (a function that is one long literal) are allowed by name below.
-    files: ['src/**/*.ts'],
+    files: ['src/**/*.ts', 'packages/*/src/**/*.ts'],
     rules: {
       'max-len': ['warn', { code: 120, ignoreUrls: true }],
       complexity: ['warn', 20],
@@ -186,13 +232,13 @@ export default tseslint.config(
     },
   },
   {
-    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    files: ['test/**/*.ts', 'bench/**/*.ts', 'packages/*/test/**/*.ts'],
     rules: {
       'max-len': ['warn', { code: 120, ignoreUrls: true, ignoreStrings: true, ignoreTemplateLiterals: true }],
     },
   },
   {
-    files: ['test/**/*.ts'],
+    files: ['test/**/*.ts', 'packages/*/test/**/*.ts'],
     rules: {
       // chai's property assertions (expect(x).to.be.true) are expressions by design.
       '@typescript-eslint/no-unused-expressions': 'off',
@@ -200,15 +246,17 @@ export default tseslint.config(
     },
   },
   {
-    files: [`${STAND_IN}/**`, 'test/support/kubelet-sim/**'],
+    files: [`${STAND_INS}/**`, 'test/support/kubelet-sim/**'],
     plugins: { boundary: { rules: { 'no-src-imports': noSrcImports } } },
     rules: { 'boundary/no-src-imports': 'error' },
   },
   {
     files: ['src/**/*.ts'],
-    ignores: [`${STAND_IN}/**`],
-    plugins: { layers: { rules: { 'imports-follow-layers': layeredImports } } },
-    rules: { 'layers/imports-follow-layers': 'error' },
+    plugins: {
+      layers: { rules: { 'imports-follow-layers': layeredImports } },
+      boundary: { rules: { 'stand-ins-only-lazily': standInsOnlyLazily } },
+    },
+    rules: { 'layers/imports-follow-layers': 'error', 'boundary/stand-ins-only-lazily': 'error' },
   },
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
 );

@@ -54,6 +54,23 @@ export interface SchedulerHandle {
   stop(): Promise<void>;
 }
 
+/** What a started control plane is made of: its run folder, address, credentials and means. */
+interface ControlPlaneParts {
+  runDir: string;
+  /** The kube-apiserver's URL. */
+  server: string;
+  caPem: string;
+  /** The static admin token. */
+  token: string;
+  kubeconfigPath: string;
+  binaries: ControlPlaneBinaries;
+  startTimeoutMs: number;
+  progress: (line: string) => void;
+  /** Kept in memory only: it signs client certificates (kubelets' node identities) on demand. */
+  ca: CertificateAuthority;
+  freePorts: (count: number) => Promise<number[]>;
+}
+
 const ADMIN_USER = 'vgpu-warden-admin';
 const CLUSTER_NAME = 'vgpu-warden-local';
 
@@ -77,19 +94,31 @@ export class ControlPlane {
   private unregisterHooks: (() => void) | undefined;
   private stopped: Promise<void> | undefined;
 
-  private constructor(
-    readonly runDir: string,
-    readonly server: string,
-    readonly caPem: string,
-    readonly token: string,
-    readonly kubeconfigPath: string,
-    private readonly binaries: ControlPlaneBinaries,
-    private readonly startTimeoutMs: number,
-    private readonly progress: (line: string) => void,
-    // Kept in memory only: it signs client certificates (kubelets' node identities) on demand.
-    private readonly ca: CertificateAuthority,
-    private readonly freePorts: (count: number) => Promise<number[]>,
-  ) {}
+  readonly runDir: string;
+  readonly server: string;
+  readonly caPem: string;
+  readonly token: string;
+  readonly kubeconfigPath: string;
+  private readonly binaries: ControlPlaneBinaries;
+  private readonly startTimeoutMs: number;
+  private readonly progress: (line: string) => void;
+  private readonly ca: CertificateAuthority;
+  private readonly freePorts: (count: number) => Promise<number[]>;
+
+  private constructor(parts: ControlPlaneParts) {
+    ({
+      runDir: this.runDir,
+      server: this.server,
+      caPem: this.caPem,
+      token: this.token,
+      kubeconfigPath: this.kubeconfigPath,
+      binaries: this.binaries,
+      startTimeoutMs: this.startTimeoutMs,
+      progress: this.progress,
+      ca: this.ca,
+      freePorts: this.freePorts,
+    } = parts);
+  }
 
   static async start(options: ControlPlaneOptions): Promise<ControlPlane> {
     return retryWhilePortTaken(() => ControlPlane.startOnce(options), options.progress ?? (() => undefined));
@@ -111,18 +140,18 @@ export class ControlPlane {
       { mode: 0o600 },
     );
 
-    const plane = new ControlPlane(
+    const plane = new ControlPlane({
       runDir,
       server,
-      pki.caPem,
-      pki.token,
+      caPem: pki.caPem,
+      token: pki.token,
       kubeconfigPath,
-      options.binaries,
-      timeoutMs,
+      binaries: options.binaries,
+      startTimeoutMs: timeoutMs,
       progress,
-      pki.ca,
+      ca: pki.ca,
       freePorts,
-    );
+    });
     plane.unregisterHooks = options.shutdownHooks?.register({
       name: 'control plane',
       stop: () => plane.stop(),

@@ -5,7 +5,7 @@ import {
   pluginApiFromCore,
   type AllocateAction,
   type AllocateRequest,
-} from '../../src/local/hami-plugin/index.js';
+} from '@vgpu-warden/stand-ins/hami-plugin';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
 import type { AllocationDecoder } from './invariants.js';
 import type { NodeAgents, NodeAgentsOptions } from './node-agents.js';

@@ -1,14 +1,15 @@
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { ControlPlane } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
-import { RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
+import { hostProcesses } from '../../src/local/host-processes.js';
+import { RealGpuFleet } from '@vgpu-warden/stand-ins/real-gpu-fleet';
 import { expectedGpuEnvironment, gpuEnvironment } from '../support/gpu-environment.js';
 import {
   decodePodDevices,
   HamiDevicePlugin,
   pluginApiFromCore,
   type Admission,
-} from '../../src/local/hami-plugin/index.js';
+} from '@vgpu-warden/stand-ins/hami-plugin';
 import type { AllocationDecoder, Violation } from './invariants.js';
 import type { NodeAgents } from './node-agents.js';
 import { podKey, type AllocationRecord, type Snapshot } from './observed-state.js';
@@ -46,7 +47,7 @@ const decode: AllocationDecoder = (encoded) => {
 };
 
 /**
- * Real nodes for the chaos runner: kubelet + containerd each (src/local/real-node/), and the
+ * Real nodes for the chaos runner: kubelet + containerd each (@vgpu-warden/stand-ins/real-node), and the
  * HAMi stand-in served over gRPC on each kubelet, so kubelet's device manager decides when Allocate
  * is called and for which pod (the RPC does not say, so records carry no admitted pod). In its place
  * the invariant is read from the containers themselves: every Running GPU container printed exactly
@@ -102,6 +103,7 @@ export class RealNodeAgents implements NodeAgents {
       kubeConfig: options.kubeConfig,
       core: options.core,
       binaries: locateBinaries({ repoRoot: options.repoRoot, env: process.env }),
+      processes: hostProcesses,
       plugin: this.plugin,
     });
     const started = Date.now();

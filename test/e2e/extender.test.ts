@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { ALLOCATED_ANNOTATION, BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
-import { decodePodDevices, wire as hamiWire, type HamiDevice } from '../../src/local/hami-plugin/index.js';
+import { decodePodDevices, wire as hamiWire, type HamiDevice } from '@vgpu-warden/stand-ins/hami-plugin';
 import {
   ExtenderFixture,
   fixtureForSuite,

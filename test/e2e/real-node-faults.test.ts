@@ -12,7 +12,7 @@ import {
 } from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 import { kubernetesVersionOf, locateBinaries } from '../../src/local/k8s-binaries.js';
-import type { GrpcPluginEvent } from '../../src/local/hami-plugin/index.js';
+import type { GrpcPluginEvent } from '@vgpu-warden/stand-ins/hami-plugin';
 
 /**
  * Faults between kubelet and the device plugin, on real nodes (kubelet + containerd, the HAMi

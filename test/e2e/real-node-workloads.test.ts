@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { decodePodDevices, wire } from '../../src/local/hami-plugin/index.js';
+import { decodePodDevices, wire } from '@vgpu-warden/stand-ins/hami-plugin';
 import { expectOwnGpus, nodeUnlocked, RealGpuNodes, realGpuPod, runningPod } from '../support/real-gpu-nodes.js';
 import { eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 

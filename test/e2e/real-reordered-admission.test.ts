@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { decodePodDevices, wire } from '../../src/local/hami-plugin/index.js';
+import { decodePodDevices, wire } from '@vgpu-warden/stand-ins/hami-plugin';
 import { expectedGpuEnvironment, gpuEnvironment } from '../support/gpu-environment.js';
 import {
   boundPod,

@@ -2,7 +2,7 @@ import { copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { wire, type AllocateRecord, type Admission } from '../../src/local/hami-plugin/index.js';
+import { wire, type AllocateRecord, type Admission } from '@vgpu-warden/stand-ins/hami-plugin';
 import {
   boundPod,
   expectOwnGpus,

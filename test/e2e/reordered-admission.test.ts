@@ -5,7 +5,7 @@ import { decodeAllocation } from '../../src/devices/allocation-codec.js';
 import { ALLOCATED_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire.js';
 import type { Wake } from '../support/eventually.js';
 import { ExtenderFixture, fixtureForSuite, gpuPodSpec, gpuUuids } from '../support/extender-fixture.js';
-import type { AllocateRecord } from '../../src/local/hami-plugin/index.js';
+import type { AllocateRecord } from '@vgpu-warden/stand-ins/hami-plugin';
 import { describeNodeLock, describePod, podStory } from '../support/observations.js';
 import { eventually, notYet, sharedControlPlane, testCluster, wakeOn } from '../support/test-cluster.js';
 

@@ -8,7 +8,8 @@ import { kubeSchedulerConfiguration } from '../../src/extender/scheduler-config.
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
-import { RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
+import { hostProcesses } from '../../src/local/host-processes.js';
+import { RealGpuFleet } from '@vgpu-warden/stand-ins/real-gpu-fleet';
 import { findFreePorts } from '../../src/local/free-port.js';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
 import { parseLockValue } from '../../src/lock/lock-value.js';
@@ -16,7 +17,7 @@ import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../src/hami/wire
 import { spawnTsx, type CapturedProcess } from '../support/captured-process.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { httpGet } from '../support/http-get.js';
-import { HamiDevicePlugin, pluginApiFromCore } from '../../src/local/hami-plugin/index.js';
+import { HamiDevicePlugin, pluginApiFromCore } from '@vgpu-warden/stand-ins/hami-plugin';
 import { KubeletSim } from '../support/kubelet-sim/index.js';
 import type { Wake } from '../support/eventually.js';
 import { expectOwnGpus, REAL_GROUP_LABEL, realGpuPod } from '../support/real-gpu-nodes.js';
@@ -115,6 +116,7 @@ async function realNodes(
     kubeConfig: loadKubeConfig(plane.kubeconfigPath),
     core,
     binaries: locateBinaries({ repoRoot, env: process.env }),
+    processes: hostProcesses,
   });
   await core.patchNode({ name: second, body: { spec: { unschedulable: true } } }, mergePatch);
   return {

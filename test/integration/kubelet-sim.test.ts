@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { simulatedGpuNode } from '../../src/local/simulated-gpu-node.js';
-import { HamiDevicePlugin, pluginApiFromCore, wire, type AllocateAction } from '../../src/local/hami-plugin/index.js';
+import { HamiDevicePlugin, pluginApiFromCore, wire, type AllocateAction } from '@vgpu-warden/stand-ins/hami-plugin';
 import { KubeletSim, type KubeletSimOptions } from '../support/kubelet-sim/index.js';
 import { describePod } from '../support/observations.js';
 import { eventually, notYet, testCluster, uniqueName, wakeOn } from '../support/test-cluster.js';

@@ -7,10 +7,8 @@ import { expect } from 'chai';
 import { httpStatusOf } from '../../src/kube/errors.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { kubernetesVersionOf, locateBinaries } from '../../src/local/k8s-binaries.js';
-import { TEST_IMAGE } from '../../src/local/real-node/node-image.js';
-import { locateRealNodeTools } from '../../src/local/real-node/node-tools.js';
-import { RealNodeFleet } from '../../src/local/real-node/real-node-fleet.js';
-import type { RealNode } from '../../src/local/real-node/real-node.js';
+import { hostProcesses } from '../../src/local/host-processes.js';
+import { locateRealNodeTools, RealNodeFleet, TEST_IMAGE, type RealNode } from '@vgpu-warden/stand-ins/real-node';
 import { cleanUpTestNamespace, eventually, notYet, sharedControlPlane, testCluster } from '../support/test-cluster.js';
 
 /**
@@ -171,6 +169,7 @@ describe('real nodes (kubelet + containerd in namespaces of their own)', functio
       cluster: plane,
       kubeConfig: loadKubeConfig(plane.kubeconfigPath),
       tools: locateRealNodeTools(binaries),
+      processes: hostProcesses,
     });
     process.stdout.write(`      (2 real nodes started and Ready in ${Date.now() - started} ms)\n`);
   });

@@ -15,7 +15,7 @@ import {
   type AllocateAction,
   type AllocateRequest,
   type HamiDevicePluginOptions,
-} from '../../src/local/hami-plugin/index.js';
+} from '@vgpu-warden/stand-ins/hami-plugin';
 import { KubeletSim, type KubeletSimOptions, type Random } from './kubelet-sim/index.js';
 import { nonLoopbackAddress } from './mtls-request.js';
 import { uniqueName } from './test-cluster.js';
@@ -56,7 +56,7 @@ export interface ExtenderFixtureOptions {
  * The whole bind-time path for e2e tests: vgpu-warden's server (webhook + extender) in-process, the
  * real kube-scheduler configured with the shipped KubeSchedulerConfiguration pointing at it, and on
  * the nodes this fixture creates a kubelet simulator that admits bound pods and calls the HAMi
- * device-plugin stand-in's Allocate for them (test/support/kubelet-sim, src/local/hami-plugin:
+ * device-plugin stand-in's Allocate for them (test/support/kubelet-sim, packages/stand-ins/src/hami-plugin:
  * neither shares code with src/).
  */
 export class ExtenderFixture {

@@ -7,8 +7,9 @@ import { loadKubeConfig } from '../../src/kube/client.js';
 import type { RunningServer } from '../../src/serve/start-server.js';
 import type { ControlPlane, SchedulerHandle } from '../../src/local/control-plane.js';
 import { locateBinaries } from '../../src/local/k8s-binaries.js';
-import { REAL_NODE_CONTAINER, RealGpuFleet } from '../../src/local/real-gpu-fleet.js';
-import type { RealNode } from '../../src/local/real-node/real-node.js';
+import { hostProcesses } from '../../src/local/host-processes.js';
+import { REAL_NODE_CONTAINER, RealGpuFleet } from '@vgpu-warden/stand-ins/real-gpu-fleet';
+import type { RealNode } from '@vgpu-warden/stand-ins/real-node';
 import {
   type Admission,
   type AllocateAction,
@@ -20,7 +21,7 @@ import {
   type MockGpu,
   pluginApiFromCore,
   wire,
-} from '../../src/local/hami-plugin/index.js';
+} from '@vgpu-warden/stand-ins/hami-plugin';
 import { expect } from 'chai';
 import { expectedGpuEnvironment, gpuEnvironment } from './gpu-environment.js';
 import { eventually, notYet, testCluster, uniqueName } from './test-cluster.js';
@@ -101,6 +102,7 @@ export class RealGpuNodes {
       kubeConfig: loadKubeConfig(this.plane.kubeconfigPath),
       core: this.core,
       binaries,
+      processes: hostProcesses,
       plugin: this.plugin,
     });
     this.scheduler = await this.plane.startScheduler(

@@ -87,11 +87,13 @@ describe('Dockerfile', () => {
     expect(build.name).to.be.a('string');
   });
 
-  it('installs with npm ci, builds with npm run build and prunes the dev dependencies', () => {
+  it('installs with npm ci, builds with npm run build and prunes the dev dependencies and the workspaces', () => {
     const commands = runs(build);
     expect(commands).to.match(/\bnpm ci\b/);
     expect(commands).to.match(/\bnpm run build\b/);
     expect(commands).to.match(/\bnpm prune\b[^&]*--omit=dev/);
+    // The stand-ins workspace package (and its gRPC) is for tests and local mode: pruned with the workspaces.
+    expect(commands).to.match(/\bnpm prune\b[^&]*--workspaces=false/);
     expect(commands.indexOf('npm ci')).to.be.below(commands.indexOf('npm run build'));
     expect(commands.indexOf('npm run build')).to.be.below(commands.indexOf('npm prune'));
   });

@@ -16,7 +16,7 @@
 #   BUILDAH_ISOLATION        buildah's isolation (default chroot: works where runc/crun cannot start)
 #
 # The build has no network: the app is built on the host (npm ci, npm run build, npm prune
-# --omit=dev in a staging copy of the files .dockerignore lets into a Docker build), so npm uses the
+# --omit=dev --workspaces=false, which drops the stand-ins package and gRPC, in a staging copy of the files .dockerignore lets into a Docker build), so npm uses the
 # host's own registry settings and CA, and nothing of them reaches the image. The image is the
 # Dockerfile's runtime stage with each `COPY --from=build /app/X` turned into `COPY X` of that staged
 # build. An image built from the same sources on the same base is reused (tag src-<hash>).
@@ -178,10 +178,15 @@ fi
 
 app="$work/app"
 mkdir -p "$app"
-(cd "$repo" && cp -R "${context_files[@]}" "$app/")
+# --parents: nested entries (packages/stand-ins/src) keep their path.
+(cd "$repo" && cp -R --parents "${context_files[@]}" "$app/")
 run "app: npm ci (host)" bash -c "cd '$app' && npm ci --no-audit --no-fund"
 run "app: npm run build" bash -c "cd '$app' && npm run build"
-run "app: npm prune --omit=dev" bash -c "cd '$app' && npm prune --omit=dev --no-audit --no-fund"
+run "app: npm prune --omit=dev --workspaces=false" bash -c "cd '$app' && npm prune --omit=dev --workspaces=false --no-audit --no-fund"
+# The stand-ins package (a workspace) and its gRPC are for tests and local mode, never for the image.
+for left in node_modules/@vgpu-warden node_modules/@grpc; do
+  [[ ! -e "$app/$left" ]] || fail "$left is still in the pruned build: the image must not hold the stand-ins package or gRPC"
+done
 # node_modules built here runs on the image's libc only if it is pure JavaScript.
 native=$(find "$app/node_modules" -name '*.node' -type f | sed -n 1,3p)
 [[ -z "$native" ]] || fail "native addons in the production dependencies (${native//$'\n'/, }): a host build would not match the image; use docker build"

@@ -20,7 +20,7 @@
 # - buildah, debootstrap: the image test and `npm run release` build the image
 #   (tools/image/build.sh), on a base made from Debian packages where no registry image is reachable;
 # - containerd, runc, containernetworking-plugins, busybox-static: the real nodes (kubelet with its
-#   own containerd per node, a loopback CNI, a tiny image of static busybox; src/local/real-node/)
+#   own containerd per node, a loopback CNI, a tiny image of static busybox; packages/stand-ins/src/real-node/)
 #   of the e2e, compatibility and chaos suites, and of `npm start` when run as root.
 set -euo pipefail
 

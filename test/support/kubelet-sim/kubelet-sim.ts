@@ -23,7 +23,7 @@ import {
   type V1Container,
   type V1Pod,
 } from '@kubernetes/client-node';
-import type { AllocateRequest, AllocateResponse, PodIdentity } from '../../../src/local/hami-plugin/index.js';
+import type { AllocateRequest, AllocateResponse, PodIdentity } from '@vgpu-warden/stand-ins/hami-plugin';
 import { DeviceManager, DevicesUnavailableError } from './device-manager.js';
 import { PodFeed } from './pod-feed.js';
 import { rejectedStatus, runningStatus, terminatedStatus, UNEXPECTED_ADMISSION_ERROR } from './pod-status.js';

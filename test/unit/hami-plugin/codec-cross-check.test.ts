@@ -6,7 +6,7 @@ import {
   eraseNextDeviceRequest,
   nextDeviceRequest,
   type PodDeviceEntries,
-} from '../../../src/local/hami-plugin/index.js';
+} from '@vgpu-warden/stand-ins/hami-plugin';
 import { seededRandom, type Random } from '../../support/kubelet-sim/index.js';
 
 /**

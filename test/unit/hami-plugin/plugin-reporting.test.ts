@@ -7,7 +7,7 @@ import {
   reportedHandshake,
   requestingHandshake,
   wire,
-} from '../../../src/local/hami-plugin/index.js';
+} from '@vgpu-warden/stand-ins/hami-plugin';
 import { DeviceManager } from '../../support/kubelet-sim/index.js';
 
 const REGISTER = JSON.stringify([

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { expect } from 'chai';
 import { startupModules } from '../../support/startup-modules.js';
@@ -11,6 +12,15 @@ describe('what a production process loads at start (src/main.ts, before any dyna
     const loaded = startupModules(SRC, 'main.ts');
     expect(loaded).to.include('commands/serve-command.ts');
     expect(loaded.filter((module) => module.startsWith('local/'))).to.deep.equal([]);
+  });
+
+  it('nothing of the stand-ins package: src/ names it only in the lazily loaded local run', () => {
+    const loaded = startupModules(SRC, 'main.ts');
+    const naming = loaded.filter((module) =>
+      readFileSync(resolve(SRC, module), 'utf8').includes('@vgpu-warden/stand-ins'),
+    );
+    expect(naming).to.deep.equal([]);
+    expect(loaded).to.not.include('commands/local-run.ts');
   });
 
   it('the local command still reaches its run through a dynamic import', () => {

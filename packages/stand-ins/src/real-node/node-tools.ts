@@ -1,5 +1,5 @@
 import { accessSync, constants } from 'node:fs';
-import { MissingBinariesError, type ControlPlaneBinaries } from '../k8s-binaries.js';
+import { MissingToolError } from './real-node-error.js';
 
 /** The programs a real node runs. kubelet comes from tools/k8s/build.sh, the rest from Debian packages. */
 export interface RealNodeTools {
@@ -31,11 +31,11 @@ const ON_PATH = ['/usr/bin/containerd-shim-runc-v2', '/usr/sbin/runc'];
 
 /** The tools at their Debian paths (overridable), checked to be executable. */
 export function locateRealNodeTools(
-  binaries: ControlPlaneBinaries,
+  binaries: { readonly kubelet?: string | undefined },
   overrides: Partial<RealNodeTools> = {},
 ): RealNodeTools {
   const kubelet = overrides.kubelet ?? binaries.kubelet;
-  if (kubelet === undefined) throw new MissingBinariesError('kubelet is not built; run "bash tools/k8s/build.sh"');
+  if (kubelet === undefined) throw new MissingToolError('kubelet is not built; run "bash tools/k8s/build.sh"');
   const tools: RealNodeTools = { ...DEBIAN_TOOLS, kubelet, ...overrides };
   const programs = [
     tools.kubelet,
@@ -52,7 +52,7 @@ export function locateRealNodeTools(
     try {
       accessSync(program, constants.X_OK);
     } catch (error) {
-      throw new MissingBinariesError(
+      throw new MissingToolError(
         `${program} is missing; real nodes need kubelet (tools/k8s/build.sh) and the Debian packages containerd, runc, containernetworking-plugins, busybox-static, util-linux`,
         { cause: error },
       );

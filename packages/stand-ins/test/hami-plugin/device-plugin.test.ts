@@ -13,7 +13,7 @@ import {
   type AllocateRequest,
   type HamiDevicePluginOptions,
   type PodIdentity,
-} from '../../../src/local/hami-plugin/index.js';
+} from '../../src/hami-plugin/index.js';
 import { LOCK, REGISTER, UUID } from './appendix-a.js';
 
 interface PodSpec {

@@ -1,9 +1,8 @@
 import { readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { join, sep } from 'node:path';
-import { describeError } from '../../base/errors.js';
 import { cgroupTree, removeCgroupRootSync, unescapeMountPath } from './cgroup-roots.js';
 import { cgroupRootFor } from './node-layout.js';
-import { RealNodeError } from './real-node-error.js';
+import { errorChain, RealNodeError } from './real-node-error.js';
 
 // A SIGKILLed run cannot tidy up: its processes die (their guards kill them), but its run folder
 // and the empty cgroup folders of its nodes stay. Each run folder names its owner, and the next run
@@ -243,7 +242,7 @@ export function sweepLeftoverRunFolders(options: SweepOptions): SweepReport {
     try {
       verdict = judgeOwner(readOwnerText(dir), isAlive, ownNamespace);
     } catch (error) {
-      verdict = { gone: false, reason: `owner unknown: ${describeError(error)}` };
+      verdict = { gone: false, reason: `owner unknown: ${errorChain(error)}` };
     }
     if (verdict.gone) {
       leftovers.push(dir);
@@ -261,7 +260,7 @@ export function sweepLeftoverRunFolders(options: SweepOptions): SweepReport {
     try {
       mounts ??= (options.mountPoints ?? defaultMountPoints)();
     } catch (error) {
-      keep(`could not list mounts: ${describeError(error)}`);
+      keep(`could not list mounts: ${errorChain(error)}`);
       continue;
     }
     const inside = mounts.filter((point) => point === dir || point.startsWith(dir + sep));
@@ -280,7 +279,7 @@ export function sweepLeftoverRunFolders(options: SweepOptions): SweepReport {
       try {
         removeRoot(root, hierarchies);
       } catch (error) {
-        failures.push(`${root}: ${describeError(error)}`);
+        failures.push(`${root}: ${errorChain(error)}`);
         continue;
       }
       const left = cgroupTree(root, hierarchies);
@@ -293,7 +292,7 @@ export function sweepLeftoverRunFolders(options: SweepOptions): SweepReport {
     try {
       rmSync(dir, { recursive: true, force: true });
     } catch (error) {
-      keep(`could not remove: ${describeError(error)}`);
+      keep(`could not remove: ${errorChain(error)}`);
       continue;
     }
     report.removed.push(dir);

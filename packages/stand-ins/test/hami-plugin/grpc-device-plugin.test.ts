@@ -35,7 +35,7 @@ import {
   type GrpcDevicePluginServerOptions,
   type GrpcPluginEvent,
   type HamiDevicePluginOptions,
-} from '../../../src/local/hami-plugin/index.js';
+} from '../../src/hami-plugin/index.js';
 
 // kubelet's view of the contract, typed from api.proto (field names as in the proto).
 interface RegisterRequest {
@@ -63,7 +63,7 @@ interface PreferredAllocationResponse {
   container_responses: { deviceIDs: string[] }[];
 }
 
-const PROTO = fileURLToPath(new URL('../../../src/local/hami-plugin/proto/api.proto', import.meta.url));
+const PROTO = fileURLToPath(new URL('../../src/hami-plugin/proto/api.proto', import.meta.url));
 const protoPackage = loadSync(PROTO, {
   keepCase: true,
   defaults: true,

@@ -4,16 +4,16 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { cgroupTree, parseCgroupMounts, removeCgroupTreeOnce } from '../../../../src/local/real-node/cgroup-roots.js';
+import { cgroupTree, parseCgroupMounts, removeCgroupTreeOnce } from '../../src/real-node/cgroup-roots.js';
 import {
   NODE_IMAGES,
   ociArchitecture,
   ociImageDocuments,
   SANDBOX_IMAGE,
   TEST_IMAGE,
-} from '../../../../src/local/real-node/node-image.js';
-import { HOLDER_SCRIPT, KUBELET_KERNEL_SETTINGS } from '../../../../src/local/real-node/node-namespace.js';
-import { descendantsAt, parseStatLine, waitForDescendant } from '../../../../src/local/real-node/process-table.js';
+} from '../../src/real-node/node-image.js';
+import { HOLDER_SCRIPT, KUBELET_KERNEL_SETTINGS } from '../../src/real-node/node-namespace.js';
+import { descendantsAt, parseStatLine, waitForDescendant } from '../../src/real-node/process-table.js';
 
 const MOUNTINFO = `22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
 30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755

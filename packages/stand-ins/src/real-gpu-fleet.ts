@@ -1,6 +1,8 @@
+import { open } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { WardenError } from '../base/errors.js';
 import {
+  DEFAULT_RESOURCE_NAME,
   GrpcDevicePluginServer,
   HamiDevicePlugin,
   mockGpus,
@@ -12,22 +14,20 @@ import {
   type GrpcDevicePluginServerOptions,
   type MockGpu,
 } from './hami-plugin/index.js';
-import type { ControlPlaneBinaries } from './k8s-binaries.js';
 import { TEST_IMAGE } from './real-node/node-image.js';
 import { locateRealNodeTools } from './real-node/node-tools.js';
 import { RealNodeFleet } from './real-node/real-node-fleet.js';
+import type { ProcessHost, ShutdownRegistry } from './real-node/process-host.js';
+import { RealNodeError } from './real-node/real-node-error.js';
 import type { NodeClusterAccess, RealNode } from './real-node/real-node.js';
-import type { ShutdownHooks } from './shutdown-hooks.js';
-import { GPU_ALLOCATABLE_RESOURCE } from '../hami/wire.js';
-import { sleep } from '../base/abort.js';
-import { tailLines } from './log-lines.js';
 
 /**
- * GPU nodes that are real kubelets (src/local/real-node/: kubelet and containerd each, in
+ * GPU nodes that are real kubelets (real-node/: kubelet and containerd each, in
  * their own namespaces) with the HAMi device-plugin stand-in registered on each over kubelet's
  * device-plugin gRPC API, and mock GPUs registered as HAMi's plugin writes them. kubelet's own device
- * manager calls Allocate; the stand-in answers with HAMi's container environment. Local mode runs
- * this module only on real nodes (it is loaded with import()), so `serve` never loads gRPC.
+ * manager calls Allocate; the stand-in answers with HAMi's container environment. Local mode loads
+ * this module (with import()) only on real nodes, so simulated runs never load gRPC; `serve` never
+ * loads this package.
  */
 
 /**
@@ -53,9 +53,12 @@ export interface RealGpuFleetOptions {
   cluster: NodeClusterAccess;
   kubeConfig: KubeConfig;
   core: CoreV1Api;
-  binaries: ControlPlaneBinaries;
+  /** Where the control plane's binaries are: kubelet is taken from here. */
+  binaries: { readonly kubelet?: string | undefined };
+  /** Starts the nodes' programs (the caller's process runner). */
+  processes: ProcessHost;
   labels?: Readonly<Record<string, string>>;
-  shutdownHooks?: ShutdownHooks;
+  shutdownHooks?: ShutdownRegistry;
   progress?: (line: string) => void;
   /** The stand-in to serve (one for all nodes, as it keeps the records); else one that allocates as HAMi does, or as `allocation` says. */
   plugin?: HamiDevicePlugin<Admission>;
@@ -65,7 +68,7 @@ export interface RealGpuFleetOptions {
   allocatableTimeoutMs?: number;
 }
 
-export class RealGpuFleetError extends WardenError {}
+export class RealGpuFleetError extends RealNodeError {}
 
 /** kubelet's log lines about device-plugin registration and connections (kubelet runs at -v=2). */
 const DEVICE_MANAGER_LINE =
@@ -97,6 +100,7 @@ export class RealGpuFleet {
       cluster: options.cluster,
       kubeConfig: options.kubeConfig,
       tools,
+      processes: options.processes,
       ...(options.shutdownHooks === undefined ? {} : { shutdownHooks: options.shutdownHooks }),
       ...(options.progress === undefined ? {} : { progress: options.progress }),
     });
@@ -170,11 +174,11 @@ export class RealGpuFleet {
   async allocatable(node: string, count: number, timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const seen = (await this.core.readNode({ name: node })).status?.allocatable?.[GPU_ALLOCATABLE_RESOURCE];
+      const seen = (await this.core.readNode({ name: node })).status?.allocatable?.[DEFAULT_RESOURCE_NAME];
       if (seen === String(count)) return;
       if (Date.now() > deadline) {
         throw new RealGpuFleetError(
-          `${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})\n${this.devicePluginTrail(node)}`,
+          `${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})\n${await this.devicePluginTrail(node)}`,
         );
       }
       await sleep(200);
@@ -186,9 +190,9 @@ export class RealGpuFleet {
    * is in these lines (a Register refused, a client kubelet never dropped), and a failure on a CI
    * machine leaves nothing else behind.
    */
-  private devicePluginTrail(node: string): string {
+  private async devicePluginTrail(node: string): Promise<string> {
     const kubeletLog = this.node(node).logFiles.kubelet;
-    const kubeletLines = tailLines(kubeletLog, TRAIL_BYTES)
+    const kubeletLines = (await lastLinesOf(kubeletLog, TRAIL_BYTES))
       .filter((line) => DEVICE_MANAGER_LINE.test(line))
       .slice(-TRAIL_LINES);
     const pluginLines = this.servers.get(node)?.recentLines().slice(-TRAIL_LINES) ?? [];
@@ -209,5 +213,20 @@ export class RealGpuFleet {
 
   private async stopPlugins(): Promise<void> {
     for (const server of this.servers.values()) await server.stop().catch(() => undefined);
+  }
+}
+
+/** The whole lines in the last `bytes` of a file; none when it cannot be read. */
+async function lastLinesOf(path: string, bytes: number): Promise<string[]> {
+  const file = await open(path).catch(() => undefined);
+  if (file === undefined) return [];
+  try {
+    const { size } = await file.stat();
+    const start = Math.max(0, size - bytes);
+    const { buffer, bytesRead } = await file.read({ buffer: Buffer.alloc(size - start), position: start });
+    const lines = buffer.subarray(0, bytesRead).toString('utf8').split('\n');
+    return (start > 0 ? lines.slice(1) : lines).filter((line) => line !== '');
+  } finally {
+    await file.close();
   }
 }

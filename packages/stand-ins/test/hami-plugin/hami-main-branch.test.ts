@@ -14,7 +14,7 @@ import {
   type AllocateRequest,
   type HamiDevicePluginOptions,
   type PodIdentity,
-} from '../../../src/local/hami-plugin/index.js';
+} from '../../src/hami-plugin/index.js';
 import { LOCK, REGISTER, UUID } from './appendix-a.js';
 
 // The two HAMi main-branch changes the stand-in models as options: #3075 (refuse an allocation

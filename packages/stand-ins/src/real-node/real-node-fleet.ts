@@ -1,12 +1,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describeError } from '../../base/errors.js';
-import type { ShutdownHooks } from '../shutdown-hooks.js';
+import type { ShutdownRegistry } from './process-host.js';
 import { cgroupHierarchies } from './cgroup-roots.js';
 import { ensureNodeImage } from './node-image.js';
 import { RealNode, type RealNodeOptions } from './real-node.js';
-import { RealNodeError } from './real-node-error.js';
+import { errorChain, RealNodeError } from './real-node-error.js';
 import {
   currentProcessOwner,
   describeSweep,
@@ -28,7 +27,7 @@ export interface RealNodeFleetOptions extends Omit<
   /** Where the run folder is made (mkdtemp); defaults to the OS temp dir. Keep it short: sockets live inside. */
   baseDir?: string;
   /** When given, the fleet is stopped on SIGINT/SIGTERM and killed on process exit. */
-  shutdownHooks?: ShutdownHooks;
+  shutdownHooks?: ShutdownRegistry;
 }
 
 /**
@@ -55,8 +54,8 @@ export class RealNodeFleet {
         fleet.killSync();
       },
     });
-    const { nodes, tools, cluster, kubeConfig, startTimeoutMs, onKubeletStarted, progress } = options;
-    const common = { tools, cluster, kubeConfig, startTimeoutMs, onKubeletStarted, progress };
+    const { nodes, tools, processes, cluster, kubeConfig, startTimeoutMs, onKubeletStarted, progress } = options;
+    const common = { tools, processes, cluster, kubeConfig, startTimeoutMs, onKubeletStarted, progress };
     try {
       // Lets the next run remove this folder, and these nodes' cgroups, should this process be SIGKILLed.
       writeOwner(fleet.runDir, currentProcessOwner());
@@ -122,6 +121,6 @@ function sweepLeftovers(baseDir: string, progress: ((line: string) => void) | un
     const line = describeSweep(sweepLeftoverRunFolders({ baseDir, hierarchies: cgroupHierarchies() }));
     if (line !== undefined) progress?.(`real nodes: ${line}`);
   } catch (error) {
-    progress?.(`real nodes: could not sweep leftover run folders in ${baseDir}: ${describeError(error)}`);
+    progress?.(`real nodes: could not sweep leftover run folders in ${baseDir}: ${errorChain(error)}`);
   }
 }

@@ -1,10 +1,7 @@
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { findFreePorts } from '../free-port.js';
-import { ManagedProcess } from '../managed-process.js';
-import type { ShutdownHooks } from '../shutdown-hooks.js';
-import { PortTakenError, retryWhilePortTaken, waitUntilReady } from '../wait-until-ready.js';
+import type { HostProcess, ProcessHost, ShutdownRegistry } from './process-host.js';
 import { cgroupHierarchies, createCgroupRoot, removeCgroupRoot, removeCgroupRootSync } from './cgroup-roots.js';
 import { LOOPBACK_CNI_CONFLIST, renderContainerdConfig } from './containerd-config.js';
 import { buildKubeletConfiguration, kubeletArgs } from './kubelet-config.js';
@@ -17,7 +14,7 @@ import { isRunning, readProcessStat, waitForDescendant } from './process-table.j
 import { RealNodeError } from './real-node-error.js';
 import { runCommand } from './run-command.js';
 import { waitForExit } from './wait-for-exit.js';
-import { sleep } from '../../base/abort.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** What a node needs from the control plane; ControlPlane provides both. */
 export interface NodeClusterAccess {
@@ -35,10 +32,12 @@ export interface RealNodeOptions {
   /** An admin client: it plays the cloud provider (addresses, taint) and deletes the Node at stop. */
   kubeConfig: KubeConfig;
   tools: RealNodeTools;
+  /** Starts the node's programs (the caller's process runner). */
+  processes: ProcessHost;
   /** Extra node labels (kubelet --node-labels; NodeRestriction limits kubernetes.io ones). */
   labels?: Readonly<Record<string, string>>;
   /** When given, the node is stopped on SIGINT/SIGTERM and killed on process exit. */
-  shutdownHooks?: ShutdownHooks;
+  shutdownHooks?: ShutdownRegistry;
   /** Upper bound for each start step (namespace, containerd, kubelet, Ready). */
   startTimeoutMs?: number;
   /** Runs once kubelet answers its health check, before the wait for Ready: e.g. start a device plugin on devicePluginDir. */
@@ -47,7 +46,7 @@ export interface RealNodeOptions {
 }
 
 interface NodeProcess {
-  process: ManagedProcess;
+  process: HostProcess;
   /** Host pid of the program itself (not of nsenter or the guard). */
   pid: number;
   /** Host pid of the nsenter that forked it (outside the namespace, it is the program's parent). */
@@ -215,6 +214,7 @@ export class RealNode {
       logFile: layout.logs.namespace,
       cwd: layout.nodeDir,
       timeoutMs: this.timeoutMs,
+      processes: options.processes,
     });
     step('namespace ready');
     await this.startContainerd();
@@ -289,7 +289,7 @@ export class RealNode {
   /** Picks kubelet's two loopback ports anew and writes its configuration with them. */
   private async writeKubeletConfig(): Promise<void> {
     const { layout } = this;
-    const [kubeletPort = 0, healthzPort = 0] = await findFreePorts(2);
+    const [kubeletPort = 0, healthzPort = 0] = await this.options.processes.freePorts(2);
     this.ports = { kubelet: kubeletPort, healthz: healthzPort };
     writeFileSync(
       layout.kubeletConfig,
@@ -316,7 +316,7 @@ export class RealNode {
    */
   async startKubelet(): Promise<void> {
     if (this.kubeletPid !== undefined) throw new RealNodeError(`kubelet of ${this.nodeName} already runs`);
-    await retryWhilePortTaken(
+    await this.options.processes.retryWhilePortTaken(
       async (attempt) => {
         // A restart keeps kubelet's ports; only a try after a taken port picks new ones.
         if (attempt > 1) await this.writeKubeletConfig();
@@ -328,7 +328,7 @@ export class RealNode {
     );
   }
 
-  /** One start; a kubelet whose port was taken is killed again before the PortTakenError goes up. */
+  /** One start; a kubelet whose port was taken is killed again before the port-taken error goes up. */
   private async startKubeletOnce(): Promise<void> {
     const { layout } = this;
     const args = kubeletArgs({
@@ -343,13 +343,13 @@ export class RealNode {
     this.kubelet = child;
     this.kubeletEverStarted = true;
     try {
-      await waitUntilReady(child.process, {
+      await child.process.untilReady({
         url: `http://127.0.0.1:${this.ports?.healthz ?? 0}/healthz`,
         timeoutMs: this.timeoutMs,
         portFailureLog: KUBELET_HEALTHZ_FAILURE_LOG,
       });
     } catch (error) {
-      if (error instanceof PortTakenError) await this.killKubelet();
+      if (this.options.processes.portTaken(error)) await this.killKubelet();
       throw error;
     }
   }
@@ -469,7 +469,7 @@ export class RealNode {
     logFile: string,
   ): Promise<NodeProcess> {
     const entered = this.requireNamespace().enterCommand(command, args);
-    const child = ManagedProcess.start({
+    const child = this.options.processes.start({
       name: `${program} of ${this.nodeName}`,
       command: entered.command,
       args: entered.args,
@@ -477,7 +477,7 @@ export class RealNode {
       cwd: this.layout.nodeDir,
       env: this.env,
     });
-    // ManagedProcess's guard → nsenter → the program (nsenter forks it into the pid namespace).
+    // The runner's guard → nsenter → the program (nsenter forks it into the pid namespace).
     const pid = await waitForDescendant(child.pid, 2, program, this.timeoutMs);
     const nsenterPid = pid === undefined ? undefined : readProcessStat(pid)?.ppid;
     if (pid === undefined || nsenterPid === undefined) {

@@ -6,7 +6,7 @@ import {
   MISSING_FIELDS,
   nextDeviceRequest,
   PodDevicesFormatError,
-} from '../../../src/local/hami-plugin/index.js';
+} from '../../src/hami-plugin/index.js';
 
 // Examples from hami-wire-contract.md §4.6, §5 and Appendix A; no src/ import here.
 const APPENDIX_A_UUID = 'GPU-aaaa1111-2222-3333-4444-555566667777';

@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { sleep } from '../../base/abort.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 // This kernel has no /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN is off), so the parent
 // of every process is read from its stat line instead.

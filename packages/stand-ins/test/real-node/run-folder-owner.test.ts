@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { removeCgroupRootSync } from '../../../../src/local/real-node/cgroup-roots.js';
+import { removeCgroupRootSync } from '../../src/real-node/cgroup-roots.js';
 import {
   currentProcessOwner,
   describeSweep,
@@ -18,7 +18,7 @@ import {
   writeOwner,
   type RunFolderOwner,
   type SweepOptions,
-} from '../../../../src/local/real-node/run-folder-owner.js';
+} from '../../src/real-node/run-folder-owner.js';
 
 // Fields 3 to 22 after the name; 987654 is the start time (field 22).
 const STAT_TAIL = 'S 1 4321 4321 0 -1 4194304 100 0 0 0 1 2 0 0 20 0 1 0 987654 12345678 67 18446744073709551615';

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { RealNodeError } from './real-node-error.js';
-import { sleep } from '../../base/abort.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * Mount points of every cgroup hierarchy (v1 controllers, named ones such as name=systemd, and

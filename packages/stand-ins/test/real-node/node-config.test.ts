@@ -1,12 +1,8 @@
 import { expect } from 'chai';
-import { LOOPBACK_CNI_CONFLIST, renderContainerdConfig } from '../../../../src/local/real-node/containerd-config.js';
-import {
-  buildKubeletConfiguration,
-  kubeletArgs,
-  renderNodeLabels,
-} from '../../../../src/local/real-node/kubelet-config.js';
-import { cgroupRootFor, nodeLayout } from '../../../../src/local/real-node/node-layout.js';
-import { RealNodeError } from '../../../../src/local/real-node/real-node-error.js';
+import { LOOPBACK_CNI_CONFLIST, renderContainerdConfig } from '../../src/real-node/containerd-config.js';
+import { buildKubeletConfiguration, kubeletArgs, renderNodeLabels } from '../../src/real-node/kubelet-config.js';
+import { cgroupRootFor, nodeLayout } from '../../src/real-node/node-layout.js';
+import { RealNodeError } from '../../src/real-node/real-node-error.js';
 
 describe('real-node configuration', () => {
   describe('nodeLayout', () => {

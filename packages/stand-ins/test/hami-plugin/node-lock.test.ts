@@ -7,7 +7,7 @@ import {
   NodeLockReleaseError,
   parseNodeLock,
   releaseNodeLock,
-} from '../../../src/local/hami-plugin/index.js';
+} from '../../src/hami-plugin/index.js';
 
 const timing = { sleep: () => Promise.resolve(), random: () => 0.5 };
 const podA = { namespace: 'ns', name: 'pod-a' };

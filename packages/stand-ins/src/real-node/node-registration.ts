@@ -5,10 +5,9 @@ import {
   type CoreV1Api,
   type V1Node,
 } from '@kubernetes/client-node';
-import { withSignal } from '../../kube/call-options.js';
-import { isConflict, isNotFound } from '../../kube/errors.js';
+import { isConflict, isNotFound, withSignal } from './kube-calls.js';
 import { RealNodeError } from './real-node-error.js';
-import { sleep } from '../../base/abort.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The taint kubelet --cloud-provider=external registers with, until a cloud provider initializes the node. */
 export const UNINITIALIZED_TAINT = 'node.cloudprovider.kubernetes.io/uninitialized';

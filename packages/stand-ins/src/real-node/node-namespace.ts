@@ -1,10 +1,10 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ManagedProcess } from '../managed-process.js';
+import type { HostProcess, ProcessHost } from './process-host.js';
 import { isRunning, readProcessStat, waitForDescendant, waitUntilGone, waitUntilGoneSync } from './process-table.js';
 import { RealNodeError } from './real-node-error.js';
 import { waitForExit } from './wait-for-exit.js';
-import { sleep } from '../../base/abort.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * The kernel settings kubelet (1.30 to 1.37) checks at start and writes when they differ (a failed write is
@@ -56,6 +56,7 @@ export interface NodeNamespaceOptions {
   logFile: string;
   cwd: string;
   timeoutMs: number;
+  processes: ProcessHost;
 }
 
 /**
@@ -64,7 +65,7 @@ export interface NodeNamespaceOptions {
  */
 export class NodeNamespace {
   private constructor(
-    readonly holder: ManagedProcess,
+    readonly holder: HostProcess,
     /** Host pid of the namespace's init (the holder shell). */
     readonly initPid: number,
     private readonly unsharePid: number,
@@ -80,7 +81,7 @@ export class NodeNamespace {
       writeFileSync(file, `${value}\n`);
       shadows.push(file, key);
     }
-    const holder = ManagedProcess.start({
+    const holder = options.processes.start({
       name: `namespace of ${options.name}`,
       command: options.unshare,
       // --kill-child: should unshare die first, its child (the init) is killed with it.
@@ -108,7 +109,7 @@ export class NodeNamespace {
       await waitForExit(holder, 10_000);
       throw new RealNodeError(`${message}; last log lines (${options.logFile}):\n${holder.lastLogLines()}`);
     };
-    // ManagedProcess's guard → unshare → the namespace's init.
+    // The runner's guard → unshare → the namespace's init.
     const unsharePid = await waitForDescendant(holder.pid, 1, 'unshare', options.timeoutMs);
     const initPid =
       unsharePid === undefined ? undefined : await waitForDescendant(unsharePid, 1, 'bash', options.timeoutMs);
