@@ -83,7 +83,7 @@ try {
       await new Promise((r) => setTimeout(r, 100));
     apiCalls = 0;
     const started = performance.now();
-    const report = await sweepOnce({ targets: cache, locks, concurrency: 16, stillLeading: () => true });
+    const report = await sweepOnce({ targets: cache, locks, concurrency: 16 });
     return { ms: performance.now() - started, report, apiCalls };
   };
 

@@ -76,6 +76,7 @@ export const respond = {
   },
 };
 
+/** `signal` is the review's: it aborts when the apiserver closes the request or its timeout passes. */
 export interface AdmissionHandler {
-  handle(request: AdmissionRequest): Promise<AdmissionResponse>;
+  handle(request: AdmissionRequest, signal: AbortSignal): Promise<AdmissionResponse>;
 }

@@ -3,6 +3,8 @@ import type { ConditionalReleaseResult, ReleasePath } from '../lock/lock-events.
 import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { nodeOfPod } from '../hami/pod-node.js';
 import { isRecord } from '../base/json.js';
+import { timeoutSignal, until } from '../base/abort.js';
+import { WardenError } from '../base/errors.js';
 
 export interface LockReleaser {
   /**
@@ -27,7 +29,9 @@ export type DeleteOutcome =
   | { kind: 'skipped'; reason: 'dry-run' | 'no-pod' | 'no-node' | 'awaiting-allocation' | 'not-holder' }
   | { kind: 'done'; node: string; result: ConditionalReleaseResult }
   | { kind: 'failed'; node: string; error: unknown }
-  | { kind: 'timed-out'; node: string };
+  | { kind: 'timed-out'; node: string }
+  /** The review's signal aborted first: the apiserver stopped waiting (its timeoutSeconds, a closed connection). */
+  | { kind: 'abandoned'; node: string };
 
 /**
  * Whether kubelet may still admit and allocate the pod: bound to its node with
@@ -43,13 +47,27 @@ function mayStillBeAllocated(pod: Record<string, unknown>, node: string): boolea
   return spec.nodeName === node && annotations[BIND_PHASE_ANNOTATION] === 'allocating';
 }
 
+/** The deleted pod's identity, UID included, from its oldObject (the request's names as a fallback). */
+function deletedPodOf(
+  oldObject: Record<string, unknown>,
+  request: { name?: string; namespace?: string },
+): (PodRef & { uid: string }) | undefined {
+  const metadata = isRecord(oldObject.metadata) ? oldObject.metadata : {};
+  const name = typeof metadata.name === 'string' ? metadata.name : request.name;
+  const namespace = typeof metadata.namespace === 'string' ? metadata.namespace : request.namespace;
+  const uid = typeof metadata.uid === 'string' ? metadata.uid : undefined;
+  if (!name || !namespace || !uid) return undefined;
+  return { namespace, name, uid };
+}
+
 /**
  * On pod DELETE, frees the node lock the pod holds, through the lock rules (NodeLocks
  * releaseIfReleasable) with this pod (its UID) counted as being deleted: the rules decide by UID
  * whom the lock was written for (lock/lock-owner.ts), so a delete never frees a lock written for
  * another incarnation of the name, before or after it, nor one kubelet may still use; idempotent for
- * the repeated DELETE calls of a graceful delete; bounded by `timeoutMs`, and its API calls are
- * aborted then, so the delete is never held up (ARCHITECTURE invariant 5).
+ * the repeated DELETE calls of a graceful delete; bounded by `timeoutMs` and by the review's `signal`,
+ * and its API calls are aborted then, so the delete is never held up (ARCHITECTURE invariant 5) and
+ * the release never outlives its answer.
  * An unbound pod with no chosen node costs no API call, nor does a pod that kubelet may still
  * allocate (mayStillBeAllocated), nor, with `storedLocks` watching, a pod the store shows holding no
  * lock on its node: the usual DELETE (a scale-down of running pods) then reads nothing and is not
@@ -60,24 +78,14 @@ function mayStillBeAllocated(pod: Record<string, unknown>, node: string): boolea
 export async function releaseLockOfDeletedPod(
   oldObject: unknown,
   request: { name?: string; namespace?: string; dryRun?: boolean },
-  deps: { locks: LockReleaser; timeoutMs: number; storedLocks?: StoredLocks },
+  deps: { locks: LockReleaser; timeoutMs: number; storedLocks?: StoredLocks; signal?: AbortSignal },
 ): Promise<DeleteOutcome> {
   if (request.dryRun === true) return { kind: 'skipped', reason: 'dry-run' };
   if (!isRecord(oldObject)) return { kind: 'skipped', reason: 'no-pod' };
-  const metadata = isRecord(oldObject.metadata) ? oldObject.metadata : {};
-  const name = typeof metadata.name === 'string' ? metadata.name : request.name;
-  const namespace = typeof metadata.namespace === 'string' ? metadata.namespace : request.namespace;
-  const uid = typeof metadata.uid === 'string' ? metadata.uid : undefined;
+  const pod = deletedPodOf(oldObject, request);
   // Without a UID the lock cannot be told apart from another incarnation's: the other paths free it.
-  if (
-    name === undefined ||
-    name === '' ||
-    namespace === undefined ||
-    namespace === '' ||
-    uid === undefined ||
-    uid === ''
-  )
-    return { kind: 'skipped', reason: 'no-pod' };
+  if (pod === undefined) return { kind: 'skipped', reason: 'no-pod' };
+  const { namespace, name, uid } = pod;
   const node = nodeOfPod(oldObject);
   if (node === undefined) return { kind: 'skipped', reason: 'no-node' };
   if (mayStillBeAllocated(oldObject, node)) return { kind: 'skipped', reason: 'awaiting-allocation' };
@@ -87,28 +95,22 @@ export async function releaseLockOfDeletedPod(
       return { kind: 'skipped', reason: 'not-holder' };
   }
 
-  let timer: NodeJS.Timeout | undefined;
-  const abort = new AbortController();
-  const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => {
-      abort.abort(new Error(`the lock release took longer than ${deps.timeoutMs} ms`));
-      resolve('timeout');
-    }, deps.timeoutMs);
-  });
+  const deadline = timeoutSignal(
+    deps.timeoutMs,
+    () => new WardenError(`the lock release took longer than ${deps.timeoutMs} ms`),
+  );
+  // The request's signal too: a release the apiserver no longer waits for ends with the review, so
+  // it neither outlives its answer nor holds the node's mutex for a review nobody reads.
+  const signal = deps.signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, deps.signal]);
   try {
-    const release = deps.locks.releaseIfReleasable(node, 'webhook', {
-      signal: abort.signal,
-      deleted: { namespace, name, uid },
-    });
-    const outcome = await Promise.race([release, timeout]);
-    if (outcome === 'timeout') {
-      release.catch(() => undefined);
-      return { kind: 'timed-out', node };
-    }
-    return { kind: 'done', node, result: outcome };
+    const release = deps.locks.releaseIfReleasable(node, 'webhook', { signal, deleted: { namespace, name, uid } });
+    // until: a release that ignores its signal still cannot hold the answer up.
+    return { kind: 'done', node, result: await until(release, signal) };
   } catch (error) {
+    if (deadline.signal.aborted) return { kind: 'timed-out', node };
+    if (signal.aborted) return { kind: 'abandoned', node };
     return { kind: 'failed', node, error };
   } finally {
-    clearTimeout(timer);
+    deadline.clear();
   }
 }

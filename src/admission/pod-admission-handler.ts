@@ -26,7 +26,8 @@ export interface PodAdmissionDeps {
 export class PodAdmissionHandler {
   constructor(private readonly deps: PodAdmissionDeps) {}
 
-  async handle(request: AdmissionRequest): Promise<AdmissionResponse> {
+  /** `signal`: the review's; the DELETE's lock release ends with it (the delete is allowed either way). */
+  async handle(request: AdmissionRequest, signal?: AbortSignal): Promise<AdmissionResponse> {
     const isPod = request.kind?.kind === undefined || request.kind.kind === 'Pod';
     if (request.operation === 'CREATE' && isPod && (request.subResource ?? '') === '') {
       const decision = mutatePodOnCreate(request.object, this.deps.mutation);
@@ -47,6 +48,7 @@ export class PodAdmissionHandler {
         locks: this.deps.locks,
         timeoutMs: this.deps.deleteTimeoutMs,
         ...(this.deps.storedLocks ? { storedLocks: this.deps.storedLocks } : {}),
+        ...(signal ? { signal } : {}),
       });
       this.report(request, { operation: 'DELETE', outcome });
       // A DELETE is never denied and never patched: the apiserver rejects patches on DELETE.

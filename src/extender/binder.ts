@@ -178,7 +178,8 @@ export class Binder {
     return this.deps.cleanupReserveMs ?? Math.min(3000, this.deps.timeoutMs / 4);
   }
 
-  async bind(args: BindingArgs): Promise<BindOutcome> {
+  /** `signal`: the request's (kube-scheduler gave up on it); it ends the bind as its deadline does. */
+  async bind(args: BindingArgs, signal?: AbortSignal): Promise<BindOutcome> {
     const cleanupReserveMs = this.cleanupReserveMs;
     const deadline = timeoutSignal(
       this.deps.timeoutMs - cleanupReserveMs,
@@ -189,7 +190,8 @@ export class Binder {
     );
     const target: EventTarget = { kind: 'Pod', name: args.podName, namespace: args.podNamespace, uid: args.podUid };
     try {
-      const outcome = await this.bindWithin(args, target, deadline.signal);
+      const within = signal === undefined ? deadline.signal : AbortSignal.any([deadline.signal, signal]);
+      const outcome = await this.bindWithin(args, target, within);
       // HAMi's reason and message (recordScheduleBindingResultEvent), so scripts matching either agree.
       if (outcome.error === undefined && this.deps.successEvents === true)
         this.deps.events.record(

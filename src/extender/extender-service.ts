@@ -6,6 +6,7 @@ import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devic
 import { isOwnedBy, parseLockValue } from '../lock/lock-value.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
 import { forEachInSlices, mapInSlices } from '../base/time-slices.js';
+import { until } from '../base/abort.js';
 import type { Binder } from './binder.js';
 import {
   evaluateNode,
@@ -81,8 +82,9 @@ interface PodIdentity {
 
 /**
  * What filter and prioritize need of a fit: whether it fits, and the node-policy score (0..10) and
- * how full the node would be with the pod on it (0..1), or why not. Kept instead of the whole evaluation (allocation, usage after) so that the caches hold
- * a few numbers per node, not objects that live just long enough to be promoted and then die.
+ * how full the node would be with the pod on it (0..1), or why not. Kept instead of the whole
+ * evaluation (allocation, usage after) so that the caches hold a few numbers per node, not objects
+ * that live just long enough to be promoted and then die.
  */
 type NodeVerdict = { fits: true; score: number; utilization: number } | { fits: false; reason: string };
 
@@ -161,10 +163,11 @@ export class ExtenderService {
 
   constructor(private readonly deps: ExtenderServiceDeps) {}
 
-  async filter(args: FilterArgs): Promise<ExtenderFilterResult> {
+  /** `signal`: the request's; once it aborts nobody waits for the answer, and the waits and slices stop. */
+  async filter(args: FilterArgs, signal?: AbortSignal): Promise<ExtenderFilterResult> {
     const { cache } = this.deps;
-    if (!(await cache.waitForSync(this.deps.syncWaitMs)))
-      return filterResult.error('vgpu-warden cluster state not synced yet');
+    const synced = await this.waitForSync(signal);
+    if (!synced) return filterResult.error('vgpu-warden cluster state not synced yet');
     const problems = cache.problems();
     if (problems.length > 0) return filterResult.error(`vgpu-warden cluster state is stale: ${problems.join('; ')}`);
     if (namesGpuResource(args.pod)) {
@@ -191,16 +194,12 @@ export class ExtenderService {
       this.recordFilteringFailed(args.pod, overQuota);
       return filterResult.error(overQuota);
     }
-    // The namespace's quota use is part of the shape: a verdict cached for one budget says nothing of another.
-    const quota = budgetKey(pod.quota);
-    const shape = shapeOf(pod) + quota;
-    const repeated = this.noteShape(shape);
-    let placement = await this.place(args.nodeNames, pod, shape, repeated, quota);
-    if (placement.passed.length === 0 && placement.unseen.length > 0) {
-      if (await this.waitForAnyNode(placement.unseen, this.deps.unseenNodeWaitMs ?? UNSEEN_NODE_WAIT_MS)) {
-        placement = await this.place(args.nodeNames, pod, shape, repeated, quota);
-      }
-    }
+    return this.placeAndAnswer(args, pod, signal);
+  }
+
+  /** filter's placement of a pod that wants GPUs, its verdict told to the refusal requeue and Events. */
+  private async placeAndAnswer(args: FilterArgs, pod: PodView, signal?: AbortSignal): Promise<ExtenderFilterResult> {
+    const placement = await this.placeWaitingForUnseen(args.nodeNames, pod, signal);
     const { passed, failed, summary, unseen } = placement;
     this.remember(pod, placement.remembered);
     const notMet = `${args.nodeNames.length} nodes do not meet: ${summary.text()}`;
@@ -208,7 +207,9 @@ export class ExtenderService {
     if (passed.length === 0 && unseen.length > 0) {
       // An Error is retried on kube-scheduler's backoff: no requeue needed.
       if (refused !== undefined) this.deps.refusals?.forget(refused.uid);
-      const message = `vgpu-warden has not seen ${unseenText(unseen)} yet (its node watch is behind kube-scheduler's); retry: ${notMet}`;
+      const message =
+        `vgpu-warden has not seen ${unseenText(unseen)} yet (its node watch is behind kube-scheduler's); ` +
+        `retry: ${notMet}`;
       this.recordFilteringFailed(args.pod, message);
       return filterResult.error(message);
     }
@@ -225,6 +226,29 @@ export class ExtenderService {
         this.recordFilteringSucceed(args.pod, filteringSucceedMessage(passed, args.nodeNames.length - passed.length));
     }
     return filterResult.passed(passed, failed);
+  }
+
+  /**
+   * The placement over every named node; placed nowhere with names the store has not seen, it waits
+   * a moment for one of them and places again. Rejects once `signal` aborts.
+   */
+  private async placeWaitingForUnseen(
+    nodeNames: readonly string[],
+    pod: PodView,
+    signal: AbortSignal | undefined,
+  ): Promise<Placement> {
+    // The namespace's quota use is part of the shape: a verdict cached for one budget says nothing of another.
+    const quota = budgetKey(pod.quota);
+    const shape = shapeOf(pod) + quota;
+    const repeated = this.noteShape(shape);
+    const placement = await this.place(nodeNames, pod, shape, repeated, quota);
+    signal?.throwIfAborted();
+    if (placement.passed.length > 0 || placement.unseen.length === 0) return placement;
+    const unseenWaitMs = this.deps.unseenNodeWaitMs ?? UNSEEN_NODE_WAIT_MS;
+    if (!(await this.waitForAnyNode(placement.unseen, unseenWaitMs, signal))) return placement;
+    const again = await this.place(nodeNames, pod, shape, repeated, quota);
+    signal?.throwIfAborted();
+    return again;
   }
 
   /**
@@ -278,25 +302,37 @@ export class ExtenderService {
     return placement;
   }
 
-  /** Resolves true as soon as the store sees one of `names` (at once if it already has), false after `timeoutMs`. */
-  private waitForAnyNode(names: readonly string[], timeoutMs: number): Promise<boolean> {
+  /** The store's first sync, waited for at most syncWaitMs; rejects with the reason once `signal` aborts. */
+  private async waitForSync(signal: AbortSignal | undefined): Promise<boolean> {
+    const waiting = this.deps.cache.waitForSync(this.deps.syncWaitMs);
+    return signal === undefined ? waiting : until(waiting, signal);
+  }
+
+  /**
+   * Resolves true as soon as the store sees one of `names` (at once if it already has), false after
+   * `timeoutMs` or once `signal` aborts.
+   */
+  private waitForAnyNode(names: readonly string[], timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     const { cache } = this.deps;
     // The store may have caught up while the last slices ran.
     if (names.some((name) => cache.nodeGeneration(name) !== undefined)) return Promise.resolve(true);
-    if (timeoutMs <= 0) return Promise.resolve(false);
+    if (timeoutMs <= 0 || signal?.aborted === true) return Promise.resolve(false);
     const wanted = new Set(names);
     return new Promise((resolve) => {
       const finish = (seen: boolean): void => {
         clearTimeout(timer);
         unsubscribe();
+        signal?.removeEventListener('abort', gone);
         resolve(seen);
+      };
+      const gone = (): void => {
+        finish(false);
       };
       const unsubscribe = cache.onNodeChange((node) => {
         if (wanted.has(node.metadata?.name ?? '')) finish(true);
       });
-      const timer = setTimeout(() => {
-        finish(false);
-      }, timeoutMs);
+      const timer = setTimeout(gone, timeoutMs);
+      signal?.addEventListener('abort', gone, { once: true });
     });
   }
 
@@ -320,9 +356,9 @@ export class ExtenderService {
    * another pod has held past PLAN_LOCK_PATIENCE_MS is left out of the plan: its holder is stuck
    * (a slow kubelet, a dead plugin), and the next node takes its place.
    */
-  async prioritize(args: FilterArgs): Promise<HostPriority[]> {
+  async prioritize(args: FilterArgs, signal?: AbortSignal): Promise<HostPriority[]> {
     const { cache } = this.deps;
-    await cache.waitForSync(this.deps.syncWaitMs);
+    await this.waitForSync(signal);
     const pod = viewPod(args.pod, this.deps.defaults, cache);
     if (!pod.wantsGpu) return args.nodeNames.map((node) => ({ Host: node, Score: 0 }));
     const known = pod.uid === undefined ? undefined : this.remembered.get(pod.uid);
@@ -411,8 +447,9 @@ export class ExtenderService {
     return room;
   }
 
-  async bind(args: BindingArgs): Promise<ExtenderBindingResult> {
-    const result = await this.deps.binder.bind(args);
+  /** `signal`: the request's; the bind's own deadline (BIND_TIMEOUT) still bounds it when the request lasts. */
+  async bind(args: BindingArgs, signal?: AbortSignal): Promise<ExtenderBindingResult> {
+    const result = await this.deps.binder.bind(args, signal);
     return { Error: result.error ?? '' };
   }
 

@@ -145,8 +145,12 @@ export const filterResult = {
   },
 };
 
+/**
+ * The extender's verbs over validated arguments. `signal` is the request's: it aborts when
+ * kube-scheduler closes the request or the request's timeout passes, and nobody waits for the answer.
+ */
 export interface ExtenderHandlers {
-  filter(args: FilterArgs): Promise<ExtenderFilterResult>;
-  prioritize(args: FilterArgs): Promise<HostPriority[]>;
-  bind(args: BindingArgs): Promise<ExtenderBindingResult>;
+  filter(args: FilterArgs, signal: AbortSignal): Promise<ExtenderFilterResult>;
+  prioritize(args: FilterArgs, signal: AbortSignal): Promise<HostPriority[]>;
+  bind(args: BindingArgs, signal: AbortSignal): Promise<ExtenderBindingResult>;
 }

@@ -1,4 +1,5 @@
 import { WardenError } from '../base/errors.js';
+import { runWhileLeading, type Leadership, type Runnable } from './runnable.js';
 
 /**
  * How long stopping may take, from the signal to the last listener closed: under the Deployment's
@@ -32,6 +33,13 @@ export interface LifecycleDeps {
   clock?: () => number;
   /** Told about a part that failed or outlived the bound while stopping. */
   onStopProblem?: (part: string, problem: string) => void;
+  /** Told about a runnable that failed, or stopped before it was asked to. */
+  onRunProblem?: (part: string, problem: string) => void;
+  /**
+   * Whose terms gate the runnables that need a leader; without it this process is alone and they
+   * run from the start.
+   */
+  leadership?: Leadership;
 }
 
 function problemOf(error: unknown): string {
@@ -111,6 +119,50 @@ export class Lifecycle {
     });
     if (stop) this.defer(part, (remainingMs) => stop(value, remainingMs));
     return value;
+  }
+
+  /**
+   * Starts a runnable and registers its stop (abort its signal, wait for it to have stopped). One
+   * that needs a leader runs once per term of `leadership`, stopped when the term ends; with
+   * `stopBoundMs` its stop gets at most that long (see defer). A start that throws at once fails
+   * the start-up; a runnable that fails later is told to onRunProblem.
+   */
+  run(runnable: Runnable, options: { stopBoundMs?: number } = {}): void {
+    this.checkpoint();
+    const controller = new AbortController();
+    const onFailure = (part: string, problem: string): void => {
+      this.deps.onRunProblem?.(part, problem);
+    };
+    const stopped =
+      runnable.needsLeader === true && this.deps.leadership !== undefined
+        ? runWhileLeading(runnable, this.deps.leadership, controller.signal, onFailure)
+        : this.watch(runnable, runnable.start(controller.signal), controller.signal);
+    this.defer(
+      runnable.name,
+      () => {
+        controller.abort(new WardenError(`${runnable.name} is stopping`));
+        return stopped;
+      },
+      options.stopBoundMs === undefined ? {} : { boundMs: options.stopBoundMs },
+    );
+  }
+
+  /**
+   * What a runnable's stop waits for. An end before the stop was asked is told to onRunProblem at
+   * once (and not again when stopping); a failure while stopping is the stop's own problem.
+   */
+  private watch(runnable: Runnable, running: Promise<void> | void, signal: AbortSignal): Promise<void> {
+    // A start that returns nothing stops by itself when its signal aborts.
+    if (running === undefined) return Promise.resolve();
+    return running.then(
+      () => {
+        if (!signal.aborted) this.deps.onRunProblem?.(runnable.name, 'stopped before it was asked to');
+      },
+      (error: unknown) => {
+        if (signal.aborted) throw error;
+        this.deps.onRunProblem?.(runnable.name, problemOf(error));
+      },
+    );
   }
 
   /** Stops every registered part, last started first, within the bound. Idempotent. */

@@ -14,6 +14,10 @@ import { servingNames } from '../tls/serving-names.js';
 import { StartupError, type Lifecycle } from '../lifecycle/lifecycle.js';
 import { apiCondition, failureText } from '../telemetry/api-failure.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
+import { runnableOf, untilAborted, type Runnable } from '../lifecycle/runnable.js';
+import { CaBundleWatch } from '../tls/ca-bundle-watch.js';
+import { webhookConfigurationSource } from '../tls/webhook-configuration-source.js';
+import type { ApiConnection } from './api-connection.js';
 
 /**
  * The serving certificate of `serve`: where it is kept (CERT_DIR or CERT_SECRET_NAME), the keeper
@@ -130,4 +134,35 @@ export async function startCertificates({
   );
   certCondition.ok();
   return { keeper, clientCerts, material };
+}
+
+/** How often the keeper re-checks the certificates (renewal, a rotation by another replica). */
+const CERT_CHECK_INTERVAL_MS = 10 * 60_000;
+
+/**
+ * The keeper's periodic rounds and, with WEBHOOK_CONFIG_NAME, the caBundle watch: a reset of the
+ * caBundle (a GitOps tool forcing ownership, a replace, a re-create) is repaired within seconds
+ * instead of at the keeper's next periodic check.
+ */
+export function certificateRunnables(config: Config, log: Logger, api: ApiConnection, keeper: CertKeeper): Runnable[] {
+  const keeperRounds: Runnable = {
+    name: 'certificate keeper',
+    start: async (signal) => {
+      keeper.start(CERT_CHECK_INTERVAL_MS);
+      await untilAborted(signal);
+      await keeper.stop();
+    },
+  };
+  if (config.webhookConfigName === undefined) return [keeperRounds];
+  const caBundleWatch = new CaBundleWatch({
+    configurationName: config.webhookConfigName,
+    source: webhookConfigurationSource(api.kubeConfig, api.admissionApi, config.webhookConfigName),
+    wanted: () => keeper.current()?.caBundlePem,
+    heal: () => keeper.ensure(),
+    conditions: api.conditions.reporter('webhook configuration watch'),
+    log: (level, message) => {
+      log[level]({ component: 'certs' }, message);
+    },
+  });
+  return [keeperRounds, runnableOf('caBundle watch', caBundleWatch)];
 }

@@ -2,6 +2,7 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { describeError } from '../base/errors.js';
 import { jsonPieces } from '../base/time-slices.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
+import { requestSignal } from './request-signal.js';
 import {
   type ExtenderHandlers,
   filterResult,
@@ -17,7 +18,14 @@ export interface ExtenderAppDeps {
   onBadRequest?: (path: string, message: string) => void;
   /** Runs before every route, health checks included (the client-certificate check of serve-command). */
   guard?: RequestHandler;
+  /** When filter's and prioritize's signal aborts if kube-scheduler has not given up first (its httpTimeout). */
+  answerTimeoutMs?: number;
+  /** When bind's signal aborts (BIND_TIMEOUT; default answerTimeoutMs). */
+  bindTimeoutMs?: number;
 }
+
+/** kube-scheduler's httpTimeout for the extender (scheduler-config.ts): it waits no longer for an answer. */
+const SCHEDULER_HTTP_TIMEOUT_MS = 30_000;
 
 /** Filter args carry a name per node: 16 MiB is about 500,000 node names. */
 const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
@@ -75,17 +83,19 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
       .send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
   });
 
+  const answerTimeoutMs = deps.answerTimeoutMs ?? SCHEDULER_HTTP_TIMEOUT_MS;
   /**
-   * One extender verb: decode and validate, then call the handler; `invalid` and `failed` say how
-   * a bad request and a handler crash are answered on that path.
+   * One extender verb: decode and validate, then call the handler with the request's signal;
+   * `invalid` and `failed` say how a bad request and a handler crash are answered on that path.
    */
   const verb = <T>(
     path: string,
     parse: (body: unknown) => Parsed<T>,
-    handle: (args: T) => Promise<unknown>,
-    invalid: (message: string) => [number, unknown],
-    failed: (message: string) => [number, unknown],
+    handle: (args: T, signal: AbortSignal) => Promise<unknown>,
+    answers: { invalid: (message: string) => [number, unknown]; failed: (message: string) => [number, unknown] },
+    timeoutMs = answerTimeoutMs,
   ) => {
+    const { invalid, failed } = answers;
     app.post(path, raw, async (req, res) => {
       let parsed: Parsed<T>;
       try {
@@ -98,33 +108,32 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
         send(res, ...invalid(parsed.error));
         return;
       }
+      const request = requestSignal(res, timeoutMs);
       try {
-        await sendLarge(res, 200, await handle(parsed.value));
+        await sendLarge(res, 200, await handle(parsed.value, request.signal));
       } catch (error) {
         send(res, ...failed(`${path.slice(1)} failed: ${(error as Error).message}`));
+      } finally {
+        request.done();
       }
     });
   };
-  verb(
-    '/filter',
-    parseFilterArgs,
-    (args) => deps.handlers.filter(args),
-    (m) => [200, filterResult.error(m)],
-    (m) => [200, filterResult.error(m)],
-  );
-  verb(
-    '/prioritize',
-    parseFilterArgs,
-    (args) => deps.handlers.prioritize(args),
-    (m) => [400, { Error: m }],
-    (m) => [500, { Error: m }],
-  );
+  const filterAnswers = (m: string): [number, unknown] => [200, filterResult.error(m)];
+  const bindAnswers = (m: string): [number, unknown] => [200, { Error: m }];
+  verb('/filter', parseFilterArgs, (args, signal) => deps.handlers.filter(args, signal), {
+    invalid: filterAnswers,
+    failed: filterAnswers,
+  });
+  verb('/prioritize', parseFilterArgs, (args, signal) => deps.handlers.prioritize(args, signal), {
+    invalid: (m) => [400, { Error: m }],
+    failed: (m) => [500, { Error: m }],
+  });
   verb(
     '/bind',
     parseBindingArgs,
-    (args) => deps.handlers.bind(args),
-    (m) => [200, { Error: m }],
-    (m) => [200, { Error: m }],
+    (args, signal) => deps.handlers.bind(args, signal),
+    { invalid: bindAnswers, failed: bindAnswers },
+    deps.bindTimeoutMs ?? answerTimeoutMs,
   );
 
   app.use((_req, res) => {

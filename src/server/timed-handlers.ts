@@ -17,20 +17,20 @@ export function timedExtenderHandlers(
   clock: Clock = () => performance.now(),
 ): ExtenderHandlers {
   return {
-    filter: async (args) => {
+    filter: async (args, signal) => {
       const started = clock();
       try {
-        return await handlers.filter(args);
+        return await handlers.filter(args, signal);
       } finally {
         metrics.observeFilter((clock() - started) / 1000);
       }
     },
-    prioritize: (args) => handlers.prioritize(args),
-    bind: async (args) => {
+    prioritize: (args, signal) => handlers.prioritize(args, signal),
+    bind: async (args, signal) => {
       const started = clock();
       let failed = true;
       try {
-        const result = await handlers.bind(args);
+        const result = await handlers.bind(args, signal);
         failed = result.Error !== '';
         return result;
       } finally {
@@ -47,10 +47,10 @@ export function timedAdmissionHandler(
   clock: Clock = () => performance.now(),
 ): AdmissionHandler {
   return {
-    handle: async (request) => {
+    handle: async (request, signal) => {
       const started = clock();
       try {
-        return await handler.handle(request);
+        return await handler.handle(request, signal);
       } finally {
         metrics.observeAdmission(
           OPERATIONS.has(request.operation) ? request.operation : 'other',

@@ -9,6 +9,7 @@ import {
 import { parseAdmissionReview } from '../admission/parse-review.js';
 import { describeError } from '../base/errors.js';
 import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
+import { requestSignal } from './request-signal.js';
 
 export interface WebhookAppDeps {
   handler: AdmissionHandler;
@@ -18,9 +19,13 @@ export interface WebhookAppDeps {
   bodyLimitBytes?: number;
   /** Called for every request the webhook refuses to decode (bad input), for logs. */
   onBadRequest?: (status: number, message: string) => void;
+  /** When a review's signal aborts if the apiserver has not given up first (default: its timeoutSeconds). */
+  answerTimeoutMs?: number;
 }
 
 const DEFAULT_BODY_LIMIT = 7 * 1024 * 1024;
+/** The webhook's timeoutSeconds (manifests/webhook.yaml): the apiserver waits no longer for an answer. */
+const WEBHOOK_TIMEOUT_MS = 10_000;
 
 function reply(res: Response, httpStatus: number, version: AdmissionVersion, response: AdmissionResponse): void {
   const body: AdmissionReviewReply = { apiVersion: version, kind: 'AdmissionReview', response };
@@ -59,15 +64,17 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
       reply(res, parsed.httpStatus, parsed.version, respond.errored(parsed.uid ?? '', parsed.code, parsed.message));
       return;
     }
+    const review = requestSignal(res, deps.answerTimeoutMs ?? WEBHOOK_TIMEOUT_MS);
     let response: AdmissionResponse;
     try {
-      response = await deps.handler.handle(parsed.request);
+      response = await deps.handler.handle(parsed.request, review.signal);
     } catch (error) {
       response = respond.errored(parsed.request.uid, 500, `webhook failed: ${(error as Error).message}`);
       // A DELETE must never be refused, not even by our own bug.
       if (parsed.request.operation === 'DELETE') response = respond.allowed(parsed.request.uid);
     }
     reply(res, 200, parsed.version, response);
+    review.done();
   });
 
   app.use((_req, res) => {

@@ -38,6 +38,9 @@ export interface LeaderElectionDeps {
 /** A round of Lease calls ran out of its deadline (the request was aborted). */
 export class LeaseRoundTimeoutError extends WardenError {}
 
+/** The reason a term's signal aborts: this replica no longer holds the Lease (or stopped campaigning). */
+export class LeadershipLostError extends WardenError {}
+
 /** Why the Lease loop cannot work right now. */
 interface Failure {
   since: number;
@@ -63,6 +66,11 @@ interface Observed {
  */
 export class LeaderElector {
   private leading = false;
+  /** Aborted when the current term ends; undefined while following. */
+  private term: AbortController | undefined;
+  private readonly electedListeners = new Set<(term: AbortSignal) => void>();
+  /** Ends the term once the renew deadline passes without a renewal, whatever the Lease round is doing. */
+  private renewDeadlineTimer: NodeJS.Timeout | undefined;
   private lastRenew = 0;
   private observed: Observed | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -109,6 +117,19 @@ export class LeaderElector {
   }
 
   /**
+   * Leadership as terms (lifecycle's Leadership): `elected` gets each term's signal, which aborts
+   * with LeadershipLostError as soon as the term ends (a lost or unrenewed Lease, stop()); at once
+   * with the current term when leading already. Returns how to stop listening.
+   */
+  onElected(elected: (term: AbortSignal) => void): () => void {
+    this.electedListeners.add(elected);
+    if (this.term !== undefined) elected(this.term.signal);
+    return () => {
+      this.electedListeners.delete(elected);
+    };
+  }
+
+  /**
    * Why leader election cannot work, for readiness: at once for a definite failure (the namespace
    * does not exist, the Lease API is forbidden), after a whole lease duration of failures otherwise
    * (a blip must not make the replica unready). undefined while the Lease API answers.
@@ -129,6 +150,7 @@ export class LeaderElector {
   async stop(options: { release: boolean } = { release: true }): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.renewDeadlineTimer);
     const wasLeading = this.leading;
     this.setLeading(false);
     if (options.release && wasLeading) {
@@ -167,6 +189,7 @@ export class LeaderElector {
       if (held) {
         this.lastRenew = this.clock();
         this.setLeading(true);
+        this.armRenewDeadline();
       } else if (this.leading) {
         this.setLeading(false);
       }
@@ -213,7 +236,9 @@ export class LeaderElector {
       const setting = this.deps.namespaceSetting === undefined ? '' : ` (${this.deps.namespaceSetting})`;
       reported = {
         condition: 'lease namespace missing',
-        message: `leader election cannot work: namespace ${JSON.stringify(namespace)}${setting} does not exist, so Lease ${name} cannot be created; the lock sweeper does not run until it does`,
+        message:
+          `leader election cannot work: namespace ${JSON.stringify(namespace)}${setting} does not exist, ` +
+          `so Lease ${name} cannot be created; the lock sweeper does not run until it does`,
         definite: true,
       };
     } else {
@@ -291,17 +316,8 @@ export class LeaderElector {
     }
     const spec = lease.spec ?? {};
     const holder = spec.holderIdentity ?? '';
-    const renewTime = spec.renewTime === undefined ? '' : new Date(spec.renewTime).toISOString();
     const transitions = spec.leaseTransitions ?? 0;
-    if (
-      this.observed?.holder !== holder ||
-      this.observed.renewTime !== renewTime ||
-      this.observed.transitions !== transitions
-    ) {
-      this.observed = { holder, renewTime, transitions, at: now };
-    }
-    const recordDurationMs = (spec.leaseDurationSeconds ?? leaseSeconds) * 1000;
-    if (holder !== '' && holder !== identity && this.observed.at + recordDurationMs > now) return false;
+    if (this.heldByAnother(spec, now)) return false;
 
     const mine = holder === identity;
     lease.spec = {
@@ -323,13 +339,57 @@ export class LeaderElector {
     }
   }
 
+  /**
+   * client-go's renew deadline as a timer: a leader whose rounds hang (each gives up only after its
+   * round deadline) still ends its term when the deadline passes, not at the next round's end.
+   */
+  private armRenewDeadline(): void {
+    clearTimeout(this.renewDeadlineTimer);
+    this.renewDeadlineTimer = setTimeout(() => {
+      if (this.leading && !this.isLeader()) this.setLeading(false);
+    }, this.renewDeadlineMs);
+    this.renewDeadlineTimer.unref();
+  }
+
+  /**
+   * Whether another candidate holds the Lease and its record changed within its lease duration, as
+   * seen on our clock (the holder's renewTime is not compared with our clock: skew).
+   */
+  private heldByAnother(spec: NonNullable<V1Lease['spec']>, now: number): boolean {
+    const holder = spec.holderIdentity ?? '';
+    const renewTime = spec.renewTime === undefined ? '' : new Date(spec.renewTime).toISOString();
+    const transitions = spec.leaseTransitions ?? 0;
+    const observed = this.observed;
+    if (observed?.holder !== holder || observed.renewTime !== renewTime || observed.transitions !== transitions) {
+      this.observed = { holder, renewTime, transitions, at: now };
+    }
+    const recordDurationMs = (spec.leaseDurationSeconds ?? Math.ceil(this.leaseDurationMs / 1000)) * 1000;
+    return holder !== '' && holder !== this.deps.identity && (this.observed?.at ?? now) + recordDurationMs > now;
+  }
+
   private setLeading(leading: boolean): void {
     if (leading === this.leading) return;
     this.leading = leading;
-    this.deps.log?.(
-      `${this.deps.identity} ${leading ? 'became' : 'is no longer'} the leader of lease ${this.deps.namespace}/${this.deps.name}`,
-    );
-    if (leading) this.deps.onStartedLeading?.();
-    else this.deps.onStoppedLeading?.();
+    const lease = `lease ${this.deps.namespace}/${this.deps.name}`;
+    const line = `${this.deps.identity} ${leading ? 'became' : 'is no longer'} the leader of ${lease}`;
+    this.deps.log?.(line);
+    if (leading) {
+      this.term = new AbortController();
+      this.deps.onStartedLeading?.();
+      for (const elected of [...this.electedListeners]) this.tell(elected, this.term.signal);
+    } else {
+      clearTimeout(this.renewDeadlineTimer);
+      this.term?.abort(new LeadershipLostError(line));
+      this.term = undefined;
+      this.deps.onStoppedLeading?.();
+    }
+  }
+
+  private tell(elected: (term: AbortSignal) => void, term: AbortSignal): void {
+    try {
+      elected(term);
+    } catch (error) {
+      this.deps.log?.(`a part started on election failed: ${failureText(error)}`);
+    }
   }
 }

@@ -8,7 +8,11 @@ export interface SweepTargets {
 }
 
 export interface ConditionalReleaser {
-  releaseIfReleasable(node: string, path: ReleasePath): Promise<ConditionalReleaseResult>;
+  releaseIfReleasable(
+    node: string,
+    path: ReleasePath,
+    options?: { signal?: AbortSignal },
+  ): Promise<ConditionalReleaseResult>;
 }
 
 export interface SweepReport {
@@ -25,8 +29,11 @@ export interface SweepDeps {
   locks: ConditionalReleaser;
   /** Nodes handled at once: 1000 locked nodes then take a few seconds, not minutes. */
   concurrency: number;
-  /** Checked before each node: a replica that lost the lease stops at once. */
-  stillLeading: () => boolean;
+  /**
+   * The leader's term: once it aborts (the Lease lost) the pass takes no further node and the
+   * releases in flight are aborted, so a replica that lost the lease stops at once.
+   */
+  signal?: AbortSignal;
   /** LockTelemetry, so a stalled lock's warnings end with one line when it is gone. */
   observer?: SweepObserver;
 }
@@ -39,21 +46,29 @@ export interface SweepDeps {
 export async function sweepOnce(deps: SweepDeps): Promise<SweepReport> {
   const report: SweepReport = { released: [], stalled: [], kept: 0, errors: [], abandoned: false };
   const queue = [...deps.targets.lockedNodes()];
+  // A function, not a field read: the term may end during any await below.
+  const termEnded = (): boolean => deps.signal?.aborted === true;
   const worker = async (): Promise<void> => {
     for (let node = queue.shift(); node !== undefined; node = queue.shift()) {
-      if (!deps.stillLeading()) {
+      if (termEnded()) {
         report.abandoned = true;
         return;
       }
       try {
-        const result = await deps.locks.releaseIfReleasable(node, 'sweeper');
+        const result = await deps.locks.releaseIfReleasable(
+          node,
+          'sweeper',
+          deps.signal ? { signal: deps.signal } : {},
+        );
         if (result.outcome === 'released')
           report.released.push({ node, value: result.value, classification: result.classification });
         else if (result.outcome === 'kept' && result.classification?.state === 'stalled') {
           report.stalled.push({ node, value: result.value, ageMs: result.classification.ageMs });
         } else report.kept++;
       } catch (error) {
-        report.errors.push({ node, error: describeError(error) });
+        // Aborted by the end of the term: the next leader's pass sees this node, not an error.
+        if (termEnded()) report.abandoned = true;
+        else report.errors.push({ node, error: describeError(error) });
       }
     }
   };

@@ -2,44 +2,57 @@ import { CronJob } from 'cron';
 import { describeError } from '../base/errors.js';
 import { sweepOnce, type SweepDeps, type SweepReport } from './sweep-pass.js';
 
-export interface SweepScheduleDeps extends SweepDeps {
+export interface SweepScheduleDeps extends Omit<SweepDeps, 'signal'> {
   /** cron expression, 5 fields or 6 with leading seconds (SWEEP_SCHEDULE). */
   schedule: string;
-  /** Only the elected leader sweeps. */
-  isLeader: () => boolean;
   onReport?: (report: SweepReport, durationMs: number) => void;
   onError?: (error: string) => void;
 }
 
 /**
- * Runs sweepOnce on a cron schedule, on the leader only. waitForCompletion makes cron skip ticks
- * while a pass still runs, so passes never overlap.
+ * Runs sweepOnce on a cron schedule, on the leader only: a runnable that needs a leader, started
+ * with the term's signal, whose end stops the schedule and abandons the pass in progress.
+ * waitForCompletion makes cron skip ticks while a pass still runs, so passes never overlap.
  */
 export class SweepSchedule {
-  private job: CronJob | undefined;
+  readonly name = 'lock sweeper';
+  readonly needsLeader = true;
   private running: Promise<void> | undefined;
 
   constructor(private readonly deps: SweepScheduleDeps) {}
 
-  start(): void {
-    this.job = CronJob.from({
+  /** Sweeps on the schedule until `signal` aborts; resolves once the pass in progress has ended. */
+  async start(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return;
+    const job = CronJob.from({
       cronTime: this.deps.schedule,
       timeZone: 'UTC',
       waitForCompletion: true,
       unrefTimeout: true,
       start: true,
-      onTick: () => this.tick(),
+      onTick: () => this.tick(signal),
       errorHandler: (error) => {
         this.deps.onError?.(describeError(error));
       },
     });
+    await new Promise<void>((resolve) => {
+      signal.addEventListener(
+        'abort',
+        () => {
+          resolve();
+        },
+        { once: true },
+      );
+    });
+    await job.stop();
+    await this.running;
   }
 
-  /** Runs one pass now if this replica leads (also what each cron tick does). */
-  async tick(): Promise<void> {
-    if (!this.deps.isLeader() || this.running !== undefined) return;
+  /** Runs one pass now, within `signal` (also what each cron tick does); none while one runs. */
+  async tick(signal: AbortSignal): Promise<void> {
+    if (signal.aborted || this.running !== undefined) return;
     const started = performance.now();
-    this.running = sweepOnce({ ...this.deps, stillLeading: () => this.deps.isLeader() && this.deps.stillLeading() })
+    this.running = sweepOnce({ ...this.deps, signal })
       .then((report) => {
         this.deps.onReport?.(report, performance.now() - started);
       })
@@ -49,11 +62,6 @@ export class SweepSchedule {
       .finally(() => {
         this.running = undefined;
       });
-    await this.running;
-  }
-
-  async stop(): Promise<void> {
-    await this.job?.stop();
     await this.running;
   }
 }

@@ -88,7 +88,6 @@ describe('hostile node-lock values on a real apiserver', function () {
           targets: { lockedNodes: () => ours.filter((node) => cache.lockOf(node) !== undefined) },
           locks,
           concurrency: 4,
-          stillLeading: () => true,
         });
         expect(report.errors).to.deep.equal([]);
         return Object.fromEntries(

@@ -5,6 +5,7 @@ import { formatLockValue } from '../../src/lock/lock-value.js';
 import { NodeLocks } from '../../src/lock/node-locks.js';
 import { LeaderElector } from '../../src/sweeper/leader-election.js';
 import { SweepSchedule } from '../../src/sweeper/sweep-schedule.js';
+import { Lifecycle } from '../../src/lifecycle/lifecycle.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { createGpuNode, readLock, setLock } from '../support/lock-helpers.js';
 import { eventually, notYet, sharedControlPlane, testCluster, uniqueName } from '../support/test-cluster.js';
@@ -32,6 +33,8 @@ async function notLeading(who: string, elector: LeaderElector, lease: () => Prom
 interface Replica {
   elector: LeaderElector;
   sweeper: SweepSchedule;
+  /** Runs the sweeper while its elector leads. */
+  lifecycle: Lifecycle;
   releasedBy: string[];
 }
 
@@ -70,10 +73,8 @@ describe('leader-elected sweeper with two replicas', function () {
         targets: { lockedNodes: () => nodes },
         locks: slow,
         concurrency: 1,
-        isLeader: () => elector.isLeader(),
-        stillLeading: () => true,
       });
-      return { elector, sweeper, releasedBy };
+      return { elector, sweeper, lifecycle: new Lifecycle({ leadership: elector }), releasedBy };
     });
     const [first, second] = replicas as [Replica, Replica];
     const leaseNow = () => describeLease(coordination, namespace, leaseName);
@@ -85,8 +86,8 @@ describe('leader-elected sweeper with two replicas', function () {
       50,
     );
     second.elector.start();
-    first.sweeper.start();
-    second.sweeper.start();
+    first.lifecycle.run(first.sweeper);
+    second.lifecycle.run(second.sweeper);
     try {
       await eventually(
         'the leader to release its first lock',
@@ -107,7 +108,7 @@ describe('leader-elected sweeper with two replicas', function () {
       // Kill the leader mid-sweep: no lease release, no more renewals, its pass stops at once.
       const killedAt = Date.now();
       await first.elector.stop({ release: false });
-      await first.sweeper.stop();
+      await first.lifecycle.stopAll();
       const releasedByLeader = first.releasedBy.length;
 
       await eventually(
@@ -141,7 +142,7 @@ describe('leader-elected sweeper with two replicas', function () {
     } finally {
       await Promise.all(
         replicas.map(async (replica) => {
-          await replica.sweeper.stop();
+          await replica.lifecycle.stopAll();
           await replica.elector.stop({ release: true });
         }),
       );

@@ -169,7 +169,6 @@ describe('LockTelemetry on a real apiserver', () => {
         targets: { lockedNodes: () => [node] },
         locks,
         concurrency: 1,
-        stillLeading: () => true,
         observer: telemetry,
       });
 

@@ -5,7 +5,10 @@ import { PodAdmissionHandler, type AdmissionOutcome } from '../../../src/admissi
 import type { PodRef } from '../../../src/lock/lock-value.js';
 import type { ConditionalReleaseResult } from '../../../src/lock/lock-events.js';
 
-/** Records release calls (the pod the DELETE is for, by name and UID); the real NodeLocks is exercised by the integration tests. */
+/**
+ * Records release calls (the pod the DELETE is for, by name and UID); the real NodeLocks is
+ * exercised by the integration tests.
+ */
 class RecordingReleaser implements LockReleaser {
   calls: { node: string; pod: PodRef; uid?: string }[] = [];
   constructor(
@@ -201,6 +204,27 @@ describe('PodAdmissionHandler', () => {
     );
     expect(Date.now() - started).to.be.lessThan(1000);
     expect(hanging.outcomes[0]).to.deep.equal({ operation: 'DELETE', outcome: { kind: 'timed-out', node: 'n' } });
+  });
+
+  it("ends the release with the review's signal (the apiserver stopped waiting), and still allows the DELETE", async () => {
+    let releaseSignal: AbortSignal | undefined;
+    const locks: LockReleaser = {
+      releaseIfReleasable: (_node, _path, options) => {
+        releaseSignal = options.signal;
+        // Waiting for the node's mutex or the apiserver: nothing answers.
+        return new Promise(() => undefined);
+      },
+    };
+    const { handler, outcomes } = handlerWith(locks, 10_000);
+    const review = new AbortController();
+    const answering = handler.handle(deleteRequest({ ...gpuPod, spec: { nodeName: 'n' } }), review.signal);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const closedAt = Date.now();
+    review.abort(new Error('the apiserver closed the request'));
+    expect((await answering).allowed).to.equal(true);
+    expect(Date.now() - closedAt).to.be.below(500);
+    expect(releaseSignal?.aborted, 'the release no longer runs for a review nobody reads').to.equal(true);
+    expect(outcomes).to.deep.equal([{ operation: 'DELETE', outcome: { kind: 'abandoned', node: 'n' } }]);
   });
 
   it('allows a DELETE with no usable oldObject', async () => {

@@ -50,7 +50,6 @@ describe('NodeLocks with hostile lock values', () => {
         targets: { lockedNodes: () => [NODE] },
         locks: locksOn(sweepApi),
         concurrency: 1,
-        stillLeading: () => true,
       });
       expect(report.errors).to.deep.equal([]);
       expect(report.released.map((released) => released.node)).to.deep.equal([NODE]);

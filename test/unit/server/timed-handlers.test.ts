@@ -10,6 +10,7 @@ function steppingClock(): () => number {
 
 const filterArgs: FilterArgs = { pod: {}, nodeNames: ['n1'] };
 const bindArgs: BindingArgs = { podName: 'p', podNamespace: 'ns', podUid: 'u', node: 'n1' };
+const signal = new AbortController().signal;
 
 describe('timed handlers', () => {
   it('time filter, and bind by outcome: answered, answered with an Error, thrown', async () => {
@@ -43,11 +44,11 @@ describe('timed handlers', () => {
       steppingClock(),
     );
 
-    expect((await handlers.filter(filterArgs)).NodeNames).to.deep.equal(['n1']);
-    expect(await handlers.prioritize(filterArgs)).to.deep.equal([{ Host: 'n1', Score: 3 }]);
-    expect(await handlers.bind(bindArgs)).to.deep.equal({ Error: '' });
-    expect(await handlers.bind(bindArgs)).to.deep.equal({ Error: 'no fit' });
-    const thrown = await handlers.bind(bindArgs).then(
+    expect((await handlers.filter(filterArgs, signal)).NodeNames).to.deep.equal(['n1']);
+    expect(await handlers.prioritize(filterArgs, signal)).to.deep.equal([{ Host: 'n1', Score: 3 }]);
+    expect(await handlers.bind(bindArgs, signal)).to.deep.equal({ Error: '' });
+    expect(await handlers.bind(bindArgs, signal)).to.deep.equal({ Error: 'no fit' });
+    const thrown = await handlers.bind(bindArgs, signal).then(
       () => undefined,
       (error: unknown) => error,
     );
@@ -71,9 +72,9 @@ describe('timed handlers', () => {
       },
       steppingClock(),
     );
-    expect(await handler.handle({ uid: '1', operation: 'DELETE' })).to.deep.equal({ uid: '1', allowed: true });
-    await handler.handle({ uid: '2', operation: 'CREATE' });
-    await handler.handle({ uid: '3', operation: 'FROBNICATE' });
+    expect(await handler.handle({ uid: '1', operation: 'DELETE' }, signal)).to.deep.equal({ uid: '1', allowed: true });
+    await handler.handle({ uid: '2', operation: 'CREATE' }, signal);
+    await handler.handle({ uid: '3', operation: 'FROBNICATE' }, signal);
     expect(seen).to.deep.equal([
       ['DELETE', 0.25],
       ['CREATE', 0.25],

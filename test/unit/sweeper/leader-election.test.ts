@@ -163,3 +163,59 @@ describe('LeaderElector: a Lease loop that cannot work says so once, and readine
     );
   });
 });
+
+describe('LeaderElector: leadership as terms, each a signal that aborts when it ends', () => {
+  let elector: LeaderElector | undefined;
+  afterEach(async () => {
+    await elector?.stop({ release: false });
+    elector = undefined;
+  });
+
+  function leading(leases: ScriptedLeases, timing: { renewDeadlineMs: number; roundTimeoutMs: number }) {
+    leases.namespaceExists = true;
+    elector = new LeaderElector({
+      api: leases.api,
+      namespace: 'ns',
+      name: 'warden',
+      identity: 'replica-a',
+      retryPeriodMs: 5,
+      leaseDurationMs: 1_000,
+      ...timing,
+    });
+    return elector;
+  }
+
+  it('hands each term to the listeners, at once to one that comes late, and aborts it on stop', async () => {
+    const leases = new ScriptedLeases();
+    const elector = leading(leases, { renewDeadlineMs: 500, roundTimeoutMs: 200 });
+    const terms: AbortSignal[] = [];
+    elector.onElected((term) => terms.push(term));
+    elector.start();
+    await until('leadership', () => elector.isLeader());
+    expect(terms).to.have.length(1);
+    const late: AbortSignal[] = [];
+    const unsubscribe = elector.onElected((term) => late.push(term));
+    expect(late).to.deep.equal(terms);
+    unsubscribe();
+    expect(terms[0]?.aborted).to.equal(false);
+    await elector.stop({ release: false });
+    expect(terms[0]?.aborted).to.equal(true);
+    expect((terms[0]?.reason as Error).message).to.equal('replica-a is no longer the leader of lease ns/warden');
+  });
+
+  it('ends the term when the renew deadline passes, before the hung round gives up', async () => {
+    const leases = new ScriptedLeases();
+    const elector = leading(leases, { renewDeadlineMs: 80, roundTimeoutMs: 2_000 });
+    let term: AbortSignal | undefined;
+    elector.onElected((signal) => {
+      term = signal;
+    });
+    elector.start();
+    await until('leadership', () => elector.isLeader());
+    leases.hangNext = 1_000;
+    const hungAt = Date.now();
+    await until('the term to end', () => term?.aborted === true);
+    expect(Date.now() - hungAt).to.be.below(1_000);
+    expect(elector.isLeader()).to.equal(false);
+  });
+});

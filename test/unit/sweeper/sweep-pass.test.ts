@@ -32,7 +32,6 @@ describe('sweepOnce and its observer', () => {
         'gpu-3': { outcome: 'not-locked', node: 'gpu-3' },
       }),
       concurrency: 2,
-      stillLeading: () => true,
       observer: {
         sweepCompleted: (outcome) => {
           seen.push(outcome);
@@ -47,17 +46,17 @@ describe('sweepOnce and its observer', () => {
 
   it('does not tell the observer about an abandoned pass: it did not see every node', async () => {
     let calls = 0;
-    let leading = true;
+    const term = new AbortController();
     const report = await sweepOnce({
       targets: { lockedNodes: () => ['gpu-1', 'gpu-2'] },
       locks: {
         releaseIfReleasable: (node) => {
-          leading = false;
+          term.abort();
           return Promise.resolve(stalled(node, 'v'));
         },
       },
       concurrency: 1,
-      stillLeading: () => leading,
+      signal: term.signal,
       observer: {
         sweepCompleted: () => {
           calls++;
@@ -73,7 +72,6 @@ describe('sweepOnce and its observer', () => {
       targets: { lockedNodes: () => ['gpu-1'] },
       locks: locks({ 'gpu-1': stalled('gpu-1', 'v1') }),
       concurrency: 1,
-      stillLeading: () => true,
       observer: {
         sweepCompleted: () => {
           throw new Error('bug');
