@@ -220,9 +220,8 @@ async function wire(config: Config, log: Logger, lifecycle: Lifecycle, options: 
   const lockSamples = cachedLockSource(
     {
       lockedNodes: () => cache.lockedNodes(),
-      node: (name) => cache.node(name),
+      lockOf: (node) => cache.lockOf(node),
       pod: (namespace, name) => cache.pod(namespace, name),
-      lockSeenAt: (node, value) => cache.lockView.lockSeenAt(node, value),
     },
     lockConfig,
   );

@@ -3,10 +3,9 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { nodeOfPod } from '../hami/pod-node.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { failureText } from '../telemetry/api-failure.js';
-import { parseLockValue } from '../lock/lock-value.js';
 import type { ReleasePath } from '../lock/lock-events.js';
 import { ownerPodFrom } from '../lock/owner-pod.js';
-import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { sleep as realSleep } from '../base/abort.js';
 
 export interface WatchReleaser {
@@ -73,8 +72,8 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
       const until = clock() + followForMs;
       const pauses = new Backoff({ initialMs: intervalMs, factor: 2, capMs: intervalMs * 4 });
       while (!stopped && clock() < until) {
-        const lock = parseLockValue(deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '');
-        if (lock.kind !== 'owned' || !followed.has(`${lock.owner.namespace}/${lock.owner.name}`)) return;
+        const lock = deps.cache.lockOf(node)?.value;
+        if (lock?.kind !== 'owned' || !followed.has(`${lock.owner.namespace}/${lock.owner.name}`)) return;
         try {
           if ((await deps.locks.releaseIfReleasable(node, 'watch')).outcome !== 'kept') return;
         } catch (error) {
