@@ -1,4 +1,4 @@
-import { isOwnedBy, parseLockValue, type PodRef } from '../lock/lock-value.js';
+import type { PodRef } from '../lock/lock-value.js';
 import type { ConditionalReleaseResult, ReleasePath } from '../lock/lock-events.js';
 import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { nodeOfPod } from '../hami/pod-node.js';
@@ -20,7 +20,8 @@ export interface LockReleaser {
 
 /** The state store's node locks, for a DELETE answered without an API call. */
 export interface StoredLocks {
-  lockOf(node: string): { raw: string } | undefined;
+  /** Whether the node's lock names the pod (from the store's parse of it). */
+  lockHeldBy(node: string, pod: PodRef): boolean;
   /** Synced and every watch up: a lock the store does not show was not there a moment ago. */
   watching(): boolean;
 }
@@ -90,9 +91,7 @@ export async function releaseLockOfDeletedPod(
   if (node === undefined) return { kind: 'skipped', reason: 'no-node' };
   if (mayStillBeAllocated(oldObject, node)) return { kind: 'skipped', reason: 'awaiting-allocation' };
   if (deps.storedLocks?.watching() === true) {
-    const stored = deps.storedLocks.lockOf(node);
-    if (stored === undefined || !isOwnedBy(parseLockValue(stored.raw), { namespace, name }))
-      return { kind: 'skipped', reason: 'not-holder' };
+    if (!deps.storedLocks.lockHeldBy(node, { namespace, name })) return { kind: 'skipped', reason: 'not-holder' };
   }
 
   const deadline = timeoutSignal(

@@ -5,11 +5,13 @@ import { QUOTA_RESOURCES, tightestLimits, type QuotaBudget, type QuotaUse } from
 import { type NodeInventory } from '../devices/inventory.js';
 import { addUsage, type GpuUse } from '../devices/usage.js';
 import { isAtLeastVersion } from '../base/resource-version.js';
-import type { PodRef } from '../lock/lock-value.js';
+import type { LockValue, PodRef } from '../lock/lock-value.js';
 import type { LockView, NodeSnapshot } from '../lock/node-lock-api.js';
 import type { GoneIncarnation, LockOwnerFacts } from '../lock/lock-owner.js';
 import { ownerPodFrom, type OwnerPod } from '../lock/owner-pod.js';
-import { GoneIncarnations } from './gone-incarnations.js';
+import { PodIncarnations } from './pod-incarnations.js';
+import type { Delivery, DerivedIndex, IndexEffects } from './derived-index.js';
+import { UsageSums } from './usage-sums.js';
 import { kubeletRegistered, UnacknowledgedAllocations, type UnacknowledgedPod } from './unacknowledged-allocations.js';
 import type { GpuLiveness } from './node-liveness.js';
 import { ObjectStore, type ObjectChange } from './object-store.js';
@@ -17,7 +19,7 @@ import { slimNode } from './slim-objects.js';
 import { PodUsageIndex, type UnreadableAllocation } from './pod-usage-index.js';
 import { QuotaIndex } from './quota-index.js';
 import type { ConditionLog } from '../telemetry/condition-log.js';
-import { Reflector, type ListWatchSource, type ReflectorOptions } from './reflector.js';
+import { Reflector, type ListWatchSource, type ReflectorOptions, type ReflectorSink } from './reflector.js';
 import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 export interface ClusterCacheDeps {
@@ -34,7 +36,10 @@ export interface ClusterCacheDeps {
   staleAfterMs?: number;
   clock?: () => number;
   reflector?: ReflectorOptions;
-  /** Where the reflectors report list and watch failures (one warning per condition, with backoff); by default each its own, to `log`. */
+  /**
+   * Where the reflectors report list and watch failures (one warning per condition, with backoff);
+   * by default each its own, to `log`.
+   */
   conditions?: ConditionLog;
 }
 
@@ -51,9 +56,10 @@ type PodListener = (pod: V1Pod, change: PodChange) => void;
  * Synced only after a successful LIST of both nodes and pods; stale while a watch has been down
  * longer than `staleAfterMs`. Relists are reconciled by UID (ObjectStore), so a pod recreated under
  * the same name while the watch was down is a delete of the old incarnation and an add of the new.
+ * Everything derived from nodes and pods is a DerivedIndex in `indexes`, told of every change.
  */
 export class ClusterCache {
-  /** GPU use per node and namespace, bound and assumed pods (pod-usage-index.ts); changed only through the methods below. */
+  /** GPU use per node and namespace, bound and assumed pods (pod-usage-index.ts); changed only by the verbs below. */
   private readonly usage: PodUsageIndex;
   /** The store as the lock service sees it (first reads, lock ages, our own writes fed back). */
   readonly lockView: LockView;
@@ -61,23 +67,21 @@ export class ClusterCache {
   private readonly pods = new ObjectStore<V1Pod>();
   private readonly quotaObjects = new ObjectStore<V1ResourceQuota>();
   private readonly quotas: QuotaIndex;
+  /** Per node: inventory, plugin liveness and generation (node-states.ts). */
   private readonly nodeStates: NodeStates;
-  private readonly usageSums = new Map<
-    string,
-    { generation: number; usage: ReadonlyMap<string, GpuUse>; validUntil: number | undefined }
-  >();
+  private readonly usageSums = new UsageSums();
   private readonly nodeListeners = new Set<NodeListener>();
   private readonly podListeners = new Set<PodListener>();
-  /** Each node's lock with its first-seen time, the holder index and the parked lock waiters. */
+  /** Each node's lock (parsed once) with its first-seen time, the holder index and the parked lock waiters. */
   private readonly locks: LockIndex;
-  /** Pod UID -> the resourceVersion it was created at, for pods whose creation the watch delivered. */
-  private readonly createdVersions = new Map<string, string>();
-  /** Pod UID -> a resourceVersion at which the store saw it exist: its creation, or the LIST it first came in. */
-  private readonly seenVersions = new Map<string, string>();
-  /** The incarnations of pod names that went, per UID: whose a lock is and what kubelet may still admit (lock/lock-owner.ts). */
-  private readonly gone = new GoneIncarnations();
+  /** Creation and first-seen resourceVersions, and the incarnations that went (lock/lock-owner.ts reads them). */
+  private readonly incarnations: PodIncarnations;
   /** Pods past the lock that the node's kubelet has not acknowledged yet (unacknowledged-allocations.ts). */
   private readonly unacknowledged: UnacknowledgedAllocations;
+  /** Every structure derived from nodes and pods, in the order each change reaches them. */
+  private readonly indexes: readonly DerivedIndex[];
+  /** What an index may ask of the store while it takes in a change; `woken` collects the nodes to wake. */
+  private readonly effects: IndexEffects & { woken: Set<string> };
   private readonly reflectors: Reflector<V1Node | V1Pod>[];
   /** The ResourceQuota reflector, when there is a quota source; part of `synced`, not of `watching`. */
   private readonly quotaReflector: Reflector<V1ResourceQuota> | undefined;
@@ -89,120 +93,82 @@ export class ClusterCache {
   private readonly bumpNode = (name: string): void => {
     this.bump(name);
   };
+  private readonly generationOf = (name: string): number | undefined => this.nodeStates.generation(name);
 
   constructor(private readonly deps: ClusterCacheDeps) {
-    this.clock = deps.clock ?? Date.now;
-    this.nodeStates = new NodeStates(this.clock);
-    this.locks = new LockIndex(this.clock, (listeners) => {
+    const clock = (this.clock = deps.clock ?? Date.now);
+    this.nodeStates = new NodeStates(clock);
+    this.locks = new LockIndex(clock, (listeners) => {
       this.emit(listeners, (listener) => {
         listener();
       });
     });
-    this.unacknowledged = new UnacknowledgedAllocations(this.clock);
-    this.usage = new PodUsageIndex(
-      this.clock,
-      undefined,
-      (node) => {
-        this.bump(node);
-      },
-      (node) => this.fullCapacity(node),
-    );
-    const log = deps.log;
+    this.incarnations = new PodIncarnations(clock);
+    this.unacknowledged = new UnacknowledgedAllocations(clock);
+    this.usage = new PodUsageIndex(clock, undefined, this.bumpNode, (node) => this.fullCapacity(node));
+    this.indexes = [this.nodeStates, this.locks, this.usageSums, this.incarnations, this.usage, this.unacknowledged];
+    this.effects = {
+      woken: new Set(),
+      changed: this.bumpNode,
+      wake: (node) => this.effects.woken.add(node),
+      warn: (message) => this.deps.log?.('warn', message),
+    };
     this.reflectors = [
-      new Reflector<V1Node>({
-        what: 'nodes',
-        source: deps.sources.nodes,
-        clock: this.clock,
-        ...(log ? { log } : {}),
-        ...(deps.reflector ? { options: deps.reflector } : {}),
-        ...(deps.conditions ? { conditions: deps.conditions.reporter('nodes reflector') } : {}),
-        sink: {
-          replace: (items) => {
-            this.applyNodes(this.nodes.replace(items), false);
-          },
-          apply: (type, node) => {
-            this.applyNodes(this.nodes.apply(type, node), true);
-          },
+      this.reflector<V1Node>('nodes', deps.sources.nodes, {
+        replace: (items, version) => {
+          this.applyNodes(this.nodes.replace(items), { kind: 'relist', version });
+        },
+        apply: (type, node) => {
+          this.applyNodes(this.nodes.apply(type, node), { kind: 'event', type, object: node });
         },
       }),
-      new Reflector<V1Pod>({
-        what: 'pods',
-        source: deps.sources.pods,
-        clock: this.clock,
-        ...(log ? { log } : {}),
-        ...(deps.reflector ? { options: deps.reflector } : {}),
-        ...(deps.conditions ? { conditions: deps.conditions.reporter('pods reflector') } : {}),
-        sink: {
-          replace: (items, listVersion) => {
-            const changes = this.pods.replace(items);
-            for (const change of changes) {
-              const uid = change.object.metadata?.uid;
-              // A pod missing from a relist went while the watch was down; its stored copy is not its
-              // last state (it may have been bound in the gap), and is remembered as such.
-              if (change.type === 'delete') this.gone.remember(change.object, new Date(this.clock()), false);
-              else if (change.type === 'add' && uid !== undefined) this.seenVersions.set(uid, listVersion);
-            }
-            this.applyPods(changes);
-          },
-          apply: (type, pod) => {
-            // An ADDED event on a watch is the pod's creation, and carries its creation resourceVersion.
-            const [uid, version] = [pod.metadata?.uid, pod.metadata?.resourceVersion];
-            if (type === 'ADDED' && uid !== undefined && version !== undefined) {
-              this.createdVersions.set(uid, version);
-              this.seenVersions.set(uid, version);
-            }
-            const changes = this.pods.apply(type, pod);
-            // A DELETED event carries the pod's very last state; a MODIFIED event of a new UID under a
-            // known name ends the old incarnation without one.
-            for (const change of changes) {
-              if (change.type === 'delete')
-                this.gone.remember(change.object, new Date(this.clock()), type === 'DELETED' && change.object === pod);
-              else if (
-                change.type === 'add' &&
-                uid !== undefined &&
-                version !== undefined &&
-                !this.seenVersions.has(uid)
-              )
-                this.seenVersions.set(uid, version);
-            }
-            this.applyPods(changes);
-          },
+      this.reflector<V1Pod>('pods', deps.sources.pods, {
+        replace: (items, version) => {
+          this.applyPods(this.pods.replace(items), { kind: 'relist', version });
+        },
+        apply: (type, pod) => {
+          this.applyPods(this.pods.apply(type, pod), { kind: 'event', type, object: pod });
         },
       }),
     ];
     this.quotas = new QuotaIndex(deps.quotaMemoryFactor ?? 1, (message) => {
-      log?.('warn', message);
+      deps.log?.('warn', message);
     });
     const quotaSource = deps.sources.quotas;
     this.quotaReflector =
-      quotaSource === undefined
-        ? undefined
-        : new Reflector<V1ResourceQuota>({
-            what: 'resourcequotas',
-            source: quotaSource,
-            clock: this.clock,
-            ...(log ? { log } : {}),
-            ...(deps.reflector ? { options: deps.reflector } : {}),
-            ...(deps.conditions ? { conditions: deps.conditions.reporter('resourcequotas reflector') } : {}),
-            sink: {
-              replace: (items) => {
-                this.quotas.apply(this.quotaObjects.replace(items));
-              },
-              apply: (type, quota) => {
-                this.quotas.apply(this.quotaObjects.apply(type, quota));
-              },
-            },
-          });
+      quotaSource &&
+      this.reflector<V1ResourceQuota>('resourcequotas', quotaSource, {
+        replace: (items) => {
+          this.quotas.apply(this.quotaObjects.replace(items));
+        },
+        apply: (type, quota) => {
+          this.quotas.apply(this.quotaObjects.apply(type, quota));
+        },
+      });
     this.lockView = {
       node: (name) => this.nodeSnapshot(name),
       ownerPod: (ref) => this.ownerPod(ref),
       lockOwnerFacts: (node, value, ref, namedUid) => this.lockOwnerFacts(node, value, ref, namedUid),
-      lockSeenAt: (node, value) => this.lockSeenAt(node, value),
+      lockSeenAt: (node, value) => this.locks.seenAt(node, value),
       current: () => this.watching(),
       observeWrite: (snapshot, writtenFor) => {
         this.observeNodeWrite(snapshot, writtenFor);
       },
     };
+  }
+
+  /** A reflector of one kind with the store's clock, log, options and condition reporting. */
+  private reflector<T>(what: string, source: ListWatchSource<T>, sink: ReflectorSink<T>): Reflector<T> {
+    const { log, reflector: options, conditions } = this.deps;
+    return new Reflector<T>({
+      what,
+      source,
+      clock: this.clock,
+      sink,
+      ...(log ? { log } : {}),
+      ...(options ? { options } : {}),
+      ...(conditions ? { conditions: conditions.reporter(`${what} reflector`) } : {}),
+    });
   }
 
   /** True once nodes, pods and (with a quota source) ResourceQuotas have been listed successfully. */
@@ -271,11 +237,6 @@ export class ClusterCache {
     return this.pods.get(`${namespace}/${name}`);
   }
 
-  /** Changes whenever anything that can change a fit or lock decision on any node changes. */
-  get generation(): number {
-    return this.globalGeneration;
-  }
-
   /** This node's generation: filter and prioritize results for a node are valid while it holds. */
   nodeGeneration(nodeName: string): number | undefined {
     // A verdict that expires with time (a handshake grace ending) changes the node without an event.
@@ -295,30 +256,12 @@ export class ClusterCache {
 
   /**
    * Usage on the node by bound and assumed pods, leaving out `excludeUid` (the pod being placed).
-   * The sum is cached per node generation: filter asks for every candidate node on every call.
    * Callers must not modify the map.
    */
   usageOn(nodeName: string, excludeUid?: string): ReadonlyMap<string, GpuUse> {
     if (excludeUid !== undefined && this.usage.isOn(nodeName, excludeUid))
       return this.usage.usageOn(nodeName, excludeUid);
-    const generation = this.nodeStates.generation(nodeName);
-    const cached = this.usageSums.get(nodeName);
-    const now = this.clock();
-    if (
-      cached !== undefined &&
-      generation !== undefined &&
-      cached.generation === generation &&
-      (cached.validUntil === undefined || now < cached.validUntil)
-    )
-      return cached.usage;
-    const usage = this.usage.usageOn(nodeName);
-    if (generation !== undefined)
-      this.usageSums.set(nodeName, {
-        generation: this.nodeStates.generation(nodeName) ?? generation,
-        usage,
-        validUntil: this.usage.nextExpiryOn(nodeName),
-      });
-    return usage;
+    return this.usageSums.of(nodeName, this.generationOf, this.clock(), this.usage);
   }
 
   /**
@@ -334,6 +277,14 @@ export class ClusterCache {
   /** Drops a bind's assumption: the bind failed and nothing of it was bound (kube-scheduler's ForgetPod). */
   forgetPod(uid: string): void {
     this.usage.forget(uid);
+  }
+
+  /**
+   * The bind's Binding went out (kube-scheduler's FinishBinding): its assumption now counts until
+   * the pod watch delivers the bound pod, or expires if it never does (pod-usage-index.ts).
+   */
+  finishBinding(uid: string): void {
+    this.usage.finishBinding(uid);
   }
 
   /** Whether a bind's assumption for the pod is still counted. */
@@ -387,10 +338,22 @@ export class ClusterCache {
     return full;
   }
 
-  /** The node's lock as the store has it, with the time this process first saw the value. */
-  lockOf(nodeName: string): { raw: string; firstSeen: Date } | undefined {
+  /**
+   * The node's lock as the store has it: the raw value, the value parsed once when the store first
+   * saw it (lock-value.ts; its holder is `value.owner` when `kind` is 'owned'), and the time this
+   * process first saw it.
+   */
+  lockOf(nodeName: string): { raw: string; value: LockValue; firstSeen: Date } | undefined {
     const lock = this.locks.of(nodeName);
-    return lock === undefined ? undefined : { raw: lock.raw, firstSeen: new Date(lock.firstSeenMs) };
+    const value = this.locks.valueOf(nodeName);
+    return lock === undefined || value === undefined
+      ? undefined
+      : { raw: lock.raw, value, firstSeen: new Date(lock.firstSeenMs) };
+  }
+
+  /** Whether the node's lock names `pod` (namespace and name, as HAMi's value does), from the stored parse. */
+  lockHeldBy(nodeName: string, pod: PodRef): boolean {
+    return this.locks.heldBy(nodeName, pod);
   }
 
   /** Calls `listener` on every node add, update or delete until the returned function is called. */
@@ -495,7 +458,7 @@ export class ClusterCache {
 
   /** The record of this incarnation of the name, if the store saw it go. */
   goneIncarnation(namespace: string, name: string, uid: string): GoneIncarnation | undefined {
-    return this.gone.byUid(namespace, name, uid);
+    return this.incarnations.goneByUid(namespace, name, uid);
   }
 
   /** What the store knows of whom `value` on `node` was written for (lock/lock-owner.ts). */
@@ -511,9 +474,9 @@ export class ClusterCache {
       writtenFor: known?.writtenFor,
       lockSeenVersion: known?.firstSeenVersion,
       lockSeenExactly: known?.seenExactly ?? false,
-      namedCreatedVersion: namedUid === undefined ? undefined : this.createdVersions.get(namedUid),
-      namedSeenVersion: namedUid === undefined ? undefined : this.seenVersions.get(namedUid),
-      gone: this.gone.of(ref.namespace, ref.name),
+      namedCreatedVersion: namedUid === undefined ? undefined : this.incarnations.createdVersion(namedUid),
+      namedSeenVersion: namedUid === undefined ? undefined : this.incarnations.seenVersion(namedUid),
+      gone: this.incarnations.goneOf(ref.namespace, ref.name),
     };
   }
 
@@ -521,10 +484,6 @@ export class ClusterCache {
   private ownerPod(ref: PodRef): OwnerPod | undefined {
     const pod = this.pod(ref.namespace, ref.name);
     return pod === undefined ? undefined : ownerPodFrom(pod);
-  }
-
-  private lockSeenAt(nodeName: string, value: string): Date | undefined {
-    return this.locks.seenAt(nodeName, value);
   }
 
   private nodeSnapshot(nodeName: string): NodeSnapshot | undefined {
@@ -546,7 +505,7 @@ export class ClusterCache {
     const object = snapshot.object as V1Node | undefined;
     const name = object?.metadata?.name;
     if (object === undefined || name === undefined) return;
-    this.applyNodes(this.nodes.observeWrite(slimNode(object)), true);
+    this.applyNodes(this.nodes.observeWrite(slimNode(object)), { kind: 'write' });
     if (writtenFor !== undefined && snapshot.lock !== undefined)
       this.locks.markWrittenFor(name, snapshot.lock, writtenFor);
   }
@@ -556,61 +515,29 @@ export class ClusterCache {
     this.nodeStates.stamp(nodeName, this.globalGeneration);
   }
 
-  /** `exactly`: each change is one write (a watch event, our write's answer), not a relist's sum of many. */
-  private applyNodes(changes: ObjectChange<V1Node>[], exactly: boolean): void {
-    for (const change of changes) {
-      const node = change.object;
-      const name = node.metadata?.name;
-      if (name === undefined) continue;
-      if (change.type === 'delete') {
-        this.locks.remove(name);
-        this.nodeStates.remove(name);
-        this.usageSums.delete(name);
-        this.globalGeneration++;
-        this.locks.notify(name);
-      } else {
-        this.updateNodeState(name, node, change.type === 'update' ? change.previous : undefined, exactly);
-      }
+  private applyNodes(changes: ObjectChange<V1Node>[], delivery: Delivery): void {
+    for (const change of changes) for (const index of this.indexes) index.onNode?.(change, delivery, this.effects);
+    this.wakeWaiters();
+    for (const change of changes)
       this.emit(this.nodeListeners, (listener) => {
-        listener(node, change.type);
+        listener(change.object, change.type);
       });
-    }
   }
 
-  private updateNodeState(name: string, node: V1Node, previous: V1Node | undefined, exactly: boolean): void {
-    if (this.nodeStates.update(name, node, previous)) this.bump(name);
-    const annotations = node.metadata?.annotations ?? {};
-    if (this.locks.observe(name, annotations[NODE_LOCK_ANNOTATION], node.metadata?.resourceVersion, exactly)) {
-      this.bump(name);
-      this.locks.notify(name);
-    }
-  }
-
-  private applyPods(changes: ObjectChange<V1Pod>[]): void {
-    for (const change of changes) {
-      const pod = change.object;
-      const uid = pod.metadata?.uid;
-      let acknowledgedOn: string | undefined;
-      if (change.type === 'delete') {
-        if (uid !== undefined) {
-          this.usage.remove(uid);
-          this.createdVersions.delete(uid);
-          this.seenVersions.delete(uid);
-          acknowledgedOn = this.unacknowledged.remove(uid);
-        }
-      } else {
-        const problem = this.usage.upsert(pod);
-        if (problem !== undefined) this.deps.log?.('warn', problem);
-        acknowledgedOn = this.unacknowledged.upsert(pod);
-      }
-      const [namespace, name] = [pod.metadata?.namespace, pod.metadata?.name];
-      if (namespace !== undefined && name !== undefined) this.locks.notifyHolder(namespace, name);
-      // A bind waiting for kubelet to acknowledge this pod parks with the lock waiters.
-      if (acknowledgedOn !== undefined) this.locks.notify(acknowledgedOn);
+  private applyPods(changes: ObjectChange<V1Pod>[], delivery: Delivery): void {
+    for (const change of changes) for (const index of this.indexes) index.onPod?.(change, delivery, this.effects);
+    this.wakeWaiters();
+    for (const change of changes)
       this.emit(this.podListeners, (listener) => {
-        listener(pod, change.type);
+        listener(change.object, change.type);
       });
-    }
+  }
+
+  /** Wakes the lock waiters of the nodes the indexes asked for, once each, after the whole batch. */
+  private wakeWaiters(): void {
+    const woken = [...this.effects.woken];
+    this.effects.woken.clear();
+    for (const node of woken) this.locks.notify(node);
   }
 
   private emit<L>(listeners: Set<L>, call: (listener: L) => void): void {

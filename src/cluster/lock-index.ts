@@ -1,4 +1,8 @@
-import { parseLockValue } from '../lock/lock-value.js';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { isOwnedBy, parseLockValue, type LockValue, type PodRef } from '../lock/lock-value.js';
+import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import type { DerivedIndex, Delivery, IndexEffects } from './derived-index.js';
+import type { ObjectChange } from './object-store.js';
 
 /** A node's lock as the store has it: the raw value and when this process first saw it. */
 export interface IndexedLock {
@@ -22,8 +26,10 @@ export interface IndexedLock {
  * the holder pod wakes that node's waiters in O(1)), and the waiters parked per node. The store
  * feeds it node changes; it never reads the API.
  */
-export class LockIndex {
+export class LockIndex implements DerivedIndex {
   private readonly locks = new Map<string, IndexedLock>();
+  /** Each node's lock value, parsed once when the store first sees it: its readers never parse it again. */
+  private readonly values = new Map<string, LockValue>();
   private readonly holders = new Map<string, Set<string>>();
   private readonly listeners = new Map<string, Set<() => void>>();
 
@@ -34,16 +40,48 @@ export class LockIndex {
   ) {}
 
   /**
+   * A node's lock value as each change leaves it (a new value moves the node's generation), and its
+   * waiters woken. `exactly` below: a watch event or our write's answer, not a relist's sum of many.
+   */
+  onNode(change: ObjectChange<V1Node>, delivery: Delivery, effects: IndexEffects): void {
+    const node = change.object;
+    const name = node.metadata?.name;
+    if (name === undefined) return;
+    if (change.type === 'delete') {
+      this.remove(name);
+      effects.wake(name);
+      return;
+    }
+    const raw = node.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
+    if (this.observe(name, raw, node.metadata?.resourceVersion, delivery.kind !== 'relist')) {
+      effects.changed(name);
+      effects.wake(name);
+    }
+  }
+
+  /** A change of the pod a lock names wakes that node's waiters: its state decides a takeover. */
+  onPod(change: ObjectChange<V1Pod>, _delivery: unknown, effects: IndexEffects): void {
+    const [namespace, name] = [change.object.metadata?.namespace, change.object.metadata?.name];
+    if (namespace === undefined || name === undefined) return;
+    for (const node of this.nodesLockedBy(namespace, name)) effects.wake(node);
+  }
+
+  /**
    * Records the node's current lock value (undefined: none) as of the node's `version` (`exactly`:
    * the version of the change itself, a watch event or our write's answer); true when it changed.
    * Does not notify.
    */
   observe(node: string, raw: string | undefined, version?: string, exactly = false): boolean {
-    const before = this.locks.get(node)?.raw;
-    if (raw === before) return false;
-    this.reindex(node, before, raw);
-    if (raw === undefined) this.locks.delete(node);
-    else this.locks.set(node, { raw, firstSeenMs: this.clock(), firstSeenVersion: version, seenExactly: exactly });
+    if (raw === this.locks.get(node)?.raw) return false;
+    const value = raw === undefined ? undefined : parseLockValue(raw);
+    this.reindex(node, holderKey(this.values.get(node)), holderKey(value));
+    if (raw === undefined || value === undefined) {
+      this.locks.delete(node);
+      this.values.delete(node);
+    } else {
+      this.locks.set(node, { raw, firstSeenMs: this.clock(), firstSeenVersion: version, seenExactly: exactly });
+      this.values.set(node, value);
+    }
     return true;
   }
 
@@ -60,6 +98,17 @@ export class LockIndex {
 
   of(node: string): IndexedLock | undefined {
     return this.locks.get(node);
+  }
+
+  /** Whether the node's lock names `pod` (namespace and name, as the lock does; never a legacy or malformed value). */
+  heldBy(node: string, pod: PodRef): boolean {
+    const value = this.values.get(node);
+    return value !== undefined && isOwnedBy(value, pod);
+  }
+
+  /** The node's lock value as parsed when the store first saw it (lock-value.ts); undefined for no lock. */
+  valueOf(node: string): LockValue | undefined {
+    return this.values.get(node);
   }
 
   /** When this process first saw exactly `value` on the node, if that is its lock now. */
@@ -79,6 +128,11 @@ export class LockIndex {
     return nodes === undefined ? [] : [...nodes];
   }
 
+  /** Wakes the waiters of every node whose lock names this pod (its state decides a takeover). */
+  notifyHolder(namespace: string, name: string): void {
+    for (const node of this.nodesLockedBy(namespace, name)) this.notify(node);
+  }
+
   /** Parks `listener` on the node until the returned function is called. */
   onChange(node: string, listener: () => void): () => void {
     let listeners = this.listeners.get(node);
@@ -96,13 +150,7 @@ export class LockIndex {
     if (listeners) this.emit(listeners);
   }
 
-  /** Wakes the waiters of every node whose lock names this pod (its state decides a takeover). */
-  notifyHolder(namespace: string, name: string): void {
-    for (const node of this.nodesLockedBy(namespace, name)) this.notify(node);
-  }
-
-  private reindex(node: string, before: string | undefined, after: string | undefined): void {
-    const [old, next] = [holderKey(before), holderKey(after)];
+  private reindex(node: string, old: string | undefined, next: string | undefined): void {
     if (old === next) return;
     if (old !== undefined) {
       const nodes = this.holders.get(old);
@@ -117,8 +165,6 @@ export class LockIndex {
   }
 }
 
-function holderKey(raw: string | undefined): string | undefined {
-  if (raw === undefined) return undefined;
-  const value = parseLockValue(raw);
-  return value.kind === 'owned' ? `${value.owner.namespace}/${value.owner.name}` : undefined;
+function holderKey(value: LockValue | undefined): string | undefined {
+  return value?.kind === 'owned' ? `${value.owner.namespace}/${value.owner.name}` : undefined;
 }

@@ -111,7 +111,8 @@ const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d{3}Z
 /** Go's time.DateTime layout in this process's local time, as HAMi's scheduler writes the stamp. */
 export function requestingStamp(at: Date): string {
   const pad = (value: number): string => String(value).padStart(2, '0');
-  return `Requesting_${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
+  const date = `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}`;
+  return `Requesting_${date} ${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
 }
 
 export function gpuLiveness(input: LivenessInput): GpuLiveness {
@@ -121,7 +122,8 @@ export function gpuLiveness(input: LivenessInput): GpuLiveness {
     // kube-scheduler (or, with ignoredByScheduler, kubelet) checks the count itself.
     const note =
       input.registeredShares !== undefined && input.registeredShares !== allocatable
-        ? `${GPU_ALLOCATABLE_RESOURCE} allocatable ${allocatable} differs from the ${input.registeredShares} shares hami.io/node-nvidia-register lists`
+        ? `${GPU_ALLOCATABLE_RESOURCE} allocatable ${allocatable} differs from the ` +
+          `${input.registeredShares} shares hami.io/node-nvidia-register lists`
         : undefined;
     return { ready: true, via: 'allocatable', ...(note === undefined ? {} : { note }) };
   }
@@ -135,18 +137,7 @@ export function gpuLiveness(input: LivenessInput): GpuLiveness {
     allocatable === undefined
       ? `no status.allocatable["${GPU_ALLOCATABLE_RESOURCE}"]`
       : `status.allocatable["${GPU_ALLOCATABLE_RESOURCE}"] is 0`;
-  const shake =
-    handshake.kind === 'absent'
-      ? 'no handshake'
-      : handshake.kind === 'requesting'
-        ? stampAt === undefined
-          ? 'handshake request with an unreadable stamp'
-          : `handshake requested at ${iso(stampAt)} and not answered within ${HANDSHAKE_WINDOW_MS / 1000}s`
-        : handshake.kind === 'reported'
-          ? stampAt === undefined
-            ? 'handshake reported at an unreadable time'
-            : `last handshake reported at ${iso(stampAt)}`
-          : 'handshake not in a form HAMi writes';
+  const shake = handshakeText(handshake.kind, stampAt);
   const since = input.notReportingSince;
   const when = since === undefined ? '' : ` since ${iso(since)}`;
   const how = input.reportedBefore ? 'stopped reporting' : 'not reporting';
@@ -155,4 +146,18 @@ export function gpuLiveness(input: LivenessInput): GpuLiveness {
     reason: `device plugin ${how}${when} (${count}, ${shake})`,
     since: since === undefined ? undefined : new Date(since),
   };
+}
+
+/** What the handshake says, for a not-ready reason. */
+function handshakeText(kind: Handshake['kind'], stampAt: number | undefined): string {
+  if (kind === 'absent') return 'no handshake';
+  if (kind === 'requesting')
+    return stampAt === undefined
+      ? 'handshake request with an unreadable stamp'
+      : `handshake requested at ${iso(stampAt)} and not answered within ${HANDSHAKE_WINDOW_MS / 1000}s`;
+  if (kind === 'reported')
+    return stampAt === undefined
+      ? 'handshake reported at an unreadable time'
+      : `last handshake reported at ${iso(stampAt)}`;
+  return 'handshake not in a form HAMi writes';
 }

@@ -2,6 +2,8 @@ import type { V1Node } from '@kubernetes/client-node';
 import { INVENTORY_ANNOTATIONS, parseNodeInventory, type NodeInventory } from '../devices/inventory.js';
 import { NODE_HANDSHAKE_ANNOTATION } from '../hami/wire.js';
 import { allocatableGpus, gpuLiveness, type GpuLiveness } from './node-liveness.js';
+import type { DerivedIndex, IndexEffects } from './derived-index.js';
+import type { ObjectChange } from './object-store.js';
 
 /** What the store remembers of a node's device plugin, and its verdict (node-liveness.ts). */
 interface LivenessState {
@@ -24,10 +26,22 @@ interface NodeState {
  * annotations changes), the device plugin's liveness and its verdict, and the node's generation.
  * Pure bookkeeping fed by the store's node changes; the store decides when a generation moves.
  */
-export class NodeStates {
+export class NodeStates implements DerivedIndex {
   private readonly states = new Map<string, NodeState>();
 
   constructor(private readonly clock: () => number) {}
+
+  /** A new node, a changed inventory or liveness verdict, and a deleted node each move its generation. */
+  onNode(change: ObjectChange<V1Node>, _delivery: unknown, effects: IndexEffects): void {
+    const name = change.object.metadata?.name;
+    if (name === undefined) return;
+    if (change.type === 'delete') {
+      this.remove(name);
+      effects.changed(name);
+    } else if (this.update(name, change.object, change.type === 'update' ? change.previous : undefined)) {
+      effects.changed(name);
+    }
+  }
 
   /**
    * Takes in a node add or update; true when anything a fit depends on changed (a new node, its

@@ -1,5 +1,7 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
+import type { DerivedIndex, IndexEffects } from './derived-index.js';
+import type { ObjectChange } from './object-store.js';
 
 /**
  * Allocations the node's kubelet has not acknowledged yet, and why the next bind there waits.
@@ -40,11 +42,19 @@ export interface UnacknowledgedPod {
  * entries older than the caller's bound, so a kubelet that never answers holds a node no longer
  * than a lock awaiting allocation would (NODELOCK_EXPIRE).
  */
-export class UnacknowledgedAllocations {
+export class UnacknowledgedAllocations implements DerivedIndex {
   private readonly byNode = new Map<string, Map<string, UnacknowledgedPod>>();
   private readonly nodeOfUid = new Map<string, string>();
 
   constructor(private readonly clock: () => number) {}
+
+  /** A bind waiting for kubelet to acknowledge a pod parks with the node's lock waiters: wakes them when it is. */
+  onPod(change: ObjectChange<V1Pod>, _delivery: unknown, effects: IndexEffects): void {
+    const uid = change.object.metadata?.uid;
+    const left =
+      change.type !== 'delete' ? this.upsert(change.object) : uid === undefined ? undefined : this.remove(uid);
+    if (left !== undefined) effects.wake(left);
+  }
 
   /** Records the pod's current state; returns the node whose set lost an entry, if any. */
   upsert(pod: V1Pod): string | undefined {

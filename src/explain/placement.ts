@@ -1,7 +1,7 @@
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { describeProblems, gpuRequestProblems, namesGpuResource } from '../devices/requests.js';
 import { evaluateNode, viewPod, type PlacementDefaults, type PodView } from '../extender/gpu-placement.js';
-import { isOwnedBy, parseLockValue, type PodRef } from '../lock/lock-value.js';
+import type { PodRef } from '../lock/lock-value.js';
 import { clip, LABEL_CHARS } from '../base/user-text.js';
 import { MESSAGE_CHARS, type ExplainLimits, type PlacementReport, type ReasonGroup } from './explanation.js';
 
@@ -82,8 +82,7 @@ export function placementOf(
 }
 
 function lockedByOther(cache: ClusterCache, node: string, ref: PodRef): boolean {
-  const lock = cache.lockOf(node);
-  return lock !== undefined && !isOwnedBy(parseLockValue(lock.raw), ref);
+  return cache.lockOf(node) !== undefined && !cache.lockHeldBy(node, ref);
 }
 
 /** "3 nodes: 2 CardInsufficientMemory, 1 NoGpuInventory" for the verdict line. */

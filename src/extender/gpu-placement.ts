@@ -46,6 +46,9 @@ interface PodLike {
   metadata?: { uid?: string; namespace?: string; annotations?: Record<string, string> };
 }
 
+/** The state store as a fit reads a node (ClusterCache is one): inventory, plugin liveness, usage. */
+export type PlacementStore = Pick<ClusterCache, 'inventory' | 'gpuLiveness' | 'usageOn'>;
+
 /** Where a pod's namespace GPU quota comes from (the state store). */
 export interface QuotaLookup {
   /** `pod` decides which of the namespace's ResourceQuotas count it (their scopes). */
@@ -85,7 +88,7 @@ export const NODE_UNREGISTERED = 'node unregistered';
  * the node's pods from the API).
  */
 export function evaluateNode(
-  cache: ClusterCache,
+  cache: PlacementStore,
   node: string,
   pod: PodView,
   usage?: ReadonlyMap<string, GpuUse>,
@@ -124,7 +127,7 @@ export function evaluateNode(
  * (0..10) from it; zeros elsewhere.
  */
 export function scoreNode(
-  cache: ClusterCache,
+  cache: Pick<ClusterCache, 'inventory'>,
   evaluation: NodeEvaluation,
   pod: PodView,
 ): { score: number; utilization: number } {
@@ -196,12 +199,10 @@ export class FailureSummary {
     const ranked = [...this.byReason.entries()].sort(
       ([a, x], [b, y]) => y.count - x.count || (a < b ? -1 : a > b ? 1 : 0),
     );
-    const shown = ranked
-      .slice(0, this.limits.reasons)
-      .map(
-        ([reason, { count, sample }]) =>
-          `${count} ${count === 1 ? 'node' : 'nodes'} ${reason} (${sample.join(', ')}${count > sample.length ? ', …' : ''})`,
-      );
+    const shown = ranked.slice(0, this.limits.reasons).map(([reason, { count, sample }]) => {
+      const more = count > sample.length ? ', …' : '';
+      return `${count} ${count === 1 ? 'node' : 'nodes'} ${reason} (${sample.join(', ')}${more})`;
+    });
     const hidden = ranked.length - shown.length;
     return hidden > 0 ? `${shown.join('; ')}; and ${hidden} more reasons` : shown.join('; ');
   }

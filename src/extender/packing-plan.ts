@@ -39,7 +39,8 @@ const PICKS_BEFORE_SORT = 8;
 export function packingTargets(
   candidates: PlanCandidates,
   pending: number,
-  roomOn: (node: string) => number,
+  /** How many pods like this one fit on the node; it may stop counting at `needed`, all the plan still needs. */
+  roomOn: (node: string, needed: number) => number,
 ): Set<string> {
   const { nodes, utilizations } = candidates;
   const targets = new Set<string>();
@@ -54,7 +55,7 @@ export function packingTargets(
   const isCandidate = (index: number): boolean => (utilizations[index] ?? Number.NaN) >= 0;
   const take = (index: number): void => {
     const node = nodes[index] ?? '';
-    const room = roomOn(node);
+    const room = roomOn(node, remaining);
     if (room <= 0) return;
     targets.add(node);
     remaining -= room;

@@ -74,7 +74,10 @@ function isPending(pod: V1Pod): boolean {
 /** No namespace quota in a burst key: a pending pod's budget changes with every pod bound beside it. */
 const NO_QUOTA = { quotaBudget: () => undefined };
 
-/** The burst a pending pod belongs to, keyed as prioritize keys the pod it places; undefined for a pod that wants no GPU. */
+/**
+ * The burst a pending pod belongs to, keyed as prioritize keys the pod it places; undefined for a
+ * pod that wants no GPU.
+ */
 export function pendingBurstKey(pod: V1Pod, defaults: PlacementDefaults): string | undefined {
   const view = viewPod(pod, defaults, NO_QUOTA);
   return view.wantsGpu && view.problem === undefined ? burstKeyOf(shapeOf(view), pod) : undefined;

@@ -93,9 +93,8 @@ export function exportClusterMetrics(config: Config, metrics: WardenMetrics, cac
   const lockSamples = cachedLockSource(
     {
       lockedNodes: () => cache.lockedNodes(),
-      node: (name) => cache.node(name),
+      lockOf: (node) => cache.lockOf(node),
       pod: (namespace, name) => cache.pod(namespace, name),
-      lockSeenAt: (node, value) => cache.lockView.lockSeenAt(node, value),
     },
     lockConfigOf(config),
   );

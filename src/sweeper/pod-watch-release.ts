@@ -2,10 +2,9 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { nodeOfPod } from '../hami/pod-node.js';
 import type { ClusterCache } from '../cluster/cluster-cache.js';
 import { failureText } from '../telemetry/api-failure.js';
-import { parseLockValue } from '../lock/lock-value.js';
 import type { ReleasePath } from '../lock/lock-events.js';
 import { ownerPodFrom } from '../lock/owner-pod.js';
-import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { BIND_PHASE_ANNOTATION } from '../hami/wire.js';
 import { WorkQueue } from '../base/work-queue.js';
 
 export interface WatchReleaser {
@@ -61,8 +60,8 @@ export function startPodWatchRelease(deps: PodWatchReleaseDeps): () => void {
   const followForMs = deps.followForMs ?? 300_000;
   /** Whether the lock on `node` still names a followed owner and the rules keep it. */
   const stillKept = async (node: string, owners: Set<string>): Promise<boolean> => {
-    const lock = parseLockValue(deps.cache.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION] ?? '');
-    if (lock.kind !== 'owned' || !owners.has(`${lock.owner.namespace}/${lock.owner.name}`)) return false;
+    const lock = deps.cache.lockOf(node)?.value;
+    if (lock?.kind !== 'owned' || !owners.has(`${lock.owner.namespace}/${lock.owner.name}`)) return false;
     try {
       return (await deps.locks.releaseIfReleasable(node, 'watch')).outcome === 'kept';
     } catch (error) {

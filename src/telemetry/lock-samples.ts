@@ -1,19 +1,20 @@
 import { classifyLock, type LockRulesConfig } from '../lock/lock-rules.js';
-import { parseLockValue } from '../lock/lock-value.js';
+import type { LockValue } from '../lock/lock-value.js';
 import type { LockInspection } from '../lock/lock-events.js';
 import { ownerPodFrom } from '../lock/owner-pod.js';
 import type { LockSample } from './metrics.js';
-import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
 
 type PodLike = Parameters<typeof ownerPodFrom>[0];
 
 /** The read-only slice of the informer cache (ClusterCache) the lock gauges need. */
 export interface LockedNodeView {
   lockedNodes(): string[];
-  node(name: string): { metadata?: { annotations?: Record<string, string> } } | undefined;
+  /**
+   * The node's lock as the store keeps it: parsed once, with when this process first saw the value
+   * (ages are judged by our clock).
+   */
+  lockOf(node: string): { value: LockValue; firstSeen?: Date } | undefined;
   pod(namespace: string, name: string): PodLike | undefined;
-  /** When this process first saw the lock value (ages are judged by our clock). */
-  lockSeenAt?(node: string, value: string): Date | undefined;
 }
 
 /** One inspected node as a gauge sample; undefined when the node carries no lock. */
@@ -37,9 +38,9 @@ export function cachedLockSource(
     const now = clock();
     const samples: LockSample[] = [];
     for (const node of view.lockedNodes()) {
-      const raw = view.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];
-      if (raw === undefined) continue;
-      const value = parseLockValue(raw);
+      const lock = view.lockOf(node);
+      if (lock === undefined) continue;
+      const { value } = lock;
       const pod = value.kind === 'owned' ? view.pod(value.owner.namespace, value.owner.name) : undefined;
       const { ageMs, state } = classifyLock({
         lock: value,
@@ -47,7 +48,7 @@ export function cachedLockSource(
         node,
         now,
         config,
-        seenAt: view.lockSeenAt?.(node, raw),
+        seenAt: lock.firstSeen,
       });
       samples.push({ node, ageSeconds: ageMs === undefined ? undefined : ageMs / 1000, state });
     }

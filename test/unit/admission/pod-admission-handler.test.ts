@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { AdmissionRequest } from '../../../src/admission/admission-types.js';
 import type { LockReleaser, StoredLocks } from '../../../src/admission/delete-release.js';
 import { PodAdmissionHandler, type AdmissionOutcome } from '../../../src/admission/pod-admission-handler.js';
-import type { PodRef } from '../../../src/lock/lock-value.js';
+import { isOwnedBy, parseLockValue, type PodRef } from '../../../src/lock/lock-value.js';
 import type { ConditionalReleaseResult } from '../../../src/lock/lock-events.js';
 
 /**
@@ -93,7 +93,7 @@ describe('PodAdmissionHandler', () => {
   describe("with the state store's locks", () => {
     const bound = { ...gpuPod, spec: { ...gpuPod.spec, nodeName: 'gpu-1' } };
     const store = (locks: Record<string, string>, watching = true): StoredLocks => ({
-      lockOf: (node) => (locks[node] === undefined ? undefined : { raw: locks[node] }),
+      lockHeldBy: (node, pod) => locks[node] !== undefined && isOwnedBy(parseLockValue(locks[node]), pod),
       watching: () => watching,
     });
 

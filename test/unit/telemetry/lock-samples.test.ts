@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { BIND_PHASE_ANNOTATION, NODE_LOCK_ANNOTATION } from '../../../src/hami/wire.js';
+import { BIND_PHASE_ANNOTATION } from '../../../src/hami/wire.js';
+import { parseLockValue } from '../../../src/lock/lock-value.js';
 import { cachedLockSource, lockSampleOf, type LockedNodeView } from '../../../src/telemetry/lock-samples.js';
 
 const NOW = new Date('2026-11-30T12:00:00Z');
@@ -11,8 +12,7 @@ function view(
 ): LockedNodeView {
   return {
     lockedNodes: () => Object.keys(locks),
-    node: (name) =>
-      locks[name] === undefined ? undefined : { metadata: { annotations: { [NODE_LOCK_ANNOTATION]: locks[name] } } },
+    lockOf: (name) => (locks[name] === undefined ? undefined : { value: parseLockValue(locks[name]) }),
     pod: (namespace, name) => {
       const pod = pods[`${namespace}/${name}`];
       if (pod === undefined) return undefined;
