@@ -4,6 +4,7 @@ import type { LockInspection } from '../lock/lock-events.js';
 import { ownerPodFrom } from '../lock/owner-pod.js';
 import type { LockSample } from './metrics.js';
 import { NODE_LOCK_ANNOTATION } from '../hami/wire.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 type PodLike = Parameters<typeof ownerPodFrom>[0];
 
@@ -31,10 +32,10 @@ export function lockSampleOf(inspection: LockInspection): LockSample | undefined
 export function cachedLockSource(
   view: LockedNodeView,
   config: LockRulesConfig,
-  clock: () => Date = () => new Date(),
+  clock: Clock = systemClock,
 ): () => LockSample[] {
   return () => {
-    const now = clock();
+    const now = new Date(clock());
     const samples: LockSample[] = [];
     for (const node of view.lockedNodes()) {
       const raw = view.node(node)?.metadata?.annotations?.[NODE_LOCK_ANNOTATION];

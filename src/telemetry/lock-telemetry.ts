@@ -7,6 +7,7 @@ import { formatAge } from '../base/human-age.js';
 import type { Logger } from './logger.js';
 import type { WardenMetrics } from './metrics.js';
 import { DEFAULT_STALLED_LIMITS, StalledLocks, type Stall, type StallReport } from './stalled-locks.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 /** What LockTelemetry needs of an EventRecorder (the class, or an in-memory stand-in in tests). */
 export type EventSink = Pick<EventRecorder, 'record'>;
@@ -24,7 +25,7 @@ export interface LockTelemetryDeps {
   /** ...up to this long (default 30 min; keep it under the EventRecorder's idle expiry, 1 h, so reminders count on one Event). */
   stalledMaxRepeatMs?: number;
   /** Milliseconds now; injected so tests can step over the backoff. */
-  now?: () => number;
+  now?: Clock;
   /**
    * The holder pod's uid when known (e.g. from the informer cache). `kubectl describe pod` selects
    * events by uid, so without it the pod's NodeLockStalled shows only in `kubectl get events`.
@@ -77,11 +78,11 @@ function seconds(ms: number | undefined): number | undefined {
  * on purpose; Events are written fire-and-forget by the EventRecorder.
  */
 export class LockTelemetry implements LockObserver, SweepObserver {
-  private readonly now: () => number;
+  private readonly now: Clock;
   private readonly stalls: StalledLocks;
 
   constructor(private readonly deps: LockTelemetryDeps) {
-    this.now = deps.now ?? Date.now;
+    this.now = deps.now ?? systemClock;
     const firstRepeatMs = deps.stalledRepeatMs ?? DEFAULT_STALLED_LIMITS.firstRepeatMs;
     this.stalls = new StalledLocks({
       ...DEFAULT_STALLED_LIMITS,

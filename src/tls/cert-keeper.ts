@@ -6,6 +6,7 @@ import type { CertStore, StoredBundle } from './cert-store.js';
 import { createCertificateAuthority, issueCertificate } from './certificates.js';
 import { CertKeeperError, CertStoreConflictError } from './tls-errors.js';
 import { sleep } from '../base/abort.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 /** Where the caBundle goes (CaBundlePatcher in a cluster). Must be idempotent: it is applied on every ensure(). */
 export interface CaBundleTarget {
@@ -24,7 +25,7 @@ export interface CertKeeperDeps {
   commonName?: string;
   /** Subject CN prefix of the CA; each CA gets its time of issue appended so two CAs are told apart. */
   caCommonName?: string;
-  clock?: () => Date;
+  clock?: Clock;
   caBundleTarget?: CaBundleTarget;
   /** How long the apiserver may take to pick up a new caBundle; the new leaf is served only after it. */
   propagationDelayMs?: number;
@@ -93,7 +94,7 @@ function outcomeOf(result: unknown): string | undefined {
  * goes round again, so the webhook configuration ends up with the stored bundle's CAs.
  */
 export class CertKeeper {
-  private readonly clock: () => Date;
+  private readonly clock: Clock;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly log: (line: string) => void;
   private readonly propagationDelayMs: number;
@@ -106,7 +107,7 @@ export class CertKeeper {
   private generation = 0;
 
   constructor(private readonly deps: CertKeeperDeps) {
-    this.clock = deps.clock ?? (() => new Date());
+    this.clock = deps.clock ?? systemClock;
     this.sleep = deps.sleep ?? sleep;
     this.log = deps.log ?? (() => undefined);
     this.propagationDelayMs = deps.propagationDelayMs ?? DEFAULT_PROPAGATION_DELAY_MS;
@@ -215,7 +216,7 @@ export class CertKeeper {
         if (forcedFrom === undefined) forcedFrom = { bundle: loaded?.bundle };
         else if (rotatedSince(forcedFrom.bundle, loaded?.bundle, pendingForce)) pendingForce = undefined;
       }
-      const plan = this.plan(loaded?.bundle, this.clock(), pendingForce);
+      const plan = this.plan(loaded?.bundle, new Date(this.clock()), pendingForce);
       let current: StoredBundle | undefined = loaded;
       if (plan.next !== undefined) {
         try {

@@ -5,6 +5,7 @@ import { issueCertificate } from './certificates.js';
 import { assessClientCertificate, type ClientCertificate } from './client-cert-policy.js';
 import type { SecretLayout } from './secret-cert-store.js';
 import { CertKeeperError, CertStoreConflictError } from './tls-errors.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 const DAY_MS = 86_400_000;
 
@@ -34,7 +35,7 @@ export interface ClientCertPublisherDeps {
   validityDays: number;
   /** Renew once less than this is left, like the serving certificate. */
   renewBeforeMs: number;
-  clock?: () => Date;
+  clock?: Clock;
   log?: (line: string) => void;
   /** Load-decide-save rounds before giving up when other replicas keep writing. */
   attempts?: number;
@@ -53,11 +54,11 @@ export interface ClientCertPublisherDeps {
  * rotation it must be restarted to trust the extender's new serving certificate (logged below).
  */
 export class ClientCertPublisher {
-  private readonly clock: () => Date;
+  private readonly clock: Clock;
   private readonly log: (line: string) => void;
 
   constructor(private readonly deps: ClientCertPublisherDeps) {
-    this.clock = deps.clock ?? (() => new Date());
+    this.clock = deps.clock ?? systemClock;
     this.log = deps.log ?? (() => undefined);
     if (!(deps.validityDays > 0) || !(deps.renewBeforeMs >= 0) || deps.renewBeforeMs >= deps.validityDays * DAY_MS) {
       throw new CertKeeperError(
@@ -73,7 +74,7 @@ export class ClientCertPublisher {
     let lastConflict: unknown;
     for (let attempt = 1; attempt <= (this.deps.attempts ?? 5); attempt++) {
       const loaded = await store.load();
-      const now = this.clock();
+      const now = new Date(this.clock());
       const assessment = assessClientCertificate(loaded?.bundle, {
         caCertPem: bundle.caCertPem,
         caBundlePem,
