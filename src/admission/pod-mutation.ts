@@ -52,7 +52,10 @@ export interface PodMutationConfig {
   overwriteEnv?: boolean;
   /** HAMi's runtimeClassName: set on GPU pods that name none. Absent or empty writes nothing, as in HAMi. */
   runtimeClassName?: string | undefined;
-  /** HAMi's gpuCorePolicy, written as GPU_CORE_UTILIZATION_POLICY into GPU containers; `default` (HAMi's default) writes nothing. */
+  /**
+   * HAMi's gpuCorePolicy, written as GPU_CORE_UTILIZATION_POLICY
+   * into GPU containers; `default` (HAMi's default) writes nothing.
+   */
   gpuCorePolicy?: GpuCorePolicy;
 }
 
@@ -126,7 +129,10 @@ function planContainer(
   if (priority !== undefined && priority !== null && !hasPriorityEnv) {
     const problem = quantityProblem(priority, PRIORITY_BOUNDS);
     if (problem !== undefined)
-      return `invalid ${GPU_RESOURCES.priority} value ${quoted(priority)} in ${list === 'initContainers' ? 'init container' : 'container'} ${name}: ${problem}`;
+      return (
+        `invalid ${GPU_RESOURCES.priority} value ${quoted(priority)} in ` +
+        `${list === 'initContainers' ? 'init container' : 'container'} ${name}: ${problem}`
+      );
     plan.addEnv.push({ name: TASK_PRIORITY_ENV, value: String(int32Quantity(priority)) });
   }
 
@@ -136,7 +142,8 @@ function planContainer(
     count = config.defaultGpuCount;
     plan.addLimits[GPU_RESOURCES.count] = String(count);
     warnings.push(
-      `container ${name}: ${GPU_RESOURCES.count} set to ${count} because it asks for GPU memory or cores without a count`,
+      `container ${name}: ${GPU_RESOURCES.count} set to ${count} ` +
+        'because it asks for GPU memory or cores without a count',
     );
   }
   if (count === undefined || count <= 0) {

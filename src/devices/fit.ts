@@ -57,7 +57,10 @@ function migOnlyProblem(annotations: Readonly<Record<string, string>>): string |
   const mode = annotations[VGPU_MODE_ANNOTATION];
   if (mode === undefined || !mode.includes(MIG_MODE) || mode.includes('hami-core') || mode.includes('mps'))
     return undefined;
-  return `unsupported ${VGPU_MODE_ANNOTATION} ${quoted(mode)}: vgpu-warden does not place MIG instances (only hami-core and mps GPUs)`;
+  return (
+    `unsupported ${VGPU_MODE_ANNOTATION} ${quoted(mode)}: vgpu-warden does not place MIG instances (only ` +
+    `hami-core and mps GPUs)`
+  );
 }
 
 export function prepareFit(podAnnotations: Readonly<Record<string, string>>): PreparedFit {
@@ -86,7 +89,9 @@ export const MIG_UNSUPPORTED = 'MigModeUnsupported';
 export const NUMA_NOT_FIT = 'NumaNotFit';
 /** Ours: `topology-aware` on a node whose plugin reports no link scores (HAMi would pick blindly). */
 export const NODE_TOPOLOGY_UNKNOWN = 'NodeTopologyUnknown';
-const TOPOLOGY_UNKNOWN_REASON = `${NODE_TOPOLOGY_UNKNOWN}: topology-aware needs the node's ${NODE_SCORE_ANNOTATION}, which the HAMi device plugin writes with ENABLE_TOPOLOGY_SCORE=true`;
+const TOPOLOGY_UNKNOWN_REASON =
+  `${NODE_TOPOLOGY_UNKNOWN}: topology-aware needs the node's ` +
+  `${NODE_SCORE_ANNOTATION}, which the HAMi device plugin writes with ENABLE_TOPOLOGY_SCORE=true`;
 
 /** `"<count>/<gpus> <Reason>"` entries sorted by reason name and joined by `", "`, as HAMi words them. */
 export function formatReasons(reasonCounts: Readonly<Record<string, number>>, gpus: number): string {

@@ -68,7 +68,10 @@ function isInt32AtLeast(value: unknown, min: number): boolean {
 
 /** A GPU we could place a share on but not name in hami.io/vgpu-devices-allocated is no use. */
 function badId(label: string, id: string): string {
-  return `${label} has an id that cannot be written in an allocation (printable ASCII without , : ;): ${quoted(id, LABEL_CHARS)}`;
+  return (
+    `${label} has an id that cannot be written in an allocation ` +
+    `(printable ASCII without , : ;): ${quoted(id, LABEL_CHARS)}`
+  );
 }
 
 type IntegerField = 'index' | 'count' | 'devmem' | 'devcore' | 'numa';

@@ -161,7 +161,10 @@ export class Binder {
   private readonly waiter: LockWaiter;
   /** node → the bind call in this process that owns its lock (incarnations of one name never share it). */
   private readonly lockOwners = new Map<string, symbol>();
-  /** node → a finished allocation's lock a waiting bind leaves to the device plugin, and since when (this process's clock). */
+  /**
+   * node → a finished allocation's lock a waiting bind leaves to
+   * the device plugin, and since when (this process's clock).
+   */
   private readonly releasePending = new Map<string, { value: string; sinceMs: number }>();
 
   constructor(private readonly deps: BinderDeps) {
@@ -185,7 +188,8 @@ export class Binder {
       this.deps.timeoutMs - cleanupReserveMs,
       () =>
         new BindDeadlineError(
-          `bind of ${args.podNamespace}/${args.podName} to ${args.node} ran out of its ${Math.round(this.deps.timeoutMs / 1000)}s deadline`,
+          `bind of ${args.podNamespace}/${args.podName} to ${args.node} ran out of its ` +
+            `${Math.round(this.deps.timeoutMs / 1000)}s deadline`,
         ),
     );
     const target: EventTarget = { kind: 'Pod', name: args.podName, namespace: args.podNamespace, uid: args.podUid };
@@ -201,7 +205,9 @@ export class Binder {
         );
       return outcome;
     } catch (error) {
-      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${error instanceof LockContentionError || error instanceof NodeBusyError ? error.message : apiMessage(error)}`;
+      const why =
+        error instanceof LockContentionError || error instanceof NodeBusyError ? error.message : apiMessage(error);
+      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${why}`;
       this.deps.events.record(target, 'Warning', 'BindingFailed', message);
       return { error: message };
     } finally {
@@ -356,7 +362,8 @@ export class Binder {
       if (bound === true) {
         this.deps.log?.(
           'warn',
-          `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`,
+          `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound ` +
+            `to ${args.node}: success`,
         );
         return;
       }
@@ -465,7 +472,9 @@ export class Binder {
     const more = waiting.length > 1 ? ` and ${waiting.length - 1} more` : '';
     throw new NodeBusyError(
       args.node,
-      `node ${args.node} is free, but its kubelet has not acknowledged the allocation of ${podKey(first)}${more} (${Math.round((this.clock() - first.sinceMs) / 1000)}s): restarted now, kubelet would call Allocate for it again and be served the next pod's GPUs; ${args.podNamespace}/${args.podName} must wait`,
+      `node ${args.node} is free, but its kubelet has not acknowledged the allocation of ${podKey(first)}${more} ` +
+        `(${Math.round((this.clock() - first.sinceMs) / 1000)}s): restarted now, kubelet would call Allocate for it ` +
+        `again and be served the next pod's GPUs; ${args.podNamespace}/${args.podName} must wait`,
     );
   }
 
@@ -638,7 +647,8 @@ export class Binder {
     } catch (error) {
       this.deps.log?.(
         'warn',
-        `could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the sweeper will): ${describeError(error)}`,
+        `could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the ` +
+          `sweeper will): ${describeError(error)}`,
       );
     } finally {
       budget.clear();

@@ -131,8 +131,10 @@ export class ConditionLog {
 
   private repeatNote(episode: Episode, now: number): string {
     const unlogged = episode.unlogged > 0 ? `${episode.unlogged} more not logged` : undefined;
-    if (episode.announced)
-      return ` (still, for ${formatAge((now - (episode.since ?? now)) / 1000)}${unlogged === undefined ? '' : `; ${unlogged}`})`;
+    if (episode.announced) {
+      const since = formatAge((now - (episode.since ?? now)) / 1000);
+      return ` (still, for ${since}${unlogged === undefined ? '' : `; ${unlogged}`})`;
+    }
     return unlogged === undefined ? '' : ` (again; ${unlogged} since the last line)`;
   }
 

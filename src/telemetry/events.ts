@@ -214,7 +214,8 @@ export class EventRecorder {
       const { target, reason } = series.subject;
       this.failures.fail(
         FAILURE_CONDITION,
-        `could not write Event ${clip(reason)} for ${target.kind} ${clip(series.subject.namespace)}/${clip(target.name)}: ${failureText(error)}`,
+        `could not write Event ${clip(reason)} for ${target.kind} ` +
+          `${clip(series.subject.namespace)}/${clip(target.name)}: ${failureText(error)}`,
       );
       return { ok: false, retry: isTransientApiError(error) };
     }
@@ -259,7 +260,9 @@ export class EventRecorder {
       if (status !== 403) throw error;
       this.canPatch = false;
       this.log(
-        `cannot patch Events (${failureText(error)}): repeats now create one new Event per ${Math.round(this.intervalMs / 1000)} s instead of counting on one; grant "patch" on events to the ServiceAccount (manifests/rbac.yaml)`,
+        `cannot patch Events (${failureText(error)}): repeats now create one new Event per ` +
+          `${Math.round(this.intervalMs / 1000)} s instead of counting on one; grant "patch" on events to the ` +
+          `ServiceAccount (manifests/rbac.yaml)`,
       );
       return undefined;
     }

@@ -154,7 +154,9 @@ export class WardenMetrics {
 
     const unreadable: Gauge<'counted'> = new Gauge({
       name: `${PREFIX}unreadable_allocations`,
-      help: 'Pods whose hami.io/vgpu-devices-allocated cannot be decoded, by how they are counted meanwhile (last-readable: their last readable allocation; whole-node: every GPU of their node)',
+      help:
+        'Pods whose hami.io/vgpu-devices-allocated cannot be decoded, by how they are counted meanwhile ' +
+        '(last-readable: their last readable allocation; whole-node: every GPU of their node)',
       labelNames: ['counted'],
       registers,
       collect: () => {
@@ -173,7 +175,9 @@ export class WardenMetrics {
 
     const leader: Gauge = new Gauge({
       name: `${PREFIX}leader`,
-      help: "Whether this replica leads (1) or not (0): only the leader sweeps and exports the cluster-wide families (HAMi's, node-lock and unreadable-allocation gauges)",
+      help:
+        'Whether this replica leads (1) or not (0): only the leader sweeps and exports the cluster-wide ' +
+        "families (HAMi's, node-lock and unreadable-allocation gauges)",
       registers,
       collect: () => {
         leader.set(this.leading() ? 1 : 0);
@@ -188,7 +192,9 @@ export class WardenMetrics {
 
     this.releases = new Counter({
       name: `${PREFIX}lock_releases_total`,
-      help: 'Node locks released, by lock-rules reason and by path (owner, bind-failure, webhook, watch, sweeper, takeover; device-plugin for locks that vanished without us)',
+      help:
+        'Node locks released, by lock-rules reason and by path (owner, bind-failure, webhook, watch, sweeper, ' +
+        'takeover; device-plugin for locks that vanished without us)',
       labelNames: ['reason', 'path'],
       registers,
     });

@@ -128,7 +128,8 @@ export class CertKeeper {
     // A renewal window as long as a validity would renew every fresh certificate at once, forever.
     if (!(deps.renewBeforeMs >= 0) || deps.renewBeforeMs >= Math.min(deps.validityDays, deps.caValidityDays) * DAY_MS) {
       throw new CertKeeperError(
-        `renewBeforeMs (${deps.renewBeforeMs}) must be shorter than the serving (${deps.validityDays} d) and CA (${deps.caValidityDays} d) validities`,
+        `renewBeforeMs (${deps.renewBeforeMs}) must be shorter than the serving (${deps.validityDays} d) and CA ` +
+          `(${deps.caValidityDays} d) validities`,
       );
     }
   }
@@ -260,7 +261,8 @@ export class CertKeeper {
     if (before !== undefined && sameMaterial(before.material, material)) return;
     if (before !== undefined && before.caCertPem !== bundle.caCertPem && this.deps.caBundleTarget !== undefined) {
       this.log(
-        `certificates: new CA; serving its certificate in ${this.propagationDelayMs} ms, once the apiserver has the new caBundle`,
+        `certificates: new CA; serving its certificate in ${this.propagationDelayMs} ms, once the apiserver has the ` +
+          `new caBundle`,
       );
       await this.sleep(this.propagationDelayMs);
     }
@@ -287,10 +289,8 @@ export class CertKeeper {
       if (keepOld) next.previousCaCertPem = bundle.caCertPem;
       // (keep is impossible here: assessBundle renews everything when nothing is stored.)
       const why = decision.action === 'keep' ? 'missing' : `${decision.reason}: ${decision.detail}`;
-      return {
-        next,
-        summary: `new CA and serving certificate (${why})${keepOld ? '; the old CA stays trusted during the rotation' : ''}`,
-      };
+      const kept = keepOld ? '; the old CA stays trusted during the rotation' : '';
+      return { next, summary: `new CA and serving certificate (${why})${kept}` };
     }
     const previous = assessPreviousCa(bundle, { now, retentionMs: this.retentionMs() });
     const next: CertBundle = { ...bundle };

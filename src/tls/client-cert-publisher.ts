@@ -62,7 +62,8 @@ export class ClientCertPublisher {
     this.log = deps.log ?? (() => undefined);
     if (!(deps.validityDays > 0) || !(deps.renewBeforeMs >= 0) || deps.renewBeforeMs >= deps.validityDays * DAY_MS) {
       throw new CertKeeperError(
-        `client certificate renewal (${deps.renewBeforeMs} ms before expiry) must be shorter than its validity (${deps.validityDays} d)`,
+        `client certificate renewal (${deps.renewBeforeMs} ms before expiry) must be shorter than its validity ` +
+          `(${deps.validityDays} d)`,
       );
     }
   }
@@ -129,11 +130,13 @@ export class ClientCertPublisher {
     }
     if (assessment.action !== 'issue') return;
     this.log(
-      `certificates: new client certificate for ${this.deps.commonName} (${assessment.reason}: ${assessment.detail}) (${where})`,
+      `certificates: new client certificate for ${this.deps.commonName} (${assessment.reason}: ` +
+        `${assessment.detail}) (${where})`,
     );
     if (assessment.reason === 'not-signed-by-ca' && loaded !== undefined) {
       this.log(
-        `certificates: the CA changed; kube-scheduler reads its caFile only at start, so restart it to trust the new serving certificate (e.g. kubectl rollout restart deployment/vgpu-warden-scheduler)`,
+        `certificates: the CA changed; kube-scheduler reads its caFile only at start, so restart it to trust the ` +
+          `new serving certificate (e.g. kubectl rollout restart deployment/vgpu-warden-scheduler)`,
       );
     }
   }
