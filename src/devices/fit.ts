@@ -190,29 +190,7 @@ function fitContainer(
     return failure(TOPOLOGY_UNKNOWN_REASON, { [NODE_TOPOLOGY_UNKNOWN]: 1 });
   // numa-bind and topology-aware choose among every fitting GPU; otherwise the first ones will do.
   const needsAll = context.numaBind || policy.topologyAware;
-  const candidates: GpuDevice[] = [];
-  const reasonCounts: ReasonCounts = {};
-  let quotaDetail: string | undefined;
-  for (const device of orderGpus(gpus, usage, request, policy, context.weights)) {
-    const reason = checkCard(device, usage.get(device.uuid) ?? NO_USE, request, context.filters, policy.mutex);
-    if (reason !== undefined) {
-      reasonCounts[reason] = (reasonCounts[reason] ?? 0) + 1;
-      continue;
-    }
-    // As HAMi's Fit: a GPU whose share, with the shares taken so far, breaks the quota is skipped
-    // (with a percentage request a smaller GPU may still fit). numa-bind and topology-aware check
-    // the set they choose instead.
-    if (!needsAll && context.quotaBreak !== undefined) {
-      const broken = context.quotaBreak([...candidates, device].map((gpu) => shareOf(gpu, request)));
-      if (broken !== undefined) {
-        reasonCounts[RESOURCE_QUOTA_NOT_FIT] = (reasonCounts[RESOURCE_QUOTA_NOT_FIT] ?? 0) + 1;
-        quotaDetail ??= broken;
-        continue;
-      }
-    }
-    candidates.push(device);
-    if (!needsAll && candidates.length === request.count) break;
-  }
+  const { candidates, reasonCounts, quotaDetail } = fittingGpus(context, usage, request, needsAll);
   const chosen = selectGpus(candidates, request.count, context);
   if (chosen === undefined) {
     // Enough GPUs fit, but on no one NUMA node: they all count as NumaNotFit.
@@ -237,6 +215,43 @@ function fitContainer(
     });
   }
   return taken;
+}
+
+/**
+ * The GPUs that fit one container, in policy order, and why the others do not (each GPU once,
+ * under its first failing reason). With `needsAll` every fitting GPU, else the first enough.
+ */
+function fittingGpus(
+  context: FitContext,
+  usage: UsageOverlay,
+  request: ContainerGpuRequest,
+  needsAll: boolean,
+): { candidates: GpuDevice[]; reasonCounts: ReasonCounts; quotaDetail: string | undefined } {
+  const { gpus, policy } = context;
+  const candidates: GpuDevice[] = [];
+  const reasonCounts: ReasonCounts = {};
+  let quotaDetail: string | undefined;
+  for (const device of orderGpus(gpus, usage, request, policy, context.weights)) {
+    const reason = checkCard(device, usage.get(device.uuid) ?? NO_USE, request, context.filters, policy.mutex);
+    if (reason !== undefined) {
+      reasonCounts[reason] = (reasonCounts[reason] ?? 0) + 1;
+      continue;
+    }
+    // As HAMi's Fit: a GPU whose share, with the shares taken so far, breaks the quota is skipped
+    // (with a percentage request a smaller GPU may still fit). numa-bind and topology-aware check
+    // the set they choose instead.
+    if (!needsAll && context.quotaBreak !== undefined) {
+      const broken = context.quotaBreak([...candidates, device].map((gpu) => shareOf(gpu, request)));
+      if (broken !== undefined) {
+        reasonCounts[RESOURCE_QUOTA_NOT_FIT] = (reasonCounts[RESOURCE_QUOTA_NOT_FIT] ?? 0) + 1;
+        quotaDetail ??= broken;
+        continue;
+      }
+    }
+    candidates.push(device);
+    if (!needsAll && candidates.length === request.count) break;
+  }
+  return { candidates, reasonCounts, quotaDetail };
 }
 
 const NVIDIA_IN_TYPE = new RegExp(NVIDIA_DEVICE_TYPE, 'i');
