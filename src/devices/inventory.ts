@@ -160,7 +160,8 @@ function parseLegacyEntry(entry: string, position: number): Parsed {
   }
   if (!GO_TRUE.has(healthText) && !GO_FALSE.has(healthText))
     return { problem: `${label} (${uuid}) has an invalid health: ${JSON.stringify(healthText)}` };
-  return { device: { uuid, ...numbers, type, mode, healthy: GO_TRUE.has(healthText) } };
+  const { count, memoryMiB, cores, numa, index } = numbers;
+  return { device: { uuid, index, count, memoryMiB, cores, type, numa, mode, healthy: GO_TRUE.has(healthText) } };
 }
 
 /** The least value of each integer field of a legacy entry (numa -1: none). */
