@@ -56,7 +56,8 @@ export function parseAdmissionReview(body: Buffer | undefined, contentType: stri
   if (version === undefined) {
     return fail(
       400,
-      `unsupported AdmissionReview apiVersion ${quoted(decoded.apiVersion)}; expected ${ADMISSION_VERSIONS.join(' or ')}`,
+      `unsupported AdmissionReview apiVersion ${quoted(decoded.apiVersion)}; ` +
+        `expected ${ADMISSION_VERSIONS.join(' or ')}`,
       uid,
     );
   }

@@ -52,7 +52,10 @@ export interface PodMutationConfig {
   overwriteEnv?: boolean;
   /** HAMi's runtimeClassName: set on GPU pods that name none. Absent or empty writes nothing, as in HAMi. */
   runtimeClassName?: string | undefined;
-  /** HAMi's gpuCorePolicy, written as GPU_CORE_UTILIZATION_POLICY into GPU containers; `default` (HAMi's default) writes nothing. */
+  /**
+   * HAMi's gpuCorePolicy, written as GPU_CORE_UTILIZATION_POLICY
+   * into GPU containers; `default` (HAMi's default) writes nothing.
+   */
   gpuCorePolicy?: GpuCorePolicy;
 }
 
@@ -62,6 +65,8 @@ export type MutationDecision =
   | { kind: 'deny'; code: number; message: string };
 
 type Json = Record<string, unknown>;
+
+type EnvEntry = ContainerPlan['addEnv'][number];
 
 interface ContainerLike {
   name?: unknown;
@@ -114,21 +119,51 @@ function planContainer(
   const name = containerName(container as Json, index);
   const limits = isRecord(container.resources?.limits) ? container.resources.limits : undefined;
   const requests = isRecord(container.resources?.requests) ? container.resources.requests : undefined;
+  const env = Array.isArray(container.env) ? (container.env as unknown[]) : [];
   const plan: ContainerPlan = { list, index, container, addLimits: {}, addEnv: [], hasGpu: false };
 
+  const where = `${list === 'initContainers' ? 'init container' : 'container'} ${name}`;
+  const priority = priorityEnv(limits?.[GPU_RESOURCES.priority], env, where);
+  if (typeof priority === 'string') return priority;
+  if (priority !== undefined) plan.addEnv.push(priority);
+  return planGpu(plan, { name, limits, requests, env }, config, warnings);
+}
+
+/** One container as planGpu reads it. */
+interface ContainerAsks {
+  name: string;
+  limits: Json | undefined;
+  requests: Json | undefined;
+  env: unknown[];
+}
+
+/**
+ * CUDA_TASK_PRIORITY from nvidia.com/priority, unless the container sets the variable itself;
+ * undefined when there is nothing to add, a denial message when the value cannot be read.
+ */
+function priorityEnv(priority: unknown, env: unknown[], where: string): EnvEntry | string | undefined {
+  if (priority === undefined || priority === null) return undefined;
+  if (env.some((entry) => isRecord(entry) && entry.name === TASK_PRIORITY_ENV)) return undefined;
+  const problem = quantityProblem(priority, PRIORITY_BOUNDS);
+  if (problem !== undefined)
+    return `invalid ${GPU_RESOURCES.priority} value ${quoted(priority)} in ${where}: ${problem}`;
+  return { name: TASK_PRIORITY_ENV, value: String(int32Quantity(priority)) };
+}
+
+/**
+ * The GPU rules: the count a share without one defaults to, the core policy, and all cores for an
+ * exclusive GPU; a container without a GPU gets only overwriteEnv.
+ */
+function planGpu(
+  plan: ContainerPlan,
+  asks: ContainerAsks,
+  config: PodMutationConfig,
+  warnings: string[],
+): ContainerPlan {
+  const { name, limits, requests, env } = asks;
   const percentage = resource(limits, requests, GPU_RESOURCES.memoryPercentage);
   const cores = resource(limits, requests, GPU_RESOURCES.cores);
   const memory = resource(limits, requests, GPU_RESOURCES.memory);
-
-  const priority = limits?.[GPU_RESOURCES.priority];
-  const env = Array.isArray(container.env) ? (container.env as unknown[]) : [];
-  const hasPriorityEnv = env.some((entry) => isRecord(entry) && entry.name === TASK_PRIORITY_ENV);
-  if (priority !== undefined && priority !== null && !hasPriorityEnv) {
-    const problem = quantityProblem(priority, PRIORITY_BOUNDS);
-    if (problem !== undefined)
-      return `invalid ${GPU_RESOURCES.priority} value ${quoted(priority)} in ${list === 'initContainers' ? 'init container' : 'container'} ${name}: ${problem}`;
-    plan.addEnv.push({ name: TASK_PRIORITY_ENV, value: String(int32Quantity(priority)) });
-  }
 
   let count = int32Quantity(resource(limits, requests, GPU_RESOURCES.count));
   const asksForShare = memory !== undefined || percentage !== undefined || cores !== undefined;
@@ -136,7 +171,8 @@ function planContainer(
     count = config.defaultGpuCount;
     plan.addLimits[GPU_RESOURCES.count] = String(count);
     warnings.push(
-      `container ${name}: ${GPU_RESOURCES.count} set to ${count} because it asks for GPU memory or cores without a count`,
+      `container ${name}: ${GPU_RESOURCES.count} set to ${count} ` +
+        'because it asks for GPU memory or cores without a count',
     );
   }
   if (count === undefined || count <= 0) {
@@ -183,23 +219,8 @@ function containerOps(plan: ContainerPlan): JsonPatchOp[] {
 
 export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): MutationDecision {
   if (!isRecord(pod) || !isRecord(pod.spec)) return { kind: 'deny', code: 400, message: 'request object is not a Pod' };
-  const metadata = isRecord(pod.metadata) ? pod.metadata : {};
-  // No per-pod opt-out: whoever creates a pod writes its labels. Opting out is a namespace label
-  // that only cluster admins set, applied by the webhook's namespaceSelector before we are called.
-  const annotations = isRecord(metadata.annotations) ? Object.keys(metadata.annotations) : [];
-  const forged = annotations.filter(isSchedulerOwnedAnnotation);
-  if (forged.length > 0) {
-    const named = forged
-      .slice(0, 5)
-      .map((key) => clip(key, LABEL_CHARS))
-      .join(', ');
-    const more = forged.length > 5 ? ` and ${forged.length - 5} more` : '';
-    return {
-      kind: 'deny',
-      code: 403,
-      message: `pod carries scheduler-owned annotations (${named}${more}); only the scheduler may set them`,
-    };
-  }
+  const forged = forgedAnnotationsDenial(pod.metadata);
+  if (forged !== undefined) return forged;
 
   const spec = pod.spec;
   const containers = Array.isArray(spec.containers) ? (spec.containers as unknown[]) : [];
@@ -221,18 +242,12 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
   if (unreadable.length > 0) return { kind: 'deny', code: 400, message: describeProblems(unreadable) };
 
   const warnings: string[] = [];
-  const plans: ContainerPlan[] = [];
   const all: [ContainerPlan['list'], unknown[]][] = [
     ['initContainers', initContainers],
     ['containers', containers],
   ];
-  for (const [list, items] of all) {
-    for (const [index, item] of items.entries()) {
-      const planned = planContainer(list, index, isRecord(item) ? item : {}, config, warnings);
-      if (typeof planned === 'string') return { kind: 'deny', code: 400, message: planned };
-      plans.push(planned);
-    }
-  }
+  const plans = planContainers(all, config, warnings);
+  if (typeof plans === 'string') return { kind: 'deny', code: 400, message: plans };
   if (!plans.some((plan) => plan.hasGpu)) {
     // HAMi patches such pods too when overwriteEnv is on; the scheduler and everything else stay as written.
     const envOps = plans.flatMap(containerOps);
@@ -240,7 +255,51 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
       ? { kind: 'skip', reason: 'pod requests no GPU' }
       : { kind: 'patch', ops: envOps, warnings };
   }
+  return (
+    gpuPodRefusal(plans, spec, config) ?? { kind: 'patch', ops: gpuPodOps(plans, spec, current, config), warnings }
+  );
+}
 
+/**
+ * No per-pod opt-out: whoever creates a pod writes its labels. Opting out is a namespace label
+ * that only cluster admins set, applied by the webhook's namespaceSelector before we are called.
+ * So a pod that carries annotations only the scheduler may write is refused.
+ */
+function forgedAnnotationsDenial(metadata: unknown): MutationDecision | undefined {
+  const annotations = isRecord(metadata) && isRecord(metadata.annotations) ? Object.keys(metadata.annotations) : [];
+  const forged = annotations.filter(isSchedulerOwnedAnnotation);
+  if (forged.length === 0) return undefined;
+  const named = forged
+    .slice(0, 5)
+    .map((key) => clip(key, LABEL_CHARS))
+    .join(', ');
+  const more = forged.length > 5 ? ` and ${forged.length - 5} more` : '';
+  return {
+    kind: 'deny',
+    code: 403,
+    message: `pod carries scheduler-owned annotations (${named}${more}); only the scheduler may set them`,
+  };
+}
+
+/** The plan of every container, init containers first; the first denial message stops it. */
+function planContainers(
+  lists: [ContainerPlan['list'], unknown[]][],
+  config: PodMutationConfig,
+  warnings: string[],
+): ContainerPlan[] | string {
+  const plans: ContainerPlan[] = [];
+  for (const [list, items] of lists) {
+    for (const [index, item] of items.entries()) {
+      const planned = planContainer(list, index, isRecord(item) ? item : {}, config, warnings);
+      if (typeof planned === 'string') return planned;
+      plans.push(planned);
+    }
+  }
+  return plans;
+}
+
+/** Why a GPU pod cannot be admitted as it is (a privileged container, a node already chosen), if so. */
+function gpuPodRefusal(plans: ContainerPlan[], spec: Json, config: PodMutationConfig): MutationDecision | undefined {
   const privileged = plans.find((plan) => plan.container.securityContext?.privileged === true);
   if (privileged) {
     const name = containerName(privileged.container as Json, privileged.index);
@@ -257,7 +316,11 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
       message: `pod has node assigned (${clip(spec.nodeName)}); GPU pods must be placed by ${config.schedulerName}`,
     };
   }
+  return undefined;
+}
 
+/** A GPU pod's patch: the containers' limits and env, the runtime class, and our scheduler (`current`: the pod's). */
+function gpuPodOps(plans: ContainerPlan[], spec: Json, current: string, config: PodMutationConfig): JsonPatchOp[] {
   const ops = plans.flatMap(containerOps);
   // As HAMi: only when the pod names no runtime class; the user's choice is never replaced.
   const runtimeClassName = config.runtimeClassName ?? '';
@@ -271,5 +334,5 @@ export function mutatePodOnCreate(pod: unknown, config: PodMutationConfig): Muta
       value: config.schedulerName,
     });
   }
-  return { kind: 'patch', ops, warnings };
+  return ops;
 }

@@ -46,7 +46,8 @@ export function certsCommand(): Command {
       force: {
         type: 'boolean',
         description:
-          'make a new CA and serving certificate even if the current ones are valid (the old CA is kept as ca-previous.crt while it is valid)',
+          'make a new CA and serving certificate even if the current ones are valid (the old CA is kept as ' +
+          'ca-previous.crt while it is valid)',
       },
     },
     run: async ({ io, flags, config }) => {

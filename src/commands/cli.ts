@@ -123,8 +123,9 @@ function commandHelp(command: Command): string[] {
   for (const [name, spec] of entries) {
     const left = spec.type === 'string' ? `${name} <value>` : name;
     const short = spec.short === undefined ? (hasShort ? '    ' : '') : `-${spec.short}, `;
-    const notes = `${spec.multiple ? ' (repeatable)' : ''}${spec.requires === undefined ? '' : ` (needs --${spec.requires})`}`;
-    lines.push(`  ${short}--${left.padEnd(width)}  ${spec.description}${notes}`);
+    const repeatable = spec.multiple ? ' (repeatable)' : '';
+    const needs = spec.requires === undefined ? '' : ` (needs --${spec.requires})`;
+    lines.push(`  ${short}--${left.padEnd(width)}  ${spec.description}${repeatable}${needs}`);
   }
   return lines;
 }
@@ -138,10 +139,10 @@ function topHelp(commands: readonly Command[]): string[] {
     'scheduler extender and node-lock sweeper.',
     '',
     'Commands:',
-    ...commands.map(
-      (command) =>
-        `  ${command.name.padEnd(width)}  ${command.summary}${command.plannedIn ? ` (not available yet: issue #${command.plannedIn})` : ''}`,
-    ),
+    ...commands.map((command) => {
+      const planned = command.plannedIn ? ` (not available yet: issue #${command.plannedIn})` : '';
+      return `  ${command.name.padEnd(width)}  ${command.summary}${planned}`;
+    }),
     '',
     'Run "vgpu-warden <command> --help" for the flags of a command, "vgpu-warden --version" for the version.',
   ];
@@ -223,7 +224,8 @@ export async function runCli(
   if (first === '--version') {
     if (rest.length > 0) {
       io.stderr(
-        `vgpu-warden: --version takes no arguments (got ${JSON.stringify(rest.join(' ').slice(0, 60))}); see "vgpu-warden --help"`,
+        `vgpu-warden: --version takes no arguments (got ${JSON.stringify(rest.join(' ').slice(0, 60))}); see ` +
+          `"vgpu-warden --help"`,
       );
       return EXIT_USAGE;
     }

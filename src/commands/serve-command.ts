@@ -45,7 +45,10 @@ function aborted(signal: AbortSignal): Promise<void> {
   });
 }
 
-/** `vgpu-warden serve`: the admission webhook, the scheduler extender, the pod watch and the leader-elected lock sweeper. */
+/**
+ * `vgpu-warden serve`: the admission webhook, the scheduler
+ * extender, the pod watch and the leader-elected lock sweeper.
+ */
 export function serveCommand(deps: ServeDeps): Command {
   return {
     name: 'serve',

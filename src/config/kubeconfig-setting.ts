@@ -3,6 +3,8 @@ export interface KubeconfigSetting {
   paths: readonly string[];
   /** The setting and its source, for messages: `KUBECONFIG (env)`, `KUBECONFIG (flag --kubeconfig)`. */
   origin: string;
-  /** --kubeconfig: the one file must exist. KUBECONFIG: missing entries are skipped, as kubectl does, while one exists. */
+  /**
+   * --kubeconfig: the one file must exist. KUBECONFIG: missing entries are skipped, as kubectl does, while one exists.
+   */
   explicit: boolean;
 }

@@ -35,7 +35,8 @@ export function loadConfig(env: Environment, flags: FlagValues = {}, only?: read
       loaded.values[spec.key] = spec.parse(raw, origin);
     } catch (error) {
       throw new ConfigError(
-        `invalid ${spec.env} (${originText(spec, origin)}) = ${JSON.stringify(clip(raw, VALUE_CHARS))}: ${spec.allowed}`,
+        `invalid ${spec.env} (${originText(spec, origin)}) = ` +
+          `${JSON.stringify(clip(raw, VALUE_CHARS))}: ${spec.allowed}`,
         { cause: error },
       );
     }

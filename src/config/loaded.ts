@@ -46,8 +46,10 @@ export function originText(spec: SettingSpec, origin: Origin): string {
 export function describe(key: SettingKey, loaded: Loaded): string {
   const spec = specOf(key);
   const given = loaded.given[key];
-  if (given === undefined)
-    return `${spec.env} (default ${spec.defaultValue === undefined || spec.defaultValue === '' ? 'unset' : spec.defaultValue})`;
+  if (given === undefined) {
+    const unset = spec.defaultValue === undefined || spec.defaultValue === '';
+    return `${spec.env} (default ${unset ? 'unset' : spec.defaultValue})`;
+  }
   return `${spec.env} (${originText(spec, given.origin)}) = ${clip(given.raw, VALUE_CHARS)}`;
 }
 

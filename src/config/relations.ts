@@ -65,13 +65,15 @@ function checkExtenderExposure(loaded: Loaded): void {
   const config = loaded.values as Partial<Config>;
   if (config.extenderClientAuth !== true && !isLoopbackHost(config.extenderHost ?? '')) {
     throw new ConfigError(
-      `${describe('extenderHost', loaded)} is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: without client certificates anyone who reaches the extender could bind pods`,
+      `${describe('extenderHost', loaded)} is not a loopback address, so EXTENDER_CLIENT_AUTH=true is required: ` +
+        `without client certificates anyone who reaches the extender could bind pods`,
     );
   }
   if (config.extenderClientAuth !== true) return;
   if (config.certSecretName === undefined) {
     throw new ConfigError(
-      `${describe('extenderClientAuth', loaded)} needs CERT_SECRET_NAME: kube-scheduler's client certificate is issued from the CA kept in that Secret`,
+      `${describe('extenderClientAuth', loaded)} needs CERT_SECRET_NAME: kube-scheduler's client certificate is ` +
+        `issued from the CA kept in that Secret`,
     );
   }
   if (config.extenderClientSecretName === config.certSecretName) {
@@ -80,7 +82,8 @@ function checkExtenderExposure(loaded: Loaded): void {
       ? (['certSecretName', 'extenderClientSecretName'] as const)
       : (['extenderClientSecretName', 'certSecretName'] as const);
     throw new ConfigError(
-      `${describe(subject, loaded)} must differ from ${describe(other, loaded)}: kube-scheduler mounts the client Secret and must never see the CA key`,
+      `${describe(subject, loaded)} must differ from ${describe(other, loaded)}: kube-scheduler mounts the client ` +
+        `Secret and must never see the CA key`,
     );
   }
 }
@@ -104,8 +107,10 @@ function checkListeners(loaded: Loaded): void {
           ? [first, second]
           : [second, first];
       throw new ConfigError(
-        `${describe(subject.port, loaded)} is also ${describe(other.port, loaded)}: the ${subject.name} and ${other.name} listeners cannot share a port ` +
-          `on overlapping addresses (${clip(String(config[subject.host]), VALUE_CHARS)} and ${clip(String(config[other.host]), VALUE_CHARS)}); choose another port`,
+        `${describe(subject.port, loaded)} is also ${describe(other.port, loaded)}: the ${subject.name} and ` +
+          `${other.name} listeners cannot share a port ` +
+          `on overlapping addresses (${clip(String(config[subject.host]), VALUE_CHARS)} and ` +
+          `${clip(String(config[other.host]), VALUE_CHARS)}); choose another port`,
       );
     }
   }

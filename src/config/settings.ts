@@ -30,7 +30,8 @@ export const SETTINGS = [
     flag: 'kubeconfig',
     defaultValue: undefined,
     description:
-      'kubeconfig as kubectl reads it: KUBECONFIG may list files separated by ":" (merged, first wins), --kubeconfig names one file; unset or empty: ~/.kube/config, then the in-cluster service account',
+      'kubeconfig as kubectl reads it: KUBECONFIG may list files separated by ":" (merged, first wins), ' +
+      '--kubeconfig names one file; unset or empty: ~/.kube/config, then the in-cluster service account',
     allowed: 'expected a file path, or for KUBECONFIG a ":"-separated list',
     parse: kubeconfigSetting,
   }),
@@ -76,7 +77,8 @@ export const SETTINGS = [
     flag: 'extender-host',
     defaultValue: '127.0.0.1',
     description:
-      'address the scheduler extender listener binds; anything but loopback (127.0.0.0/8, ::1, localhost) needs EXTENDER_CLIENT_AUTH=true',
+      'address the scheduler extender listener binds; anything but loopback (127.0.0.0/8, ::1, localhost) needs ' +
+      'EXTENDER_CLIENT_AUTH=true',
     allowed: 'expected a host name or IP address',
     parse: host,
   }),
@@ -95,7 +97,8 @@ export const SETTINGS = [
     flag: 'extender-client-auth',
     defaultValue: 'false',
     description:
-      "serve the extender only to kube-scheduler's client certificate (CN vgpu-warden-scheduler, clientAuth, issued by vgpu-warden's CA into EXTENDER_CLIENT_SECRET_NAME); needs CERT_SECRET_NAME",
+      "serve the extender only to kube-scheduler's client certificate (CN vgpu-warden-scheduler, clientAuth, issued " +
+      "by vgpu-warden's CA into EXTENDER_CLIENT_SECRET_NAME); needs CERT_SECRET_NAME",
     allowed: 'expected true or false',
     parse: boolean,
   }),
@@ -105,7 +108,8 @@ export const SETTINGS = [
     flag: 'extender-client-secret-name',
     defaultValue: 'vgpu-warden-scheduler-client',
     description:
-      "Secret in POD_NAMESPACE that vgpu-warden keeps kube-scheduler's client certificate in (tls.crt, tls.key, ca.crt; no CA key), when EXTENDER_CLIENT_AUTH is on",
+      "Secret in POD_NAMESPACE that vgpu-warden keeps kube-scheduler's client certificate in (tls.crt, tls.key, " +
+      'ca.crt; no CA key), when EXTENDER_CLIENT_AUTH is on',
     allowed: 'expected a Secret name (DNS subdomain)',
     parse: dnsSubdomain,
   }),
@@ -133,7 +137,8 @@ export const SETTINGS = [
     flag: 'legacy-metrics',
     defaultValue: 'true',
     description:
-      "also export HAMi's legacy metric names (GPUDeviceMemoryLimit, vGPUMemoryAllocated, QuotaUsed and the rest; HAMi: --legacy-metrics); false halves a scrape of the per-GPU and per-container families",
+      "also export HAMi's legacy metric names (GPUDeviceMemoryLimit, vGPUMemoryAllocated, QuotaUsed and the rest; " +
+      'HAMi: --legacy-metrics); false halves a scrape of the per-GPU and per-container families',
     allowed: 'expected true or false',
     parse: boolean,
   }),
@@ -171,7 +176,8 @@ export const SETTINGS = [
     flag: 'nodelock-force-after',
     defaultValue: undefined,
     description:
-      "opt-in: release even a stalled lock once it is this old, if the node's kubelet cannot still admit its owner from its queue; unset never forces",
+      "opt-in: release even a stalled lock once it is this old, if the node's kubelet cannot still admit its owner " +
+      'from its queue; unset never forces',
     allowed: 'expected a positive duration such as 15m, or empty for never',
     parse: optionalPositiveDuration,
   }),
@@ -199,7 +205,8 @@ export const SETTINGS = [
     flag: 'overwrite-default-scheduler',
     defaultValue: 'true',
     description:
-      'also take over GPU pods that name default-scheduler (the apiserver default); pods naming any other scheduler are left alone',
+      'also take over GPU pods that name default-scheduler (the apiserver default); pods naming any other scheduler ' +
+      'are left alone',
     allowed: 'expected true or false',
     parse: boolean,
   }),
@@ -219,7 +226,8 @@ export const SETTINGS = [
     flag: 'overwrite-env',
     defaultValue: 'false',
     description:
-      "HAMi chart value scheduler.overwriteEnv: the webhook sets NVIDIA_VISIBLE_DEVICES=none on containers that request no GPU (GPU pods' other containers; non-GPU pods only if the webhook is sent them)",
+      'HAMi chart value scheduler.overwriteEnv: the webhook sets NVIDIA_VISIBLE_DEVICES=none on containers that ' +
+      "request no GPU (GPU pods' other containers; non-GPU pods only if the webhook is sent them)",
     allowed: 'expected true or false',
     parse: boolean,
   }),
@@ -229,7 +237,8 @@ export const SETTINGS = [
     flag: 'runtime-class-name',
     defaultValue: undefined,
     description:
-      'HAMi chart value devicePlugin.runtimeClassName: the webhook sets spec.runtimeClassName of GPU pods that name none; unset or empty sets nothing',
+      'HAMi chart value devicePlugin.runtimeClassName: the webhook sets spec.runtimeClassName of GPU pods that name ' +
+      'none; unset or empty sets nothing',
     allowed: 'expected a RuntimeClass name (DNS subdomain) such as nvidia, or empty',
     parse: optionalDnsSubdomain,
   }),
@@ -239,7 +248,8 @@ export const SETTINGS = [
     flag: 'gpu-core-policy',
     defaultValue: 'default',
     description:
-      'HAMi chart value devices.nvidia.gpuCorePolicy: force or disable is written as GPU_CORE_UTILIZATION_POLICY into GPU containers for HAMi-core; default writes nothing',
+      'HAMi chart value devices.nvidia.gpuCorePolicy: force or disable is written as GPU_CORE_UTILIZATION_POLICY ' +
+      'into GPU containers for HAMi-core; default writes nothing',
     allowed: `expected one of ${GPU_CORE_POLICIES.join(', ')}`,
     parse: gpuCorePolicy,
   }),
@@ -322,7 +332,8 @@ export const SETTINGS = [
     flag: 'node-scheduler-policy',
     defaultValue: 'binpack',
     description:
-      "node policy of the extender's prioritize: binpack fills busy nodes first, spread empty ones (pod annotation hami.io/node-scheduler-policy overrides)",
+      "node policy of the extender's prioritize: binpack fills busy nodes first, spread empty ones (pod annotation " +
+      'hami.io/node-scheduler-policy overrides)',
     allowed: 'expected binpack or spread',
     parse: placementPolicy,
   }),
@@ -332,7 +343,8 @@ export const SETTINGS = [
     flag: 'gpu-scheduler-policy',
     defaultValue: 'spread',
     description:
-      'GPU policy inside a node: binpack shares busy GPUs first, spread uses idle ones (pod annotation hami.io/gpu-scheduler-policy overrides)',
+      'GPU policy inside a node: binpack shares busy GPUs first, spread uses idle ones (pod annotation ' +
+      'hami.io/gpu-scheduler-policy overrides)',
     allowed: 'expected binpack or spread',
     parse: placementPolicy,
   }),
@@ -342,7 +354,8 @@ export const SETTINGS = [
     flag: 'bind-lock-wait',
     defaultValue: '15s',
     description:
-      "how long a bind waits for a busy node's lock before failing (kube-scheduler then retries); must be below BIND_TIMEOUT",
+      "how long a bind waits for a busy node's lock before failing (kube-scheduler then retries); must be below " +
+      'BIND_TIMEOUT',
     allowed: 'expected a positive duration below 30s such as 15s',
     parse: (raw) => {
       const value = positiveDuration(raw);
@@ -356,7 +369,9 @@ export const SETTINGS = [
     flag: 'success-events',
     defaultValue: 'false',
     description:
-      "also record HAMi's Normal Events FilteringSucceed and BindingSucceed on every GPU pod (kube-scheduler's Scheduled says the same); each is one more apiserver write per pod, about 10 % of a burst's throughput. Failures (FilteringFailed, BindingFailed) are recorded either way",
+      "also record HAMi's Normal Events FilteringSucceed and BindingSucceed on every GPU pod (kube-scheduler's " +
+      "Scheduled says the same); each is one more apiserver write per pod, about 10 % of a burst's throughput. " +
+      'Failures (FilteringFailed, BindingFailed) are recorded either way',
     allowed: 'expected true or false',
     parse: boolean,
   }),
@@ -366,7 +381,8 @@ export const SETTINGS = [
     flag: 'bind-timeout',
     defaultValue: '25s',
     description:
-      'one deadline for a whole bind, lock wait, API calls and clean-up included; below the extender httpTimeout (30s) and BIND_GRACE',
+      'one deadline for a whole bind, lock wait, API calls and clean-up included; below the extender httpTimeout ' +
+      '(30s) and BIND_GRACE',
     allowed: 'expected a duration from 100ms to below 30s such as 25s',
     parse: (raw) => {
       const value = positiveDuration(raw);
@@ -380,7 +396,8 @@ export const SETTINGS = [
     flag: 'state-stale-after',
     defaultValue: '30s',
     description:
-      'a node or pod watch down this long makes the state store stale: filter answers with an error and /readyz fails until it recovers',
+      'a node or pod watch down this long makes the state store stale: filter answers with an error and /readyz ' +
+      'fails until it recovers',
     allowed: 'expected a positive duration such as 30s',
     parse: positiveDuration,
   }),
@@ -390,7 +407,8 @@ export const SETTINGS = [
     flag: 'leader-election',
     defaultValue: 'true',
     description:
-      'elect one replica through a Lease to run the sweeper (lease 15s, renew 10s, retry 2s); false makes this replica sweep alone',
+      'elect one replica through a Lease to run the sweeper (lease 15s, renew 10s, retry 2s); false makes this ' +
+      'replica sweep alone',
     allowed: 'expected true or false',
     parse: boolean,
   }),
@@ -419,7 +437,8 @@ export const SETTINGS = [
     flag: 'pod-watch-enabled',
     defaultValue: 'true',
     description:
-      "release a pod's node lock when the pod watch shows it deleted or being deleted (works while the webhook is down)",
+      "release a pod's node lock when the pod watch shows it deleted or being deleted (works while the webhook is " +
+      'down)',
     allowed: 'expected true or false',
     parse: boolean,
   }),

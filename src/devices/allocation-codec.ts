@@ -199,7 +199,9 @@ function decodeContainer(
     if (!piece.includes(',')) {
       if (reading === 'strict')
         return {
-          error: `container ${container}, device ${position}: ${quote(piece)} is not a device "<uuid>,NVIDIA,<memory MiB>,<cores>"`,
+          error:
+            `container ${container}, device ${position}: ${quote(piece)} is not a device ` +
+            `"<uuid>,NVIDIA,<memory MiB>,<cores>"`,
           container,
           device: position,
           field: 'fields',
@@ -208,7 +210,9 @@ function decodeContainer(
         kind: 'skipped-piece',
         container,
         device: position,
-        note: `container ${container}, device ${position}: ${piece === '' ? 'an empty piece' : `${quote(piece)} (no ",")`} skipped`,
+        note:
+          `container ${container}, device ${position}: ` +
+          `${piece === '' ? 'an empty piece' : `${quote(piece)} (no ",")`} skipped`,
       });
       continue;
     }

@@ -57,7 +57,10 @@ function migOnlyProblem(annotations: Readonly<Record<string, string>>): string |
   const mode = annotations[VGPU_MODE_ANNOTATION];
   if (mode === undefined || !mode.includes(MIG_MODE) || mode.includes('hami-core') || mode.includes('mps'))
     return undefined;
-  return `unsupported ${VGPU_MODE_ANNOTATION} ${quoted(mode)}: vgpu-warden does not place MIG instances (only hami-core and mps GPUs)`;
+  return (
+    `unsupported ${VGPU_MODE_ANNOTATION} ${quoted(mode)}: vgpu-warden does not place MIG instances (only ` +
+    `hami-core and mps GPUs)`
+  );
 }
 
 export function prepareFit(podAnnotations: Readonly<Record<string, string>>): PreparedFit {
@@ -86,7 +89,9 @@ export const MIG_UNSUPPORTED = 'MigModeUnsupported';
 export const NUMA_NOT_FIT = 'NumaNotFit';
 /** Ours: `topology-aware` on a node whose plugin reports no link scores (HAMi would pick blindly). */
 export const NODE_TOPOLOGY_UNKNOWN = 'NodeTopologyUnknown';
-const TOPOLOGY_UNKNOWN_REASON = `${NODE_TOPOLOGY_UNKNOWN}: topology-aware needs the node's ${NODE_SCORE_ANNOTATION}, which the HAMi device plugin writes with ENABLE_TOPOLOGY_SCORE=true`;
+const TOPOLOGY_UNKNOWN_REASON =
+  `${NODE_TOPOLOGY_UNKNOWN}: topology-aware needs the node's ` +
+  `${NODE_SCORE_ANNOTATION}, which the HAMi device plugin writes with ENABLE_TOPOLOGY_SCORE=true`;
 
 /** `"<count>/<gpus> <Reason>"` entries sorted by reason name and joined by `", "`, as HAMi words them. */
 export function formatReasons(reasonCounts: Readonly<Record<string, number>>, gpus: number): string {
@@ -185,29 +190,7 @@ function fitContainer(
     return failure(TOPOLOGY_UNKNOWN_REASON, { [NODE_TOPOLOGY_UNKNOWN]: 1 });
   // numa-bind and topology-aware choose among every fitting GPU; otherwise the first ones will do.
   const needsAll = context.numaBind || policy.topologyAware;
-  const candidates: GpuDevice[] = [];
-  const reasonCounts: ReasonCounts = {};
-  let quotaDetail: string | undefined;
-  for (const device of orderGpus(gpus, usage, request, policy, context.weights)) {
-    const reason = checkCard(device, usage.get(device.uuid) ?? NO_USE, request, context.filters, policy.mutex);
-    if (reason !== undefined) {
-      reasonCounts[reason] = (reasonCounts[reason] ?? 0) + 1;
-      continue;
-    }
-    // As HAMi's Fit: a GPU whose share, with the shares taken so far, breaks the quota is skipped
-    // (with a percentage request a smaller GPU may still fit). numa-bind and topology-aware check
-    // the set they choose instead.
-    if (!needsAll && context.quotaBreak !== undefined) {
-      const broken = context.quotaBreak([...candidates, device].map((gpu) => shareOf(gpu, request)));
-      if (broken !== undefined) {
-        reasonCounts[RESOURCE_QUOTA_NOT_FIT] = (reasonCounts[RESOURCE_QUOTA_NOT_FIT] ?? 0) + 1;
-        quotaDetail ??= broken;
-        continue;
-      }
-    }
-    candidates.push(device);
-    if (!needsAll && candidates.length === request.count) break;
-  }
+  const { candidates, reasonCounts, quotaDetail } = fittingGpus(context, usage, request, needsAll);
   const chosen = selectGpus(candidates, request.count, context);
   if (chosen === undefined) {
     // Enough GPUs fit, but on no one NUMA node: they all count as NumaNotFit.
@@ -232,6 +215,43 @@ function fitContainer(
     });
   }
   return taken;
+}
+
+/**
+ * The GPUs that fit one container, in policy order, and why the others do not (each GPU once,
+ * under its first failing reason). With `needsAll` every fitting GPU, else the first enough.
+ */
+function fittingGpus(
+  context: FitContext,
+  usage: UsageOverlay,
+  request: ContainerGpuRequest,
+  needsAll: boolean,
+): { candidates: GpuDevice[]; reasonCounts: ReasonCounts; quotaDetail: string | undefined } {
+  const { gpus, policy } = context;
+  const candidates: GpuDevice[] = [];
+  const reasonCounts: ReasonCounts = {};
+  let quotaDetail: string | undefined;
+  for (const device of orderGpus(gpus, usage, request, policy, context.weights)) {
+    const reason = checkCard(device, usage.get(device.uuid) ?? NO_USE, request, context.filters, policy.mutex);
+    if (reason !== undefined) {
+      reasonCounts[reason] = (reasonCounts[reason] ?? 0) + 1;
+      continue;
+    }
+    // As HAMi's Fit: a GPU whose share, with the shares taken so far, breaks the quota is skipped
+    // (with a percentage request a smaller GPU may still fit). numa-bind and topology-aware check
+    // the set they choose instead.
+    if (!needsAll && context.quotaBreak !== undefined) {
+      const broken = context.quotaBreak([...candidates, device].map((gpu) => shareOf(gpu, request)));
+      if (broken !== undefined) {
+        reasonCounts[RESOURCE_QUOTA_NOT_FIT] = (reasonCounts[RESOURCE_QUOTA_NOT_FIT] ?? 0) + 1;
+        quotaDetail ??= broken;
+        continue;
+      }
+    }
+    candidates.push(device);
+    if (!needsAll && candidates.length === request.count) break;
+  }
+  return { candidates, reasonCounts, quotaDetail };
 }
 
 const NVIDIA_IN_TYPE = new RegExp(NVIDIA_DEVICE_TYPE, 'i');

@@ -55,7 +55,9 @@ export function parseGpuPolicy(value: string): GpuPolicyChain | { error: string 
       topologyAware = true;
     } else {
       return {
-        error: `unsupported ${GPU_POLICY_ANNOTATION} ${quoted(value)}: unknown policy ${quoted(entry)} (HAMi's policies: ${GPU_POLICY_NAMES.join(', ')}, comma-separated)`,
+        error:
+          `unsupported ${GPU_POLICY_ANNOTATION} ${quoted(value)}: unknown policy ${quoted(entry)} (HAMi's ` +
+          `policies: ${GPU_POLICY_NAMES.join(', ')}, comma-separated)`,
       };
     }
   }

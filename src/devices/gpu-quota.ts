@@ -85,7 +85,8 @@ export function quotaLimits(
     const value = integerQuantity(raw);
     if (value === undefined || value < 0n) {
       problems.push(
-        `ResourceQuota ${quota.metadata?.namespace ?? ''}/${name}: ${key} ${clip(String(raw), LABEL_CHARS)} is not a whole number; ignored`,
+        `ResourceQuota ${quota.metadata?.namespace ?? ''}/${name}: ${key} ${clip(String(raw), LABEL_CHARS)} is not ` +
+          `a whole number; ignored`,
       );
       continue;
     }
@@ -138,7 +139,10 @@ export function quotaExceeded(budget: QuotaBudget, adding: Readonly<NamespaceUse
     if (add <= 0) continue;
     const used = (limit.used ?? budget.used)[limit.field];
     if (used + add > limit.limit) {
-      return `ResourceQuota ${budget.namespace}/${limit.quota}: ${QUOTA_KEYS[limit.field]} ${used} used + ${add} requested > ${limit.limit}`;
+      return (
+        `ResourceQuota ${budget.namespace}/${limit.quota}: ${QUOTA_KEYS[limit.field]} ${used} used + ${add} ` +
+        `requested > ${limit.limit}`
+      );
     }
   }
   return undefined;
@@ -170,5 +174,7 @@ export function budgetKey(budget: QuotaBudget | undefined): string {
   if (budget === undefined) return '';
   const { used } = budget;
   const useKey = (use: Readonly<NamespaceUse>): string => `${use.gpus}/${use.memoryMiB}/${use.cores}`;
-  return `${useKey(used)}:${budget.limits.map((limit) => `${limit.quota}=${limit.field}<${limit.limit}${limit.used === undefined ? '' : `@${useKey(limit.used)}`}`).join(',')}`;
+  const limitKey = (limit: QuotaLimit): string =>
+    `${limit.quota}=${limit.field}<${limit.limit}${limit.used === undefined ? '' : `@${useKey(limit.used)}`}`;
+  return `${useKey(used)}:${budget.limits.map(limitKey).join(',')}`;
 }

@@ -68,7 +68,10 @@ function isInt32AtLeast(value: unknown, min: number): boolean {
 
 /** A GPU we could place a share on but not name in hami.io/vgpu-devices-allocated is no use. */
 function badId(label: string, id: string): string {
-  return `${label} has an id that cannot be written in an allocation (printable ASCII without , : ;): ${quoted(id, LABEL_CHARS)}`;
+  return (
+    `${label} has an id that cannot be written in an allocation ` +
+    `(printable ASCII without , : ;): ${quoted(id, LABEL_CHARS)}`
+  );
 }
 
 type IntegerField = 'index' | 'count' | 'devmem' | 'devcore' | 'numa';
@@ -145,23 +148,36 @@ function parseLegacyEntry(entry: string, position: number): Parsed {
   ] = fields;
   if (uuid.trim() === '') return { problem: `${label} has no id` };
   if (!isDeviceUuid(uuid)) return { problem: badId(label, uuid) };
-  const count = legacyInt(countText, 0);
-  const memoryMiB = legacyInt(memoryText, 0);
-  const cores = legacyInt(coresText, 0);
-  const numa = legacyInt(numaText, -1);
-  const index = legacyInt(indexText, 0);
-  if (
-    count === undefined ||
-    memoryMiB === undefined ||
-    cores === undefined ||
-    numa === undefined ||
-    index === undefined
-  ) {
+  const numbers = legacyNumbers({
+    count: countText,
+    memoryMiB: memoryText,
+    cores: coresText,
+    numa: numaText,
+    index: indexText,
+  });
+  if (numbers === undefined) {
     return { problem: `${label} (${uuid}) has a non-integer count, devmem, devcore, numa or index` };
   }
   if (!GO_TRUE.has(healthText) && !GO_FALSE.has(healthText))
     return { problem: `${label} (${uuid}) has an invalid health: ${JSON.stringify(healthText)}` };
+  const { count, memoryMiB, cores, numa, index } = numbers;
   return { device: { uuid, index, count, memoryMiB, cores, type, numa, mode, healthy: GO_TRUE.has(healthText) } };
+}
+
+/** The least value of each integer field of a legacy entry (numa -1: none). */
+const LEGACY_INT_MIN = { count: 0, memoryMiB: 0, cores: 0, numa: -1, index: 0 } as const;
+
+/** The integer fields of a legacy entry, or undefined when one is not an integer in its range. */
+function legacyNumbers(
+  texts: Record<keyof typeof LEGACY_INT_MIN, string>,
+): Record<keyof typeof LEGACY_INT_MIN, number> | undefined {
+  const numbers = { count: 0, memoryMiB: 0, cores: 0, numa: 0, index: 0 };
+  for (const key of Object.keys(LEGACY_INT_MIN) as (keyof typeof LEGACY_INT_MIN)[]) {
+    const value = legacyInt(texts[key], LEGACY_INT_MIN[key]);
+    if (value === undefined) return undefined;
+    numbers[key] = value;
+  }
+  return numbers;
 }
 
 function parseEntries(raw: string): Parsed[] | string {

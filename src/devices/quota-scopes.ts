@@ -116,7 +116,10 @@ function crossNamespaceTerm(term: unknown): boolean {
   );
 }
 
-/** usesCrossNamespacePodAffinity: any pod affinity or anti-affinity term, required or preferred, reaching other namespaces. */
+/**
+ * usesCrossNamespacePodAffinity: any pod affinity or anti-affinity
+ * term, required or preferred, reaching other namespaces.
+ */
 function usesCrossNamespacePodAffinity(spec: Json | undefined): boolean {
   const affinity = asRecord(spec?.affinity);
   return [affinity?.podAffinity, affinity?.podAntiAffinity].some((kind) => {

@@ -235,7 +235,8 @@ export function gpuRequestProblems(pod: unknown, defaults: RequestDefaults = DEF
           const why = quantityProblem(value, bounds[resource]);
           if (why !== undefined)
             problems.push(
-              `invalid ${resource} value ${quoted(value)} in ${kind} ${containerName(record, position)}${field === 'requests' ? ' (requests)' : ''}: ${why}`,
+              `invalid ${resource} value ${quoted(value)} in ${kind} ` +
+                `${containerName(record, position)}${field === 'requests' ? ' (requests)' : ''}: ${why}`,
             );
         }
       }

@@ -8,7 +8,8 @@ import type { GpuDevice, LinkScores } from './inventory.js';
  * - One GPU: the one with the lowest sum of link scores to the other candidates, which leaves the
  *   well-linked GPUs together for multi-GPU pods.
  * - N GPUs: the set with the highest sum of pairwise link scores. HAMi tries every combination;
- *   so do we up to COMBINATION_LIMIT (C(8,4) = 70, C(12,6) = 924; C(16,8) = 12,870 is past it), beyond which a greedy pick
+ * so do we up to COMBINATION_LIMIT (C(8,4) = 70, C(12,6) = 924;
+ * C(16,8) = 12,870 is past it), beyond which a greedy pick
  *   (best pair, then the GPU adding most) keeps a filter over many nodes fast.
  */
 export const COMBINATION_LIMIT = 2_000;

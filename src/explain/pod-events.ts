@@ -36,7 +36,9 @@ export function eventTime(event: EventLike): Date | undefined {
   );
 }
 
-/** Events about this incarnation of the pod (ones naming another UID are an earlier pod's of that name), oldest first. */
+/**
+ * Events about this incarnation of the pod (ones naming another UID are an earlier pod's of that name), oldest first.
+ */
 export function podEvents<T extends EventLike>(events: readonly T[], podUid: string | undefined): T[] {
   const mine = events.filter(
     (event) =>

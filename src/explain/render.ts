@@ -16,7 +16,10 @@ function section(label: string, text: string): string {
 
 function requestText(request: ContainerRequest): string {
   const memory = request.memoryMiB === null ? `${request.memoryPercentage ?? 100}% memory` : `${request.memoryMiB} MiB`;
-  return `${request.init ? 'init ' : ''}${request.container}: ${request.gpus} GPU${request.gpus === 1 ? '' : 's'}, ${memory}, ${request.cores}% cores`;
+  return (
+    `${request.init ? 'init ' : ''}${request.container}: ${request.gpus} GPU${request.gpus === 1 ? '' : 's'}, ` +
+    `${memory}, ${request.cores}% cores`
+  );
 }
 
 function ageSince(iso: string | null, now: Date): string {
@@ -28,7 +31,8 @@ function podLines(explanation: Explanation, now: Date): string[] {
   const lines = [
     section(
       'Pod',
-      `${pod.namespace}/${pod.name}  phase ${pod.phase ?? '<none>'}  scheduler ${pod.schedulerName ?? '<none>'}  node ${pod.node ?? '<none>'}  age ${ageSince(pod.createdAt, now)}${pod.deleting ? '  being deleted' : ''}`,
+      `${pod.namespace}/${pod.name}  phase ${pod.phase ?? '<none>'}  scheduler ${pod.schedulerName ?? '<none>'}  ` +
+        `node ${pod.node ?? '<none>'}  age ${ageSince(pod.createdAt, now)}${pod.deleting ? '  being deleted' : ''}`,
     ),
   ];
   lines.push(section('Requests', pod.requests.length === 0 ? 'no GPU' : pod.requests.map(requestText).join('; ')));
@@ -58,12 +62,8 @@ function placementLines(placement: PlacementReport | null, explanation: Explanat
   const more = fitting.count > fitting.nodes.length ? ', …' : '';
   const locked =
     placement.lockedFitting.length > 0 ? `; locked by another pod: ${placement.lockedFitting.join(', ')}` : '';
-  const lines = [
-    section(
-      'Filter',
-      `${fitting.count} of ${placement.evaluated} nodes fit${fitting.count > 0 ? `: ${fitting.nodes.join(', ')}${more}${locked}` : ''}`,
-    ),
-  ];
+  const fitList = fitting.count > 0 ? `: ${fitting.nodes.join(', ')}${more}${locked}` : '';
+  const lines = [section('Filter', `${fitting.count} of ${placement.evaluated} nodes fit${fitList}`)];
   const width = Math.max(0, ...placement.failing.map((group) => group.reason.length));
   for (const group of placement.failing) {
     const [first] = group.nodes;
@@ -84,30 +84,35 @@ const RELATION_TEXT: Record<LockEntry['relation'], string> = {
   'on-a-fitting-node': 'on a node this pod fits',
 };
 
+/** The state of a lock's holder, as the Locks section shows it after the lock. */
+function holderText(owner: NonNullable<LockEntry['owner']>): string {
+  if (!owner.exists) return '; holder not found';
+  const node = owner.node === null ? ', unbound' : `, bound to ${owner.node}`;
+  const bindPhase = owner.bindPhase === null ? '' : `, bind-phase ${owner.bindPhase}`;
+  return `; holder ${owner.phase ?? '<no phase>'}${node}${bindPhase}${owner.deleting ? ', being deleted' : ''}`;
+}
+
 function lockLines(locks: readonly LockEntry[]): string[] {
   if (locks.length === 0) return [section('Locks', 'none involving this pod')];
   return [
     section('Locks', ''),
     ...locks.map((lock) => {
-      const owner =
-        lock.owner === null
-          ? ''
-          : lock.owner.exists
-            ? `; holder ${lock.owner.phase ?? '<no phase>'}${lock.owner.node === null ? ', unbound' : `, bound to ${lock.owner.node}`}${lock.owner.bindPhase === null ? '' : `, bind-phase ${lock.owner.bindPhase}`}${lock.owner.deleting ? ', being deleted' : ''}`
-            : '; holder not found';
-      return `  ${lock.node}: ${lockText(lock)}, ${RELATION_TEXT[lock.relation]}${owner}${lock.error === undefined ? '' : `; ${lock.error}`}`;
+      const owner = lock.owner === null ? '' : holderText(lock.owner);
+      const error = lock.error === undefined ? '' : `; ${lock.error}`;
+      return `  ${lock.node}: ${lockText(lock)}, ${RELATION_TEXT[lock.relation]}${owner}${error}`;
     }),
   ];
+}
+
+function gpuText(gpu: { uuid: string; memoryMiB: number; cores: number }): string {
+  return `${gpu.uuid} (${gpu.memoryMiB} MiB, ${gpu.cores}% cores)`;
 }
 
 function annotationText(decoded: DecodedAnnotation): string {
   if ('error' in decoded) return `unreadable (${decoded.error}): ${decoded.value}`;
   const parts = decoded.containers
     .filter((container) => container.gpus.length > 0)
-    .map(
-      (container) =>
-        `${container.container}: ${container.gpus.map((gpu) => `${gpu.uuid} (${gpu.memoryMiB} MiB, ${gpu.cores}% cores)`).join(', ')}`,
-    );
+    .map((container) => `${container.container}: ${container.gpus.map(gpuText).join(', ')}`);
   return parts.length === 0 ? 'nothing left' : parts.join('; ');
 }
 
@@ -122,12 +127,9 @@ function bindLines(explanation: Explanation): string[] {
     ];
   }
   const progress = bind.progress === null ? '' : `, ${bind.progress.done}/${bind.progress.total} containers allocated`;
-  const lines = [
-    section(
-      'Bind',
-      `bind-phase ${bind.phase ?? '<none>'}${bind.vgpuNode === null ? '' : ` on ${bind.vgpuNode}`}${bind.bindTime === null ? '' : ` at ${bind.bindTime}`}${progress}`,
-    ),
-  ];
+  const on = bind.vgpuNode === null ? '' : ` on ${bind.vgpuNode}`;
+  const at = bind.bindTime === null ? '' : ` at ${bind.bindTime}`;
+  const lines = [section('Bind', `bind-phase ${bind.phase ?? '<none>'}${on}${at}${progress}`)];
   if (bind.allocated !== null) lines.push(`  allocated:    ${annotationText(bind.allocated)}`);
   if (bind.toAllocate !== null) lines.push(`  to-allocate:  ${annotationText(bind.toAllocate)}`);
   return lines;

@@ -55,17 +55,19 @@ function boundVerdict(parts: Parts, node: string): Verdict {
         situation: 'allocation-failed',
         verdict: `allocation failed on ${node}: the device plugin set hami.io/bind-phase=failed`,
       };
-    case 'allocating':
+    case 'allocating': {
       if (own?.state === 'stalled') {
         return {
           situation: 'allocation-stalled',
-          verdict: `bound to ${node}, allocation stalled: its lock is ${formatAge(own.ageSeconds ?? undefined)} old, past NODELOCK_EXPIRE, and the device plugin has not finished (${progressText(parts)})`,
+          verdict:
+            `bound to ${node}, allocation stalled: its lock is ${formatAge(own.ageSeconds ?? undefined)} ` +
+            `old, past NODELOCK_EXPIRE, and the device plugin has not finished (${progressText(parts)})`,
         };
       }
-      return {
-        situation: 'bound-allocating',
-        verdict: `bound to ${node}, allocating (${progressText(parts)}${own === undefined ? `; no lock on ${node} names it` : `, lock held ${formatAge(own.ageSeconds ?? undefined)}`})`,
-      };
+      const lock =
+        own === undefined ? `; no lock on ${node} names it` : `, lock held ${formatAge(own.ageSeconds ?? undefined)}`;
+      return { situation: 'bound-allocating', verdict: `bound to ${node}, allocating (${progressText(parts)}${lock})` };
+    }
     default:
       return parts.pod.requests.length === 0
         ? { situation: 'not-a-gpu-pod', verdict: `bound to ${node}; requests no GPU` }
@@ -100,14 +102,14 @@ function pendingVerdict(parts: Parts, context: VerdictContext): Verdict {
   if (pod.schedulerName !== context.ourScheduler) {
     return {
       situation: 'other-scheduler',
-      verdict: `Pending: spec.schedulerName is ${JSON.stringify(pod.schedulerName ?? '')}, not ${context.ourScheduler}, so vgpu-warden's extender never sees it`,
+      verdict:
+        `Pending: spec.schedulerName is ${JSON.stringify(pod.schedulerName ?? '')}, not ` +
+        `${context.ourScheduler}, so vgpu-warden's extender never sees it`,
     };
   }
   if (placement.fitting.count === 0) {
-    return {
-      situation: 'fits-nowhere',
-      verdict: `Pending: fits no node (${placement.evaluated === 0 ? 'the cluster has no nodes' : reasonSummary(placement)})`,
-    };
+    const why = placement.evaluated === 0 ? 'the cluster has no nodes' : reasonSummary(placement);
+    return { situation: 'fits-nowhere', verdict: `Pending: fits no node (${why})` };
   }
   const waiting = waitingVerdict(parts);
   if (waiting !== undefined) return waiting;
@@ -116,19 +118,25 @@ function pendingVerdict(parts: Parts, context: VerdictContext): Verdict {
   if (unacknowledged !== undefined && waitedNode !== undefined) {
     return {
       situation: 'waiting-for-kubelet',
-      verdict: `Pending: ${waitedNode}'s lock is free, but its kubelet has not acknowledged ${unacknowledged}'s allocation yet (no status.startTime): restarted now, it would call Allocate for that pod again and be served this pod's GPUs, so the bind waits`,
+      verdict:
+        `Pending: ${waitedNode}'s lock is free, but its kubelet has not acknowledged ${unacknowledged}'s ` +
+        `allocation yet (no status.startTime): restarted now, it would call Allocate for that pod again and be ` +
+        `served this pod's GPUs, so the bind waits`,
     };
   }
   if (context.lastBindEvent?.reason === 'BindingFailed') {
+    const { message } = context.lastBindEvent;
     return {
       situation: 'bind-failed',
-      verdict: `Pending: fits ${nodes(placement.fitting.count)}; the last bind failed: ${context.lastBindEvent.message}`,
+      verdict: `Pending: fits ${nodes(placement.fitting.count)}; the last bind failed: ${message}`,
     };
   }
   const more = placement.fitting.count > placement.fitting.nodes.length ? ', …' : '';
   return {
     situation: 'schedulable',
-    verdict: `Pending: fits ${nodes(placement.fitting.count)} (${placement.fitting.nodes.join(', ')}${more}); waiting for kube-scheduler to bind it`,
+    verdict:
+      `Pending: fits ${nodes(placement.fitting.count)} (${placement.fitting.nodes.join(', ')}${more}); ` +
+      `waiting for kube-scheduler to bind it`,
   };
 }
 

@@ -52,14 +52,17 @@ export function webhookReport(pod: unknown, config: PodMutationConfig, limit: nu
     case 'deny':
       return {
         state: 'would-deny',
-        detail: `the webhook refuses such a pod, so it was created without it: ${clip(decision.message, MESSAGE_CHARS)}`,
+        detail:
+          'the webhook refuses such a pod, so it was created without it: ' + clip(decision.message, MESSAGE_CHARS),
         missing: [],
       };
     case 'patch': {
       if (decision.ops.length === 0) {
         return {
           state: 'applied',
-          detail: `as the webhook leaves a GPU pod: schedulerName ${clip(config.schedulerName, LABEL_CHARS)}, nothing left to add`,
+          detail:
+            `as the webhook leaves a GPU pod: schedulerName ${clip(config.schedulerName, LABEL_CHARS)}, ` +
+            `nothing left to add`,
           missing: [],
         };
       }
@@ -68,7 +71,8 @@ export function webhookReport(pod: unknown, config: PodMutationConfig, limit: nu
       return {
         state: 'not-applied',
         detail:
-          'the webhook did not mutate it (down with failurePolicy Ignore, or the namespace opted out); it would still set:',
+          'the webhook did not mutate it (down with failurePolicy Ignore, or the namespace opted out); it would ' +
+          'still set:',
         missing,
       };
     }

@@ -28,6 +28,7 @@ import { evaluateNode, viewPod, type PlacementDefaults, type PodView } from './g
 import type { BindingArgs } from './protocol.js';
 import type { AcquireResult } from '../lock/lock-events.js';
 import type { BoundPod } from './binding-label-follow-up.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 export class BindError extends WardenError {}
 /** The bind ran out of its one deadline. */
@@ -61,7 +62,7 @@ export interface BinderDeps {
   acknowledgementMaxAgeMs?: number;
   /** A waiter re-checks the lock this often even without a change (ages alone can make it releasable). */
   waitPollMs?: number;
-  clock?: () => Date;
+  clock?: Clock;
   /** Successful binds at info; everything that went wrong (or was recovered) at warn. */
   log?: (level: 'info' | 'warn', message: string) => void;
   /**
@@ -156,15 +157,18 @@ function apiMessage(error: unknown): string {
  * apiserver drops a Binding's labels).
  */
 export class Binder {
-  private readonly clock: () => Date;
+  private readonly clock: Clock;
   private readonly waiter: LockWaiter;
   /** node → the bind call in this process that owns its lock (incarnations of one name never share it). */
   private readonly lockOwners = new Map<string, symbol>();
-  /** node → a finished allocation's lock a waiting bind leaves to the device plugin, and since when (this process's clock). */
+  /**
+   * node → a finished allocation's lock a waiting bind leaves to
+   * the device plugin, and since when (this process's clock).
+   */
   private readonly releasePending = new Map<string, { value: string; sinceMs: number }>();
 
   constructor(private readonly deps: BinderDeps) {
-    this.clock = deps.clock ?? (() => new Date());
+    this.clock = deps.clock ?? systemClock;
     this.waiter = new LockWaiter({
       locks: deps.locks,
       onLockChange: (node, listener) => deps.cache.onLockChange(node, listener),
@@ -185,7 +189,8 @@ export class Binder {
       this.deps.timeoutMs - cleanupReserveMs,
       () =>
         new BindDeadlineError(
-          `bind of ${args.podNamespace}/${args.podName} to ${args.node} ran out of its ${Math.round(this.deps.timeoutMs / 1000)}s deadline`,
+          `bind of ${args.podNamespace}/${args.podName} to ${args.node} ran out of its ` +
+            `${Math.round(this.deps.timeoutMs / 1000)}s deadline`,
         ),
     );
     const target: EventTarget = { kind: 'Pod', name: args.podName, namespace: args.podNamespace, uid: args.podUid };
@@ -202,7 +207,9 @@ export class Binder {
         );
       return outcome;
     } catch (error) {
-      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${error instanceof LockContentionError || error instanceof NodeBusyError ? error.message : apiMessage(error)}`;
+      const why =
+        error instanceof LockContentionError || error instanceof NodeBusyError ? error.message : apiMessage(error);
+      const message = `binding ${args.podNamespace}/${args.podName} to ${args.node} failed: ${why}`;
       this.deps.events.record(target, 'Warning', 'BindingFailed', message);
       return { error: message };
     } finally {
@@ -329,7 +336,7 @@ export class Binder {
     );
     const encoded = encodeAllocation(evaluation.allocation);
     attempt.encoded = encoded;
-    const seconds = String(Math.floor(this.clock().getTime() / 1000));
+    const seconds = String(Math.floor(this.clock() / 1000));
     return {
       [VGPU_NODE_ANNOTATION]: args.node,
       [VGPU_TIME_ANNOTATION]: seconds,
@@ -357,7 +364,8 @@ export class Binder {
       if (bound === true) {
         this.deps.log?.(
           'warn',
-          `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound to ${args.node}: success`,
+          `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound ` +
+            `to ${args.node}: success`,
         );
         return;
       }
@@ -450,7 +458,7 @@ export class Binder {
         withSignal(signal),
       );
       readForWrite.pods = { resourceVersion: snapshot.resourceVersion, items: listed.items };
-      const now = this.clock().getTime();
+      const now = this.clock();
       waiting = listed.items.flatMap((pod): UnacknowledgedPod[] => {
         const uid = pod.metadata?.uid;
         if (uid === undefined || uid === args.podUid || nodeAwaitingAcknowledgement(pod) !== args.node) return [];
@@ -466,7 +474,9 @@ export class Binder {
     const more = waiting.length > 1 ? ` and ${waiting.length - 1} more` : '';
     throw new NodeBusyError(
       args.node,
-      `node ${args.node} is free, but its kubelet has not acknowledged the allocation of ${podKey(first)}${more} (${Math.round((this.clock().getTime() - first.sinceMs) / 1000)}s): restarted now, kubelet would call Allocate for it again and be served the next pod's GPUs; ${args.podNamespace}/${args.podName} must wait`,
+      `node ${args.node} is free, but its kubelet has not acknowledged the allocation of ${podKey(first)}${more} ` +
+        `(${Math.round((this.clock() - first.sinceMs) / 1000)}s): restarted now, kubelet would call Allocate for it ` +
+        `again and be served the next pod's GPUs; ${args.podNamespace}/${args.podName} must wait`,
     );
   }
 
@@ -524,7 +534,7 @@ export class Binder {
     const validatedVersion = attempt.pod.metadata?.resourceVersion;
     const node = args.node;
     const announced = new Set<string>();
-    const waitStarted = this.clock().getTime();
+    const waitStarted = this.clock();
     const routineMs = this.deps.lockWaitEventAfterMs ?? DEFAULT_LOCK_WAIT_EVENT_AFTER_MS;
     try {
       return await this.waiter.acquire({
@@ -543,7 +553,7 @@ export class Binder {
           this.checkIncarnation(args, validatedVersion);
         },
         onBusy: (reason) => {
-          if (announced.has(reason.name) || this.clock().getTime() - waitStarted < routineMs) return;
+          if (announced.has(reason.name) || this.clock() - waitStarted < routineMs) return;
           announced.add(reason.name);
           this.deps.events.record(
             target,
@@ -574,7 +584,7 @@ export class Binder {
    */
   private pluginHadItsTurn(node: string, value: string): boolean {
     const waitMs = this.deps.pluginReleaseWaitMs ?? DEFAULT_PLUGIN_RELEASE_WAIT_MS;
-    const now = this.clock().getTime();
+    const now = this.clock();
     const pending = this.releasePending.get(node);
     if (pending?.value !== value) {
       this.releasePending.set(node, { value, sinceMs: now });
@@ -639,7 +649,8 @@ export class Binder {
     } catch (error) {
       this.deps.log?.(
         'warn',
-        `could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the sweeper will): ${describeError(error)}`,
+        `could not release the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name} (the ` +
+          `sweeper will): ${describeError(error)}`,
       );
     } finally {
       budget.clear();

@@ -107,6 +107,14 @@ export function parseFilterArgs(body: unknown): Parsed<FilterArgs> {
   return { ok: true, value: { pod, nodeNames } };
 }
 
+/** What each binding argument names, for the error about an invalid one. */
+const FIELD_KINDS: Record<keyof BindingArgs, string> = {
+  podName: 'pod name',
+  podNamespace: 'namespace',
+  podUid: 'UID',
+  node: 'node name',
+};
+
 export function parseBindingArgs(body: unknown): Parsed<BindingArgs> {
   if (!isRecord(body)) return { ok: false, error: 'binding args must be a JSON object' };
   const fields = { podName: 'PodName', podNamespace: 'PodNamespace', podUid: 'PodUID', node: 'Node' } as const;
@@ -123,7 +131,7 @@ export function parseBindingArgs(body: unknown): Parsed<BindingArgs> {
     if (!valid[key](field))
       return {
         ok: false,
-        error: `binding args: ${goName} ${quoted(field)} is not a valid ${key === 'podUid' ? 'UID' : key === 'node' ? 'node name' : key === 'podName' ? 'pod name' : 'namespace'}`,
+        error: `binding args: ${goName} ${quoted(field)} is not a valid ${FIELD_KINDS[key]}`,
       };
     value[key] = field;
   }

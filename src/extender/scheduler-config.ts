@@ -73,7 +73,10 @@ export interface SchedulerConfigOptions {
   extenderUrl: string;
   /** The extender's NODE_SCHEDULER_POLICY; the GPU profile's score plugins follow it. Default binpack. */
   nodePolicy?: NodePolicy;
-  /** CA that signed the extender's certificate, inline; without it or clientTls the scheduler skips verification (loopback only). */
+  /**
+   * CA that signed the extender's certificate, inline; without it
+   * or clientTls the scheduler skips verification (loopback only).
+   */
   caPem?: string;
   /**
    * Mutual TLS from files, as the extender requires off loopback (EXTENDER_CLIENT_AUTH): the client

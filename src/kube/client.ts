@@ -26,7 +26,10 @@ function fileOrData(file: string | undefined, data: string | undefined): string 
  */
 export class PooledKubeConfig extends KubeConfig {
   private pooled: { key: string; dispatcher: Dispatcher } | undefined;
-  /** Where loadKubeConfig found it (`KUBECONFIG (env): /a:/b`, `in-cluster service account (...)`), for a start-up log line. */
+  /**
+   * Where loadKubeConfig found it (`KUBECONFIG (env): /a:/b`,
+   * `in-cluster service account (...)`), for a start-up log line.
+   */
   from: string | undefined;
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {

@@ -137,7 +137,8 @@ function usable(merged: ReturnType<typeof merge>, where: string, chosen: string 
   if (clusters.length === 0) throw new KubeconfigError(`${where} is not a kubeconfig (no clusters)`);
   if (currentContext === undefined) {
     throw new KubeconfigError(
-      `${where}: no current-context (contexts: ${names(contexts) || 'none'}); pick one with kubectl config use-context or --context`,
+      `${where}: no current-context (contexts: ${names(contexts) || 'none'}); pick one with kubectl config ` +
+        `use-context or --context`,
     );
   }
   const quotedContext = JSON.stringify(clip(currentContext, PATH_CHARS));
@@ -150,7 +151,8 @@ function usable(merged: ReturnType<typeof merge>, where: string, chosen: string 
   const cluster = clusters.find((candidate) => candidate.name === context.cluster);
   if (cluster === undefined) {
     throw new KubeconfigError(
-      `${where}: context ${quotedContext} names cluster ${JSON.stringify(clip(context.cluster, PATH_CHARS))}, which is not defined`,
+      `${where}: context ${quotedContext} names cluster ${JSON.stringify(clip(context.cluster, PATH_CHARS))}, which ` +
+        `is not defined`,
     );
   }
   // client-node leaves `user` undefined when the context names none, whatever its type says.
@@ -235,7 +237,9 @@ export function resolveKubeconfig(
     tried.push(`in-cluster (${token} missing: is automountServiceAccountToken off?)`);
   } else if (context !== undefined) {
     throw new KubeconfigError(
-      `--context ${JSON.stringify(clip(context, PATH_CHARS))} names a kubeconfig context, but there is no kubeconfig (tried ${tried.join(', ')}) and the in-cluster service account has no contexts; drop --context or pass --kubeconfig`,
+      `--context ${JSON.stringify(clip(context, PATH_CHARS))} names a kubeconfig context, but there is no ` +
+        `kubeconfig (tried ${tried.join(', ')}) and the in-cluster service account has no contexts; drop --context ` +
+        `or pass --kubeconfig`,
     );
   } else {
     return inCluster(host, port, sources.serviceAccountDir);

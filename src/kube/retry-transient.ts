@@ -1,6 +1,7 @@
 import { isTransientApiError } from './errors.js';
 import { abortReason, sleep as realSleep, until } from '../base/abort.js';
 import { Backoff } from '../base/backoff.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 export interface UntilNotTransientOptions {
   deadlineMs: number;
@@ -8,7 +9,7 @@ export interface UntilNotTransientOptions {
   /** Aborting it ends the retries at once (a stop asked during start-up): rejects with the signal's reason. */
   signal?: AbortSignal;
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
-  now?: () => number;
+  now?: Clock;
 }
 
 const isAborted = (signal: AbortSignal): boolean => signal.aborted;
@@ -21,7 +22,7 @@ const isAborted = (signal: AbortSignal): boolean => signal.aborted;
  * in the middle of an attempt, so SIGTERM during start-up is not held up by the apiserver.
  */
 export async function untilNotTransient<T>(attempt: () => Promise<T>, options: UntilNotTransientOptions): Promise<T> {
-  const now = options.now ?? Date.now;
+  const now = options.now ?? systemClock;
   const sleep = options.sleep ?? realSleep;
   const signal = options.signal ?? new AbortController().signal;
   const giveUpAt = now() + options.deadlineMs;

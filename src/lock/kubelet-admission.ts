@@ -1,5 +1,6 @@
 import type { PodRef } from './lock-value.js';
 import { mayBeAdmittedOn, type GoneIncarnation } from './lock-owner.js';
+import { systemClock, type Clock } from '../base/clock.js';
 
 /**
  * May the kubelet of a node still admit a pod that is gone from the API, and so call the device
@@ -29,8 +30,9 @@ import { mayBeAdmittedOn, type GoneIncarnation } from './lock-owner.js';
  *   more than `aliveMarginMs` after the lock was written (both times as the apiserver recorded them in
  *   managedFields, so no clock of ours or kubelet's is compared with another) and at least
  *   `aliveMarginMs` (plus a second of rounding) before the apiserver answered the Lease read (its
- *   Date header; our clock only when it sends none). Found by chaos on real nodes: with replicas SIGKILLed every few
- *   seconds each new process started its wait for a renewal afresh, and a lock stayed 90 s.
+ *   Date header; our clock only when it sends none). Found by chaos on real nodes: with replicas
+ *   SIGKILLed every few seconds each new process started its wait for a renewal afresh, and a lock
+ *   stayed 90 s.
  * Without any of them the lock stays held (and stalls at NODELOCK_EXPIRE like any lock awaiting
  * allocation), which costs the next pod time but never its GPUs.
  */
@@ -55,25 +57,30 @@ export interface KubeletEvidenceApi {
   kubeletRegistered(node: string, signal?: AbortSignal): Promise<boolean>;
   /** Whether the kubelet of `node` recorded an Event about this pod incarnation. */
   kubeletReportedOn(node: string, pod: PodRef & { uid: string }, signal?: AbortSignal): Promise<boolean>;
-  /** The pods HAMi-style binds placed on `node` that its kubelet has not acknowledged yet (kubelet-acknowledgement.ts). */
+  /**
+   * The pods HAMi-style binds placed on `node` that its kubelet has not acknowledged yet
+   * (kubelet-acknowledgement.ts).
+   */
   awaitingAcknowledgement(node: string, signal?: AbortSignal): Promise<PodRef[]>;
+}
+
+/** A lock on `node` whose owner is gone, as mayStillAdmit is asked about it. */
+export interface GoneOwnerLock {
+  node: string;
+  /** The pod the lock names. */
+  owner: PodRef;
+  /** The lock's value as on the node. */
+  lockValue: string;
+  /** The gone incarnations the lock may have been written for (empty: the store saw none go). */
+  candidates: readonly GoneIncarnation[];
+  /** The apiserver's record of the lock's write (the node's managedFields), if known. */
+  lockWrittenAt?: Date | undefined;
 }
 
 /** The questions NodeLocks asks of the kubelet's traces before it frees a lock that may still be used. */
 export interface KubeletAdmissionCheck {
-  /**
-   * Before it frees a lock whose owner is gone. `candidates`: the gone incarnations the lock may have
-   * been written for (empty: the store saw none go). `lockWrittenAt`: the apiserver's record of the
-   * lock's write (the node's managedFields), if known.
-   */
-  mayStillAdmit(
-    node: string,
-    owner: PodRef,
-    lockValue: string,
-    candidates: readonly GoneIncarnation[],
-    signal?: AbortSignal,
-    lockWrittenAt?: Date,
-  ): Promise<boolean>;
+  /** Before it frees a lock whose owner is gone. */
+  mayStillAdmit(lock: GoneOwnerLock, signal?: AbortSignal): Promise<boolean>;
   /**
    * Before NODELOCK_FORCE_AFTER frees the stalled lock of `owner` (bound to `node`, or gone from
    * there while allocating): may it go without kubelet later serving a queued pod through a lock that
@@ -101,7 +108,7 @@ export function admissibleCandidates(
 
 export interface KubeletAdmissionDeps {
   api: KubeletEvidenceApi;
-  clock?: () => Date;
+  clock?: Clock;
   /** How long after a Lease renewal is seen kubelet gets to report on the pod; default 5 s. */
   aliveMarginMs?: number;
   /** Nodes whose Lease is tracked at most (oldest dropped first); default 10,000. */
@@ -120,46 +127,46 @@ export const DEFAULT_KUBELET_ALIVE_MARGIN_MS = 5_000;
 
 export class KubeletAdmission implements KubeletAdmissionCheck {
   private readonly tracks = new Map<string, LeaseTrack>();
-  private readonly clock: () => Date;
+  private readonly clock: Clock;
   private readonly marginMs: number;
   private readonly maxTracked: number;
 
   constructor(private readonly deps: KubeletAdmissionDeps) {
-    this.clock = deps.clock ?? (() => new Date());
+    this.clock = deps.clock ?? systemClock;
     this.marginMs = deps.aliveMarginMs ?? DEFAULT_KUBELET_ALIVE_MARGIN_MS;
     this.maxTracked = deps.maxTracked ?? 10_000;
   }
 
-  async mayStillAdmit(
-    node: string,
-    owner: PodRef,
-    lockValue: string,
-    candidates: readonly GoneIncarnation[],
-    signal?: AbortSignal,
-    lockWrittenAt?: Date,
-  ): Promise<boolean> {
-    const admissible = admissibleCandidates(candidates, node);
+  async mayStillAdmit(lock: GoneOwnerLock, signal?: AbortSignal): Promise<boolean> {
+    const { node } = lock;
+    const admissible = admissibleCandidates(lock.candidates, node);
     if (admissible?.length === 0) return false;
     const found = await this.deps.api.nodeLease(node, signal);
-    if (found === undefined && !(await this.deps.api.kubeletRegistered(node, signal))) {
-      this.tracks.delete(node);
-      return false;
-    }
-    // A kubelet without a Lease yet: its creation will count as the renewal.
-    const lease = found?.resourceVersion ?? '';
-    if (admissible !== undefined && (await this.allReportedOn(node, owner, admissible, signal))) return false;
-    const now = this.clock().getTime();
+    if (found === undefined && !(await this.deps.api.kubeletRegistered(node, signal))) return this.forget(node);
+    if (admissible !== undefined && (await this.allReportedOn(node, lock.owner, admissible, signal))) return false;
+    const now = this.clock();
     // managedFields times are whole seconds, cut down: the renewal may be up to a second later than
     // recorded. How long ago it was is read on the apiserver's clock when it says (Date header, also
     // whole seconds: the one second more covers both), else on ours.
-    if (
-      admissible === undefined &&
-      renewedWellAfter(found?.renewedAt, lockWrittenAt, this.marginMs) &&
-      renewedLongAgo(found, now, this.marginMs)
-    ) {
-      this.tracks.delete(node);
-      return false;
-    }
+    const renewedSince =
+      renewedWellAfter(found?.renewedAt, lock.lockWrittenAt, this.marginMs) &&
+      renewedLongAgo(found, now, this.marginMs);
+    if (admissible === undefined && renewedSince) return this.forget(node);
+    // A kubelet without a Lease yet: its creation will count as the renewal.
+    return this.awaitingRenewal(node, lock.lockValue, found?.resourceVersion ?? '', now);
+  }
+
+  /** Stops tracking the node's Lease: kubelet is past the gone owner. */
+  private forget(node: string): false {
+    this.tracks.delete(node);
+    return false;
+  }
+
+  /**
+   * Whether kubelet has not yet been seen running long enough since the owner went: no Lease
+   * version after the one of the first look at this lock, or one seen less than the margin ago.
+   */
+  private awaitingRenewal(node: string, lockValue: string, lease: string, now: number): boolean {
     const track = this.tracks.get(node);
     if (track?.lockValue !== lockValue) {
       // The first look at this lock with its owner gone: only a later renewal proves kubelet ran since.
@@ -198,7 +205,7 @@ export class KubeletAdmission implements KubeletAdmissionCheck {
     // Allocate for the owner (seen on a real kubelet under load, real-reordered-admission.test.ts).
     if (
       !renewedWellAfter(found.renewedAt, lockWrittenAt, this.marginMs) ||
-      !renewedLongAgo(found, this.clock().getTime(), this.marginMs)
+      !renewedLongAgo(found, this.clock(), this.marginMs)
     )
       return false;
     const waiting = await this.deps.api.awaitingAcknowledgement(node, signal);

@@ -54,7 +54,8 @@ export class LockContentionError extends NodeLockError {
         ? 'unknown age'
         : `${Math.round(classification.ageMs / 1000)}s old${stampAhead(classification)}`;
     super(
-      `node ${node} is locked by ${describeHolder(holder)} (${age}, ${classification.state}: ${classification.reason}); ${podKey(requester)} must wait`,
+      `node ${node} is locked by ${describeHolder(holder)} (${age}, ${classification.state}: ` +
+        `${classification.reason}); ${podKey(requester)} must wait`,
     );
   }
 }

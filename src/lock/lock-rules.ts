@@ -45,7 +45,10 @@ export type LockClassification =
       reason: 'awaiting-allocation-past-expiry';
       ageMs: number;
       clockSkewMs?: number;
-      /** Set when NODELOCK_FORCE_AFTER has passed but is withheld: the node's kubelet may still admit the owner from its queue. */
+      /**
+       * Set when NODELOCK_FORCE_AFTER has passed but is withheld:
+       * the node's kubelet may still admit the owner from its queue.
+       */
       forceWithheld?: 'kubelet-queue';
     }
   | { state: 'releasable'; reason: ReleaseReason; ageMs: number | undefined; clockSkewMs?: number };
@@ -71,14 +74,16 @@ export interface LockFacts {
 export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
   'owner-not-found': 'the pod named by the lock does not exist',
   'owner-replaced':
-    'the lock was written for an earlier incarnation of the pod, which is gone (or the pod of that name is not bound here and the bind grace is over)',
+    'the lock was written for an earlier incarnation of the pod, which is gone (or the pod of that name is not ' +
+    'bound here and the bind grace is over)',
   'owner-bound-elsewhere': 'the pod is bound to another node, so no bind to this node can still be running',
   'owner-terminal': 'the pod has Succeeded or Failed',
   'owner-deleting': 'the pod is being deleted',
   'allocation-finished':
     'the pod is bound here and its allocation is over (bind-phase success or failed); the lock was left behind',
   'owner-admitted':
-    'kubelet has admitted the pod here (status.startTime set, or a container started), so its Allocate was answered, but bind-phase was never set to success: the device plugin left the lock behind',
+    'kubelet has admitted the pod here (status.startTime set, or a container started), so its Allocate was ' +
+    'answered, but bind-phase was never set to success: the device plugin left the lock behind',
   'owner-not-allocating': 'the pod is bound here without bind-phase=allocating and the bind grace is over',
   'legacy-expired': 'a legacy lock (no owner) older than the expiry',
   malformed: 'the value is not a lock any HAMi component can read',
@@ -115,71 +120,145 @@ export const RELEASE_REASON_TEXT: Record<ReleaseReason, string> = {
  * pod-list fallback the second the first's (3 of 3 runs; real-reordered-admission.test.ts).
  */
 export function classifyLock(facts: LockFacts): LockClassification {
-  const {
-    lock,
-    owner,
-    node: nodeName,
-    now,
-    config,
-    seenAt,
-    ownerReplaced = false,
-    goneOwnerMayBeAdmitted = false,
-    kubeletMayAdmitLater = false,
-  } = facts;
+  const { lock, now, seenAt, config } = facts;
   if (lock.kind === 'malformed') return { state: 'releasable', reason: 'malformed', ageMs: undefined };
 
   const stampAgeMs = now.getTime() - lock.time.getTime();
   const skew = stampAgeMs < 0 ? { clockSkewMs: -stampAgeMs } : {};
   const ageMs = Math.max(0, seenAt === undefined ? stampAgeMs : now.getTime() - seenAt.getTime());
+  const verdict = verdictsAt(ageMs, skew, config, facts.kubeletMayAdmitLater ?? false);
 
   if (lock.kind === 'legacy') {
-    return ageMs > config.expireMs
-      ? { state: 'releasable', reason: 'legacy-expired', ageMs, ...skew }
-      : { state: 'held', reason: 'legacy-fresh', ageMs, ...skew };
+    return ageMs > config.expireMs ? verdict.releasable('legacy-expired') : verdict.held('legacy-fresh');
   }
-
-  const releasable = (reason: ReleaseReason): LockClassification => ({ state: 'releasable', reason, ageMs, ...skew });
-  // Past the expiry and still awaited: stalled, or forced free once NODELOCK_FORCE_AFTER has passed
-  // and the node's kubelet will not admit the owner later through a lock that names another pod.
-  const stalledOrForced = (): LockClassification => {
-    const pastForce = config.forceAfterMs !== undefined && ageMs > config.forceAfterMs;
-    if (pastForce && !kubeletMayAdmitLater) return releasable('forced-after-stall');
-    return {
-      state: 'stalled',
-      reason: 'awaiting-allocation-past-expiry',
-      ageMs,
-      ...skew,
-      ...(pastForce ? { forceWithheld: 'kubelet-queue' as const } : {}),
-    };
+  if (facts.owner === undefined) return goneOwnerRule(facts, ageMs, verdict);
+  const judged: OwnerCase = {
+    owner: facts.owner,
+    boundHere: facts.owner.nodeName === facts.node,
+    elsewhere: facts.owner.nodeName !== undefined && facts.owner.nodeName !== facts.node,
+    ageMs,
+    config,
+    verdict,
   };
-  if (owner === undefined) {
-    if (!goneOwnerMayBeAdmitted) return releasable(ownerReplaced ? 'owner-replaced' : 'owner-not-found');
-    // Held like a lock awaiting allocation, with the same expiry: kubelet may be frozen or cut off.
-    if (ageMs <= config.expireMs) return { state: 'held', reason: 'kubelet-may-admit', ageMs, ...skew };
-    return stalledOrForced();
+  for (const rule of OWNER_RULES) {
+    const decided = rule(judged);
+    if (decided !== undefined) return decided;
   }
-  if (owner.phase === 'Succeeded' || owner.phase === 'Failed') return releasable('owner-terminal');
-  const boundHere = owner.nodeName === nodeName;
-  // A pod being deleted gracefully while it is bound here and not yet allocated can still be admitted
-  // by kubelet (it admits pods that arrive with a deletionTimestamp), and its Allocate resolves the
-  // pod through this lock: freed now, the lock could name the next pod by then and hand it that
-  // pod's GPUs (HAMi #3096). It stays held, by the rules below, until the pod is gone or allocated.
-  if (owner.deleting && !(boundHere && owner.bindPhase === 'allocating')) return releasable('owner-deleting');
-  // Bound elsewhere decides at once, before any age rule: kube-scheduler has re-placed the pod (e.g.
-  // after our bind died mid-way), so no bind to this node can still be running for it.
-  if (owner.nodeName !== undefined && owner.nodeName !== nodeName) return releasable('owner-bound-elsewhere');
-  // Only a pod bound to this node can have finished allocating *here*; an unbound pod may still
-  // carry bind-phase from an earlier attempt while a new bind runs.
-  if (boundHere && (owner.bindPhase === 'success' || owner.bindPhase === 'failed'))
-    return releasable('allocation-finished');
-  // kubelet allocates every container's devices when it admits a pod, before it reports any status
-  // of it: a pod it reports on is past its Allocate calls, even when the plugin never flipped
-  // bind-phase (HAMi v2.10 returns early when its re-read of the pod fails, keeping the lock).
-  if (boundHere && owner.bindPhase === 'allocating' && owner.admitted === true) return releasable('owner-admitted');
-  if (ageMs < config.bindGraceMs) return { state: 'held', reason: 'bind-in-progress', ageMs, ...skew };
-  if (boundHere && owner.bindPhase === 'allocating') {
-    if (ageMs <= config.expireMs) return { state: 'held', reason: 'awaiting-allocation', ageMs, ...skew };
-    return stalledOrForced();
-  }
-  return releasable(boundHere ? 'owner-not-allocating' : 'owner-replaced');
+  return verdict.releasable(judged.boundHere ? 'owner-not-allocating' : 'owner-replaced');
 }
+
+/** The classifications of a lock whose age is known (its age and clock skew filled in). */
+interface Verdicts {
+  held(reason: HeldReason): LockClassification;
+  releasable(reason: ReleaseReason): LockClassification;
+  /**
+   * Past the expiry and still awaited: stalled, or forced free once NODELOCK_FORCE_AFTER has passed
+   * and the node's kubelet will not admit the owner later through a lock that names another pod.
+   */
+  stalledOrForced(): LockClassification;
+}
+
+function verdictsAt(
+  ageMs: number,
+  skew: { clockSkewMs?: number },
+  config: LockRulesConfig,
+  kubeletMayAdmitLater: boolean,
+): Verdicts {
+  const releasable = (reason: ReleaseReason): LockClassification => ({ state: 'releasable', reason, ageMs, ...skew });
+  return {
+    held: (reason) => ({ state: 'held', reason, ageMs, ...skew }),
+    releasable,
+    stalledOrForced: () => {
+      const pastForce = config.forceAfterMs !== undefined && ageMs > config.forceAfterMs;
+      if (pastForce && !kubeletMayAdmitLater) return releasable('forced-after-stall');
+      return {
+        state: 'stalled',
+        reason: 'awaiting-allocation-past-expiry',
+        ageMs,
+        ...skew,
+        ...(pastForce ? { forceWithheld: 'kubelet-queue' as const } : {}),
+      };
+    },
+  };
+}
+
+/**
+ * The owner is gone: releasable, unless the node's kubelet may still admit it. Then it is held like
+ * a lock awaiting allocation, with the same expiry: kubelet may be frozen or cut off.
+ */
+function goneOwnerRule(facts: LockFacts, ageMs: number, verdict: Verdicts): LockClassification {
+  if (facts.goneOwnerMayBeAdmitted !== true) {
+    return verdict.releasable(facts.ownerReplaced === true ? 'owner-replaced' : 'owner-not-found');
+  }
+  return ageMs <= facts.config.expireMs ? verdict.held('kubelet-may-admit') : verdict.stalledOrForced();
+}
+
+/** A lock naming a live incarnation, as each of OWNER_RULES sees it. */
+interface OwnerCase {
+  owner: OwnerPod;
+  /** The owner is bound to the lock's node. */
+  boundHere: boolean;
+  /** The owner is bound to another node. */
+  elsewhere: boolean;
+  ageMs: number;
+  config: LockRulesConfig;
+  verdict: Verdicts;
+}
+
+/** One rule: the classification when it decides the lock, undefined to leave it to the next. */
+type OwnerRule = (judged: OwnerCase) => LockClassification | undefined;
+
+/** Bound here and waiting for the device plugin's Allocate. */
+const allocatingHere = ({ owner, boundHere }: OwnerCase): boolean => boundHere && owner.bindPhase === 'allocating';
+
+const ownerTerminal: OwnerRule = ({ owner, verdict }) =>
+  owner.phase === 'Succeeded' || owner.phase === 'Failed' ? verdict.releasable('owner-terminal') : undefined;
+
+// A pod being deleted gracefully while it is bound here and not yet allocated can still be admitted
+// by kubelet (it admits pods that arrive with a deletionTimestamp), and its Allocate resolves the
+// pod through this lock: freed now, the lock could name the next pod by then and hand it that
+// pod's GPUs (HAMi #3096). It stays held, by the rules below, until the pod is gone or allocated.
+const ownerDeleting: OwnerRule = (judged) =>
+  judged.owner.deleting && !allocatingHere(judged) ? judged.verdict.releasable('owner-deleting') : undefined;
+
+// Bound elsewhere decides at once, before any age rule: kube-scheduler has re-placed the pod (e.g.
+// after our bind died mid-way), so no bind to this node can still be running for it.
+const ownerBoundElsewhere: OwnerRule = ({ elsewhere, verdict }) =>
+  elsewhere ? verdict.releasable('owner-bound-elsewhere') : undefined;
+
+// Only a pod bound to this node can have finished allocating *here*; an unbound pod may still
+// carry bind-phase from an earlier attempt while a new bind runs.
+const allocationFinished: OwnerRule = ({ owner, boundHere, verdict }) =>
+  boundHere && (owner.bindPhase === 'success' || owner.bindPhase === 'failed')
+    ? verdict.releasable('allocation-finished')
+    : undefined;
+
+// kubelet allocates every container's devices when it admits a pod, before it reports any status
+// of it: a pod it reports on is past its Allocate calls, even when the plugin never flipped
+// bind-phase (HAMi v2.10 returns early when its re-read of the pod fails, keeping the lock).
+const ownerAdmitted: OwnerRule = (judged) =>
+  allocatingHere(judged) && judged.owner.admitted === true ? judged.verdict.releasable('owner-admitted') : undefined;
+
+const bindInProgress: OwnerRule = ({ ageMs, config, verdict }) =>
+  ageMs < config.bindGraceMs ? verdict.held('bind-in-progress') : undefined;
+
+const awaitingAllocation: OwnerRule = (judged) => {
+  if (!allocatingHere(judged)) return undefined;
+  const { ageMs, config, verdict } = judged;
+  return ageMs <= config.expireMs ? verdict.held('awaiting-allocation') : verdict.stalledOrForced();
+};
+
+/**
+ * The rules for a lock whose owner exists, in order: the first that decides wins. A lock none of
+ * them decides is past the bind grace with no allocation here to wait for: owner-not-allocating
+ * when its pod is bound here, owner-replaced when the pod of that name is not bound at all.
+ */
+const OWNER_RULES: readonly OwnerRule[] = [
+  ownerTerminal,
+  ownerDeleting,
+  ownerBoundElsewhere,
+  allocationFinished,
+  ownerAdmitted,
+  bindInProgress,
+  awaitingAllocation,
+];

@@ -28,6 +28,7 @@ import type {
 } from './lock-events.js';
 import { DEFAULT_RETRY, RetryBudget, type RetryPolicy } from './retry-budget.js';
 import { sleep } from '../base/abort.js';
+import { systemClock, type Clock } from '../base/clock.js';
 
 /** What NodeLocks works with: the API port, the state store's view, the rules' settings and the kubelet checks. */
 export interface NodeLocksDeps {
@@ -40,7 +41,7 @@ export interface NodeLocksDeps {
    * kubelet may still admit that pod (kubelet-admission.ts). Without it such a lock is released.
    */
   kubeletAdmission?: KubeletAdmissionCheck;
-  clock?: () => Date;
+  clock?: Clock;
   observer?: LockObserver;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
@@ -52,7 +53,10 @@ type LockStep<R> =
   | { kind: 'done'; result: R }
   /** The view's answer is not enough to act on: read the node and its owner from the API. */
   | { kind: 'reread-from-api' }
-  /** Write `value` (null: remove the lock) over `resourceVersion`; `written` makes the result, `refused` undoes bookkeeping. */
+  /**
+   * Write `value` (null: remove the lock) over `resourceVersion`; `written` makes the result,
+   * `refused` undoes bookkeeping.
+   */
   | {
       kind: 'write';
       resourceVersion: string;
@@ -69,6 +73,50 @@ export type LockingPod = PodRef & { uid?: string | undefined };
 /** The pod whose DELETE is being admitted right now (the webhook): it counts as being deleted. */
 export type DeletedPod = PodRef & { uid: string };
 
+/** One run of the read-classify-write loop: the node, what it is for, and where its first read comes from. */
+interface LockPass {
+  node: string;
+  signal: AbortSignal | undefined;
+  /** Start from the state store (a step may still ask for an API read). */
+  fromViewAtStart: boolean;
+  /** What the pass does, for the retry budget's error. */
+  what: string;
+}
+
+/** One pass of acquire's step: the call and the node state it read. */
+interface AcquireAttempt {
+  node: string;
+  pod: LockingPod;
+  options: AcquireOptions;
+  /** Every value this call wrote, or may have written (an answer lost). */
+  written: string[];
+  snapshot: NodeSnapshot;
+  fromView: boolean;
+  budget: RetryBudget;
+}
+
+/** How acquire writes its value: on a free node, over its own incarnation's lock, or over a releasable one. */
+type AcquireWrite =
+  | { kind: 'fresh' }
+  | { kind: 're-stamp'; previous: string }
+  | { kind: 'takeover'; replaced: NonNullable<AcquireResult['replaced']> };
+
+/** The pod carrying the lock's name as already read (undefined: none), so that it is read once. */
+interface NamedRead {
+  pod: OwnerPod | undefined;
+}
+
+/** How classify reads the lock's holder. */
+interface ClassifyOptions {
+  /** Where the holder is read from: the state store or the API (default). */
+  source?: 'view' | 'api';
+  signal?: AbortSignal | undefined;
+  /** A pod whose DELETE is being admitted, so being deleted already. */
+  deleted?: DeletedPod | undefined;
+  /** The holder as the caller read it already from `source`. */
+  named?: NamedRead | undefined;
+}
+
 /**
  * HAMi's node lock over the Kubernetes API, with the rules of lock-rules.ts deciding takeovers and
  * releases. Every write is an RV-guarded merge patch; after a 409 or a lost response the node is
@@ -77,13 +125,13 @@ export type DeletedPod = PodRef & { uid: string };
  */
 export class NodeLocks {
   private readonly mutex = new KeyedMutex();
-  private readonly clock: () => Date;
+  private readonly clock: Clock;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
   private readonly retry: RetryPolicy;
 
   constructor(private readonly deps: NodeLocksDeps) {
-    this.clock = deps.clock ?? (() => new Date());
+    this.clock = deps.clock ?? systemClock;
     this.sleep = deps.sleep ?? sleep;
     this.random = deps.random ?? Math.random;
     this.retry = deps.retry ?? DEFAULT_RETRY;
@@ -122,106 +170,102 @@ export class NodeLocks {
     options: AcquireOptions,
     written: string[],
   ): Promise<AcquireResult> {
-    const { signal } = options;
-    const what = `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`;
-    return this.readClassifyWrite<AcquireResult>(node, signal, this.viewIsCurrent(), what, async (fromView, budget) => {
+    const pass: LockPass = {
+      node,
+      signal: options.signal,
+      fromViewAtStart: this.viewIsCurrent(),
+      what: `acquire the lock on node ${node} for ${pod.namespace}/${pod.name}`,
+    };
+    return this.readClassifyWrite<AcquireResult>(pass, async (fromView, budget) => {
       const snapshot =
-        (fromView ? this.deps.view?.node(node) : undefined) ?? (await this.deps.api.readNode(node, signal));
+        (fromView ? this.deps.view?.node(node) : undefined) ?? (await this.deps.api.readNode(node, options.signal));
+      const attempt: AcquireAttempt = { node, pod, options, written, snapshot, fromView, budget };
       const current = snapshot.lock;
-      let replaced: AcquireResult['replaced'];
-      let previous: string | undefined;
-      if (current !== undefined) {
-        const value = parseLockValue(current);
-        // Our own earlier write whose answer was lost still counts as this call's acquisition.
-        if (isOwnedBy(value, pod) && written.includes(current))
-          return {
-            kind: 'done',
-            result: this.acquired(snapshot, snapshot.resourceVersion, pod, current, budget.attempts, undefined),
-          };
-        // A lock of this name is ours to re-stamp only when it was written for this very incarnation:
-        // one written for an earlier pod of the name may still be used by kubelet to admit that pod
-        // (invariant 9), so it is judged like any other pod's lock.
-        if (
-          value.kind === 'owned' &&
-          isOwnedBy(value, pod) &&
-          (await this.writtenForThisPod(snapshot, value, pod, fromView, signal))
-        ) {
-          if (options.mayReenter?.() === false) {
-            const classification: LockClassification = {
-              state: 'held',
-              reason: 'bind-in-progress',
-              ageMs: this.ageOf(node, value) ?? 0,
-            };
-            this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification });
-            throw new LockContentionError(node, pod, value, classification);
-          }
-          previous = current;
-        } else {
-          const decided = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal);
-          if (
-            decided.classification.state === 'releasable' &&
-            decided.classification.reason === 'allocation-finished' &&
-            options.takeOverFinished?.(node, current) === false
-          ) {
-            const classification: LockClassification = {
-              state: 'held',
-              reason: 'release-pending',
-              ageMs: decided.classification.ageMs ?? 0,
-            };
-            this.emit({ type: 'contention', node, pod, holder: current, holderValue: value, classification });
-            throw new LockContentionError(node, pod, value, classification);
-          }
-          // Never free another pod's lock on the word of a possibly lagging view.
-          if (decided.classification.state === 'releasable' && fromView) return { kind: 'reread-from-api' };
-          if (decided.classification.state !== 'releasable') {
-            this.emit({
-              type: 'contention',
-              node,
-              pod,
-              holder: current,
-              holderValue: value,
-              classification: decided.classification,
-            });
-            if (decided.classification.state === 'stalled') this.emitStalled(node, value, decided.classification);
-            throw new LockContentionError(node, pod, value, decided.classification);
-          }
-          replaced = { value: current, reason: decided.classification.reason };
-        }
+      if (current === undefined) return this.writeAcquisition(attempt, { kind: 'fresh' });
+      const value = parseLockValue(current);
+      // Our own earlier write whose answer was lost still counts as this call's acquisition.
+      if (isOwnedBy(value, pod) && written.includes(current)) {
+        return { kind: 'done', result: this.acquired(attempt, snapshot, current) };
       }
-      if (previous === undefined) await options.beforeWrite?.(snapshot, signal);
-      const value = formatLockValue(this.clock(), pod);
-      const fresh = !written.includes(value);
-      if (fresh) written.push(value);
-      return {
-        kind: 'write',
-        resourceVersion: snapshot.resourceVersion,
-        value,
-        writtenFor: pod.uid,
-        written: (result) => {
-          if (previous === undefined)
-            return this.acquired(result, snapshot.resourceVersion, pod, value, budget.attempts, replaced);
-          this.emit({ type: 'reentrant', node, pod, value, previous });
-          return {
-            outcome: 'reentrant',
-            node,
-            value,
-            resourceVersion: result.resourceVersion,
-            writtenOver: snapshot.resourceVersion,
-            attempts: budget.attempts,
-          };
-        },
-        // A definite refusal wrote nothing: forget that value again.
-        refused: (error) => {
-          if (
-            fresh &&
-            (error instanceof WriteConflictError ||
-              error instanceof WriteRejectedError ||
-              error instanceof NodeNotFoundError)
-          )
-            written.splice(written.indexOf(value), 1);
-        },
-      };
+      const how = await this.overHolder(attempt, value);
+      return how === 'reread-from-api' ? { kind: 'reread-from-api' } : this.writeAcquisition(attempt, how);
     });
+  }
+
+  /**
+   * How acquire may write over the lock it found, `value`: as a re-stamp of a lock written for this
+   * very incarnation, or as a takeover of a releasable one (confirmed by an API read first). Throws
+   * LockContentionError while its holder may still need it.
+   */
+  private async overHolder(attempt: AcquireAttempt, value: LockValue): Promise<AcquireWrite | 'reread-from-api'> {
+    const { node, pod, options, snapshot, fromView } = attempt;
+    const source = fromView ? 'view' : 'api';
+    let named: NamedRead | undefined;
+    // A lock of this name is ours to re-stamp only when it was written for this very incarnation:
+    // one written for an earlier pod of the name may still be used by kubelet to admit that pod
+    // (invariant 9), so it is judged like any other pod's lock, from the same read of the pod.
+    // Without a UID to compare (a caller that knows only the name) the name decides.
+    if (value.kind === 'owned' && isOwnedBy(value, pod)) {
+      if (pod.uid !== undefined) named = { pod: await this.namedPod(value, source, options.signal) };
+      if (pod.uid === undefined || this.writtenForThisPod(snapshot, value, pod.uid, named?.pod)) {
+        const ageMs = this.ageOf(node, value) ?? 0;
+        if (options.mayReenter?.() === false)
+          this.refuse(attempt, value, { state: 'held', reason: 'bind-in-progress', ageMs });
+        return { kind: 're-stamp', previous: value.raw };
+      }
+    }
+    const { classification } = await this.classify(snapshot, value, { source, signal: options.signal, named });
+    if (classification.state !== 'releasable') return this.refuse(attempt, value, classification);
+    if (classification.reason === 'allocation-finished' && options.takeOverFinished?.(node, value.raw) === false) {
+      return this.refuse(attempt, value, {
+        state: 'held',
+        reason: 'release-pending',
+        ageMs: classification.ageMs ?? 0,
+      });
+    }
+    // Never free another pod's lock on the word of a possibly lagging view.
+    if (fromView) return 'reread-from-api';
+    return { kind: 'takeover', replaced: { value: value.raw, reason: classification.reason } };
+  }
+
+  /** Reports the contention (and a stalled holder) and refuses: the holder may still need its lock. */
+  private refuse(attempt: AcquireAttempt, holder: LockValue, classification: LockClassification): never {
+    const { node, pod } = attempt;
+    this.emit({ type: 'contention', node, pod, holder: holder.raw, holderValue: holder, classification });
+    if (classification.state === 'stalled') this.emitStalled(node, holder, classification);
+    throw new LockContentionError(node, pod, holder, classification);
+  }
+
+  /** The write of a new lock value for the pod, and the result it makes once it lands. */
+  private async writeAcquisition(attempt: AcquireAttempt, how: AcquireWrite): Promise<LockStep<AcquireResult>> {
+    const { node, pod, options, written, snapshot } = attempt;
+    if (how.kind !== 're-stamp') await options.beforeWrite?.(snapshot, options.signal);
+    const value = formatLockValue(new Date(this.clock()), pod);
+    const fresh = !written.includes(value);
+    if (fresh) written.push(value);
+    return {
+      kind: 'write',
+      resourceVersion: snapshot.resourceVersion,
+      value,
+      writtenFor: pod.uid,
+      written: (result) => {
+        if (how.kind === 'fresh') return this.acquired(attempt, result, value);
+        if (how.kind === 'takeover') return this.acquired(attempt, result, value, how.replaced);
+        this.emit({ type: 'reentrant', node, pod, value, previous: how.previous });
+        return {
+          outcome: 'reentrant',
+          node,
+          value,
+          resourceVersion: result.resourceVersion,
+          writtenOver: snapshot.resourceVersion,
+          attempts: attempt.budget.attempts,
+        };
+      },
+      // A definite refusal wrote nothing: forget that value again.
+      refused: (error) => {
+        if (fresh && isDefiniteRefusal(error)) written.splice(written.indexOf(value), 1);
+      },
+    };
   }
 
   /**
@@ -240,7 +284,7 @@ export class NodeLocks {
     const fromViewAtStart = this.viewIsCurrent() && options.expectValues === undefined;
     const what = `release the lock on node ${node} for ${pod.namespace}/${pod.name}`;
     return this.mutex.run(node, () =>
-      this.readClassifyWrite<ReleaseResult>(node, signal, fromViewAtStart, what, async (fromView) => {
+      this.readClassifyWrite<ReleaseResult>({ node, signal, fromViewAtStart, what }, async (fromView) => {
         const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
         if (snapshot === undefined) return { kind: 'done', result: { outcome: 'not-locked', node } };
         const current = snapshot.lock;
@@ -282,10 +326,7 @@ export class NodeLocks {
     const { signal, deleted } = options;
     return this.mutex.run(node, () =>
       this.readClassifyWrite<ConditionalReleaseResult>(
-        node,
-        signal,
-        this.viewIsCurrent(),
-        `release the releasable lock on node ${node}`,
+        { node, signal, fromViewAtStart: this.viewIsCurrent(), what: `release the releasable lock on node ${node}` },
         async (fromView) => {
           const snapshot = fromView ? this.lockedFromView(node) : await this.readLockedNode(node, signal);
           if (snapshot === undefined)
@@ -295,7 +336,11 @@ export class NodeLocks {
           // On behalf of a pod being deleted, only that pod's lock: another pod's lock is the sweeper's.
           if (deleted !== undefined && !isOwnedBy(value, deleted))
             return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
-          const { classification } = await this.classify(snapshot, value, fromView ? 'view' : 'api', signal, deleted);
+          const { classification } = await this.classify(snapshot, value, {
+            source: fromView ? 'view' : 'api',
+            signal,
+            deleted,
+          });
           if (classification.state !== 'releasable') {
             if (classification.state === 'stalled') this.emitStalled(node, value, classification);
             return {
@@ -346,14 +391,12 @@ export class NodeLocks {
    * the API (a view may lag); the retry budget paces errors and conflicts, and says when to give up.
    */
   private async readClassifyWrite<R>(
-    node: string,
-    signal: AbortSignal | undefined,
-    fromViewAtStart: boolean,
-    what: string,
+    pass: LockPass,
     step: (fromView: boolean, budget: RetryBudget) => Promise<LockStep<R>>,
   ): Promise<R> {
+    const { node, signal, what } = pass;
     const budget = this.budget();
-    let fromView = fromViewAtStart;
+    let fromView = pass.fromViewAtStart;
     for (;;) {
       signal?.throwIfAborted();
       const next = await step(fromView, budget);
@@ -412,71 +455,82 @@ export class NodeLocks {
   }
 
   /**
-   * The lock's holder (read from the view or the API), whom the lock was written for
-   * (lock-owner.ts), and what the rules say. Only an `owned` value names a pod, and parseLockValue
-   * makes every owner a possible pod name first, so a malformed value or an impossible owner costs
-   * no API call at all. `deleted`: a pod whose DELETE is being admitted, so being deleted already.
+   * The lock's holder (read from the view or the API, unless the caller read it already), whom the
+   * lock was written for (lock-owner.ts), and what the rules say. Only an `owned` value names a pod,
+   * and parseLockValue makes every owner a possible pod name first, so a malformed value or an
+   * impossible owner costs no API call at all.
    */
   private async classify(
     snapshot: NodeSnapshot,
     value: LockValue,
-    source: 'view' | 'api' = 'api',
-    signal?: AbortSignal,
-    deleted?: DeletedPod,
+    options: ClassifyOptions = {},
   ): Promise<{ owner: OwnerPod | null | undefined; classification: LockClassification }> {
-    const node = snapshot.name;
-    let owner: OwnerPod | null | undefined;
-    let resolved: LockOwner | undefined;
-    let goneOwnerMayBeAdmitted = false;
-    if (value.kind === 'owned') {
-      let named =
-        (source === 'view'
-          ? this.deps.view?.ownerPod(value.owner)
-          : await this.deps.api.readPod(value.owner, signal)) ?? undefined;
-      if (named !== undefined && deleted !== undefined && named.uid === deleted.uid && isOwnedBy(value, deleted))
-        named = { ...named, deleting: true };
-      resolved = this.resolveOwner(snapshot, value, named);
-      owner = resolved.kind === 'named' ? resolved.owner : null;
-      // Only on an API read: a gone owner seen in the view is confirmed by one before anything is freed.
-      if (resolved.kind === 'gone' && source === 'api' && this.deps.kubeletAdmission !== undefined) {
-        goneOwnerMayBeAdmitted = await this.deps.kubeletAdmission.mayStillAdmit(
-          node,
-          value.owner,
-          value.raw,
-          resolved.candidates,
-          signal,
-          lockWrittenAt(snapshot.object),
-        );
-      }
-    }
-    const now = this.clock();
-    const ownerReplaced = resolved?.kind === 'gone' && resolved.replaced;
+    const holder = value.kind === 'owned' ? await this.holderOf(snapshot, value, options) : undefined;
+    const now = new Date(this.clock());
     const rules = (kubeletMayAdmitLater: boolean) =>
       classifyLock({
         lock: value,
-        owner: owner ?? undefined,
-        node,
+        owner: holder?.owner ?? undefined,
+        node: snapshot.name,
         now,
         config: this.deps.config,
         seenAt: this.seenAt(snapshot, value, now),
-        ownerReplaced,
-        goneOwnerMayBeAdmitted,
+        ownerReplaced: holder?.replaced ?? false,
+        goneOwnerMayBeAdmitted: holder?.mayBeAdmitted ?? false,
         kubeletMayAdmitLater,
       });
-    let classification = rules(false);
+    const classification = rules(false);
     // NODELOCK_FORCE_AFTER only where kubelet will not serve a queued pod through a lock naming
     // another (a Lease read and a LIST, only for a lock the rules would force; kubelet-admission.ts).
-    if (
-      classification.state === 'releasable' &&
-      classification.reason === 'forced-after-stall' &&
-      source === 'api' &&
-      this.deps.kubeletAdmission !== undefined &&
-      value.kind === 'owned' &&
-      !(await this.deps.kubeletAdmission.mayForce(node, value.owner, lockWrittenAt(snapshot.object), signal))
-    ) {
-      classification = rules(true);
+    const forced = classification.state === 'releasable' && classification.reason === 'forced-after-stall';
+    if (forced && value.kind === 'owned' && !(await this.mayForce(snapshot, value, options))) {
+      return { owner: holder?.owner, classification: rules(true) };
     }
-    return { owner, classification };
+    return { owner: holder?.owner, classification };
+  }
+
+  /**
+   * Whom an owned lock was written for (null: an incarnation that is gone), and for a gone one
+   * whether it was replaced by a later pod of its name and whether the node's kubelet may still
+   * admit it. `deleted`: a pod whose DELETE is being admitted, so being deleted already.
+   */
+  private async holderOf(
+    snapshot: NodeSnapshot,
+    value: Extract<LockValue, { kind: 'owned' }>,
+    options: ClassifyOptions,
+  ): Promise<{ owner: OwnerPod | null; replaced: boolean; mayBeAdmitted: boolean }> {
+    const { source = 'api', signal, deleted } = options;
+    let named = options.named === undefined ? await this.namedPod(value, source, signal) : options.named.pod;
+    if (named !== undefined && deleted !== undefined && named.uid === deleted.uid && isOwnedBy(value, deleted))
+      named = { ...named, deleting: true };
+    const resolved = this.resolveOwner(snapshot, value, named);
+    if (resolved.kind === 'named') return { owner: resolved.owner, replaced: false, mayBeAdmitted: false };
+    // Only on an API read: a gone owner seen in the view is confirmed by one before anything is freed.
+    const admission = source === 'api' ? this.deps.kubeletAdmission : undefined;
+    const mayBeAdmitted =
+      admission !== undefined &&
+      (await admission.mayStillAdmit(
+        {
+          node: snapshot.name,
+          owner: value.owner,
+          lockValue: value.raw,
+          candidates: resolved.candidates,
+          lockWrittenAt: lockWrittenAt(snapshot.object),
+        },
+        signal,
+      ));
+    return { owner: null, replaced: resolved.replaced, mayBeAdmitted };
+  }
+
+  /** Whether a lock the rules would force may go: on an API read, only when kubelet-admission.ts agrees. */
+  private async mayForce(
+    snapshot: NodeSnapshot,
+    value: Extract<LockValue, { kind: 'owned' }>,
+    options: ClassifyOptions,
+  ): Promise<boolean> {
+    const admission = (options.source ?? 'api') === 'api' ? this.deps.kubeletAdmission : undefined;
+    if (admission === undefined) return true;
+    return admission.mayForce(snapshot.name, value.owner, lockWrittenAt(snapshot.object), options.signal);
   }
 
   /** Whom the lock value was written for: the pod carrying its name now, or an incarnation that is gone. */
@@ -498,21 +552,27 @@ export class NodeLocks {
 
   /**
    * Whether a lock naming `pod` was written for this incarnation (its UID), so that a retried bind
-   * may re-stamp it. Without a UID to compare (a caller that knows only the name) the name decides.
+   * may re-stamp it: `named` is the pod carrying the name, as read.
    */
-  private async writtenForThisPod(
+  private writtenForThisPod(
     snapshot: NodeSnapshot,
     value: Extract<LockValue, { kind: 'owned' }>,
-    pod: LockingPod,
-    fromView: boolean,
-    signal?: AbortSignal,
-  ): Promise<boolean> {
-    if (pod.uid === undefined) return true;
-    const named =
-      (fromView ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal)) ??
-      undefined;
+    uid: string,
+    named: OwnerPod | undefined,
+  ): boolean {
     const resolved = this.resolveOwner(snapshot, value, named);
-    return resolved.kind === 'named' && resolved.proven && resolved.owner.uid === pod.uid;
+    return resolved.kind === 'named' && resolved.proven && resolved.owner.uid === uid;
+  }
+
+  /** The pod carrying the name a lock value gives, from the state store or the API. */
+  private async namedPod(
+    value: Extract<LockValue, { kind: 'owned' }>,
+    source: 'view' | 'api',
+    signal: AbortSignal | undefined,
+  ): Promise<OwnerPod | undefined> {
+    const pod =
+      source === 'view' ? this.deps.view?.ownerPod(value.owner) : await this.deps.api.readPod(value.owner, signal);
+    return pod ?? undefined;
   }
 
   private emitStalled(
@@ -556,15 +616,18 @@ export class NodeLocks {
     signal?.throwIfAborted();
   }
 
+  /**
+   * The result of an acquisition that landed (`result`: the node as written; the node read, for a
+   * lost answer found in place), with its events: a lock taken over is released first.
+   */
   private acquired(
-    snapshot: NodeSnapshot,
-    writtenOver: string,
-    pod: PodRef,
+    attempt: AcquireAttempt,
+    result: NodeSnapshot,
     value: string,
-    attempts: number,
-    replaced: AcquireResult['replaced'],
+    replaced?: AcquireResult['replaced'],
   ): AcquireResult {
-    const node = snapshot.name;
+    const { node, pod } = attempt;
+    const attempts = attempt.budget.attempts;
     const replacedValue = replaced === undefined ? undefined : parseLockValue(replaced.value);
     if (replaced && replacedValue) {
       this.emit({
@@ -589,8 +652,8 @@ export class NodeLocks {
       outcome: replaced ? 'taken-over' : 'acquired',
       node,
       value,
-      resourceVersion: snapshot.resourceVersion,
-      writtenOver,
+      resourceVersion: result.resourceVersion,
+      writtenOver: attempt.snapshot.resourceVersion,
       attempts,
       ...(replaced ? { replaced } : {}),
     };
@@ -603,7 +666,7 @@ export class NodeLocks {
   private ageOf(node: string, value: LockValue): number | undefined {
     if (value.kind === 'malformed') return undefined;
     const since = this.deps.view?.lockSeenAt(node, value.raw) ?? value.time;
-    return Math.max(0, this.clock().getTime() - since.getTime());
+    return Math.max(0, this.clock() - since.getTime());
   }
 
   private emit(event: LockEvent): void {
@@ -613,4 +676,11 @@ export class NodeLocks {
       // Telemetry must never change a lock decision.
     }
   }
+}
+
+/** A write error that proves nothing was written. */
+function isDefiniteRefusal(error: unknown): boolean {
+  return (
+    error instanceof WriteConflictError || error instanceof WriteRejectedError || error instanceof NodeNotFoundError
+  );
 }

@@ -13,7 +13,9 @@ export interface OwnerPod {
   nodeName: string | undefined;
   /** hami.io/bind-phase: allocating (bound, waiting for Allocate), success or failed. */
   bindPhase: string | undefined;
-  /** metadata.creationTimestamp (apiserver clock, whole seconds): orders a lock's write and this pod (lock-owner.ts). */
+  /**
+   * metadata.creationTimestamp (apiserver clock, whole seconds): orders a lock's write and this pod (lock-owner.ts).
+   */
   createdAt?: Date | undefined;
   /**
    * kubelet has admitted the pod on its node: it reported `status.startTime` (set in the first

@@ -1,5 +1,6 @@
 import { Backoff } from '../base/backoff.js';
 import { formatAge } from '../base/human-age.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 /**
  * One warning line for a persistent condition instead of one per retry. A component that retries
@@ -15,7 +16,7 @@ import { formatAge } from '../base/human-age.js';
  */
 export interface ConditionLogDeps {
   emit: (level: 'warn' | 'info', message: string, condition: string) => void;
-  clock?: () => number;
+  clock?: Clock;
   /** First repeat after this long (default 60 s); each later one waits twice as long. */
   firstRepeatMs?: number;
   /** Longest wait between repeats (default 10 min). */
@@ -53,14 +54,14 @@ export const DEFAULT_FIRST_REPEAT_MS = 60_000;
 export const DEFAULT_MAX_REPEAT_MS = 10 * 60_000;
 
 export class ConditionLog {
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   private readonly firstRepeatMs: number;
   private readonly maxRepeatMs: number;
   private readonly episodes = new Map<string, Episode>();
   private readonly held = new Map<string, string>();
 
   constructor(private readonly deps: ConditionLogDeps) {
-    this.clock = deps.clock ?? Date.now;
+    this.clock = deps.clock ?? systemClock;
     this.firstRepeatMs = deps.firstRepeatMs ?? DEFAULT_FIRST_REPEAT_MS;
     this.maxRepeatMs = deps.maxRepeatMs ?? DEFAULT_MAX_REPEAT_MS;
   }
@@ -130,8 +131,10 @@ export class ConditionLog {
 
   private repeatNote(episode: Episode, now: number): string {
     const unlogged = episode.unlogged > 0 ? `${episode.unlogged} more not logged` : undefined;
-    if (episode.announced)
-      return ` (still, for ${formatAge((now - (episode.since ?? now)) / 1000)}${unlogged === undefined ? '' : `; ${unlogged}`})`;
+    if (episode.announced) {
+      const since = formatAge((now - (episode.since ?? now)) / 1000);
+      return ` (still, for ${since}${unlogged === undefined ? '' : `; ${unlogged}`})`;
+    }
     return unlogged === undefined ? '' : ` (again; ${unlogged} since the last line)`;
   }
 

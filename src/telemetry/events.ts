@@ -5,6 +5,7 @@ import { clip } from '../base/user-text.js';
 import { failureText } from './api-failure.js';
 import { ConditionLog, type ConditionReporter } from './condition-log.js';
 import { SeriesBook, type PlannedWrite, type Series, type WriteOutcome } from './event-series.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 export interface EventTarget {
   kind: 'Pod' | 'Node';
@@ -29,7 +30,7 @@ export interface EventRecorderOptions {
   /** Most Events remembered at once; default 4096, like client-go. */
   maxEntries?: number;
   /** Milliseconds now. */
-  clock?: () => number;
+  clock?: Clock;
   schedule?: ScheduleFn;
   /**
    * Where write failures go: one warning with backoff and one line on recovery. Defaults to a
@@ -90,7 +91,7 @@ function keyOf(component: string, target: EventTarget, type: EventType, reason: 
  */
 export class EventRecorder {
   private readonly intervalMs: number;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
   private readonly schedule: ScheduleFn;
   private readonly book: SeriesBook<Subject>;
   private readonly timers = new Map<Series<Subject>, { cancel(): void }>();
@@ -113,7 +114,7 @@ export class EventRecorder {
       );
     }
     const maxEntries = Math.floor(positive('maxEntries', options.maxEntries, DEFAULT_EVENT_MAX_ENTRIES));
-    this.clock = options.clock ?? Date.now;
+    this.clock = options.clock ?? systemClock;
     this.schedule = options.schedule ?? defaultSchedule;
     this.book = new SeriesBook<Subject>({ intervalMs: this.intervalMs, idleExpiryMs, maxEntries }, (series) => {
       this.cancelTimer(series);
@@ -213,7 +214,8 @@ export class EventRecorder {
       const { target, reason } = series.subject;
       this.failures.fail(
         FAILURE_CONDITION,
-        `could not write Event ${clip(reason)} for ${target.kind} ${clip(series.subject.namespace)}/${clip(target.name)}: ${failureText(error)}`,
+        `could not write Event ${clip(reason)} for ${target.kind} ` +
+          `${clip(series.subject.namespace)}/${clip(target.name)}: ${failureText(error)}`,
       );
       return { ok: false, retry: isTransientApiError(error) };
     }
@@ -258,7 +260,9 @@ export class EventRecorder {
       if (status !== 403) throw error;
       this.canPatch = false;
       this.log(
-        `cannot patch Events (${failureText(error)}): repeats now create one new Event per ${Math.round(this.intervalMs / 1000)} s instead of counting on one; grant "patch" on events to the ServiceAccount (manifests/rbac.yaml)`,
+        `cannot patch Events (${failureText(error)}): repeats now create one new Event per ` +
+          `${Math.round(this.intervalMs / 1000)} s instead of counting on one; grant "patch" on events to the ` +
+          `ServiceAccount (manifests/rbac.yaml)`,
       );
       return undefined;
     }

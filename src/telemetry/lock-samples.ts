@@ -3,6 +3,7 @@ import type { LockValue } from '../lock/lock-value.js';
 import type { LockInspection } from '../lock/lock-events.js';
 import { ownerPodFrom } from '../lock/owner-pod.js';
 import type { LockSample } from './metrics.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 type PodLike = Parameters<typeof ownerPodFrom>[0];
 
@@ -32,10 +33,10 @@ export function lockSampleOf(inspection: LockInspection): LockSample | undefined
 export function cachedLockSource(
   view: LockedNodeView,
   config: LockRulesConfig,
-  clock: () => Date = () => new Date(),
+  clock: Clock = systemClock,
 ): () => LockSample[] {
   return () => {
-    const now = clock();
+    const now = new Date(clock());
     const samples: LockSample[] = [];
     for (const node of view.lockedNodes()) {
       const lock = view.lockOf(node);

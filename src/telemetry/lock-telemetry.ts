@@ -7,6 +7,7 @@ import { formatAge } from '../base/human-age.js';
 import type { Logger } from './logger.js';
 import type { WardenMetrics } from './metrics.js';
 import { DEFAULT_STALLED_LIMITS, StalledLocks, type Stall, type StallReport } from './stalled-locks.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 /** What LockTelemetry needs of an EventRecorder (the class, or an in-memory stand-in in tests). */
 export type EventSink = Pick<EventRecorder, 'record'>;
@@ -21,10 +22,13 @@ export interface LockTelemetryDeps {
    * again after this long (default 5 min), each reminder waiting twice as long as the last...
    */
   stalledRepeatMs?: number;
-  /** ...up to this long (default 30 min; keep it under the EventRecorder's idle expiry, 1 h, so reminders count on one Event). */
+  /**
+   * ...up to this long (default 30 min; keep it under the
+   * EventRecorder's idle expiry, 1 h, so reminders count on one Event).
+   */
   stalledMaxRepeatMs?: number;
   /** Milliseconds now; injected so tests can step over the backoff. */
-  now?: () => number;
+  now?: Clock;
   /**
    * The holder pod's uid when known (e.g. from the informer cache). `kubectl describe pod` selects
    * events by uid, so without it the pod's NodeLockStalled shows only in `kubectl get events`.
@@ -77,11 +81,11 @@ function seconds(ms: number | undefined): number | undefined {
  * on purpose; Events are written fire-and-forget by the EventRecorder.
  */
 export class LockTelemetry implements LockObserver, SweepObserver {
-  private readonly now: () => number;
+  private readonly now: Clock;
   private readonly stalls: StalledLocks;
 
   constructor(private readonly deps: LockTelemetryDeps) {
-    this.now = deps.now ?? Date.now;
+    this.now = deps.now ?? systemClock;
     const firstRepeatMs = deps.stalledRepeatMs ?? DEFAULT_STALLED_LIMITS.firstRepeatMs;
     this.stalls = new StalledLocks({
       ...DEFAULT_STALLED_LIMITS,
@@ -119,7 +123,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
             reason: event.classification.reason,
             ageSeconds: seconds(event.classification.ageMs),
           },
-          `lock on node ${event.node} refused to ${podKey(event.pod)}: ${event.classification.state} by ${describeHolder(event.holderValue)}`,
+          `lock on node ${event.node} refused to ${podKey(event.pod)}: ` +
+            `${event.classification.state} by ${describeHolder(event.holderValue)}`,
         );
         return;
       case 'stalled':
@@ -148,7 +153,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
         path: 'device-plugin',
         ...stalledFields(stall, this.now()),
       },
-      `lock on node ${node} released outside vgpu-warden${holder === null ? '' : ` (held by ${holder})`}${stalledSuffix(stall, this.now())}`,
+      `lock on node ${node} released outside vgpu-warden` +
+        `${holder === null ? '' : ` (held by ${holder})`}${stalledSuffix(stall, this.now())}`,
     );
   }
 
@@ -170,7 +176,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
           value: logValue(stall.value),
           ...stalledFields(stall, now),
         },
-        `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer stalled${stalledSuffix(stall, now)}: gone or replaced outside vgpu-warden`,
+        `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer ` +
+          `stalled${stalledSuffix(stall, now)}: gone or replaced outside vgpu-warden`,
       );
     }
   }
@@ -225,7 +232,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
       nodeTarget(event.node),
       'Normal',
       'NodeLockReleased',
-      `Released the node lock of ${describeHolder(value)}${age}: ${describeReason(event.reason)}; released by ${PATH_TEXT[event.path]}`,
+      `Released the node lock of ${describeHolder(value)}${age}: ` +
+        `${describeReason(event.reason)}; released by ${PATH_TEXT[event.path]}`,
     );
   }
 
@@ -264,7 +272,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const unlogged = report.unlogged > 0 ? `; ${report.unlogged} reports not logged` : '';
     this.deps.log?.warn(
       { ...fields, reminder: true, unlogged: report.unlogged, stalledSeconds: seconds(now - report.stall.since) },
-      `lock on node ${event.node} held by ${who} is still stalled (for ${formatAge((now - report.stall.since) / 1000)}${unlogged})`,
+      `lock on node ${event.node} held by ${who} is still stalled (for ` +
+        `${formatAge((now - report.stall.since) / 1000)}${unlogged})`,
     );
   }
 
@@ -279,7 +288,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
         value: logValue(stall.value),
         ...stalledFields(stall, now),
       },
-      `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer stalled${stalledSuffix(stall, now)}: replaced by another lock`,
+      `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer ` +
+        `stalled${stalledSuffix(stall, now)}: replaced by another lock`,
     );
   }
 
@@ -289,15 +299,20 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     const age = formatAge(event.ageMs / 1000);
     // Why we keep it, and what frees it, so whoever reads the Event knows what to do.
     const advice =
-      "It is kept: taking it over would let the device plugin serve this pod's Allocate with another pod's GPUs (HAMi #3096). " +
+      "It is kept: taking it over would let the device plugin serve this pod's Allocate with another pod's GPUs " +
+      '(HAMi #3096). ' +
       (event.forceWithheld === 'kubelet-queue'
-        ? "NODELOCK_FORCE_AFTER has passed but is withheld: the node's kubelet has not renewed its Lease since the lock was written (frozen or cut off), or another pod there still awaits its Allocate, so kubelet would still admit this pod through the lock. Check the kubelet and the device plugin on this node."
-        : "Check the device plugin on this node; NODELOCK_FORCE_AFTER releases such locks once the node's kubelet is running.");
+        ? "NODELOCK_FORCE_AFTER has passed but is withheld: the node's kubelet has not renewed its Lease since the " +
+          'lock was written (frozen or cut off), or another pod there still awaits its Allocate, so kubelet would ' +
+          'still admit this pod through the lock. Check the kubelet and the device plugin on this node.'
+        : "Check the device plugin on this node; NODELOCK_FORCE_AFTER releases such locks once the node's kubelet " +
+          'is running.');
     this.deps.events.record(
       nodeTarget(event.node),
       'Warning',
       'NodeLockStalled',
-      `The node lock of ${describeHolder(value)} is ${age} old, past NODELOCK_EXPIRE, and the pod is still waiting for Allocate. ${advice}`,
+      `The node lock of ${describeHolder(value)} is ${age} old, past NODELOCK_EXPIRE, and the pod is still waiting ` +
+        `for Allocate. ${advice}`,
     );
     if (value.kind === 'owned') {
       const uid = this.deps.podUid?.(value.owner);
@@ -310,7 +325,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
         },
         'Warning',
         'NodeLockStalled',
-        `This pod has held the lock on node ${event.node} for ${age}, past NODELOCK_EXPIRE, waiting for the device plugin's Allocate. ${advice}`,
+        `This pod has held the lock on node ${event.node} for ${age}, past NODELOCK_EXPIRE, waiting for the device ` +
+          `plugin's Allocate. ${advice}`,
       );
     }
   }

@@ -121,74 +121,13 @@ export class WardenMetrics {
     this.onLockSourceError = options.onLockSourceError ?? (() => undefined);
     this.legacyNames = options.legacyNames ?? true;
     const registers = [this.registry];
-    // prom-client calls collect() on every scrape; arrow functions keep `this` the WardenMetrics.
-    const held: Gauge<'state'> = new Gauge({
-      name: `${PREFIX}node_locks_held`,
-      help: 'Node locks (hami.io/mutex.lock) present now, by lock-rules state',
-      labelNames: ['state'],
-      registers,
-      collect: async () => {
-        const samples = await this.samples();
-        held.reset();
-        if (samples === undefined) return;
-        // Every documented state is always present, so "no stalled locks" is a 0 and not a gap.
-        const counts = new Map<string, number>(LOCK_STATES.map((state) => [state, 0]));
-        for (const sample of samples) counts.set(sample.state, (counts.get(sample.state) ?? 0) + 1);
-        for (const [state, count] of counts) held.set({ state }, count);
-      },
-    });
-    const age: Gauge<'node'> = new Gauge({
-      name: `${PREFIX}node_lock_age_seconds`,
-      help: 'Age of the node lock on each locked node (nodes without a lock, or with an unreadable one, are absent)',
-      labelNames: ['node'],
-      registers,
-      collect: async () => {
-        const samples = await this.samples();
-        // Reset first: a node whose lock went away must drop out, not keep its last age.
-        age.reset();
-        for (const sample of samples ?? []) {
-          if (sample.ageSeconds !== undefined) age.set({ node: sample.node }, sample.ageSeconds);
-        }
-      },
-    });
-
-    const unreadable: Gauge<'counted'> = new Gauge({
-      name: `${PREFIX}unreadable_allocations`,
-      help: 'Pods whose hami.io/vgpu-devices-allocated cannot be decoded, by how they are counted meanwhile (last-readable: their last readable allocation; whole-node: every GPU of their node)',
-      labelNames: ['counted'],
-      registers,
-      collect: () => {
-        unreadable.reset();
-        if (!this.leading()) return;
-        const pods = this.unreadableAllocationSource?.();
-        if (pods === undefined) return;
-        const counts = new Map<string, number>([
-          ['last-readable', 0],
-          ['whole-node', 0],
-        ]);
-        for (const pod of pods) counts.set(pod.counted, (counts.get(pod.counted) ?? 0) + 1);
-        for (const [counted, count] of counts) unreadable.set({ counted }, count);
-      },
-    });
-
-    const leader: Gauge = new Gauge({
-      name: `${PREFIX}leader`,
-      help: "Whether this replica leads (1) or not (0): only the leader sweeps and exports the cluster-wide families (HAMi's, node-lock and unreadable-allocation gauges)",
-      registers,
-      collect: () => {
-        leader.set(this.leading() ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: `${PREFIX}build_info`,
-      help: 'Always 1, labelled with the vgpu-warden version this process runs',
-      labelNames: ['version'],
-      registers,
-    }).set({ version: options.version ?? 'unknown' }, 1);
+    this.registerScrapeGauges(registers, options.version ?? 'unknown');
 
     this.releases = new Counter({
       name: `${PREFIX}lock_releases_total`,
-      help: 'Node locks released, by lock-rules reason and by path (owner, bind-failure, webhook, watch, sweeper, takeover; device-plugin for locks that vanished without us)',
+      help:
+        'Node locks released, by lock-rules reason and by path (owner, bind-failure, webhook, watch, sweeper, ' +
+        'takeover; device-plugin for locks that vanished without us)',
       labelNames: ['reason', 'path'],
       registers,
     });
@@ -255,6 +194,78 @@ export class WardenMetrics {
     for (const result of ['ok', 'error'] as const) this.sweepPasses.inc({ result }, 0);
 
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** The gauges computed at scrape time (lock states and ages, unreadable allocations, leadership), and build_info. */
+  private registerScrapeGauges(registers: Registry[], version: string): void {
+    // prom-client calls collect() on every scrape; arrow functions keep `this` the WardenMetrics.
+    const held: Gauge<'state'> = new Gauge({
+      name: `${PREFIX}node_locks_held`,
+      help: 'Node locks (hami.io/mutex.lock) present now, by lock-rules state',
+      labelNames: ['state'],
+      registers,
+      collect: async () => {
+        const samples = await this.samples();
+        held.reset();
+        if (samples === undefined) return;
+        // Every documented state is always present, so "no stalled locks" is a 0 and not a gap.
+        const counts = new Map<string, number>(LOCK_STATES.map((state) => [state, 0]));
+        for (const sample of samples) counts.set(sample.state, (counts.get(sample.state) ?? 0) + 1);
+        for (const [state, count] of counts) held.set({ state }, count);
+      },
+    });
+    const age: Gauge<'node'> = new Gauge({
+      name: `${PREFIX}node_lock_age_seconds`,
+      help: 'Age of the node lock on each locked node (nodes without a lock, or with an unreadable one, are absent)',
+      labelNames: ['node'],
+      registers,
+      collect: async () => {
+        const samples = await this.samples();
+        // Reset first: a node whose lock went away must drop out, not keep its last age.
+        age.reset();
+        for (const sample of samples ?? []) {
+          if (sample.ageSeconds !== undefined) age.set({ node: sample.node }, sample.ageSeconds);
+        }
+      },
+    });
+
+    const unreadable: Gauge<'counted'> = new Gauge({
+      name: `${PREFIX}unreadable_allocations`,
+      help:
+        'Pods whose hami.io/vgpu-devices-allocated cannot be decoded, by how they are counted meanwhile ' +
+        '(last-readable: their last readable allocation; whole-node: every GPU of their node)',
+      labelNames: ['counted'],
+      registers,
+      collect: () => {
+        unreadable.reset();
+        if (!this.leading()) return;
+        const pods = this.unreadableAllocationSource?.();
+        if (pods === undefined) return;
+        const counts = new Map<string, number>([
+          ['last-readable', 0],
+          ['whole-node', 0],
+        ]);
+        for (const pod of pods) counts.set(pod.counted, (counts.get(pod.counted) ?? 0) + 1);
+        for (const [counted, count] of counts) unreadable.set({ counted }, count);
+      },
+    });
+
+    const leader: Gauge = new Gauge({
+      name: `${PREFIX}leader`,
+      help:
+        'Whether this replica leads (1) or not (0): only the leader sweeps and exports the cluster-wide ' +
+        "families (HAMi's, node-lock and unreadable-allocation gauges)",
+      registers,
+      collect: () => {
+        leader.set(this.leading() ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: `${PREFIX}build_info`,
+      help: 'Always 1, labelled with the vgpu-warden version this process runs',
+      labelNames: ['version'],
+      registers,
+    }).set({ version: version }, 1);
   }
 
   get contentType(): string {

@@ -62,8 +62,9 @@ export class CaBundlePatcher {
   private failure(verb: string, error: unknown): CaBundlePatchError {
     const status = httpStatusOf(error);
     const detail = apiStatusOf(error)?.message ?? (error instanceof Error ? error.message : String(error));
+    const http = status === undefined ? '' : ` (HTTP ${status})`;
     return new CaBundlePatchError(
-      `cannot ${verb} MutatingWebhookConfiguration ${this.options.configurationName}${status === undefined ? '' : ` (HTTP ${status})`}: ${detail}`,
+      `cannot ${verb} MutatingWebhookConfiguration ${this.options.configurationName}${http}: ${detail}`,
       { cause: error },
     );
   }

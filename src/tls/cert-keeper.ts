@@ -6,6 +6,7 @@ import type { CertStore, StoredBundle } from './cert-store.js';
 import { createCertificateAuthority, issueCertificate } from './certificates.js';
 import { CertKeeperError, CertStoreConflictError } from './tls-errors.js';
 import { sleep } from '../base/abort.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 /** Where the caBundle goes (CaBundlePatcher in a cluster). Must be idempotent: it is applied on every ensure(). */
 export interface CaBundleTarget {
@@ -24,7 +25,7 @@ export interface CertKeeperDeps {
   commonName?: string;
   /** Subject CN prefix of the CA; each CA gets its time of issue appended so two CAs are told apart. */
   caCommonName?: string;
-  clock?: () => Date;
+  clock?: Clock;
   caBundleTarget?: CaBundleTarget;
   /** How long the apiserver may take to pick up a new caBundle; the new leaf is served only after it. */
   propagationDelayMs?: number;
@@ -93,7 +94,7 @@ function outcomeOf(result: unknown): string | undefined {
  * goes round again, so the webhook configuration ends up with the stored bundle's CAs.
  */
 export class CertKeeper {
-  private readonly clock: () => Date;
+  private readonly clock: Clock;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly log: (line: string) => void;
   private readonly propagationDelayMs: number;
@@ -106,7 +107,7 @@ export class CertKeeper {
   private generation = 0;
 
   constructor(private readonly deps: CertKeeperDeps) {
-    this.clock = deps.clock ?? (() => new Date());
+    this.clock = deps.clock ?? systemClock;
     this.sleep = deps.sleep ?? sleep;
     this.log = deps.log ?? (() => undefined);
     this.propagationDelayMs = deps.propagationDelayMs ?? DEFAULT_PROPAGATION_DELAY_MS;
@@ -127,7 +128,8 @@ export class CertKeeper {
     // A renewal window as long as a validity would renew every fresh certificate at once, forever.
     if (!(deps.renewBeforeMs >= 0) || deps.renewBeforeMs >= Math.min(deps.validityDays, deps.caValidityDays) * DAY_MS) {
       throw new CertKeeperError(
-        `renewBeforeMs (${deps.renewBeforeMs}) must be shorter than the serving (${deps.validityDays} d) and CA (${deps.caValidityDays} d) validities`,
+        `renewBeforeMs (${deps.renewBeforeMs}) must be shorter than the serving (${deps.validityDays} d) and CA ` +
+          `(${deps.caValidityDays} d) validities`,
       );
     }
   }
@@ -215,7 +217,7 @@ export class CertKeeper {
         if (forcedFrom === undefined) forcedFrom = { bundle: loaded?.bundle };
         else if (rotatedSince(forcedFrom.bundle, loaded?.bundle, pendingForce)) pendingForce = undefined;
       }
-      const plan = this.plan(loaded?.bundle, this.clock(), pendingForce);
+      const plan = this.plan(loaded?.bundle, new Date(this.clock()), pendingForce);
       let current: StoredBundle | undefined = loaded;
       if (plan.next !== undefined) {
         try {
@@ -259,7 +261,8 @@ export class CertKeeper {
     if (before !== undefined && sameMaterial(before.material, material)) return;
     if (before !== undefined && before.caCertPem !== bundle.caCertPem && this.deps.caBundleTarget !== undefined) {
       this.log(
-        `certificates: new CA; serving its certificate in ${this.propagationDelayMs} ms, once the apiserver has the new caBundle`,
+        `certificates: new CA; serving its certificate in ${this.propagationDelayMs} ms, once the apiserver has the ` +
+          `new caBundle`,
       );
       await this.sleep(this.propagationDelayMs);
     }
@@ -286,10 +289,8 @@ export class CertKeeper {
       if (keepOld) next.previousCaCertPem = bundle.caCertPem;
       // (keep is impossible here: assessBundle renews everything when nothing is stored.)
       const why = decision.action === 'keep' ? 'missing' : `${decision.reason}: ${decision.detail}`;
-      return {
-        next,
-        summary: `new CA and serving certificate (${why})${keepOld ? '; the old CA stays trusted during the rotation' : ''}`,
-      };
+      const kept = keepOld ? '; the old CA stays trusted during the rotation' : '';
+      return { next, summary: `new CA and serving certificate (${why})${kept}` };
     }
     const previous = assessPreviousCa(bundle, { now, retentionMs: this.retentionMs() });
     const next: CertBundle = { ...bundle };

@@ -76,7 +76,10 @@ export function keyMatches(cert: X509Certificate, key: KeyObject): boolean {
 
 const isEmpty = (pem: string | undefined): boolean => pem === undefined || pem.trim() === '';
 
-/** The SANs of a certificate in canonicalHost() spelling; other SAN types are kept verbatim so they never match a wanted name. */
+/**
+ * The SANs of a certificate in canonicalHost() spelling; other
+ * SAN types are kept verbatim so they never match a wanted name.
+ */
 export function subjectAltNamesOf(cert: X509Certificate): string[] {
   const text = cert.subjectAltName;
   if (text === undefined || text === '') return [];

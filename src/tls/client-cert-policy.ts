@@ -103,7 +103,8 @@ export function assessClientCertificate(
   if (commonName !== options.commonName || usages.length !== 1 || usages[0] !== CLIENT_AUTH_OID) {
     return issue(
       'wrong-identity',
-      `the client certificate is CN ${commonName ?? '(none)'} with extKeyUsage ${usages.join(',') || '(none)'}, not CN ${options.commonName} with clientAuth only`,
+      `the client certificate is CN ${commonName ?? '(none)'} with extKeyUsage ${usages.join(',') || '(none)'}, not ` +
+        `CN ${options.commonName} with clientAuth only`,
     );
   }
   const notAfter = cert.validToDate.getTime();

@@ -5,6 +5,7 @@ import { issueCertificate } from './certificates.js';
 import { assessClientCertificate, type ClientCertificate } from './client-cert-policy.js';
 import type { SecretLayout } from './secret-cert-store.js';
 import { CertKeeperError, CertStoreConflictError } from './tls-errors.js';
+import { type Clock, systemClock } from '../base/clock.js';
 
 const DAY_MS = 86_400_000;
 
@@ -34,7 +35,7 @@ export interface ClientCertPublisherDeps {
   validityDays: number;
   /** Renew once less than this is left, like the serving certificate. */
   renewBeforeMs: number;
-  clock?: () => Date;
+  clock?: Clock;
   log?: (line: string) => void;
   /** Load-decide-save rounds before giving up when other replicas keep writing. */
   attempts?: number;
@@ -53,15 +54,16 @@ export interface ClientCertPublisherDeps {
  * rotation it must be restarted to trust the extender's new serving certificate (logged below).
  */
 export class ClientCertPublisher {
-  private readonly clock: () => Date;
+  private readonly clock: Clock;
   private readonly log: (line: string) => void;
 
   constructor(private readonly deps: ClientCertPublisherDeps) {
-    this.clock = deps.clock ?? (() => new Date());
+    this.clock = deps.clock ?? systemClock;
     this.log = deps.log ?? (() => undefined);
     if (!(deps.validityDays > 0) || !(deps.renewBeforeMs >= 0) || deps.renewBeforeMs >= deps.validityDays * DAY_MS) {
       throw new CertKeeperError(
-        `client certificate renewal (${deps.renewBeforeMs} ms before expiry) must be shorter than its validity (${deps.validityDays} d)`,
+        `client certificate renewal (${deps.renewBeforeMs} ms before expiry) must be shorter than its validity ` +
+          `(${deps.validityDays} d)`,
       );
     }
   }
@@ -73,7 +75,7 @@ export class ClientCertPublisher {
     let lastConflict: unknown;
     for (let attempt = 1; attempt <= (this.deps.attempts ?? 5); attempt++) {
       const loaded = await store.load();
-      const now = this.clock();
+      const now = new Date(this.clock());
       const assessment = assessClientCertificate(loaded?.bundle, {
         caCertPem: bundle.caCertPem,
         caBundlePem,
@@ -128,11 +130,13 @@ export class ClientCertPublisher {
     }
     if (assessment.action !== 'issue') return;
     this.log(
-      `certificates: new client certificate for ${this.deps.commonName} (${assessment.reason}: ${assessment.detail}) (${where})`,
+      `certificates: new client certificate for ${this.deps.commonName} (${assessment.reason}: ` +
+        `${assessment.detail}) (${where})`,
     );
     if (assessment.reason === 'not-signed-by-ca' && loaded !== undefined) {
       this.log(
-        `certificates: the CA changed; kube-scheduler reads its caFile only at start, so restart it to trust the new serving certificate (e.g. kubectl rollout restart deployment/vgpu-warden-scheduler)`,
+        `certificates: the CA changed; kube-scheduler reads its caFile only at start, so restart it to trust the ` +
+          `new serving certificate (e.g. kubectl rollout restart deployment/vgpu-warden-scheduler)`,
       );
     }
   }

@@ -96,7 +96,7 @@ describe('NodeLocks on a real apiserver', () => {
       // Lock values have second precision: a fixed, second-aligned clock makes the age exact.
       const now = new Date(Math.floor(Date.now() / 1000) * 1000);
       await setLock(core, node, formatLockValue(new Date(now.getTime() - 12_000), podB));
-      const { locks, events } = newLocks({ clock: () => now });
+      const { locks, events } = newLocks({ clock: () => now.getTime() });
 
       const error = await rejection(locks.acquire(node, podA));
 

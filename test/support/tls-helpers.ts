@@ -20,7 +20,8 @@ export function fingerprintsOf(pem: string): string[] {
 export class ManualClock {
   constructor(public now: Date = new Date()) {}
 
-  readonly read = (): Date => this.now;
+  /** The clock to inject: milliseconds since the epoch. */
+  readonly read = (): number => this.now.getTime();
 
   advance(ms: number): void {
     this.now = new Date(this.now.getTime() + ms);

@@ -14,6 +14,7 @@ import { ownerPodFrom, type OwnerPod } from '../../../src/lock/owner-pod.js';
 import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import type { EventRecorder } from '../../../src/telemetry/events.js';
 import { eventually, notYet } from '../../support/eventually.js';
+import type { Clock } from '../../../src/base/clock.js';
 
 /** A list-watch source over a fixed list whose watch stays open; `emit` pushes events. */
 class StaticSource<T> implements ListWatchSource<T> {
@@ -281,7 +282,7 @@ interface SetupOptions {
   successEvents?: boolean;
   lockWaitEventAfterMs?: number;
   labels?: { follow(pod: BoundPod): void };
-  clock?: () => Date;
+  clock?: Clock;
   pluginReleaseWaitMs?: number;
 }
 
@@ -715,7 +716,7 @@ describe('Binder (bind against a fake API with faults)', () => {
     it("waits for the plugin's own release instead of racing it, then takes the free lock with one write", async () => {
       // A clock that stands still: however loaded the machine, the plugin's time never runs out here.
       const now = Date.now();
-      const parts = await setup([gpuPod('a', 'uid-a')], { lockWaitMs: 5000, clock: () => new Date(now) });
+      const parts = await setup([gpuPod('a', 'uid-a')], { lockWaitMs: 5000, clock: () => now });
       const { api, cache, binder, nodeSource } = parts;
       stop = () => cache.stop();
       await finishedHolder(parts);
@@ -737,7 +738,7 @@ describe('Binder (bind against a fake API with faults)', () => {
       let now = Date.now();
       const parts = await setup([gpuPod('a', 'uid-a')], {
         lockWaitMs: 5000,
-        clock: () => new Date(now),
+        clock: () => now,
         pluginReleaseWaitMs: 2000,
       });
       const { api, cache, binder } = parts;
@@ -796,7 +797,7 @@ describe('Binder (bind against a fake API with faults)', () => {
         lockWaitMs: 5000,
         events: recorder,
         lockWaitEventAfterMs: 3000,
-        clock: () => new Date(now),
+        clock: () => now,
       });
       stop = () => cache.stop();
       const bind = binder.bind(args('a', 'uid-a'));

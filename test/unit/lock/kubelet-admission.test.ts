@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import {
   admissibleCandidates,
   KubeletAdmission,
+  type GoneOwnerLock,
   type KubeletEvidenceApi,
 } from '../../../src/lock/kubelet-admission.js';
 import { mayBeAdmittedOn, type GoneIncarnation } from '../../../src/lock/lock-owner.js';
@@ -9,6 +10,14 @@ import { mayBeAdmittedOn, type GoneIncarnation } from '../../../src/lock/lock-ow
 const NODE = 'gpu-1';
 const OWNER = { namespace: 'ns', name: 'victim' };
 const LOCK = '2026-12-02T10:00:00Z,ns,victim';
+/** The question about OWNER's lock LOCK on NODE, its owner gone: `candidates` and what differs. */
+const gone = (candidates: GoneIncarnation[], differs: Partial<GoneOwnerLock> = {}): GoneOwnerLock => ({
+  node: NODE,
+  owner: OWNER,
+  lockValue: LOCK,
+  candidates,
+  ...differs,
+});
 const incarnation = (overrides: Partial<GoneIncarnation> = {}): GoneIncarnation => ({
   uid: 'uid-victim',
   boundTo: NODE,
@@ -58,7 +67,7 @@ class Evidence implements KubeletEvidenceApi {
 function setup() {
   const evidence = new Evidence();
   let now = Date.parse('2026-12-02T10:00:02Z');
-  const check = new KubeletAdmission({ api: evidence, clock: () => new Date(now), aliveMarginMs: 5_000 });
+  const check = new KubeletAdmission({ api: evidence, clock: () => now, aliveMarginMs: 5_000 });
   return {
     evidence,
     check,
@@ -79,7 +88,7 @@ describe('kubelet admission of a lock owner that is gone', () => {
       vanished({ bindPhase: undefined }),
     ]) {
       expect(admissibleCandidates(last, NODE)).to.deep.equal([]);
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, last)).to.equal(false);
+      expect(await check.mayStillAdmit(gone(last))).to.equal(false);
     }
     expect(evidence.calls).to.deep.equal([]);
     expect(admissibleCandidates(vanished(), NODE)).to.have.length(1);
@@ -95,16 +104,16 @@ describe('kubelet admission of a lock owner that is gone', () => {
       incarnation({ uid: 'uid-second', boundTo: undefined, bindPhase: undefined, lastVersion: '120' }),
     ];
     expect(admissibleCandidates(both, NODE)?.map((one) => one.uid)).to.deep.equal(['uid-victim']);
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, both)).to.equal(true);
+    expect(await check.mayStillAdmit(gone(both))).to.equal(true);
   });
 
   it('kubelet reporting on one incarnation does not vouch for another that it may still admit', async () => {
     const { evidence, check } = setup();
     const both = [incarnation(), incarnation({ uid: 'uid-second', lastVersion: '120' })];
     evidence.reportedUids.add('uid-second');
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, both)).to.equal(true);
+    expect(await check.mayStillAdmit(gone(both))).to.equal(true);
     evidence.reportedUids.add('uid-victim');
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, both)).to.equal(false);
+    expect(await check.mayStillAdmit(gone(both))).to.equal(false);
   });
 
   // Issue #42 item 3: a relist's synthesized delete carries a stale copy of the pod.
@@ -131,89 +140,89 @@ describe('kubelet admission of a lock owner that is gone', () => {
     const { evidence, check } = setup();
     evidence.lease = undefined;
     evidence.registered = false;
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(false);
   });
 
   it('a registered kubelet without a Lease yet (it creates it seconds after registering) may still admit; the Lease appearing counts as a renewal', async () => {
     const { evidence, check, advance } = setup();
     evidence.lease = undefined;
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(true);
     advance(10_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(true);
     evidence.lease = '7';
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(true);
     advance(5_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(false);
   });
 
   it('kubelet may admit it until it records an Event about that incarnation (its Allocate was refused), then not', async () => {
     const { evidence, check, advance } = setup();
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(true);
     advance(60_000);
-    expect(
-      await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()),
-      'time alone proves nothing: kubelet may be frozen',
-    ).to.equal(true);
+    expect(await check.mayStillAdmit(gone(vanished())), 'time alone proves nothing: kubelet may be frozen').to.equal(
+      true,
+    );
     evidence.reportedUids.add('another-incarnation');
     expect(
-      await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()),
+      await check.mayStillAdmit(gone(vanished())),
       'an Event about another pod of that name does not count',
     ).to.equal(true);
     evidence.reportedUids.add('uid-victim');
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(false);
     expect(evidence.calls).to.include('events gpu-1 ns/victim uid-victim');
   });
 
   it('a Lease renewed after the owner was gone, plus the margin without such an Event, means kubelet is past it', async () => {
     const { evidence, check, advance } = setup();
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(true);
     advance(9_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()), 'no renewal yet').to.equal(true);
+    expect(await check.mayStillAdmit(gone(vanished())), 'no renewal yet').to.equal(true);
     evidence.lease = '101';
     expect(
-      await check.mayStillAdmit(NODE, OWNER, LOCK, vanished()),
+      await check.mayStillAdmit(gone(vanished())),
       'renewal just seen: kubelet gets the margin to drain its queue',
     ).to.equal(true);
     advance(4_999);
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(true);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(true);
     advance(1);
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished())).to.equal(false);
+    expect(await check.mayStillAdmit(gone(vanished()))).to.equal(false);
   });
 
   it('without a last state (this process restarted) only the Lease can tell, and a new lock value starts over', async () => {
     const { evidence, check, advance } = setup();
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [])).to.equal(true);
+    expect(await check.mayStillAdmit(gone([]))).to.equal(true);
     expect(
       evidence.calls.some((call) => call.startsWith('events')),
       'no uid, no Event to match',
     ).to.equal(false);
     evidence.lease = '101';
-    expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [])).to.equal(true);
+    expect(await check.mayStillAdmit(gone([]))).to.equal(true);
     const other = '2026-12-02T10:00:09Z,ns,victim';
     advance(6_000);
     expect(
-      await check.mayStillAdmit(NODE, OWNER, other, []),
+      await check.mayStillAdmit(gone([], { lockValue: other })),
       'a renewal seen for the old value proves nothing about a newer one',
     ).to.equal(true);
     advance(6_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, other, []), 'no renewal since this value was first seen').to.equal(
-      true,
-    );
+    expect(
+      await check.mayStillAdmit(gone([], { lockValue: other })),
+      'no renewal since this value was first seen',
+    ).to.equal(true);
     evidence.lease = '102';
-    await check.mayStillAdmit(NODE, OWNER, other, []);
+    await check.mayStillAdmit(gone([], { lockValue: other }));
     advance(5_000);
-    expect(await check.mayStillAdmit(NODE, OWNER, other, [])).to.equal(false);
+    expect(await check.mayStillAdmit(gone([], { lockValue: other }))).to.equal(false);
   });
 
   it('remembers at most maxTracked nodes', async () => {
     const evidence = new Evidence();
     const check = new KubeletAdmission({ api: evidence, maxTracked: 2, aliveMarginMs: 0 });
-    await check.mayStillAdmit('n1', OWNER, LOCK, []);
-    await check.mayStillAdmit('n2', OWNER, LOCK, []);
-    await check.mayStillAdmit('n3', OWNER, LOCK, []);
+    await check.mayStillAdmit(gone([], { node: 'n1' }));
+    await check.mayStillAdmit(gone([], { node: 'n2' }));
+    await check.mayStillAdmit(gone([], { node: 'n3' }));
     evidence.lease = '101';
-    expect(await check.mayStillAdmit('n3', OWNER, LOCK, []), 'still tracked: the renewal counts').to.equal(false);
-    expect(await check.mayStillAdmit('n1', OWNER, LOCK, []), 'dropped: starts over, so it is kept').to.equal(true);
+    expect(await check.mayStillAdmit(gone([], { node: 'n3' })), 'still tracked: the renewal counts').to.equal(false);
+    expect(await check.mayStillAdmit(gone([], { node: 'n1' })), 'dropped: starts over, so it is kept').to.equal(true);
   });
 
   describe("without a last state, from the apiserver's records (a restart of ours does not start the wait over)", () => {
@@ -225,35 +234,34 @@ describe('kubelet admission of a lock owner that is gone', () => {
       evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
       advance(10_999);
       expect(
-        await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written),
+        await check.mayStillAdmit(gone([], { lockWrittenAt: written })),
         'renewed 7 s after the lock, under 6 s ago (its record cuts to the second)',
       ).to.equal(true);
       advance(1);
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(false);
+      expect(await check.mayStillAdmit(gone([], { lockWrittenAt: written }))).to.equal(false);
       // A fresh process (no tracks) decides the same at once.
       const fresh = new KubeletAdmission({
         api: evidence,
-        clock: () => new Date('2026-12-02T10:00:13Z'),
+        clock: () => Date.parse('2026-12-02T10:00:13Z'),
         aliveMarginMs: 5_000,
       });
-      expect(await fresh.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(false);
+      expect(await fresh.mayStillAdmit(gone([], { lockWrittenAt: written }))).to.equal(false);
     });
 
     it('a renewal within the margin (plus a second of rounding) after the lock proves nothing: kubelet may have been frozen until then', async () => {
       const { evidence, check, advance } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:06Z');
       advance(60_000);
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written)).to.equal(true);
+      expect(await check.mayStillAdmit(gone([], { lockWrittenAt: written }))).to.equal(true);
       evidence.renewedAt = undefined;
       expect(
-        await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written),
+        await check.mayStillAdmit(gone([], { lockWrittenAt: written })),
         'no managedFields time on the Lease',
       ).to.equal(true);
       evidence.renewedAt = new Date('2026-12-02T10:00:30Z');
-      expect(
-        await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, undefined),
-        'no record of the lock write',
-      ).to.equal(true);
+      expect(await check.mayStillAdmit(gone([], { lockWrittenAt: undefined })), 'no record of the lock write').to.equal(
+        true,
+      );
     });
 
     // Issue #42 item 8: our clock compared with the apiserver's managedFields time let a replica whose
@@ -262,18 +270,18 @@ describe('kubelet admission of a lock owner that is gone', () => {
       for (const skewMs of [60_000, -60_000]) {
         const evidence = new Evidence();
         evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
-        const ours = (apiserverMs: number) => new Date(apiserverMs + skewMs);
+        const ours = (apiserverMs: number) => apiserverMs + skewMs;
         let apiserverNow = Date.parse('2026-12-02T10:00:08Z');
         const check = new KubeletAdmission({ api: evidence, clock: () => ours(apiserverNow), aliveMarginMs: 5_000 });
         evidence.readAt = new Date(apiserverNow);
         expect(
-          await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written),
+          await check.mayStillAdmit(gone([], { lockWrittenAt: written })),
           `clock ${skewMs / 1000} s off: renewed 1 s ago`,
         ).to.equal(true);
         apiserverNow = Date.parse('2026-12-02T10:00:13Z');
         evidence.readAt = new Date(apiserverNow);
         expect(
-          await check.mayStillAdmit(NODE, OWNER, LOCK, [], undefined, written),
+          await check.mayStillAdmit(gone([], { lockWrittenAt: written })),
           `clock ${skewMs / 1000} s off: renewed 6 s ago by the apiserver's clock`,
         ).to.equal(false);
       }
@@ -283,7 +291,7 @@ describe('kubelet admission of a lock owner that is gone', () => {
       const { evidence, check, advance } = setup();
       evidence.renewedAt = new Date('2026-12-02T10:00:07Z');
       advance(60_000);
-      expect(await check.mayStillAdmit(NODE, OWNER, LOCK, vanished(), undefined, written)).to.equal(true);
+      expect(await check.mayStillAdmit(gone(vanished(), { lockWrittenAt: written }))).to.equal(true);
     });
   });
 

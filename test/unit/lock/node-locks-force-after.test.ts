@@ -42,7 +42,7 @@ function setup() {
   const locks = new NodeLocks({
     api,
     config: CONFIG,
-    clock: () => NOW,
+    clock: () => NOW.getTime(),
     kubeletAdmission: kubelet,
     observer: {
       onLockEvent: (event) => {
@@ -111,7 +111,7 @@ describe('NODELOCK_FORCE_AFTER and a kubelet that may still serve a queued pod t
     const early = new NodeLocks({
       api: stalledApi(),
       config: { ...CONFIG, forceAfterMs: 900_000 },
-      clock: () => NOW,
+      clock: () => NOW.getTime(),
       kubeletAdmission: kubelet,
     });
     expect((await early.releaseIfReleasable(NODE, 'sweeper')).classification).to.deep.equal({

@@ -20,7 +20,7 @@ const memoryApi = (lock: string, pods?: ReadonlyMap<string, OwnerPod>) =>
 
 const unbound: OwnerPod = { uid: 'u', phase: 'Pending', deleting: false, nodeName: undefined, bindPhase: undefined };
 const locksOn = (api: NodeLockApi, view?: LockView) =>
-  new NodeLocks({ api, config: CONFIG, clock: () => NOW, ...(view ? { view } : {}) });
+  new NodeLocks({ api, config: CONFIG, clock: () => NOW.getTime(), ...(view ? { view } : {}) });
 
 describe('NodeLocks with hostile lock values', () => {
   const impossibleOwners = [

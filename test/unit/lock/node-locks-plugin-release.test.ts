@@ -11,7 +11,7 @@ const LOCK = '2026-12-05T10:00:00Z,ns,done';
 const allocated: OwnerPod = { uid: 'u-1', phase: 'Pending', deleting: false, nodeName: NODE, bindPhase: 'success' };
 
 const locks = (api: OneNodeLockApi) =>
-  new NodeLocks({ api, config: { bindGraceMs: 60_000, expireMs: 300_000 }, clock: () => NOW });
+  new NodeLocks({ api, config: { bindGraceMs: 60_000, expireMs: 300_000 }, clock: () => NOW.getTime() });
 
 describe('NodeLocks.acquire and a lock whose allocation is over (takeOverFinished)', () => {
   it('counts it as held (release-pending), writing nothing, while the caller leaves it to the device plugin', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { KubeletAdmissionCheck } from '../../../src/lock/kubelet-admission.js';
+import type { GoneOwnerLock, KubeletAdmissionCheck } from '../../../src/lock/kubelet-admission.js';
 import type { GoneIncarnation } from '../../../src/lock/lock-owner.js';
 import type { LockView } from '../../../src/lock/node-lock-api.js';
 import { NodeLocks } from '../../../src/lock/node-locks.js';
@@ -29,7 +29,10 @@ const first: GoneIncarnation = {
   vanishedAt: new Date('2026-12-06T10:00:29Z'),
 };
 
-/** 80 s after the lock's write, past the bind grace. A store that saw the lock appear at version 12 and uid-1 deleted at version 20, then uid-2 created. */
+/**
+ * 80 s after the lock's write, past the bind grace. A store that saw the lock
+ * appear at version 12 and uid-1 deleted at version 20, then uid-2 created.
+ */
 function store(api: OneNodeLockApi): LockView {
   return {
     node: () => api.snapshot(),
@@ -51,13 +54,8 @@ function store(api: OneNodeLockApi): LockView {
 class Kubelet implements KubeletAdmissionCheck {
   mayAdmit = true;
   readonly asked: string[][] = [];
-  mayStillAdmit(
-    _node: string,
-    _owner: unknown,
-    _value: string,
-    candidates: readonly GoneIncarnation[],
-  ): Promise<boolean> {
-    this.asked.push(candidates.map((one) => one.uid ?? ''));
+  mayStillAdmit(lock: GoneOwnerLock): Promise<boolean> {
+    this.asked.push(lock.candidates.map((one) => one.uid ?? ''));
     return Promise.resolve(this.mayAdmit);
   }
   mayForce(): Promise<boolean> {
@@ -68,7 +66,13 @@ class Kubelet implements KubeletAdmissionCheck {
 function setup() {
   const api = new OneNodeLockApi(NODE, LOCK, recreated);
   const kubelet = new Kubelet();
-  const locks = new NodeLocks({ api, view: store(api), config: CONFIG, clock: () => NOW, kubeletAdmission: kubelet });
+  const locks = new NodeLocks({
+    api,
+    view: store(api),
+    config: CONFIG,
+    clock: () => NOW.getTime(),
+    kubeletAdmission: kubelet,
+  });
   return { api, kubelet, locks };
 }
 
@@ -95,6 +99,14 @@ describe('NodeLocks and a pod recreated under the same name (issue #42)', () => 
       .and.not.equal(LOCK);
   });
 
+  it('reads the pod carrying the name once per API read of the node: the same read proves the incarnation and classifies', async () => {
+    const { api, kubelet, locks } = setup();
+    kubelet.mayAdmit = false;
+    await locks.acquire(NODE, { namespace: 'ns', name: 'sts-0', uid: 'uid-2' });
+    // The store's "releasable" is confirmed from the API (the node and the pod), then the takeover is written.
+    expect(api.calls).to.deep.equal(['GET node', 'GET pod', 'PATCH node']);
+  });
+
   it('the sweeper and the pod watch keep it while kubelet may admit the dead incarnation, though a live pod carries the name', async () => {
     const { api, locks } = setup();
     const result = await locks.releaseIfReleasable(NODE, 'sweeper');
@@ -106,7 +118,13 @@ describe('NodeLocks and a pod recreated under the same name (issue #42)', () => 
   it('a retried bind of the incarnation the lock was written for re-stamps it', async () => {
     const api = new OneNodeLockApi(NODE, LOCK, recreated);
     const view: LockView = { ...store(api), lockOwnerFacts: () => ({ writtenFor: 'uid-2', gone: [first] }) };
-    const locks = new NodeLocks({ api, view, config: CONFIG, clock: () => NOW, kubeletAdmission: new Kubelet() });
+    const locks = new NodeLocks({
+      api,
+      view,
+      config: CONFIG,
+      clock: () => NOW.getTime(),
+      kubeletAdmission: new Kubelet(),
+    });
     const result = await locks.acquire(NODE, { namespace: 'ns', name: 'sts-0', uid: 'uid-2' });
     expect(result.outcome).to.equal('reentrant');
   });

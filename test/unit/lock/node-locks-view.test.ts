@@ -26,7 +26,7 @@ function lagging(api: GoneOwnerApi, current: boolean): LockView {
 }
 
 const locksOn = (api: NodeLockApi, view: LockView) =>
-  new NodeLocks({ api, view, config: { bindGraceMs: 60_000, expireMs: 300_000 }, clock: () => NOW });
+  new NodeLocks({ api, view, config: { bindGraceMs: 60_000, expireMs: 300_000 }, clock: () => NOW.getTime() });
 
 describe('NodeLocks and a state store whose watch is down', () => {
   it('trusts a current store\'s "held" at no API cost', async () => {

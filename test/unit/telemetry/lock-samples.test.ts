@@ -43,7 +43,7 @@ describe('lock gauge samples', () => {
         },
       ),
       CONFIG,
-      () => NOW,
+      () => NOW.getTime(),
     );
 
     expect(source()).to.deep.equal([
@@ -56,7 +56,9 @@ describe('lock gauge samples', () => {
 
   it('skip a node whose lock left the cache between the list and the read', () => {
     const base = view({ 'gpu-a': '2026-11-30T11:59:50Z,ns,p' }, {});
-    const source = cachedLockSource({ ...base, lockedNodes: () => ['gpu-a', 'gpu-vanished'] }, CONFIG, () => NOW);
+    const source = cachedLockSource({ ...base, lockedNodes: () => ['gpu-a', 'gpu-vanished'] }, CONFIG, () =>
+      NOW.getTime(),
+    );
     expect(source().map((sample) => sample.node)).to.deep.equal(['gpu-a']);
   });
 
