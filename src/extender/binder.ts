@@ -24,7 +24,7 @@ import { podKey, type PodRef } from '../lock/lock-value.js';
 import type { NodeSnapshot } from '../lock/node-lock-api.js';
 import type { LockingPod, NodeLocks } from '../lock/node-locks.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
-import { evaluateNode, viewPod, type PlacementDefaults, type PodView } from './gpu-placement.js';
+import { evaluateNode, viewPod, type PlacementDefaults, type PlacementStore, type PodView } from './gpu-placement.js';
 import type { BindingArgs } from './protocol.js';
 import type { AcquireResult } from '../lock/lock-events.js';
 import type { BoundPod } from './binding-label-follow-up.js';
@@ -43,9 +43,27 @@ export type BindingApi = Pick<
   'readNamespacedPod' | 'createNamespacedPodBinding' | 'listPodForAllNamespaces'
 >;
 
+/** What a bind reads of the state store and the assumptions it keeps there (kube-scheduler's cache calls). */
+export type BinderStore = PlacementStore &
+  Pick<
+    ClusterCache,
+    | 'assumePod'
+    | 'finishBinding'
+    | 'forgetPod'
+    | 'goneIncarnation'
+    | 'node'
+    | 'onLockChange'
+    | 'pod'
+    | 'podsSeenThrough'
+    | 'quotaBudget'
+    | 'unacknowledgedOn'
+    | 'unacknowledgedSince'
+    | 'usageIncluding'
+  >;
+
 export interface BinderDeps {
   core: BindingApi;
-  cache: ClusterCache;
+  cache: BinderStore;
   locks: NodeLocks;
   events: EventRecorder;
   defaults: PlacementDefaults;
@@ -359,9 +377,11 @@ export class Binder {
     attempt.binding = 'sent';
     try {
       await this.createBinding(args, annotations, signal, { [VGPU_NODE_ANNOTATION]: args.node });
+      this.deps.cache.finishBinding(args.podUid);
     } catch (error) {
       const bound = await this.boundHereAfterAll(args);
       if (bound === true) {
+        this.deps.cache.finishBinding(args.podUid);
         this.deps.log?.(
           'warn',
           `the Binding of ${args.podNamespace}/${args.podName} failed (${apiMessage(error)}), but the pod is bound ` +
@@ -391,6 +411,8 @@ export class Binder {
   private async unreserve(attempt: BindAttempt): Promise<void> {
     const { args, ref } = attempt;
     if (attempt.binding === 'maybe-bound') {
+      // Counted from now on as a pod whose Binding went out: it expires unless the watch shows it bound.
+      this.deps.cache.finishBinding(args.podUid);
       this.deps.log?.(
         'warn',
         `kept the lock on ${args.node} after a failed bind of ${ref.namespace}/${ref.name}: the pod may be bound there`,
