@@ -39,6 +39,7 @@ import {
   eraseNextDeviceRequest,
   nextDeviceRequest,
   type HamiDevice,
+  type PodDeviceEntries,
 } from './pod-devices.js';
 import {
   BIND_PHASE,
@@ -349,6 +350,24 @@ class Answered extends Error {
   }
 }
 
+/** The pod GetPendingPod found, and what the call's record says of it. */
+interface Resolved {
+  pod: V1Pod;
+  resolved: Pick<RecordDetail, 'resolvedTo' | 'via' | 'lock'>;
+}
+
+/** The piece of the resolved pod's annotation a call consumes: the container's devices. */
+interface Piece {
+  /** The decoded annotation, the piece still in it. */
+  entries: PodDeviceEntries;
+  /** The piece's NVIDIA devices. */
+  devices: HamiDevice[];
+  position: { segment: number; resolvedContainer: string };
+}
+
+/** Fails a call after its lookup as HAMi's PodAllocationFailed does (bind-phase=failed, lock released). */
+type FailAllocation = (message: string, cause?: unknown, detail?: RecordDetail) => Promise<Answered>;
+
 export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
   private readonly api: PluginApi;
   private readonly clock: () => Date;
@@ -563,29 +582,63 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     if (action.kind === 'fail' && action.stage === 'before-lookup') {
       throw this.fail(request, new AllocateError(action.message ?? 'simulated Allocate failure'));
     }
+    await this.callLatency(request);
+    const pending = await this.pendingPod(request);
+    const failAllocation = this.allocationFailure(request, pending);
+    if (action.kind === 'fail') throw await failAllocation(action.message ?? 'simulated Allocate failure');
+    const piece = await this.nextPiece(request, pending, failAllocation);
+    if (action.afterLookupDelayMs !== undefined) await this.sleep(action.afterLookupDelayMs);
+    // The process died between the lookup and the patch: nothing more is written, the lock stays.
+    if (aborted(request))
+      throw this.fail(request, new PluginStoppedError(), { ...pending.resolved, ...piece.position });
+    await this.consumePiece(pending.pod, piece.entries, failAllocation);
+    return this.handOut(request, pending, piece);
+  }
+
+  /** The kubelet → plugin latency (`delayMs`), after which a call whose process died goes no further. */
+  private async callLatency(request: AllocateRequest<A>): Promise<void> {
     const delay =
       typeof this.options.delayMs === 'function' ? this.options.delayMs(request) : (this.options.delayMs ?? 0);
     if (delay > 0) await this.sleep(delay);
     if (aborted(request)) throw this.fail(request, new PluginStoppedError());
+  }
 
+  /** §5 step 1: GetPendingPod; its failure fails the call with no annotation or lock change. */
+  private async pendingPod(request: AllocateRequest<A>): Promise<Resolved> {
     let pending;
     try {
       pending = await getPendingPod(this.api, request.node, this.lookup());
     } catch (error) {
       throw this.fail(request, new AllocateError(describe(error), 'Unknown', { cause: error }));
     }
-    const pod = pending.pod;
-    const resolved = {
-      resolvedTo: identityOf(pod),
-      via: pending.via,
-      ...(pending.lock === undefined ? {} : { lock: pending.lock }),
+    return {
+      pod: pending.pod,
+      resolved: {
+        resolvedTo: identityOf(pending.pod),
+        via: pending.via,
+        ...(pending.lock === undefined ? {} : { lock: pending.lock }),
+      },
     };
-    const failAllocation = async (message: string, cause?: unknown, detail: RecordDetail = {}): Promise<Answered> => {
+  }
+
+  /** §5 step 6 for this call: PodAllocationFailed on the resolved pod, then the failed record. */
+  private allocationFailure(request: AllocateRequest<A>, { pod, resolved }: Resolved): FailAllocation {
+    return async (message, cause, detail = {}) => {
       const after = await this.podAllocationFailed(request.node, pod);
       return this.fail(request, new AllocateError(message, 'Unknown', { cause }), { ...resolved, ...detail, ...after });
     };
-    if (action.kind === 'fail') throw await failAllocation(action.message ?? 'simulated Allocate failure');
+  }
 
+  /**
+   * §5 steps 2 and 3: the resolved pod's first non-empty piece, which must exist, belong to one of
+   * its containers, hold as many devices as kubelet asked for and (`refuseOversized`) fit that
+   * container's own limits.
+   */
+  private async nextPiece(
+    request: AllocateRequest<A>,
+    { pod, resolved }: Resolved,
+    failAllocation: FailAllocation,
+  ): Promise<Piece> {
     const annotation = pod.metadata?.annotations?.[DEVICES_TO_ALLOCATE];
     if (annotation === undefined) throw await failAllocation('device request not found');
     let entries;
@@ -613,9 +666,11 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
       const refusal = await this.oversized(request.node, containers[next.index], resolvedContainer, next.devices);
       if (refusal !== undefined) throw await failAllocation(refusal, undefined, position);
     }
-    if (action.afterLookupDelayMs !== undefined) await this.sleep(action.afterLookupDelayMs);
-    // The process died between the lookup and the patch: nothing more is written, the lock stays.
-    if (aborted(request)) throw this.fail(request, new PluginStoppedError(), { ...resolved, ...position });
+    return { entries, devices: next.devices, position };
+  }
+
+  /** §5 step 4: the annotation patched with the consumed piece blanked (by pod name, no UID). */
+  private async consumePiece(pod: V1Pod, entries: PodDeviceEntries, failAllocation: FailAllocation): Promise<void> {
     try {
       await this.api.patchPodAnnotations(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '', {
         [DEVICES_TO_ALLOCATE]: encodePodDevices(eraseNextDeviceRequest(entries)),
@@ -623,20 +678,22 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
     } catch (error) {
       throw await failAllocation(`failed to patch ${DEVICES_TO_ALLOCATE}: ${describe(error)}`, error);
     }
+  }
+
+  /** §5 step 5 and the answer: PodAllocationTrySuccess, the container's environment, the record. */
+  private async handOut(
+    request: AllocateRequest<A>,
+    { pod, resolved }: Resolved,
+    { devices, position }: Piece,
+  ): Promise<AllocateResponse<A>> {
     const after = await this.podAllocationTrySuccess(request.node, pod);
-    const envs = environmentOf(next.devices, {
+    const envs = environmentOf(devices, {
       hookPath: this.options.hookPath ?? '/usr/local',
       libCudaLogLevel: this.options.libCudaLogLevel ?? 1,
       cacheId: this.options.cacheId ?? randomUUID,
     });
-    const record = this.record(request, 'allocated', {
-      ...resolved,
-      ...position,
-      ...after,
-      devices: next.devices,
-      envs,
-    });
-    return { envs, devices: next.devices, record };
+    const record = this.record(request, 'allocated', { ...resolved, ...position, ...after, devices, envs });
+    return { envs, devices, record };
   }
 
   /**
@@ -660,7 +717,8 @@ export class HamiDevicePlugin<in out A extends Admission = PodIdentity> {
           cards = new Map(decodeRegisteredGpus(inventory).map((gpu) => [gpu.uuid, gpu.memoryMiB]));
       } catch (error) {
         this.options.log?.(
-          `#3075 check on ${node}: the node inventory could not be read (${describe(error)}); percentage memory left unbounded`,
+          `#3075 check on ${node}: the node inventory could not be read (${describe(error)}); ` +
+            'percentage memory left unbounded',
         );
       }
     }

@@ -161,11 +161,17 @@ export interface SweepOptions {
   /** Every cgroup hierarchy (cgroupHierarchies()); a node's cgroup root is removed in each. */
   hierarchies: readonly string[];
   isAlive?: IsAlive;
-  /** This process's pid namespace; an owner recorded in another one is left alone. Default: read from /proc; given as undefined, not compared. */
+  /**
+   * This process's pid namespace; an owner recorded in another one is left alone. Default: read from
+   * /proc; given as undefined, not compared.
+   */
   pidNamespace?: string;
   /** Default removeCgroupRootSync (which retries for 2 s while the kernel reaps the last processes). */
   removeCgroupRoot?: (root: string, hierarchies: readonly string[]) => void;
-  /** Mount points visible here; a run folder with one inside is never removed recursively. Default: /proc/self/mountinfo. */
+  /**
+   * Mount points visible here; a run folder with one inside is never removed recursively. Default:
+   * /proc/self/mountinfo.
+   */
   mountPoints?: () => readonly string[];
 }
 
@@ -209,6 +215,88 @@ function nodeFolders(dir: string): string[] | undefined {
   }
 }
 
+/** The run folders of `baseDir` (none when it does not exist). */
+function runFolders(baseDir: string): string[] {
+  let entries;
+  try {
+    entries = readdirSync(baseDir, { withFileTypes: true });
+  } catch (error) {
+    if (errorCode(error) === 'ENOENT') return [];
+    throw new RunFolderOwnerError(`could not list ${baseDir} for leftover run folders`, { cause: error });
+  }
+  return (
+    entries
+      // withFileTypes does not follow symlinks: a link named like a run folder is not one.
+      .filter((entry) => entry.name.startsWith(RUN_FOLDER_PREFIX) && entry.isDirectory())
+      .map((entry) => join(baseDir, entry.name))
+  );
+}
+
+/** judgeOwner on a run folder's owner file; an owner that cannot be read is unknown, so kept. */
+function ownerVerdict(dir: string, isAlive: IsAlive, ownNamespace: string | undefined): OwnerVerdict {
+  try {
+    return judgeOwner(readOwnerText(dir), isAlive, ownNamespace);
+  } catch (error) {
+    return { gone: false, reason: `owner unknown: ${errorChain(error)}` };
+  }
+}
+
+/** What removing a leftover run folder needs. */
+interface Removal {
+  hierarchies: readonly string[];
+  removeRoot: (root: string, hierarchies: readonly string[]) => void;
+  /** Node names a kept run folder also has: maybe a live node's, so their cgroups are left alone. */
+  namesInUse: ReadonlySet<string>;
+  /** The mount points visible here (read when first needed, and kept once read). */
+  mountPoints: () => readonly string[];
+}
+
+/**
+ * Removes a leftover run folder, after the cgroup roots of its nodes: undefined once it is gone,
+ * otherwise why it is kept.
+ */
+function removeLeftover(dir: string, removal: Removal): string | undefined {
+  // rm -r would go through a mount into whatever it shows.
+  let mounts;
+  try {
+    mounts = removal.mountPoints();
+  } catch (error) {
+    return `could not list mounts: ${errorChain(error)}`;
+  }
+  const inside = mounts.filter((point) => point === dir || point.startsWith(dir + sep));
+  if (inside.length > 0) return `mounts inside: ${inside.join(', ')}`;
+  const nodes = nodeFolders(dir);
+  if (nodes === undefined) return 'could not list its node folders';
+  const failures = removeNodeCgroups(
+    nodes.filter((name) => !removal.namesInUse.has(name)),
+    removal,
+  );
+  if (failures.length > 0) return failures.join('; ');
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch (error) {
+    return `could not remove: ${errorChain(error)}`;
+  }
+  return undefined;
+}
+
+/** Removes the cgroup root of each node in every hierarchy: what failed, and what stayed. */
+function removeNodeCgroups(nodes: readonly string[], { removeRoot, hierarchies }: Removal): string[] {
+  const failures: string[] = [];
+  for (const node of nodes) {
+    const root = cgroupRootFor(node);
+    try {
+      removeRoot(root, hierarchies);
+    } catch (error) {
+      failures.push(`${root}: ${errorChain(error)}`);
+      continue;
+    }
+    const left = cgroupTree(root, hierarchies);
+    if (left.length > 0) failures.push(`cgroups still present (a process inside?): ${left.join(', ')}`);
+  }
+  return failures;
+}
+
 /**
  * Removes every `vgpu-warden-rn-*` folder of `baseDir` whose owner is gone, after the cgroup root of
  * each of its node subfolders. Never throws for one folder: what cannot be judged or removed is
@@ -216,34 +304,13 @@ function nodeFolders(dir: string): string[] | undefined {
  * A node name that a kept run folder also has is a live node's, maybe: its cgroups are left alone.
  */
 export function sweepLeftoverRunFolders(options: SweepOptions): SweepReport {
-  const { baseDir, hierarchies } = options;
   const isAlive = options.isAlive ?? ((pid, startTime) => isOwnerAlive(pid, startTime));
   const ownNamespace = 'pidNamespace' in options ? options.pidNamespace : readPidNamespace();
-  const removeRoot =
-    options.removeCgroupRoot ??
-    ((root, all) => {
-      removeCgroupRootSync(root, all);
-    });
   const report: SweepReport = { removed: [], kept: [] };
-  let entries;
-  try {
-    entries = readdirSync(baseDir, { withFileTypes: true });
-  } catch (error) {
-    if (errorCode(error) === 'ENOENT') return report;
-    throw new RunFolderOwnerError(`could not list ${baseDir} for leftover run folders`, { cause: error });
-  }
   const leftovers: string[] = [];
   const namesInUse = new Set<string>();
-  for (const entry of entries) {
-    // withFileTypes does not follow symlinks: a link named like a run folder is not one.
-    if (!entry.name.startsWith(RUN_FOLDER_PREFIX) || !entry.isDirectory()) continue;
-    const dir = join(baseDir, entry.name);
-    let verdict: OwnerVerdict;
-    try {
-      verdict = judgeOwner(readOwnerText(dir), isAlive, ownNamespace);
-    } catch (error) {
-      verdict = { gone: false, reason: `owner unknown: ${errorChain(error)}` };
-    }
+  for (const dir of runFolders(options.baseDir)) {
+    const verdict = ownerVerdict(dir, isAlive, ownNamespace);
     if (verdict.gone) {
       leftovers.push(dir);
     } else {
@@ -252,50 +319,20 @@ export function sweepLeftoverRunFolders(options: SweepOptions): SweepReport {
     }
   }
   let mounts: readonly string[] | undefined;
+  const removal: Removal = {
+    hierarchies: options.hierarchies,
+    removeRoot:
+      options.removeCgroupRoot ??
+      ((root, all) => {
+        removeCgroupRootSync(root, all);
+      }),
+    namesInUse,
+    mountPoints: () => (mounts ??= (options.mountPoints ?? defaultMountPoints)()),
+  };
   for (const dir of leftovers) {
-    const keep = (reason: string) => {
-      report.kept.push({ dir, kind: 'failed', reason });
-    };
-    // rm -r would go through a mount into whatever it shows.
-    try {
-      mounts ??= (options.mountPoints ?? defaultMountPoints)();
-    } catch (error) {
-      keep(`could not list mounts: ${errorChain(error)}`);
-      continue;
-    }
-    const inside = mounts.filter((point) => point === dir || point.startsWith(dir + sep));
-    if (inside.length > 0) {
-      keep(`mounts inside: ${inside.join(', ')}`);
-      continue;
-    }
-    const nodes = nodeFolders(dir);
-    if (nodes === undefined) {
-      keep('could not list its node folders');
-      continue;
-    }
-    const failures: string[] = [];
-    for (const node of nodes.filter((name) => !namesInUse.has(name))) {
-      const root = cgroupRootFor(node);
-      try {
-        removeRoot(root, hierarchies);
-      } catch (error) {
-        failures.push(`${root}: ${errorChain(error)}`);
-        continue;
-      }
-      const left = cgroupTree(root, hierarchies);
-      if (left.length > 0) failures.push(`cgroups still present (a process inside?): ${left.join(', ')}`);
-    }
-    if (failures.length > 0) {
-      keep(failures.join('; '));
-      continue;
-    }
-    try {
-      rmSync(dir, { recursive: true, force: true });
-    } catch (error) {
-      keep(`could not remove: ${errorChain(error)}`);
-      continue;
-    }
-    report.removed.push(dir);
+    const reason = removeLeftover(dir, removal);
+    if (reason === undefined) report.removed.push(dir);
+    else report.kept.push({ dir, kind: 'failed', reason });
   }
   return report;
 }
