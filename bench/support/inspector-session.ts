@@ -52,7 +52,10 @@ export class InspectorSession {
     });
   }
 
-  /** Collects garbage (twice: weak references and finalizers free more on the second) and reads the heap left, in bytes. */
+  /**
+   * Collects garbage (twice: weak references and finalizers free more on the second) and reads the
+   * heap left, in bytes.
+   */
   async liveHeapBytes(): Promise<number> {
     await this.send('HeapProfiler.collectGarbage');
     await this.send('HeapProfiler.collectGarbage');

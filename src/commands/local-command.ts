@@ -9,13 +9,15 @@ export function localCommand(deps: LocalDeps): Command {
   return {
     name: 'local',
     summary:
-      'run a local cluster (etcd, kube-apiserver, kube-scheduler) with vgpu-warden and GPU nodes (real or simulated) until Ctrl-C',
+      'run a local cluster (etcd, kube-apiserver, kube-scheduler) with vgpu-warden and GPU nodes ' +
+      '(real or simulated) until Ctrl-C',
     usesConfig: true,
     flags: {
       nodes: {
         type: 'string',
         description:
-          '"real" (kubelet + containerd per node; needs root and the packages) or "simulated" (no kubelet); default: real where possible',
+          '"real" (kubelet + containerd per node; needs root and the packages) or "simulated" (no kubelet); ' +
+          'default: real where possible',
       },
       'gpu-nodes': { type: 'string', description: 'number of GPU nodes (default 2)' },
       'gpus-per-node': { type: 'string', description: 'mock GPUs on each node (default 4)' },

@@ -371,7 +371,10 @@ class LocalRun {
     });
   }
 
-  /** Real nodes with the HAMi stand-in, from the stand-ins package: loaded here only (simulated runs never load gRPC). */
+  /**
+   * Real nodes with the HAMi stand-in, from the stand-ins package: loaded here only (simulated runs
+   * never load gRPC).
+   */
   private async startRealNodes(inputs: {
     plane: ControlPlane;
     kubeConfig: KubeConfig;

@@ -73,6 +73,12 @@ interface ControlPlaneParts {
 
 const ADMIN_USER = 'vgpu-warden-admin';
 const CLUSTER_NAME = 'vgpu-warden-local';
+/** The controllers kube-controller-manager runs unless told otherwise (startControllerManager). */
+const DEFAULT_CONTROLLERS: readonly string[] = [
+  'deployment-controller',
+  'replicaset-controller',
+  'garbage-collector-controller',
+];
 
 /** Who a client certificate names: the user (CN) and its groups (O). */
 export interface ClientIdentity {
@@ -292,7 +298,7 @@ export class ControlPlane {
       `--kubeconfig=${this.kubeconfigPath}`,
       `--authentication-kubeconfig=${this.kubeconfigPath}`,
       `--authorization-kubeconfig=${this.kubeconfigPath}`,
-      `--controllers=${(options.controllers ?? ['deployment-controller', 'replicaset-controller', 'garbage-collector-controller']).join(',')}`,
+      `--controllers=${(options.controllers ?? DEFAULT_CONTROLLERS).join(',')}`,
       '--use-service-account-credentials=true',
       '--leader-elect=false',
       '--bind-address=127.0.0.1',
@@ -406,7 +412,10 @@ export class ControlPlane {
     return this.stopped;
   }
 
-  /** Resolves with the first component that exits on its own, e.g. a crashed kube-apiserver; exits caused by stop() do not count. */
+  /**
+   * Resolves with the first component that exits on its own, e.g. a crashed kube-apiserver; exits
+   * caused by stop() do not count.
+   */
   firstUnexpectedExit(): Promise<ManagedProcess> {
     const never = new Promise<never>(() => undefined);
     return Promise.race(

@@ -91,7 +91,8 @@ export class DevicePluginSimulator {
     void this.allocate(name, value.owner, pod)
       .catch((error: unknown) => {
         this.deps.log?.(
-          `simulated Allocate on ${name} for ${value.owner.namespace}/${value.owner.name} failed: ${describeError(error)}`,
+          `simulated Allocate on ${name} for ${value.owner.namespace}/${value.owner.name} failed: ` +
+            describeError(error),
         );
       })
       .finally(() => {

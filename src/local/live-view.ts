@@ -100,9 +100,12 @@ function holderText(lock: LockRow): string {
   return lock.kind === 'legacy' ? '<legacy>' : '<malformed>';
 }
 
+function releaseReasonText(reason: string): string {
+  return (RELEASE_REASON_TEXT as Partial<Record<string, string>>)[reason] ?? reason;
+}
+
 function reasonText(lock: LockRow): string {
-  if (lock.state === 'releasable')
-    return `${(RELEASE_REASON_TEXT as Partial<Record<string, string>>)[lock.reason] ?? lock.reason}; the sweeper or the next bind frees it`;
+  if (lock.state === 'releasable') return `${releaseReasonText(lock.reason)}; the sweeper or the next bind frees it`;
   if (lock.state === 'unknown') return printable(lock.error ?? 'could not be inspected');
   return HELD_TEXT[lock.reason] ?? lock.reason;
 }
@@ -110,7 +113,8 @@ function reasonText(lock: LockRow): string {
 /** `gpu-node-1  held  default/trainer  12s  bind-in-progress: …`, or `unlocked`. */
 export function lockLine(node: string, lock: LockRow | undefined): string {
   if (lock === undefined) return `${node}  unlocked`;
-  const age = `${formatAge(lock.ageSeconds ?? undefined)}${lock.stampAheadSeconds === undefined ? '' : ` (stamp +${formatAge(lock.stampAheadSeconds)})`}`;
+  const stampAhead = lock.stampAheadSeconds === undefined ? '' : ` (stamp +${formatAge(lock.stampAheadSeconds)})`;
+  const age = `${formatAge(lock.ageSeconds ?? undefined)}${stampAhead}`;
   return `${node}  ${lock.state}  ${holderText(lock)}  ${age}  ${lock.reason}: ${reasonText(lock)}`;
 }
 
@@ -120,16 +124,22 @@ function nodeLines(nodes: readonly LiveNode[]): string[] {
     lines.push(lockLine(printable(node.name), node.lock));
     for (const device of node.inventory?.devices ?? []) {
       const use = node.usage.get(device.uuid) ?? { slots: 0, memoryMiB: 0, cores: 0 };
-      lines.push(
-        `  ${printable(device.uuid).padEnd(24)} mem ${bar(use.memoryMiB / device.memoryMiB)} ${String(use.memoryMiB).padStart(6)}/${device.memoryMiB} MiB  cores ${bar(use.cores / device.cores)} ${String(use.cores).padStart(3)}%  tasks ${use.slots}/${device.count}`,
-      );
+      const memoryUse = `${String(use.memoryMiB).padStart(6)}/${device.memoryMiB} MiB`;
+      const memory = `mem ${bar(use.memoryMiB / device.memoryMiB)} ${memoryUse}`;
+      const cores = `cores ${bar(use.cores / device.cores)} ${String(use.cores).padStart(3)}%`;
+      lines.push(`  ${printable(device.uuid).padEnd(24)} ${memory}  ${cores}  tasks ${use.slots}/${device.count}`);
     }
   }
   return lines;
 }
 
+/** An event's message, clipped, and how many times it came when more than once. */
+function messageText(event: LiveEvent): string {
+  return `${printable(clip(event.message, MESSAGE_CHARS))}${event.count > 1 ? ` (x${event.count})` : ''}`;
+}
+
 function eventText(event: LiveEvent): string {
-  return `${event.reason}: ${printable(clip(event.message, MESSAGE_CHARS))}${event.count > 1 ? ` (x${event.count})` : ''}`;
+  return `${event.reason}: ${messageText(event)}`;
 }
 
 function pendingLines(pending: readonly LivePendingPod[], now: Date): string[] {
@@ -153,7 +163,8 @@ function objectText(event: LiveEvent): string {
 function eventLines(events: readonly LiveEvent[]): string[] {
   return events.map(
     (event) =>
-      `  ${event.time.toISOString().slice(11, 19)}  ${printable(event.reason).padEnd(18)} ${objectText(event).padEnd(28)} ${printable(clip(event.message, MESSAGE_CHARS))}${event.count > 1 ? ` (x${event.count})` : ''}`,
+      `  ${event.time.toISOString().slice(11, 19)}  ${printable(event.reason).padEnd(18)} ` +
+      `${objectText(event).padEnd(28)} ${messageText(event)}`,
   );
 }
 

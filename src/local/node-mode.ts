@@ -43,7 +43,9 @@ export function chooseNodeMode(input: {
   return obstacle === undefined
     ? {
         mode: 'real',
-        why: 'real nodes: root, kubelet and containerd are here (kubelet and containerd each; --nodes=simulated for simulated ones)',
+        why:
+          'real nodes: root, kubelet and containerd are here ' +
+          '(kubelet and containerd each; --nodes=simulated for simulated ones)',
       }
     : {
         mode: 'simulated',

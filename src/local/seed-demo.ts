@@ -85,9 +85,12 @@ async function readPod(core: CoreV1Api, namespace: string, name: string): Promis
  */
 export async function runSeedDemo(deps: SeedDemoDeps): Promise<SeedVariantResult[]> {
   const results: SeedVariantResult[] = [];
-  deps.say(
-    `seed demo on ${deps.node.mode} nodes (${deps.node.mode === 'real' ? 'kubelet frozen from before the victim is bound until 1.5 s after its delete' : 'the simulated plugin never allocates the victim; a graceful delete is finished 1.5 s after it began, as kubelet would'})`,
-  );
+  const how =
+    deps.node.mode === 'real'
+      ? 'kubelet frozen from before the victim is bound until 1.5 s after its delete'
+      : 'the simulated plugin never allocates the victim; ' +
+        'a graceful delete is finished 1.5 s after it began, as kubelet would';
+  deps.say(`seed demo on ${deps.node.mode} nodes (${how})`);
   for (const variant of SEED_VARIANTS) results.push(await runVariant(deps, variant));
   return results;
 }
@@ -115,7 +118,8 @@ async function runVariant(deps: SeedDemoDeps, variant: SeedVariant): Promise<See
       timeoutMs,
     );
     say(
-      `${tag}: ${node.name} locked: ${lock}; deleting ${victim} ${variant === 'force' ? 'with grace period 0' : 'gracefully'}`,
+      `${tag}: ${node.name} locked: ${lock}; ` +
+        `deleting ${victim} ${variant === 'force' ? 'with grace period 0' : 'gracefully'}`,
     );
     const deleted = Date.now();
     await core.deleteNamespacedPod({
@@ -153,13 +157,15 @@ async function runVariant(deps: SeedDemoDeps, variant: SeedVariant): Promise<See
     const readyAfterMs = Date.now() - deleted;
     const visibleDevices = await node.visibleDevices?.(ready);
     const freed = releasedAfterMs ?? readyAfterMs;
-    say(
-      `${tag}: the victim's lock was freed ${freed} ms after its delete${node.mode === 'real' ? ` (${Math.max(0, freed - lagMs)} ms after kubelet resumed)` : ''}; ${HAMI_V2_10[variant]}`,
-    );
+    const resumed = node.mode === 'real' ? ` (${Math.max(0, freed - lagMs)} ms after kubelet resumed)` : '';
+    say(`${tag}: the victim's lock was freed ${freed} ms after its delete${resumed}; ${HAMI_V2_10[variant]}`);
+    const boundTo = ready.spec?.nodeName ?? '?';
+    const visible = visibleDevices === undefined ? '' : ` with NVIDIA_VISIBLE_DEVICES=${visibleDevices}`;
     say(
       node.mode === 'real'
-        ? `${tag}: replacement pod ${replacement} Running on ${ready.spec?.nodeName ?? '?'}${visibleDevices === undefined ? '' : ` with NVIDIA_VISIBLE_DEVICES=${visibleDevices}`} ${readyAfterMs} ms after the delete`
-        : `${tag}: replacement pod ${replacement} bound to ${ready.spec?.nodeName ?? '?'} and allocated ${readyAfterMs} ms after the delete`,
+        ? `${tag}: replacement pod ${replacement} Running on ${boundTo}${visible} ${readyAfterMs} ms after the delete`
+        : `${tag}: replacement pod ${replacement} bound to ${boundTo} and allocated ${readyAfterMs} ms ` +
+            'after the delete',
     );
     return { variant, releasedAfterMs: freed, readyAfterMs, visibleDevices };
   } finally {

@@ -1,7 +1,8 @@
 /**
  * Stops registered resources when the process ends: on SIGINT/SIGTERM it runs their async stop
- * (newest first, one at a time, all within one bound), then exits with the conventional code; on 'exit' (any other way out, including an
- * uncaught error) it runs their synchronous kill. Listeners exist only while something is registered.
+ * (newest first, one at a time, all within one bound), then exits with the conventional code; on
+ * 'exit' (any other way out, including an uncaught error) it runs their synchronous kill. Listeners
+ * exist only while something is registered.
  */
 export interface ShutdownTarget {
   on(event: 'exit', listener: () => void): unknown;

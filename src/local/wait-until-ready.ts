@@ -42,7 +42,8 @@ export async function retryWhilePortTaken<T>(
     } catch (error) {
       if (attempt >= PORT_ATTEMPTS || !portWasTaken(error)) throw error;
       progress(
-        `a port was taken before the component bound it; starting again on fresh ports (try ${attempt + 1} of ${PORT_ATTEMPTS})`,
+        'a port was taken before the component bound it; ' +
+          `starting again on fresh ports (try ${attempt + 1} of ${PORT_ATTEMPTS})`,
       );
     }
   }
@@ -116,8 +117,8 @@ export async function waitUntilReady(process: ManagedProcess, probe: ReadinessPr
       const lastLines = process.lastLogLines();
       const Failure = lastLines.includes(PORT_TAKEN_LOG) ? PortTakenError : ReadinessError;
       throw new Failure(
-        `${process.name} exited (code ${String(exit?.code)}, signal ${String(exit?.signal)}) before ${probe.url} was ready; ` +
-          `last log lines (${process.logFile}):\n${lastLines}`,
+        `${process.name} exited (code ${String(exit?.code)}, signal ${String(exit?.signal)}) ` +
+          `before ${probe.url} was ready; last log lines (${process.logFile}):\n${lastLines}`,
       );
     }
     try {
@@ -129,7 +130,8 @@ export async function waitUntilReady(process: ManagedProcess, probe: ReadinessPr
     }
     if (portTakenWhileRunning(process, probe)) {
       throw new PortTakenError(
-        `${process.name} runs but could not bind ${probe.url} (last: ${last}); last log lines (${process.logFile}):\n${process.lastLogLines()}`,
+        `${process.name} runs but could not bind ${probe.url} (last: ${last}); ` +
+          `last log lines (${process.logFile}):\n${process.lastLogLines()}`,
       );
     }
     await sleep(200);

@@ -104,7 +104,10 @@ export function checkForeignDevices(records: readonly AllocationRecord[]): Viola
     }));
 }
 
-/** Pending GPU pods after the quiesce phase: each could fit (the workload keeps demand below a bound that guarantees it). */
+/**
+ * Pending GPU pods after the quiesce phase: each could fit (the workload keeps demand below a bound
+ * that guarantees it).
+ */
 export function checkAllBound(snapshot: Snapshot): Violation[] {
   return snapshot.pods
     .filter((pod) => pod.gpuCount > 0 && pod.nodeName === undefined && !pod.deleting && !isTerminal(pod))

@@ -188,10 +188,10 @@ describe('vgpu-warden local live view in a terminal (tmux)', function () {
         const parts = {
           'event 0229': text.includes('live-e2e event 0229'),
           'same-second 5': text.includes('same-second 5'),
-          'the releasable lock':
-            /gpu-node-2 {2}releasable {2}default\/live-e2e-ghost .* owner-not-found: the pod named by the lock does not exist/.test(
-              text,
-            ),
+          'the releasable lock': new RegExp(
+            /gpu-node-2 {2}releasable {2}default\/live-e2e-ghost .* /.source +
+              /owner-not-found: the pod named by the lock does not exist/.source,
+          ).test(text),
           'the pending pod': /default\/live-e2e-too-big {2}\S+ {2}(FilteringFailed|FailedScheduling): /.test(text),
         };
         const missing = Object.entries(parts)

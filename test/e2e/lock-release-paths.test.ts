@@ -35,7 +35,8 @@ describe('a lock whose pod is deleted mid-bind is freed by each path on its own'
         fixture.admission = (pod) => (pod.metadata?.name === 'victim' ? 'never' : 0);
         const { group, nodes } = await fixture.createNodes(1);
         const node = nodes[0] ?? '';
-        // Rechecks as soon as the fixture's store sees the node's lock or the named pod change; the polls stay as the fallback.
+        // Rechecks as soon as the fixture's store sees the node's lock or the named pod change; the
+        // polls stay as the fallback.
         const onLock: Wake = (recheck) => fixture.server!.cache.onLockChange(node, recheck);
         const onPod =
           (name: string): Wake =>

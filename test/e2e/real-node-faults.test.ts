@@ -18,7 +18,8 @@ import type { GrpcPluginEvent } from '@vgpu-warden/stand-ins/hami-plugin';
  * Faults between kubelet and the device plugin, on real nodes (kubelet + containerd, the HAMi
  * stand-in registered over gRPC): the plugin dies (allocatable drops to 0, kubelet's own doing) or
  * dies in the middle of an Allocate, kubelet restarts while a pod waits for Allocate or right after
- * the plugin served one, containerd is gone. Each must leave no lock behind and never give a container another pod's devices.
+ * the plugin served one, containerd is gone. Each must leave no lock behind and never give a
+ * container another pod's devices.
  */
 const LIMITS = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '20' };
 /** kubelet 1.37's answer to a Register of a socket path it holds a client for. */

@@ -146,7 +146,8 @@ describe('seed scenario on real nodes (kubelet + containerd, device plugin over 
         const victimUid = victimPod.metadata?.uid;
         const allocated = records.filter((record) => record.outcome === 'allocated');
         if (variant === 'force') {
-          // kubelet called Allocate for the dead victim (the lock still named it: "not found"), or did not admit it at all.
+          // kubelet called Allocate for the dead victim (the lock still named it: "not found"), or
+          // did not admit it at all.
           victimAllocateCalls += records.filter(
             (record) => record.outcome === 'failed' && (record.error ?? '').includes('not found'),
           ).length;

@@ -143,7 +143,8 @@ describe('npm run release: chart, image archive and sums that agree, installed f
           ).spec.template.spec.containers.map((container) => container.image),
         );
       expect(images).to.include(`${REGISTRY_REPOSITORY}:${version}`);
-      // helm install vgpu-warden vgpu-warden-<v>.tgz -n vgpu-warden --set image.repository=… --set kubeScheduler.image.tag=…
+      // helm install vgpu-warden vgpu-warden-<v>.tgz -n vgpu-warden \
+      //   --set image.repository=… --set kubeScheduler.image.tag=…
       const install = await helm(
         [
           'install',

@@ -181,7 +181,8 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
       const events = (await core.listNamespacedEvent({ namespace })).items.filter(
         (event) => event.involvedObject.name === 'normal',
       );
-      // kube-scheduler records Scheduled; HAMi's FilteringSucceed and BindingSucceed only with SUCCESS_EVENTS=true (hami-metrics.test.ts).
+      // kube-scheduler records Scheduled; HAMi's FilteringSucceed and BindingSucceed only with
+      // SUCCESS_EVENTS=true (hami-metrics.test.ts).
       expect(events.map((event) => event.reason))
         .to.include('Scheduled')
         .and.not.include('BindingSucceed')

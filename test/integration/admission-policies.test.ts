@@ -141,7 +141,10 @@ describe('admission policies (manifests/admission-policies.yaml) in the real kub
   let rbac: RbacAuthorizationV1Api;
   let probeNode = '';
 
-  /** `bindings` (the shipped ones by default) limited to this suite's namespaces; nodes are cluster-scoped and stay matched. */
+  /**
+   * `bindings` (the shipped ones by default) limited to this suite's namespaces; nodes are
+   * cluster-scoped and stay matched.
+   */
   function testBindings(bindings = shipped.bindings): V1ValidatingAdmissionPolicyBinding[] {
     return bindings.map((binding) => ({
       metadata: { name: binding.metadata!.name!, labels: binding.metadata?.labels ?? {} },
@@ -513,7 +516,8 @@ describe('admission policies (manifests/admission-policies.yaml) in the real kub
         body: pod('cpu', { scheduler: 'volcano', containers: [container('web')] }),
       });
       // kubelet's mirror of a static GPU pod: bound already, created by the node itself.
-      // As kubelet makes it: NodeRestriction admits a node's mirror pod only when the pod is owned by that Node (with its UID).
+      // As kubelet makes it: NodeRestriction admits a node's mirror pod only when the pod is owned
+      // by that Node (with its UID).
       const { core: admin } = testCluster();
       const nodeUid = (await admin.readNode({ name: probeNode })).metadata?.uid;
       const node = coreAs(kubeConfig, `system:node:${probeNode}`, 'system:nodes');

@@ -210,7 +210,10 @@ describe('Event aggregation on a real apiserver', function () {
     expect(items.map((item) => item.count).sort()).to.deep.equal([1, 9]);
     expect(lines).to.have.length(1);
     expect(lines[0]).to.match(
-      /^cannot patch Events \(HTTP 403 Forbidden: .*\): repeats now create one new Event per 2 s instead of counting on one; grant "patch" on events/,
+      new RegExp(
+        /^cannot patch Events \(HTTP 403 Forbidden: .*\): /.source +
+          /repeats now create one new Event per 2 s instead of counting on one; grant "patch" on events/.source,
+      ),
     );
     await sleep(INTERVAL_MS + 500);
     expect(await filteringFailed(namespace, 'create-only')).to.have.length(2);

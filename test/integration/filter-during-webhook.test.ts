@@ -76,7 +76,10 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
     rmSync(certDir, { recursive: true, force: true });
   });
 
-  /** serve with its webhook and extender on the given ports (no leader election, no sweeper); answers its CA once written. */
+  /**
+   * serve with its webhook and extender on the given ports (no leader election, no sweeper);
+   * answers its CA once written.
+   */
   async function startServe(
     kubeconfigPath: string,
     ports: { webhookPort: number; extenderPort: number; metricsPort: number },
@@ -203,7 +206,10 @@ describe('a /filter over 100,000 node names next to the admission webhook (serve
     // Names the store has never seen and nowhere else to go: after its short wait for them, an
     // Error, which kube-scheduler retries on its backoff (docs/testing.md, docs/extender.md).
     expect(result.Error).to.match(
-      /^vgpu-warden has not seen 100000 nodes \(unknown-node-0, unknown-node-1, unknown-node-2, …\) yet .*; retry: 100000 nodes do not meet: 100000 nodes node unregistered/,
+      new RegExp(
+        /^vgpu-warden has not seen 100000 nodes \(unknown-node-0, unknown-node-1, unknown-node-2, …\) yet .*; /.source +
+          /retry: 100000 nodes do not meet: 100000 nodes node unregistered/.source,
+      ),
     );
     expect(result.NodeNames).to.equal(null);
     process.stdout.write(

@@ -153,7 +153,8 @@ describe('migrating from HAMi: HAMi scaled to 0 through its chart values, vgpu-w
         (warden.spec?.template.spec?.containers[0]?.env ?? []).map((variable) => [variable.name, variable.value]),
       );
       expect(env.SCHEDULER_NAME, "the webhook's SCHEDULER_NAME").to.equal('hami-scheduler');
-      // HAMi's device plugin keeps writing what it writes: the policies name its ServiceAccount, and only report (warn).
+      // HAMi's device plugin keeps writing what it writes: the policies name its ServiceAccount,
+      // and only report (warn).
       const policy: V1ValidatingAdmissionPolicy = await admission.readValidatingAdmissionPolicy({
         name: 'vgpu-warden-scheduler-owned-pod-metadata',
       });

@@ -57,7 +57,10 @@ const withoutNamespace = (objects: AnyObject[]) => objects.filter((object) => ob
 const chartYaml = loadYaml<{ version: string; appVersion: string; annotations: Record<string, string> }>(
   readFileSync(resolve(CHART_DIR, 'Chart.yaml'), 'utf8'),
 );
-/** Helm's labels the kustomize base does not carry (it is not installed by helm): the chart's, its version's on every object, and Helm as the manager. */
+/**
+ * Helm's labels the kustomize base does not carry (it is not installed by helm): the chart's, its
+ * version's on every object, and Helm as the manager.
+ */
 const HELM_LABELS = ['helm.sh/chart', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by'];
 
 /**
@@ -174,7 +177,10 @@ interface TemplateOptions {
   extraArgs?: string[];
 }
 
-/** `helm template` for a given cluster version and API set (renderChart renders for the test control plane's version). */
+/**
+ * `helm template` for a given cluster version and API set (renderChart renders for the test control
+ * plane's version).
+ */
 async function template(options: TemplateOptions): Promise<{ code: number; objects: AnyObject[]; stderr: string }> {
   const result = await helm([
     'template',
@@ -594,7 +600,8 @@ webhook:
           .filter((object) => String(object.apiVersion).startsWith('monitoring.coreos.com/'))
           .map((object) => object.kind)
           .sort();
-      // Enabled on a cluster without the API: nothing (helm template knows the APIs only from --api-versions), and NOTES say so.
+      // Enabled on a cluster without the API: nothing (helm template knows the APIs only from
+      // --api-versions), and NOTES say so.
       expect(monitoringKinds((await template({ kubeVersion, set: enabled })).objects)).to.deep.equal([]);
       const notes = await renderNotes({ kubeVersion, set: enabled });
       expect(notes).to.include(
@@ -800,7 +807,8 @@ webhook:
         const rendered = await template({ kubeVersion });
         expect(kubeSchedulerImage(rendered.objects), kubeVersion).to.equal(`registry.k8s.io/kube-scheduler:${tag}`);
       }
-      // The test control plane's own version (v1.37.2 in the main suite, v1.30.14 in the compatibility suite's first run).
+      // The test control plane's own version (v1.37.2 in the main suite, v1.30.14 in the
+      // compatibility suite's first run).
       expect(kubeSchedulerImage(await renderChart({ namespace: BASE_NAMESPACE }))).to.equal(
         `registry.k8s.io/kube-scheduler:v${renderKubeVersion().replace(/^v/, '')}`,
       );
@@ -824,7 +832,10 @@ webhook:
       for (const kubeVersion of ['1.38.0', 'v1.38.2+k3s1', 'v1.38.0-eks-2d5f260', '1.40.1']) {
         const notes = await renderNotes({ kubeVersion });
         expect(notes, kubeVersion).to.match(
-          /WARNING: Kubernetes v1\.(38|40)\.\S+ is newer than the newest version vgpu-warden \S+ was tested on \(1\.37\)/,
+          new RegExp(
+            /WARNING: Kubernetes v1\.(38|40)\.\S+ is newer than /.source +
+              /the newest version vgpu-warden \S+ was tested on \(1\.37\)/.source,
+          ),
         );
       }
       const pinned = await renderNotes({ kubeVersion: '1.31.6', set: { 'kubeScheduler.image.tag': 'v1.30.2' } });
@@ -840,7 +851,8 @@ webhook:
       body: { metadata: { name: releaseNamespace, labels: { 'vgpu-warden.test/run': 'true' } } },
     });
     try {
-      // `kubectl label namespace vgpu-warden hami.io/webhook=ignore pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest`
+      // `kubectl label namespace vgpu-warden hami.io/webhook=ignore \
+      //    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest`
       await core.patchNamespace(
         {
           name: releaseNamespace,

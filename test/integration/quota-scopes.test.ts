@@ -276,7 +276,8 @@ describe('ResourceQuota scopes: the pods a GPU quota counts (real kube-apiserver
     const low2 = await createPod(core, namespace, 'low-2', { priorityClassName: low }, 9000);
     expect((await service.filter(filterArgs(low2))).NodeNames).to.deep.equal(nodes);
     expect(await bind(low2, nodes[2] ?? '')).to.deep.equal({});
-    // 4000 MiB more of the high class: over its 8000 beside the sidecar pod's 6000, on every node, in filter and in bind.
+    // 4000 MiB more of the high class: over its 8000 beside the sidecar pod's 6000, on every node,
+    // in filter and in bind.
     const high2 = await createPod(core, namespace, 'high-2', { priorityClassName: high }, 4000);
     const refused = await service.filter(filterArgs(high2));
     expect(refused.Error).to.equal(

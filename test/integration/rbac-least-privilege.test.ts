@@ -429,7 +429,8 @@ describe('RBAC of manifests/: each identity can do what the design needs, and no
         'replacing a node',
       ).to.equal(403);
       expect(await status(warden.readNamespacedPod({ name: 'victim', namespace })), 'reading a pod').to.equal(200);
-      // The caBundle watch's LIST, exactly as src/tls/webhook-configuration-source.ts sends it, and without the selector.
+      // The caBundle watch's LIST, exactly as src/tls/webhook-configuration-source.ts sends it, and
+      // without the selector.
       const wardenAdmission = loadKubeConfig(join(dir, 'vgpu-warden')).makeApiClient(AdmissionregistrationV1Api);
       expect(
         await status(wardenAdmission.listMutatingWebhookConfiguration({ fieldSelector: 'metadata.name=vgpu-warden' })),

@@ -214,7 +214,8 @@ describe('GitOps-safe webhook configuration: server-side apply of the manifest, 
         100,
       );
 
-      // A GitOps re-sync of the same manifest: no conflict (the manifest does not name the field), and the bundle stays.
+      // A GitOps re-sync of the same manifest: no conflict (the manifest does not name the field),
+      // and the bundle stays.
       expect(await serverSideApply(kubeConfig, controlPlane.kubeconfigPath, manifest, false)).to.deep.equal({
         ok: true,
       });

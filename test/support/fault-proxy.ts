@@ -73,7 +73,10 @@ export interface RequestMatch {
 export type FaultAction =
   /** Answer with `status` and `body` (a Status object by default) without forwarding. */
   | { kind: 'fail'; status: number; body?: object; headers?: Record<string, string> }
-  /** Forward, wait for the upstream's full answer (the write committed), then destroy the client connection without answering. */
+  /**
+   * Forward, wait for the upstream's full answer (the write committed), then destroy the client
+   * connection without answering.
+   */
   | { kind: 'drop-after-commit' }
   /** Forward after `ms`. */
   | { kind: 'delay'; ms: number }
@@ -86,7 +89,10 @@ export type FaultAction =
   | { kind: 'commit-late'; ms: number }
   /** Destroy the client connection at once without forwarding. */
   | { kind: 'reset' }
-  /** Answer a watch with one ERROR event carrying a 410 Expired Status and end the stream (a non-watch request gets a 410 answer). */
+  /**
+   * Answer a watch with one ERROR event carrying a 410 Expired Status and end the stream (a
+   * non-watch request gets a 410 answer).
+   */
   | { kind: 'expire-watch' };
 
 export type FaultKind = FaultAction['kind'];
@@ -453,7 +459,10 @@ export class FaultProxy {
     return open.length;
   }
 
-  /** Closes the listener, every client and upstream connection (watches and hung requests included), the kubeConfig() clients and the kubeconfig directory. Idempotent. */
+  /**
+   * Closes the listener, every client and upstream connection (watches and hung requests included),
+   * the kubeConfig() clients and the kubeconfig directory. Idempotent.
+   */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       this.clearRules();
@@ -607,7 +616,10 @@ export class FaultProxy {
     return rule;
   }
 
-  /** Sends the request upstream; `drop` reads the whole answer and then destroys the client connection instead of answering. */
+  /**
+   * Sends the request upstream; `drop` reads the whole answer and then destroys the client
+   * connection instead of answering.
+   */
   /** Sends a request the client has given up on to the upstream, and records its answer only. */
   private commitLate(req: IncomingMessage, body: Buffer, entry: LoggedRequest): void {
     const upstreamReq = httpsRequest({

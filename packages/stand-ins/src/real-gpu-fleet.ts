@@ -60,7 +60,10 @@ export interface RealGpuFleetOptions {
   labels?: Readonly<Record<string, string>>;
   shutdownHooks?: ShutdownRegistry;
   progress?: (line: string) => void;
-  /** The stand-in to serve (one for all nodes, as it keeps the records); else one that allocates as HAMi does, or as `allocation` says. */
+  /**
+   * The stand-in to serve (one for all nodes, as it keeps the records); else one that allocates as
+   * HAMi does, or as `allocation` says.
+   */
   plugin?: HamiDevicePlugin<Admission>;
   /** What a stand-in made here does on each Allocate; allocate as HAMi does by default. */
   allocation?: (request: AllocateRequest<Admission>) => AllocateAction;
@@ -170,7 +173,10 @@ export class RealGpuFleet {
     return server;
   }
 
-  /** Until kubelet publishes `count` allocatable nvidia.com/gpu on the node (the plugin registered and listed its devices). */
+  /**
+   * Until kubelet publishes `count` allocatable nvidia.com/gpu on the node (the plugin registered and
+   * listed its devices).
+   */
   async allocatable(node: string, count: number, timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -178,7 +184,8 @@ export class RealGpuFleet {
       if (seen === String(count)) return;
       if (Date.now() > deadline) {
         throw new RealGpuFleetError(
-          `${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms (last: ${seen ?? 'none'})\n${await this.devicePluginTrail(node)}`,
+          `${node} did not publish ${count} allocatable nvidia.com/gpu within ${timeoutMs} ms ` +
+            `(last: ${seen ?? 'none'})\n${await this.devicePluginTrail(node)}`,
         );
       }
       await sleep(200);

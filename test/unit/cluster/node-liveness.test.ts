@@ -104,7 +104,10 @@ describe('node liveness (HAMi CheckHealth: allocatable nvidia.com/gpu and hami.i
     );
     expect(verdict.ready).to.equal(false);
     expect(!verdict.ready && verdict.reason).to.match(
-      /^device plugin stopped reporting since 2026-08-21T06:20:34Z \(status\.allocatable\["nvidia\.com\/gpu"\] is 0, handshake requested at /,
+      new RegExp(
+        /^device plugin stopped reporting since 2026-08-21T06:20:34Z /.source +
+          /\(status\.allocatable\["nvidia\.com\/gpu"\] is 0, handshake requested at /.source,
+      ),
     );
     expect(!verdict.ready && verdict.since?.getTime()).to.equal(NOW - 5_000);
   });

@@ -25,7 +25,10 @@ const status = (name: string, state: InitStatus['state']): InitStatus => ({
   ...(state === undefined ? {} : { state }),
 });
 
-/** Bound to n1: `init` plain init containers (memory each), then a sidecar, then one app container; every segment as given. */
+/**
+ * Bound to n1: `init` plain init containers (memory each), then a sidecar, then one app container;
+ * every segment as given.
+ */
 function boundPod(
   uid: string,
   parts: { plainInit?: number[]; sidecar: number; app: number; segments: { uuid: string; memoryMiB: number }[][] },
@@ -126,7 +129,8 @@ describe("PodUsageIndex and ClusterCache: sidecar init containers in a bound pod
       [{ uuid: 'GPU-0', memoryMiB: 2000 }],
       [{ uuid: 'GPU-0', memoryMiB: 2000 }],
     ];
-    // Plain init 8000 MiB (it runs before the sidecar starts), then the sidecar (2000) and the app container (2000) on one GPU.
+    // Plain init 8000 MiB (it runs before the sidecar starts), then the sidecar (2000) and the app
+    // container (2000) on one GPU.
     index.upsert(boundPod('p', { plainInit: [8000], sidecar: 2000, app: 2000, segments }));
     expect(index.usageOn('n1').get('GPU-0')?.memoryMiB, 'while the init container may run').to.equal(8000);
     // The init container finished; the sidecar keeps running (kubelet reports it running, not terminated).

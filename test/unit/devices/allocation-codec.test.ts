@@ -42,7 +42,8 @@ describe('devices: pod allocation codec (HAMi §4.6)', () => {
   }
 
   describe('forms the device plugin leaves behind after consuming entries', () => {
-    // `;GPU-a,NVIDIA,1000,30:;` → `;;;` and `GPU-a,NVIDIA,1000,0:;` → `;;` (each rewrite keeps HAMi's extra empty entry).
+    // `;GPU-a,NVIDIA,1000,30:;` → `;;;` and `GPU-a,NVIDIA,1000,0:;` → `;;` (each rewrite keeps
+    // HAMi's extra empty entry).
     it('decodes ";;;" to three empty containers', () => {
       expect(decodeAllocation(';;;')).to.deep.equal([[], [], []]);
     });

@@ -89,7 +89,10 @@ describe('devices: fit under a namespace GPU quota (HAMi fitQuota, ResourceQuota
     if (!over.fits) {
       expect(over.reasonCounts).to.deep.equal({ ResourceQuotaNotFit: 2 });
       expect(over.reason).to.match(
-        /^2\/2 ResourceQuotaNotFit \(ResourceQuota team-a\/gpu-quota: limits\.nvidia\.com\/gpumem 0 used \+ \d+ requested > 5000\)$/,
+        new RegExp(
+          /^2\/2 ResourceQuotaNotFit \(ResourceQuota team-a\/gpu-quota: /.source +
+            /limits\.nvidia\.com\/gpumem 0 used \+ \d+ requested > 5000\)$/.source,
+        ),
       );
     }
   });

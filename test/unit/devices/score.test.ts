@@ -72,7 +72,10 @@ describe('devices: policies and scores (HAMi §3.4)', () => {
     const refused: [Record<string, string>, RegExp][] = [
       [
         { [GPU_POLICY_ANNOTATION]: 'BINPACK' },
-        /^unsupported hami\.io\/gpu-scheduler-policy "BINPACK": unknown policy "BINPACK" \(HAMi's policies: binpack, spread, numa, mutex, topology-aware, comma-separated\)$/,
+        new RegExp(
+          /^unsupported hami\.io\/gpu-scheduler-policy "BINPACK": unknown policy "BINPACK" /.source +
+            /\(HAMi's policies: binpack, spread, numa, mutex, topology-aware, comma-separated\)$/.source,
+        ),
       ],
       [{ [GPU_POLICY_ANNOTATION]: 'binpack,fastest' }, /unknown policy "fastest"/],
       [{ [GPU_POLICY_ANNOTATION]: 'binpack,' }, /unknown policy ""/],

@@ -50,7 +50,10 @@ describe('the claimed Kubernetes versions', () => {
   it("ship the main suite's kube-scheduler in the manifests; the chart's follows the cluster (rendered in test/integration/helm-chart.test.ts)", () => {
     expect(read('manifests/scheduler-deployment.yaml')).to.include(`image: registry.k8s.io/kube-scheduler:${newest}`);
     expect(read('charts/vgpu-warden/values.yaml')).to.match(
-      /\nkubeScheduler:\n {2}replicas: \d+\n {2}image:\n {4}repository: registry\.k8s\.io\/kube-scheduler\n( {4}#.*\n)* {4}tag: ""\n/,
+      new RegExp(
+        /\nkubeScheduler:\n {2}replicas: \d+\n {2}image:\n/.source +
+          / {4}repository: registry\.k8s\.io\/kube-scheduler\n( {4}#.*\n)* {4}tag: ""\n/.source,
+      ),
     );
   });
 });

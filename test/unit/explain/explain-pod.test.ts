@@ -242,7 +242,10 @@ describe('explainPod: the verdict for each situation', () => {
     const explanation = await explainScenario(pod, [gpuNode({ name: 'gpu-1', gpus: 1 })]);
     expect(explanation.situation).to.equal('unreadable-request');
     expect(explanation.verdict).to.match(
-      /^Pending: unreadable GPU request: invalid nvidia\.com\/gpucores value "150" in container main: .* \(filter refuses the pod\)$/,
+      new RegExp(
+        /^Pending: unreadable GPU request: invalid nvidia\.com\/gpucores value "150" in container main: /.source +
+          /.* \(filter refuses the pod\)$/.source,
+      ),
     );
     expect(explanation.pod.requestProblems).to.have.length(1);
   });

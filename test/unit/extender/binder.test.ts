@@ -700,7 +700,10 @@ describe('Binder (bind against a fake API with faults)', () => {
   });
 
   describe("a lock whose allocation is over is the device plugin's to delete", () => {
-    /** `holder` bound to gpu-1 and allocated (bind-phase success), its lock still on the node: the plugin is about to delete it. */
+    /**
+     * `holder` bound to gpu-1 and allocated (bind-phase success), its lock still on the node: the
+     * plugin is about to delete it.
+     */
     async function finishedHolder(
       parts: Pick<Awaited<ReturnType<typeof setup>>, 'api' | 'podSource' | 'nodeSource'>,
     ): Promise<string> {

@@ -352,7 +352,10 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     const { service, events } = await build({ unseenNodeWaitMs: 5 });
     const result = await service.filter({ pod: gpuPod('huge', GPU_MIB + 1), nodeNames: ['n1', 'late'] });
     expect(result.Error).to.match(
-      /^vgpu-warden has not seen node late yet \(its node watch is behind kube-scheduler's\); retry: 2 nodes do not meet: /,
+      new RegExp(
+        /^vgpu-warden has not seen node late yet \(its node watch is behind kube-scheduler's\); /.source +
+          /retry: 2 nodes do not meet: /.source,
+      ),
     );
     expect(events).to.deep.equal(['FilteringFailed']);
   });

@@ -188,7 +188,8 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
     expect(refused.Error).to.equal(
       'ResourceQuotaNotFit (ResourceQuota team-a/high-gpu: limits.nvidia.com/gpumem 6000 used + 4000 requested > 8000)',
     );
-    // A bind in flight counts under the scopes of the pod it was assumed for; one assumed without its pod counts everywhere.
+    // A bind in flight counts under the scopes of the pod it was assumed for; one assumed without
+    // its pod counts everywhere.
     store.assumePod(
       'uid-low-3',
       'n2',
@@ -222,7 +223,10 @@ describe('ExtenderService: namespace GPU quota at filter time', () => {
     const result = await service.filter({ pod, nodeNames: ['n1'] });
     expect(result.Error).to.equal('');
     expect(result.FailedNodes?.get('n1')).to.match(
-      /^1\/1 ResourceQuotaNotFit \(ResourceQuota team-a\/gpu-quota: limits\.nvidia\.com\/gpumem 0 used \+ \d+ requested > 5000\)$/,
+      new RegExp(
+        /^1\/1 ResourceQuotaNotFit \(ResourceQuota team-a\/gpu-quota: /.source +
+          /limits\.nvidia\.com\/gpumem 0 used \+ \d+ requested > 5000\)$/.source,
+      ),
     );
   });
 

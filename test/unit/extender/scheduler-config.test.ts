@@ -75,7 +75,8 @@ describe('kube-scheduler configuration', () => {
   });
 
   it('weighs the extender so that one point of its 0..10 score beats every score plugin together', () => {
-    // kube-scheduler 1.30 to 1.37: extender score * weight * (MaxNodeScore / MaxExtenderPriority); plugins 0..100 * weight.
+    // kube-scheduler 1.30 to 1.37: extender score * weight * (MaxNodeScore / MaxExtenderPriority);
+    // plugins 0..100 * weight.
     const sumOfPluginWeights = Object.values(DEFAULT_SCORE_PLUGIN_WEIGHTS).reduce((sum, weight) => sum + weight, 0);
     expect(sumOfPluginWeights).to.equal(15);
     const onePoint = EXTENDER_WEIGHT * (MAX_NODE_SCORE / MAX_EXTENDER_PRIORITY);

@@ -159,7 +159,10 @@ describe('local live view rendering', () => {
     ).join('\n');
     expect(text).to.include('pending GPU pods (2):');
     expect(text).to.match(
-      /default\/big {2}41s {2}FilteringFailed: 2 nodes CardInsufficientMemory \(gpu-node-1, gpu-node-2\)( and more)+[ a-z]*… \(x4\)/,
+      new RegExp(
+        /default\/big {2}41s {2}FilteringFailed: /.source +
+          /2 nodes CardInsufficientMemory \(gpu-node-1, gpu-node-2\)( and more)+[ a-z]*… \(x4\)/.source,
+      ),
     );
     expect(text).to.include('team/new  2s  no scheduling event yet');
   });

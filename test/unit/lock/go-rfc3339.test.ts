@@ -7,7 +7,8 @@ import { parseRfc3339 } from '../../../src/lock/lock-value.js';
  * Our lock-stamp parser against Go's own time.Parse(time.RFC3339, …), the call HAMi makes. The
  * fixture holds Go's verdicts on 1,521 strings: valid stamps (edge years, one-digit hours,
  * fractions of any length, offsets up to ±24:60) and seeded mutations of them. Regenerate with
- *   npx tsx -e "import('./test/support/lock-fuzz.ts').then((m) => process.stdout.write(JSON.stringify(m.rfc3339Candidates(20261213, 1500))))" \
+ *   npx tsx -e "import('./test/support/lock-fuzz.ts').then((m) => \
+ *     process.stdout.write(JSON.stringify(m.rfc3339Candidates(20261213, 1500))))" \
  *     | go run tools/rfc3339-verdicts/main.go > test/unit/lock/fixtures/go-rfc3339-verdicts.json
  */
 interface Verdict {

@@ -7,7 +7,10 @@ import { OneNodeLockApi } from '../../support/one-node-lock-api.js';
 const NOW = new Date('2026-12-05T10:00:05Z');
 const NODE = 'gpu-1';
 const LOCK = '2026-12-05T10:00:00Z,ns,done';
-/** The lock's owner: bound here, its allocation over (the device plugin wrote bind-phase success and is about to delete the lock). */
+/**
+ * The lock's owner: bound here, its allocation over (the device plugin wrote bind-phase success and
+ * is about to delete the lock).
+ */
 const allocated: OwnerPod = { uid: 'u-1', phase: 'Pending', deleting: false, nodeName: NODE, bindPhase: 'success' };
 
 const locks = (api: OneNodeLockApi) =>

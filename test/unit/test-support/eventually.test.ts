@@ -29,7 +29,10 @@ describe('eventually (test support)', () => {
     expect(error).to.be.instanceOf(EventuallyTimeoutError);
     const message = (error as Error).message;
     expect(message).to.match(
-      /^timed out after 50 ms waiting for the pod to be bound \(\d+ checks\); last seen: Pending, unbound \(look \d+\)$/,
+      new RegExp(
+        /^timed out after 50 ms waiting for the pod to be bound \(\d+ checks\); /.source +
+          /last seen: Pending, unbound \(look \d+\)$/.source,
+      ),
     );
     expect(message).to.include(`look ${calls})`);
   });

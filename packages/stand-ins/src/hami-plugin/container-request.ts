@@ -130,10 +130,16 @@ export function oversizedAllocation(
   for (const device of devices) {
     const limit = memoryBound(request, device.uuid, cardMemory);
     if (limit !== undefined && device.usedMem > limit) {
-      return `container ${containerName} is allocated ${device.usedMem} MB on device ${device.uuid} but requests ${limit} MB`;
+      return (
+        `container ${containerName} is allocated ${device.usedMem} MB on device ${device.uuid} ` +
+        `but requests ${limit} MB`
+      );
     }
     if (request.coresReq > 0 && device.usedCores > request.coresReq) {
-      return `container ${containerName} is allocated ${device.usedCores}% of the cores on device ${device.uuid} but requests ${request.coresReq}%`;
+      return (
+        `container ${containerName} is allocated ${device.usedCores}% of the cores on device ${device.uuid} ` +
+        `but requests ${request.coresReq}%`
+      );
     }
   }
   return undefined;

@@ -115,7 +115,10 @@ export interface GrpcDevicePluginServerOptions {
   registerTimeoutMs?: number;
   /** Safety-net check of the two sockets, in case a folder event was missed (default 1000 ms). */
   checkMs?: number;
-  /** After serving anew while kubelet was connected, the wait before Register, for kubelet to see its stream end (default 200 ms). */
+  /**
+   * After serving anew while kubelet was connected, the wait before Register, for kubelet to see its
+   * stream end (default 200 ms).
+   */
   settleMs?: number;
   log?: (line: string) => void;
   onEvent?: (event: GrpcPluginEvent) => void;
@@ -326,7 +329,8 @@ export class GrpcDevicePluginServer {
               this.registrationWaiters.delete(waiter);
               reject(
                 new Error(
-                  `${this.node}: ${this.registrationCount} registrations after ${options.timeoutMs} ms, waited for ${count}`,
+                  `${this.node}: ${this.registrationCount} registrations after ${options.timeoutMs} ms, ` +
+                    `waited for ${count}`,
                 ),
               );
             }, options.timeoutMs);

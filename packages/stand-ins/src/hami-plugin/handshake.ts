@@ -24,5 +24,6 @@ export function reportedHandshake(at: Date): string {
 
 /** What HAMi's scheduler writes: Go's time.DateTime layout in the scheduler's local time. */
 export function requestingHandshake(at: Date): string {
-  return `Requesting_${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())} ${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}`;
+  const date = `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())}`;
+  return `Requesting_${date} ${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}`;
 }

@@ -127,7 +127,8 @@ export async function releaseNodeLock(
     }
   }
   throw new NodeLockReleaseError(
-    `failed to release node lock (node=${node}, retry strategy={Duration:100ms Factor:2 Jitter:0.5 Steps:5 Cap:0s}): ${lastError instanceof Error ? lastError.message : String(lastError)}`,
+    `failed to release node lock (node=${node}, retry strategy={Duration:100ms Factor:2 Jitter:0.5 Steps:5 Cap:0s}): ` +
+      (lastError instanceof Error ? lastError.message : String(lastError)),
     { cause: lastError },
   );
 }

@@ -63,12 +63,9 @@ export function decodePodDevices(value: string): PodDeviceEntries {
 }
 
 export function encodePodDevices(entries: PodDeviceEntries): string {
-  return entries
-    .map(
-      (devices) =>
-        `${devices.map((device) => `${device.uuid},${device.type},${device.usedMem},${device.usedCores}${DEVICE_TERMINATOR}`).join('')}${CONTAINER_SEPARATOR}`,
-    )
-    .join('');
+  const encodeDevice = (device: HamiDevice) =>
+    `${device.uuid},${device.type},${device.usedMem},${device.usedCores}${DEVICE_TERMINATOR}`;
+  return entries.map((devices) => `${devices.map(encodeDevice).join('')}${CONTAINER_SEPARATOR}`).join('');
 }
 
 export interface NextDeviceRequest {

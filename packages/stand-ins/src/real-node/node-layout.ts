@@ -58,7 +58,8 @@ export function nodeLayout(runDir: string, nodeName: string): NodeLayout {
   const longest = Math.max(`${layout.containerdSocket}.ttrpc`.length, nodeDir.length + 1 + SOCKET_SUFFIX_ROOM);
   if (longest > MAX_SOCKET_PATH) {
     throw new RealNodeError(
-      `node folder ${nodeDir} is too long for unix sockets inside it (${longest} > ${MAX_SOCKET_PATH} bytes); use a shorter base folder or node name`,
+      `node folder ${nodeDir} is too long for unix sockets inside it (${longest} > ${MAX_SOCKET_PATH} bytes); ` +
+        'use a shorter base folder or node name',
     );
   }
   return layout;

@@ -53,7 +53,8 @@ export function locateRealNodeTools(
       accessSync(program, constants.X_OK);
     } catch (error) {
       throw new MissingToolError(
-        `${program} is missing; real nodes need kubelet (tools/k8s/build.sh) and the Debian packages containerd, runc, containernetworking-plugins, busybox-static, util-linux`,
+        `${program} is missing; real nodes need kubelet (tools/k8s/build.sh) and the Debian packages ` +
+          'containerd, runc, containernetworking-plugins, busybox-static, util-linux',
         { cause: error },
       );
     }

@@ -72,7 +72,8 @@ export class RealNodeFleet {
       const failed = started.filter((result) => result.status === 'rejected');
       if (failed.length > 0)
         throw new RealNodeError(
-          `${failed.length} of ${nodes.length} real nodes did not start: ${failed.map((result) => (result.reason as Error).message).join('; ')}`,
+          `${failed.length} of ${nodes.length} real nodes did not start: ` +
+            failed.map((result) => (result.reason as Error).message).join('; '),
           { cause: failed[0]?.reason },
         );
     } catch (error) {

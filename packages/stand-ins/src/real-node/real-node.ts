@@ -40,7 +40,10 @@ export interface RealNodeOptions {
   shutdownHooks?: ShutdownRegistry;
   /** Upper bound for each start step (namespace, containerd, kubelet, Ready). */
   startTimeoutMs?: number;
-  /** Runs once kubelet answers its health check, before the wait for Ready: e.g. start a device plugin on devicePluginDir. */
+  /**
+   * Runs once kubelet answers its health check, before the wait for Ready: e.g. start a device plugin
+   * on devicePluginDir.
+   */
   onKubeletStarted?: (node: RealNode) => void | Promise<void>;
   progress?: (line: string) => void;
 }
@@ -62,9 +65,9 @@ const KUBELET_HEALTHZ_FAILURE_LOG = 'Failed to start healthz server';
 const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /**
- * A real Kubernetes node on this machine: its own containerd and kubelet (the version under test, 1.30 to 1.37) in a mount and pid
- * namespace of their own, registered with the control plane as `nodeName` with the InternalIP
- * 127.0.0.1. Only hostNetwork pods run on it (loopback CNI), with images TEST_IMAGE and
+ * A real Kubernetes node on this machine: its own containerd and kubelet (the version under test,
+ * 1.30 to 1.37) in a mount and pid namespace of their own, registered with the control plane as
+ * `nodeName` with the InternalIP 127.0.0.1. Only hostNetwork pods run on it (loopback CNI), with images TEST_IMAGE and
  * SANDBOX_IMAGE (imagePullPolicy: Never). stop() leaves nothing behind: no process, cgroup, mount,
  * file outside the run folder or changed kernel setting.
  */
@@ -130,7 +133,10 @@ export class RealNode {
     return node;
   }
 
-  /** Host folder of /var/lib/kubelet/device-plugins inside the node: kubelet.sock is here, and a device plugin serves its socket here. */
+  /**
+   * Host folder of /var/lib/kubelet/device-plugins inside the node: kubelet.sock is here, and a device
+   * plugin serves its socket here.
+   */
   get devicePluginDir(): string {
     return this.layout.devicePluginDir;
   }
@@ -268,7 +274,8 @@ export class RealNode {
     for (;;) {
       if (child.process.hasExited)
         throw new RealNodeError(
-          `containerd of ${this.nodeName} exited; last log lines (${this.layout.logs.containerd}):\n${child.process.lastLogLines()}`,
+          `containerd of ${this.nodeName} exited; last log lines (${this.layout.logs.containerd}):\n` +
+            child.process.lastLogLines(),
         );
       if (existsSync(this.layout.containerdSocket)) {
         try {
@@ -280,7 +287,8 @@ export class RealNode {
       }
       if (Date.now() >= deadline)
         throw new RealNodeError(
-          `containerd of ${this.nodeName} not ready after ${this.timeoutMs} ms (last: ${last}); log: ${this.layout.logs.containerd}`,
+          `containerd of ${this.nodeName} not ready after ${this.timeoutMs} ms (last: ${last}); ` +
+            `log: ${this.layout.logs.containerd}`,
         );
       await sleep(20);
     }
