@@ -123,7 +123,8 @@ try {
   const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
   const core = kubeConfig.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: 'bench' } } });
-  // serve's own namespace (POD_NAMESPACE), as an install has it: its leader-election Lease lives there, and readiness waits for it.
+  // serve's own namespace (POD_NAMESPACE), as an install has it: its leader-election Lease lives
+  // there, and readiness waits for it.
   await core.createNamespace({ body: { metadata: { name: 'vgpu-warden' } } });
 
   const [webhookPort, extenderPort, metricsPort] = [await findFreePort(), await findFreePort(), await findFreePort()];
