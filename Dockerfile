@@ -22,8 +22,10 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY packages/stand-ins/tsconfig.build.json ./packages/stand-ins/
 COPY packages/stand-ins/src ./packages/stand-ins/src
 COPY src ./src
-# --workspaces=false: the production tree of the root alone, without the stand-ins package and gRPC.
-RUN npm run build && npm prune --omit=dev --workspaces=false --no-audit --no-fund
+# The production tree of the root alone: the stand-ins package leaves the tree and package.json's
+# workspaces first (`npm prune --workspaces=false` keeps its link), so prune drops it and its gRPC.
+RUN npm run build && npm pkg delete workspaces && rm -rf packages node_modules/@vgpu-warden \
+  && npm prune --omit=dev --no-audit --no-fund && find node_modules -maxdepth 1 -type d -empty -delete
 
 FROM ${NODE_IMAGE}
 # CERT_DIR: where `serve` keeps its CA and serving certificate when no CERT_SECRET_NAME is set

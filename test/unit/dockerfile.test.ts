@@ -93,7 +93,9 @@ describe('Dockerfile', () => {
     expect(commands).to.match(/\bnpm run build\b/);
     expect(commands).to.match(/\bnpm prune\b[^&]*--omit=dev/);
     // The stand-ins workspace package (and its gRPC) is for tests and local mode: pruned with the workspaces.
-    expect(commands).to.match(/\bnpm prune\b[^&]*--workspaces=false/);
+    expect(commands).to.match(
+      /\bnpm pkg delete workspaces\b.*\brm -rf packages node_modules\/@vgpu-warden\b.*\bnpm prune --omit=dev\b/s,
+    );
     expect(commands.indexOf('npm ci')).to.be.below(commands.indexOf('npm run build'));
     expect(commands.indexOf('npm run build')).to.be.below(commands.indexOf('npm prune'));
   });

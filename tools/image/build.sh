@@ -16,7 +16,8 @@
 #   BUILDAH_ISOLATION        buildah's isolation (default chroot: works where runc/crun cannot start)
 #
 # The build has no network: the app is built on the host (npm ci, npm run build, npm prune
-# --omit=dev --workspaces=false, which drops the stand-ins package and gRPC, in a staging copy of the files .dockerignore lets into a Docker build), so npm uses the
+# --omit=dev without the stand-ins workspace package and its gRPC, in a staging copy of the files
+# .dockerignore lets into a Docker build), so npm uses the
 # host's own registry settings and CA, and nothing of them reaches the image. The image is the
 # Dockerfile's runtime stage with each `COPY --from=build /app/X` turned into `COPY X` of that staged
 # build. An image built from the same sources on the same base is reused (tag src-<hash>).
@@ -182,7 +183,10 @@ mkdir -p "$app"
 (cd "$repo" && cp -R --parents "${context_files[@]}" "$app/")
 run "app: npm ci (host)" bash -c "cd '$app' && npm ci --no-audit --no-fund"
 run "app: npm run build" bash -c "cd '$app' && npm run build"
-run "app: npm prune --omit=dev --workspaces=false" bash -c "cd '$app' && npm prune --omit=dev --workspaces=false --no-audit --no-fund"
+# `npm prune --workspaces=false` keeps the workspace link: the package leaves the tree (and package.json's
+# workspaces) first, so that prune finds it and its gRPC extraneous; empty scope folders go too.
+run "app: npm prune --omit=dev, without the stand-ins package" bash -c "cd '$app' && npm pkg delete workspaces \
+  && rm -rf packages node_modules/@vgpu-warden && npm prune --omit=dev --no-audit --no-fund && find node_modules -maxdepth 1 -type d -empty -delete"
 # The stand-ins package (a workspace) and its gRPC are for tests and local mode, never for the image.
 for left in node_modules/@vgpu-warden node_modules/@grpc; do
   [[ ! -e "$app/$left" ]] || fail "$left is still in the pruned build: the image must not hold the stand-ins package or gRPC"
