@@ -1,7 +1,7 @@
-import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import { describeError } from '../base/errors.js';
+import type { Express, NextFunction, Request, RequestHandler, Response } from 'express';
 import { jsonPieces } from '../base/time-slices.js';
-import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
+import { listenerApp, notFound, readFailure } from './app-shell.js';
+import { readBody } from './request-body.js';
 import { requestSignal } from './request-signal.js';
 import {
   type ExtenderHandlers,
@@ -44,14 +44,14 @@ function decode(req: Request): unknown {
  * prioritize has no Error field, so a bad request there gets HTTP 400, which kube-scheduler logs
  * and ignores.
  */
-export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  // An ETag would hash every answer (megabytes for a large filter) on the event loop.
-  app.disable('etag');
-  if (deps.guard !== undefined) app.use(deps.guard);
+export function createExtenderApp(deps: ExtenderAppDeps): Express {
   const limit = deps.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
-  app.use(bodyHeaderGuard(limit));
+  // listenerApp sends no ETag, which would hash every answer (megabytes for a large filter) on the event loop.
+  const app = listenerApp({
+    bodyLimit: limit,
+    readiness: deps.readiness,
+    ...(deps.guard === undefined ? {} : { guard: deps.guard }),
+  });
   const raw = readBody(limit);
   const send = (res: Response, status: number, body: unknown) => {
     res.status(status).type('application/json').send(JSON.stringify(body));
@@ -71,17 +71,6 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
     // A short answer written at once gets a Content-Length; a long one went out chunked.
     res.end(pending);
   };
-
-  app.get('/healthz', (_req, res) => {
-    res.type('text/plain').send('ok');
-  });
-  app.get('/readyz', (_req, res) => {
-    const { ready, reasons } = deps.readiness();
-    res
-      .status(ready ? 200 : 503)
-      .type('text/plain')
-      .send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
-  });
 
   const answerTimeoutMs = deps.answerTimeoutMs ?? SCHEDULER_HTTP_TIMEOUT_MS;
   /**
@@ -136,15 +125,11 @@ export function createExtenderApp(deps: ExtenderAppDeps): express.Express {
     deps.bindTimeoutMs ?? answerTimeoutMs,
   );
 
-  app.use((_req, res) => {
-    res.status(404).type('text/plain').send('not found');
-  });
+  app.use(notFound);
   // Refusals of the body reader are HTTP errors (413, 415, 400): kube-scheduler never sends such a
   // request, and an Error field would claim the arguments were read.
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const status = error instanceof RequestBodyError ? error.status : 500;
-    const message =
-      error instanceof RequestBodyError ? error.message : `could not read the request: ${describeError(error)}`;
+    const { status, message } = readFailure(error);
     deps.onBadRequest?.(req.path, message);
     if (res.headersSent) return;
     send(res, status, req.path === '/filter' ? filterResult.error(message) : { Error: message });

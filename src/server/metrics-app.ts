@@ -8,9 +8,10 @@ import {
   type ListenerLimits,
 } from './https-listener.js';
 import type { AddressInfo } from 'node:net';
-import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Express, NextFunction, Request, Response } from 'express';
 import { describeError } from '../base/errors.js';
-import { bodyHeaderGuard, RequestBodyError } from './request-body.js';
+import { listenerApp, notFound } from './app-shell.js';
+import { RequestBodyError } from './request-body.js';
 
 /** What the metrics listener needs of WardenMetrics. */
 export interface MetricsSource {
@@ -54,25 +55,9 @@ async function streamPieces(
 }
 
 /** GET /metrics (Prometheus text exposition), GET /healthz and, given a readiness, GET /readyz; nothing else. */
-export function createMetricsApp(deps: MetricsAppDeps): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  app.disable('etag');
+export function createMetricsApp(deps: MetricsAppDeps): Express {
   // Nothing here reads a body: one declared or compressed is refused before it is sent.
-  app.use(bodyHeaderGuard(0));
-  app.get('/healthz', (_req, res) => {
-    res.type('text/plain').send('ok');
-  });
-  const readiness = deps.readiness;
-  if (readiness !== undefined) {
-    app.get('/readyz', (_req, res) => {
-      const { ready, reasons } = readiness();
-      res
-        .status(ready ? 200 : 503)
-        .type('text/plain')
-        .send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
-    });
-  }
+  const app = listenerApp({ bodyLimit: 0, ...(deps.readiness === undefined ? {} : { readiness: deps.readiness }) });
   app.get('/metrics', async (_req: Request, res: Response) => {
     const pieces = deps.metrics.exposition()[Symbol.asyncIterator]();
     let first: IteratorResult<string>;
@@ -94,9 +79,7 @@ export function createMetricsApp(deps: MetricsAppDeps): express.Express {
       res.destroy();
     }
   });
-  app.use((_req, res) => {
-    res.status(404).type('text/plain').send('not found');
-  });
+  app.use(notFound);
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     if (error instanceof RequestBodyError) {
       if (!res.headersSent) res.status(error.status).type('text/plain').send(error.message);

@@ -1,4 +1,4 @@
-import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Express, NextFunction, Request, Response } from 'express';
 import {
   type AdmissionHandler,
   type AdmissionResponse,
@@ -7,8 +7,8 @@ import {
   respond,
 } from '../admission/admission-types.js';
 import { parseAdmissionReview } from '../admission/parse-review.js';
-import { describeError } from '../base/errors.js';
-import { bodyHeaderGuard, readBody, RequestBodyError } from './request-body.js';
+import { listenerApp, notFound, readFailure } from './app-shell.js';
+import { readBody } from './request-body.js';
 import { requestSignal } from './request-signal.js';
 
 export interface WebhookAppDeps {
@@ -36,24 +36,9 @@ function reply(res: Response, httpStatus: number, version: AdmissionVersion, res
  * The HTTP adapter of the webhook: decode and validate, call the handler, encode. Every answer to
  * /mutate is an AdmissionReview, including malformed input, oversize bodies and handler crashes.
  */
-export function createWebhookApp(deps: WebhookAppDeps): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  // An ETag would hash every answer on the event loop, and the apiserver never revalidates.
-  app.disable('etag');
+export function createWebhookApp(deps: WebhookAppDeps): Express {
   const limit = deps.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
-  app.use(bodyHeaderGuard(limit));
-
-  app.get('/healthz', (_req, res) => {
-    res.type('text/plain').send('ok');
-  });
-  app.get('/readyz', (_req, res) => {
-    const { ready, reasons } = deps.readiness();
-    res
-      .status(ready ? 200 : 503)
-      .type('text/plain')
-      .send(ready ? 'ok' : `not ready: ${reasons.join('; ')}`);
-  });
+  const app = listenerApp({ bodyLimit: limit, readiness: deps.readiness });
 
   // Raw body for every content type: the Content-Type check is ours, before any decoding.
   app.post('/mutate', readBody(limit), async (req: Request, res: Response) => {
@@ -77,15 +62,11 @@ export function createWebhookApp(deps: WebhookAppDeps): express.Express {
     review.done();
   });
 
-  app.use((_req, res) => {
-    res.status(404).type('text/plain').send('not found');
-  });
+  app.use(notFound);
 
   // Errors from the body reader (oversize, compressed, aborted upload) still get a review.
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const status = error instanceof RequestBodyError ? error.status : 500;
-    const message =
-      error instanceof RequestBodyError ? error.message : `could not read the request: ${describeError(error)}`;
+    const { status, message } = readFailure(error);
     deps.onBadRequest?.(status, message);
     if (res.headersSent) return;
     reply(res, status, 'admission.k8s.io/v1', respond.errored('', status, message));
