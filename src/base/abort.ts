@@ -37,6 +37,20 @@ export function until<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
+/** Resolves once `signal` aborts (at once if it has). */
+export function untilAborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    signal.addEventListener(
+      'abort',
+      () => {
+        resolve();
+      },
+      { once: true },
+    );
+  });
+}
+
 /** A signal that aborts with `error()` after `ms` (an unref'd timer); `clear` stops the timer. */
 export function timeoutSignal(ms: number, error: () => Error): { signal: AbortSignal; clear: () => void } {
   const controller = new AbortController();

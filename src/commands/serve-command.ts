@@ -4,6 +4,7 @@ import { ConfigError } from '../config/setting-spec.js';
 import { createLogger } from '../telemetry/logger.js';
 import { GRACEFUL_SHUTDOWN_MS, StartAborted, StartupError } from '../lifecycle/lifecycle.js';
 import { failureText } from '../telemetry/api-failure.js';
+import { untilAborted } from '../base/abort.js';
 
 /**
  * Once `serve` has returned its exit code, the process should end as soon as the event loop is
@@ -28,21 +29,6 @@ export interface ServeDeps {
 /** The one line a start-up failure is reported with (the JSON log may not be where the operator looks). */
 function startFailureLine(error: unknown): string {
   return `vgpu-warden: ${error instanceof StartupError ? error.message : `cannot start: ${failureText(error)}`}`;
-}
-
-/** Resolves once `signal` has aborted. */
-function aborted(signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    if (signal.aborted) resolve();
-    else
-      signal.addEventListener(
-        'abort',
-        () => {
-          resolve();
-        },
-        { once: true },
-      );
-  });
 }
 
 /**
@@ -91,7 +77,7 @@ export function serveCommand(deps: ServeDeps): Command {
         io.stderr(startFailureLine(error));
         return done(EXIT_FAILURE);
       }
-      await aborted(stopAsked.signal);
+      await untilAborted(stopAsked.signal);
       log.info({ signal }, 'stopping');
       const report = await server.stop();
       if (report.timedOut) {

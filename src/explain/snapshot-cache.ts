@@ -1,23 +1,13 @@
 import type { V1Node, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { ClusterCache } from '../cluster/cluster-cache.js';
 import type { ListWatchSource } from '../cluster/reflector.js';
+import { untilAborted } from '../base/abort.js';
 
 /** A source whose LIST answers with `items` and whose watch delivers nothing until it is stopped. */
 export function listedSource<T>(items: readonly T[]): ListWatchSource<T> {
   return {
     list: () => Promise.resolve({ items: [...items], resourceVersion: '0' }),
-    watch: (_resourceVersion, _handlers, signal) =>
-      new Promise<void>((resolve) => {
-        if (signal.aborted) resolve();
-        else
-          signal.addEventListener(
-            'abort',
-            () => {
-              resolve();
-            },
-            { once: true },
-          );
-      }),
+    watch: (_resourceVersion, _handlers, signal) => untilAborted(signal),
   };
 }
 

@@ -1,3 +1,4 @@
+import { untilAborted } from '../base/abort.js';
 import { WardenError } from '../base/errors.js';
 
 /**
@@ -20,20 +21,6 @@ export interface Leadership {
    * it leads already); returns how to stop listening.
    */
   onElected(elected: (term: AbortSignal) => void): () => void;
-}
-
-/** Resolves once `signal` aborts (at once if it has). */
-export function untilAborted(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    signal.addEventListener(
-      'abort',
-      () => {
-        resolve();
-      },
-      { once: true },
-    );
-  });
 }
 
 /** A part with its own start() and stop() as a runnable: started at once, stopped when the signal aborts. */

@@ -1,5 +1,6 @@
 import { CronJob } from 'cron';
 import { describeError } from '../base/errors.js';
+import { untilAborted } from '../base/abort.js';
 import { sweepOnce, type SweepDeps, type SweepReport } from './sweep-pass.js';
 
 export interface SweepScheduleDeps extends Omit<SweepDeps, 'signal'> {
@@ -35,15 +36,7 @@ export class SweepSchedule {
         this.deps.onError?.(describeError(error));
       },
     });
-    await new Promise<void>((resolve) => {
-      signal.addEventListener(
-        'abort',
-        () => {
-          resolve();
-        },
-        { once: true },
-      );
-    });
+    await untilAborted(signal);
     await job.stop();
     await this.running;
   }

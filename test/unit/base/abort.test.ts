@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { abortReason, sleep, timeoutSignal, until } from '../../../src/base/abort.js';
+import { abortReason, sleep, timeoutSignal, until, untilAborted } from '../../../src/base/abort.js';
 import { WardenError } from '../../../src/base/errors.js';
 
 describe('abort helpers', () => {
@@ -40,6 +40,20 @@ describe('abort helpers', () => {
     } finally {
       process.off('unhandledRejection', record);
     }
+  });
+
+  it('untilAborted resolves once the signal aborts, and at once for a signal aborted already', async () => {
+    const controller = new AbortController();
+    let resolved = false;
+    const waiting = untilAborted(controller.signal).then(() => {
+      resolved = true;
+    });
+    await Promise.resolve();
+    expect(resolved).to.equal(false);
+    controller.abort(new Error('stop'));
+    await waiting;
+    expect(resolved).to.equal(true);
+    await untilAborted(controller.signal);
   });
 
   it('abortReason turns a non-Error reason into a WardenError carrying it', () => {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { Lifecycle } from '../../../src/lifecycle/lifecycle.js';
-import { untilAborted, type Leadership, type Runnable } from '../../../src/lifecycle/runnable.js';
+import { untilAborted } from '../../../src/base/abort.js';
+import type { Leadership, Runnable } from '../../../src/lifecycle/runnable.js';
 
 /** Leadership by hand: elect() starts a term, lose() ends it. */
 class ScriptedLeadership implements Leadership {
