@@ -1,5 +1,28 @@
-import type { V1Container, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Container, V1Node, V1Pod, V1PodSpec, V1PodStatus } from '@kubernetes/client-node';
 import { managesLockAnnotation } from '../lock/lock-written-at.js';
+
+/** Of a pod's spec, what slimPod keeps besides its containers and affinity terms. */
+const POD_SPEC_KEPT = [
+  'nodeName',
+  'schedulerName',
+  'restartPolicy',
+  'priority',
+  'priorityClassName',
+  'nodeSelector',
+  'overhead',
+  'runtimeClassName',
+  'activeDeadlineSeconds',
+  'resources',
+] as const satisfies readonly (keyof V1PodSpec)[];
+
+/** Of a pod's status, what slimPod keeps. */
+const POD_STATUS_KEPT = [
+  'phase',
+  'startTime',
+  'initContainerStatuses',
+  'reason',
+  'qosClass',
+] as const satisfies readonly (keyof V1PodStatus)[];
 
 /**
  * What the state store keeps of the objects its watches deliver: only what its readers use, as
@@ -26,42 +49,16 @@ export function slimPod(pod: V1Pod): V1Pod {
     slim.metadata = metadata;
   }
   if (pod.spec !== undefined) {
-    const {
-      nodeName,
-      schedulerName,
-      restartPolicy,
-      priority,
-      priorityClassName,
-      nodeSelector,
-      overhead,
-      runtimeClassName,
-      activeDeadlineSeconds,
-      resources,
-    } = pod.spec;
     const { podAffinity, podAntiAffinity } = pod.spec.affinity ?? {};
     const affinity = defined({ podAffinity, podAntiAffinity });
     slim.spec = {
       containers: pod.spec.containers.map(slimContainer),
       ...(pod.spec.initContainers === undefined ? {} : { initContainers: pod.spec.initContainers.map(slimContainer) }),
-      ...defined({
-        nodeName,
-        schedulerName,
-        restartPolicy,
-        priority,
-        priorityClassName,
-        nodeSelector,
-        overhead,
-        runtimeClassName,
-        activeDeadlineSeconds,
-        resources,
-      }),
+      ...definedOf(pod.spec, POD_SPEC_KEPT),
       ...(Object.keys(affinity).length === 0 ? {} : { affinity }),
     };
   }
-  if (pod.status !== undefined) {
-    const { phase, startTime, initContainerStatuses, reason, qosClass } = pod.status;
-    slim.status = defined({ phase, startTime, initContainerStatuses, reason, qosClass });
-  }
+  if (pod.status !== undefined) slim.status = definedOf(pod.status, POD_STATUS_KEPT);
   return slim;
 }
 
@@ -75,6 +72,11 @@ function slimContainer(container: V1Container): V1Container {
 /** The fields that have a value: an absent field stays absent, as in the object it came from. */
 function defined<T extends object>(fields: T): Partial<T> {
   return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
+
+/** The `keys` of `object` that have a value, in `keys` order (defined). */
+function definedOf<T extends object, K extends keyof T>(object: T, keys: readonly K[]): Partial<Pick<T, K>> {
+  return defined(Object.fromEntries(keys.map((key) => [key, object[key]])) as Pick<T, K>);
 }
 
 export function slimNode(node: V1Node): V1Node {

@@ -10,7 +10,7 @@ import {
 } from '../hami/wire.js';
 import { kubeletRegistered, type UnacknowledgedPod } from '../cluster/unacknowledged-allocations.js';
 import { nodeAwaitingAcknowledgement } from '../lock/kubelet-acknowledgement.js';
-import { encodeAllocation } from '../devices/allocation-codec.js';
+import { encodeAllocation, type PodAllocation } from '../devices/allocation-codec.js';
 import { describeProblems, gpuRequestProblems, initLayout } from '../devices/requests.js';
 import { podDeviceUsage, type GpuUse } from '../devices/usage.js';
 import { describeError, WardenError } from '../base/errors.js';
@@ -24,7 +24,14 @@ import { podKey, type PodRef } from '../lock/lock-value.js';
 import type { NodeSnapshot } from '../lock/node-lock-api.js';
 import type { LockingPod, NodeLocks } from '../lock/node-locks.js';
 import type { EventRecorder, EventTarget } from '../telemetry/events.js';
-import { evaluateNode, viewPod, type PlacementDefaults, type PlacementStore, type PodView } from './gpu-placement.js';
+import {
+  evaluateNode,
+  viewPod,
+  type NodeEvaluation,
+  type PlacementDefaults,
+  type PlacementStore,
+  type PodView,
+} from './gpu-placement.js';
 import type { BindingArgs } from './protocol.js';
 import type { AcquireResult } from '../lock/lock-events.js';
 import type { BoundPod } from './binding-label-follow-up.js';
@@ -301,17 +308,25 @@ export class Binder {
    * each got the lock. The fit under the lock (assume) replaces the reservation.
    */
   private reserve(attempt: BindAttempt): void {
+    this.countFit(attempt, evaluateNode(this.deps.cache, attempt.args.node, attempt.view));
+    attempt.reserved = true;
+  }
+
+  /**
+   * The pod's share of a fit on the bind's node, counted in the store at once (assumePod: it
+   * replaces what was counted for the pod before); a pod that no longer fits is refused.
+   */
+  private countFit(attempt: BindAttempt, evaluation: NodeEvaluation): PodAllocation {
     const { args, view, pod } = attempt;
-    const reservation = evaluateNode(this.deps.cache, args.node, view);
-    if (!reservation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${reservation.reason}`);
+    if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
     this.deps.cache.assumePod(
       args.podUid,
       args.node,
-      podDeviceUsage(reservation.allocation, initLayout(view.requests)),
+      podDeviceUsage(evaluation.allocation, initLayout(view.requests)),
       args.podNamespace,
       pod,
     );
-    attempt.reserved = true;
+    return evaluation.allocation;
   }
 
   /** Acquire: the node's lock in its FIFO turn, with the kubelet precondition (acquireInTurn). */
@@ -344,15 +359,7 @@ export class Binder {
       { ...view, quota: this.deps.cache.quotaBudget(view.namespace, view.uid, pod) },
       usage,
     );
-    if (!evaluation.fits) throw new BindError(`pod no longer fits on node ${args.node}: ${evaluation.reason}`);
-    this.deps.cache.assumePod(
-      args.podUid,
-      args.node,
-      podDeviceUsage(evaluation.allocation, initLayout(view.requests)),
-      args.podNamespace,
-      pod,
-    );
-    const encoded = encodeAllocation(evaluation.allocation);
+    const encoded = encodeAllocation(this.countFit(attempt, evaluation));
     attempt.encoded = encoded;
     const seconds = String(Math.floor(this.clock() / 1000));
     return {

@@ -9,7 +9,7 @@ import {
   WriteRejectedError,
 } from './lock-errors.js';
 import type { KubeletAdmissionCheck } from './kubelet-admission.js';
-import { classifyLock, type LockClassification, type LockRulesConfig } from './lock-rules.js';
+import { classifyLock, type LockClassification, type LockRulesConfig, type ReleaseReason } from './lock-rules.js';
 import { formatLockValue, isOwnedBy, parseLockValue, type LockValue, type PodRef } from './lock-value.js';
 import type { LockView, NodeLockApi, NodeSnapshot } from './node-lock-api.js';
 import { lockWrittenAt } from './lock-written-at.js';
@@ -292,23 +292,10 @@ export class NodeLocks {
         if (!isOwnedBy(value, pod)) return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
         if (options.expectValues !== undefined && !options.expectValues.includes(current))
           return { kind: 'done', result: { outcome: 'not-owner', node, value: current } };
-        return {
-          kind: 'write',
-          resourceVersion: snapshot.resourceVersion,
-          value: null,
-          written: (result) => {
-            this.emit({
-              type: 'released',
-              node,
-              value: current,
-              parsed: value,
-              reason: 'owner-request',
-              path,
-              ageMs: this.ageOf(node, value),
-            });
-            return { outcome: 'released', node, value: current, resourceVersion: result.resourceVersion };
-          },
-        };
+        return this.removal(
+          { node, snapshot, parsed: value, reason: 'owner-request', path, ageMs: () => this.ageOf(node, value) },
+          (resourceVersion) => ({ outcome: 'released', node, value: current, resourceVersion }),
+        );
       }),
     );
   }
@@ -356,29 +343,11 @@ export class NodeLocks {
           }
           // Confirmed by reading the node and its owner from the API before it is freed.
           if (fromView) return { kind: 'reread-from-api' };
-          return {
-            kind: 'write',
-            resourceVersion: snapshot.resourceVersion,
-            value: null,
-            written: (result) => {
-              this.emit({
-                type: 'released',
-                node,
-                value: current,
-                parsed: value,
-                reason: classification.reason,
-                path,
-                ageMs: classification.ageMs,
-              });
-              return {
-                outcome: 'released',
-                node,
-                value: current,
-                classification,
-                resourceVersion: result.resourceVersion,
-              };
-            },
-          };
+          const { reason, ageMs } = classification;
+          return this.removal(
+            { node, snapshot, parsed: value, reason, path, ageMs: () => ageMs },
+            (resourceVersion) => ({ outcome: 'released', node, value: current, classification, resourceVersion }),
+          );
         },
       ),
     );
@@ -433,6 +402,33 @@ export class NodeLocks {
     const value = parseLockValue(snapshot.lock);
     const { owner, classification } = await this.classify(snapshot, value);
     return { node, resourceVersion: snapshot.resourceVersion, raw: snapshot.lock, value, owner, classification };
+  }
+
+  /**
+   * The step that removes the lock `snapshot` carries (`parsed`); once written, it is reported
+   * released (`ageMs` is asked then) and `result` makes the caller's answer from the new resourceVersion.
+   */
+  private removal<R>(
+    release: {
+      node: string;
+      snapshot: NodeSnapshot & { lock: string };
+      parsed: LockValue;
+      reason: ReleaseReason | 'owner-request';
+      path: ReleasePath;
+      ageMs: () => number | undefined;
+    },
+    result: (resourceVersion: string) => R,
+  ): LockStep<R> {
+    const { node, snapshot, parsed, reason, path } = release;
+    return {
+      kind: 'write',
+      resourceVersion: snapshot.resourceVersion,
+      value: null,
+      written: (written) => {
+        this.emit({ type: 'released', node, value: snapshot.lock, parsed, reason, path, ageMs: release.ageMs() });
+        return result(written.resourceVersion);
+      },
+    };
   }
 
   private lockedFromView(node: string): (NodeSnapshot & { lock: string }) | undefined {

@@ -78,22 +78,26 @@ export const MAX_WRITE_ATTEMPTS = 3;
  * since the previous one, so no occurrence is counted twice across Events.
  */
 export function planWrite<S>(series: Series<S>, canPatch: boolean): PlannedWrite {
-  const base = {
+  const whole: PlannedWrite = {
+    action: 'create',
+    name: undefined,
+    count: series.count,
+    firstAt: series.firstAt,
     lastAt: series.lastAt,
     message: series.message,
     upTo: series.count,
     pendingSince: series.pendingSince,
   };
-  if (canPatch && series.name !== undefined)
-    return { ...base, action: 'patch', name: series.name, count: series.count, firstAt: series.firstAt };
-  if (canPatch) return { ...base, action: 'create', name: undefined, count: series.count, firstAt: series.firstAt };
-  return {
-    ...base,
-    action: 'create',
-    name: undefined,
-    count: series.count - series.writtenCount,
-    firstAt: series.pendingSince,
-  };
+  if (!canPatch) return createSinceWritten(whole, series.writtenCount);
+  return series.name === undefined ? whole : { ...whole, action: 'patch', name: series.name };
+}
+
+/**
+ * `plan` as the create that carries only the occurrences no Event carries yet (`writtenCount` of
+ * the series' count is written): what a write without patch sends, and so counts nothing twice.
+ */
+export function createSinceWritten(plan: PlannedWrite, writtenCount: number): PlannedWrite {
+  return { ...plan, action: 'create', name: undefined, count: plan.upTo - writtenCount, firstAt: plan.pendingSince };
 }
 
 export class SeriesBook<S> {

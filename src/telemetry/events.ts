@@ -4,7 +4,7 @@ import { httpStatusOf, isTransientApiError } from '../kube/errors.js';
 import { clip } from '../base/user-text.js';
 import { failureText } from './api-failure.js';
 import { ConditionLog, type ConditionReporter } from './condition-log.js';
-import { SeriesBook, type PlannedWrite, type Series, type WriteOutcome } from './event-series.js';
+import { createSinceWritten, SeriesBook, type PlannedWrite, type Series, type WriteOutcome } from './event-series.js';
 import { type Clock, systemClock } from '../base/clock.js';
 
 export interface EventTarget {
@@ -227,13 +227,7 @@ export class EventRecorder {
    */
   private fallbackCreate(series: Series<Subject>, plan: PlannedWrite): PlannedWrite {
     if (this.canPatch) return { ...plan, action: 'create', name: undefined };
-    return {
-      ...plan,
-      action: 'create',
-      name: undefined,
-      count: plan.upTo - series.writtenCount,
-      firstAt: plan.pendingSince,
-    };
+    return createSinceWritten(plan, series.writtenCount);
   }
 
   private succeeded(outcome: WriteOutcome): WriteOutcome {

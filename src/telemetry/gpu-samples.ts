@@ -57,13 +57,31 @@ export const gpuLabels = (gpu: GpuSample): string[] => [gpu.node, gpu.uuid, Stri
 
 export const always = (values: string[], value: number) => ({ values, value });
 
-// A GPU with no memory has no memory fraction: HAMi leaves it out.
+/**
+ * What a GPU family reports of one GPU, each kept once: HAMi reports the same value under its
+ * current name and its legacy one (only the label names differ).
+ */
+const report = {
+  memoryLimit: (gpu: GpuSample) => always(gpuLabels(gpu), gpu.memoryMiB * MIB),
+  memoryAllocated: (gpu: GpuSample) =>
+    always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB),
+  shared: (gpu: GpuSample) => always(gpuLabels(gpu), gpu.shared),
+  overview: (gpu: GpuSample) =>
+    always(
+      [gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type],
+      gpu.usedMemoryMiB * MIB,
+    ),
+  // A GPU with no memory has no memory fraction: HAMi leaves it out.
+  memoryRatio: (gpu: GpuSample) =>
+    gpu.memoryMiB > 0 ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB) : undefined,
+};
+
 export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
   {
     name: 'hami_gpu_memory_limit_bytes',
     help: 'Device memory limit for a certain GPU',
     labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB),
+    sample: report.memoryLimit,
   },
   {
     name: 'hami_gpu_core_limit_ratio',
@@ -75,14 +93,13 @@ export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
     name: 'hami_gpu_memory_allocated_bytes',
     help: 'Device memory allocated for a certain GPU',
     labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_type'],
-    sample: (gpu) =>
-      always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB),
+    sample: report.memoryAllocated,
   },
   {
     name: 'hami_gpu_shared_count',
     help: 'Number of containers sharing this GPU',
     labels: ['node', 'device_uuid', 'device_index', 'device_type'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.shared),
+    sample: report.shared,
   },
   {
     name: 'hami_gpu_core_allocated_ratio',
@@ -94,20 +111,13 @@ export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
     name: 'hami_node_gpu_overview',
     help: 'GPU overview on a certain node',
     labels: ['node', 'device_uuid', 'device_index', 'device_cores', 'device_memory_limit', 'device_type'],
-    sample: (gpu) =>
-      always(
-        [gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type],
-        gpu.usedMemoryMiB * MIB,
-      ),
+    sample: report.overview,
   },
   {
     name: 'hami_node_gpu_memory_allocated_ratio',
     help: 'GPU Memory Allocated Percentage on a certain GPU',
     labels: ['node', 'device_uuid', 'device_index'],
-    sample: (gpu) =>
-      gpu.memoryMiB > 0
-        ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB)
-        : undefined,
+    sample: report.memoryRatio,
   },
   // Legacy names: raw core units rather than ratios, as HAMi's legacy collector reports them.
   {
@@ -115,7 +125,7 @@ export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
     legacy: true,
     help: 'Device memory limit for a certain GPU',
     labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.memoryMiB * MIB),
+    sample: report.memoryLimit,
   },
   {
     name: 'GPUDeviceCoreLimit',
@@ -129,15 +139,14 @@ export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
     legacy: true,
     help: 'Device memory allocated for a certain GPU',
     labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicetype'],
-    sample: (gpu) =>
-      always([gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), gpu.type], gpu.usedMemoryMiB * MIB),
+    sample: report.memoryAllocated,
   },
   {
     name: 'GPUDeviceSharedNum',
     legacy: true,
     help: 'Number of containers sharing this GPU',
     labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicetype'],
-    sample: (gpu) => always(gpuLabels(gpu), gpu.shared),
+    sample: report.shared,
   },
   {
     name: 'GPUDeviceCoreAllocated',
@@ -151,20 +160,13 @@ export const HAMI_GPU_FAMILIES: readonly HamiFamily<GpuSample>[] = [
     legacy: true,
     help: 'GPU overview on a certain node',
     labels: ['nodeid', 'deviceuuid', 'deviceidx', 'devicecores', 'devicememorylimit', 'devicetype'],
-    sample: (gpu) =>
-      always(
-        [gpu.node, gpu.uuid, String(gpu.index), String(gpu.cores), String(gpu.memoryMiB), gpu.type],
-        gpu.usedMemoryMiB * MIB,
-      ),
+    sample: report.overview,
   },
   {
     name: 'nodeGPUMemoryPercentage',
     legacy: true,
     help: 'GPU Memory Allocated Percentage on a certain GPU',
     labels: ['nodeid', 'deviceuuid', 'deviceidx'],
-    sample: (gpu) =>
-      gpu.memoryMiB > 0
-        ? always([gpu.node, gpu.uuid, String(gpu.index)], gpu.usedMemoryMiB / gpu.memoryMiB)
-        : undefined,
+    sample: report.memoryRatio,
   },
 ];

@@ -165,21 +165,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
    */
   sweepCompleted(outcome: SweepOutcome): void {
     const now = this.now();
-    for (const stall of this.stalls.sweepCompleted(outcome.stalled, outcome.unchecked)) {
-      const holder = holderOf(parseLockValue(stall.value));
-      this.deps.log?.info(
-        {
-          component: 'lock',
-          event: 'stall-ended',
-          node: stall.node,
-          holder,
-          value: logValue(stall.value),
-          ...stalledFields(stall, now),
-        },
-        `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer ` +
-          `stalled${stalledSuffix(stall, now)}: gone or replaced outside vgpu-warden`,
-      );
-    }
+    for (const stall of this.stalls.sweepCompleted(outcome.stalled, outcome.unchecked))
+      this.logEndedStall(stall, now, 'gone or replaced outside vgpu-warden');
   }
 
   private onAcquired(event: Extract<LockEvent, { type: 'acquired' }>): void {
@@ -246,7 +233,7 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     this.deps.metrics.recordStalledReport();
     const now = this.now();
     const report = this.stalls.report(event.node, event.holder, now);
-    if (report.replaced !== undefined) this.logEndedStall(report.replaced, now);
+    if (report.replaced !== undefined) this.logEndedStall(report.replaced, now, 'replaced by another lock');
     if (report.announce === undefined) return;
     this.logStall(event, report, now);
     this.recordStallEvents(event);
@@ -277,7 +264,8 @@ export class LockTelemetry implements LockObserver, SweepObserver {
     );
   }
 
-  private logEndedStall(stall: Stall, now: number): void {
+  /** The line that says a stalled lock has ended without a release of ours, and `how`. */
+  private logEndedStall(stall: Stall, now: number, how: string): void {
     const holder = holderOf(parseLockValue(stall.value));
     this.deps.log?.info(
       {
@@ -289,7 +277,7 @@ export class LockTelemetry implements LockObserver, SweepObserver {
         ...stalledFields(stall, now),
       },
       `lock on node ${stall.node} held by ${holder ?? quoteForMessage(stall.value)} is no longer ` +
-        `stalled${stalledSuffix(stall, now)}: replaced by another lock`,
+        `stalled${stalledSuffix(stall, now)}: ${how}`,
     );
   }
 
