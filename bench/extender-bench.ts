@@ -42,7 +42,7 @@ const repoRoot = resolve(import.meta.dirname, '..');
 interface BenchOptions {
   sizes: number[];
   runs: number;
-  /** The GPU profile's percentageOfNodesToScore instead of the shipped one; 0 leaves kube-scheduler's adaptive default. */
+  /** The GPU profile's percentageOfNodesToScore instead of the shipped one; 0: kube-scheduler's adaptive default. */
   gpuPercentage: number | undefined;
 }
 
@@ -78,8 +78,9 @@ interface RunResult {
 function withGpuPercentage(config: Record<string, unknown>, percentage: number | undefined): Record<string, unknown> {
   if (percentage === undefined) return config;
   const profiles = (config.profiles as Record<string, unknown>[]).map((profile) => {
-    const { percentageOfNodesToScore: _shipped, ...rest } = profile;
-    return percentage === 0 ? rest : { ...rest, percentageOfNodesToScore: percentage };
+    const adaptive = { ...profile };
+    delete adaptive.percentageOfNodesToScore;
+    return percentage === 0 ? adaptive : { ...adaptive, percentageOfNodesToScore: percentage };
   });
   return { ...config, profiles };
 }
