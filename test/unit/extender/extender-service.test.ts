@@ -162,13 +162,49 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(scores[0]).to.deep.equal({ Host: 'n1', Score: free - 1 });
   });
 
+  describe('filter passes at most the 100 best-scored of many fitting nodes (kube-scheduler scores every name it passes)', () => {
+    const many = Array.from({ length: 150 }, (_, index) => `m${String(index).padStart(3, '0')}`);
+
+    it('binpack: keeps the plan, the fullest nodes, in kube-scheduler order; prioritize then names the same plan', async () => {
+      const { cache, service } = await build({ nodes: many.map((name) => simulatedGpuNode({ name, gpus: 1 })) });
+      cache.assumePod('older', 'm149', new Map([['GPU-m149-0', { slots: 1, memoryMiB: 2000, cores: 0 }]]));
+      const pod = gpuPod('p', 2000);
+      const result = await service.filter({ pod, nodeNames: many });
+      expect(result.NodeNames).to.have.length(100);
+      expect(result.NodeNames).to.include('m149');
+      expect(result.NodeNames).to.deep.equal(many.filter((name) => result.NodeNames?.includes(name)));
+      expect(result.FailedNodes?.size ?? 0).to.equal(0);
+      const scores = await service.prioritize({ pod, nodeNames: result.NodeNames ?? [] });
+      expect(scores.filter(({ Score }) => Score === 10).map(({ Host }) => Host)).to.deep.equal(['m149']);
+    });
+
+    it('spread: keeps the one target among them, and passes every node when 100 or fewer fit', async () => {
+      const { cache, service } = await build({
+        nodePolicy: 'spread',
+        nodes: many.map((name) => simulatedGpuNode({ name, gpus: 1 })),
+      });
+      for (const name of many.slice(0, 149))
+        cache.assumePod(`on-${name}`, name, new Map([[`GPU-${name}-0`, { slots: 1, memoryMiB: 2000, cores: 0 }]]));
+      const pod = gpuPod('p', 2000);
+      const result = await service.filter({ pod, nodeNames: many });
+      expect(result.NodeNames).to.have.length(100).and.to.include('m149');
+      const scores = await service.prioritize({ pod, nodeNames: result.NodeNames ?? [] });
+      expect(scores.filter(({ Score }) => Score === 10).map(({ Host }) => Host)).to.deep.equal(['m149']);
+      const few = await service.filter({ pod: gpuPod('q', 2000), nodeNames: many.slice(0, 100) });
+      expect(few.NodeNames).to.deep.equal(many.slice(0, 100));
+    });
+  });
+
   describe('spread names one node per pod of a burst', () => {
     const names = ['n1', 'n2', 'n3', 'n4'];
     const targetOf = (scores: { Host: string; Score: number }[]) =>
       scores.filter(({ Score }) => Score === 10).map(({ Host }) => Host);
 
     it('gives the pods of a burst different nodes while their binds are in flight, and a pod asked again its own', async () => {
-      const { service } = await build({ nodePolicy: 'spread', nodes: names.map((name) => simulatedGpuNode({ name, gpus: 1 })) });
+      const { service } = await build({
+        nodePolicy: 'spread',
+        nodes: names.map((name) => simulatedGpuNode({ name, gpus: 1 })),
+      });
       const targets: string[][] = [];
       for (const name of ['a', 'b', 'c']) {
         const pod = gpuPod(name, 1000);
