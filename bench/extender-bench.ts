@@ -331,12 +331,17 @@ try {
   });
   server ??= await startWarden();
   const caPem = readFileSync(join(certDir, 'ca.crt'), 'utf8');
-  const gpuProfile = kubeSchedulerConfiguration({
-    schedulerName: 'hami-scheduler',
-    extenderUrl: `https://127.0.0.1:${extenderPort}`,
-    ...(caPem ? { caPem } : {}),
-  });
-  const gpuConfig = withGpuPercentage(gpuProfile, options.gpuPercentage);
+  // Each policy through its own profile, as NODE_SCHEDULER_POLICY and the shipped configuration pair them.
+  const gpuConfig = (nodePolicy: 'binpack' | 'spread') =>
+    withGpuPercentage(
+      kubeSchedulerConfiguration({
+        schedulerName: 'hami-scheduler',
+        extenderUrl: `https://127.0.0.1:${extenderPort}`,
+        nodePolicy,
+        ...(caPem ? { caPem } : {}),
+      }),
+      options.gpuPercentage,
+    );
   const gpuLimits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '10' };
   const withoutExtender = { profiles: [{ schedulerName: 'default-scheduler' }] };
   // kube-scheduler's own client is held to 50 requests/s (burst 100) by default: default-scheduler
@@ -455,10 +460,14 @@ try {
       // spread: pods go to different nodes, so binds run in parallel; binpack (the default) fills the
       // fewest nodes that hold the burst (5: 4 GPUs x 10 shares each), binding on those 5 locks at once.
       results.spread?.push(
-        await run('spread', 'hami-scheduler', gpuConfig, gpuLimits, { 'hami.io/node-scheduler-policy': 'spread' }),
+        await run('spread', 'hami-scheduler', gpuConfig('spread'), gpuLimits, {
+          'hami.io/node-scheduler-policy': 'spread',
+        }),
       );
       results.binpack?.push(
-        await run('binpack', 'hami-scheduler', gpuConfig, gpuLimits, { 'hami.io/node-scheduler-policy': 'binpack' }),
+        await run('binpack', 'hami-scheduler', gpuConfig('binpack'), gpuLimits, {
+          'hami.io/node-scheduler-policy': 'binpack',
+        }),
       );
       simulator.stop();
     }
