@@ -2,10 +2,13 @@
 // 1. Filter latency: 1000 nodes x 8 GPUs with 5000 bound GPU pods in the cache; a GPU pod's filter
 //    over all 1000 node names, over TLS with keep-alive, p50/p99. Baseline: a non-GPU pod's filter
 //    (the pass-through path) on the same connection.
-// 2. Scheduling throughput through the real kube-scheduler at 100 nodes: 200 pods without the
-//    extender (default-scheduler) and with it (hami-scheduler, device-plugin simulator releasing the
-//    locks), with the ratio.
-//   npm run bench:extender
+// 2. Scheduling throughput and placement through the real kube-scheduler at each size of --nodes
+//    (nodes x 4 GPUs): 200 GPU pods created at once, without the extender (default-scheduler, at its
+//    client's default rate limit and with the limit raised), and with it (hami-scheduler, spread and
+//    binpack, the device-plugin simulator releasing the locks), with the ratios, the nodes used and
+//    the most pods on one node. Above 100 nodes kube-scheduler looks at only a sample of the nodes
+//    (percentageOfNodesToScore); --gpu-percentage overrides what the GPU profile says (0: adaptive).
+//   npm run bench:extender -- [--throughput] [--nodes 100,1000,5000] [--runs 1] [--gpu-percentage P]
 import { Agent, request } from 'node:https';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,6 +38,107 @@ import { kubeSources } from '../src/cluster/kube-list-watch.js';
 import { startServeProcess, type ServeProcess } from './support/serve-process.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
+
+interface BenchOptions {
+  sizes: number[];
+  runs: number;
+  /** The GPU profile's percentageOfNodesToScore instead of the shipped one; 0: kube-scheduler's adaptive default. */
+  gpuPercentage: number | undefined;
+}
+
+function parseOptions(argv: readonly string[]): BenchOptions {
+  const valueOf = (flag: string): string | undefined => {
+    const index = argv.indexOf(flag);
+    return index < 0 ? undefined : argv[index + 1];
+  };
+  const count = (text: string, flag: string, least: number): number => {
+    const value = Number(text);
+    if (!Number.isInteger(value) || value < least)
+      throw new Error(`${flag} takes whole numbers >= ${least}, got ${text}`);
+    return value;
+  };
+  const sizes = (valueOf('--nodes') ?? '100,1000,5000').split(',').map((size) => count(size, '--nodes', 5));
+  const percentage = valueOf('--gpu-percentage');
+  return {
+    sizes: [...sizes].sort((a, b) => a - b),
+    runs: count(valueOf('--runs') ?? '1', '--runs', 1),
+    gpuPercentage: percentage === undefined ? undefined : count(percentage, '--gpu-percentage', 0),
+  };
+}
+const options = parseOptions(process.argv.slice(2));
+
+interface RunResult {
+  rate: number;
+  nodes: number;
+  mostOnOneNode: number;
+  failed: number;
+}
+
+/** The GPU profile with its percentageOfNodesToScore replaced (0: removed, kube-scheduler's adaptive default). */
+function withGpuPercentage(config: Record<string, unknown>, percentage: number | undefined): Record<string, unknown> {
+  if (percentage === undefined) return config;
+  const profiles = (config.profiles as Record<string, unknown>[]).map((profile) => {
+    const adaptive = { ...profile };
+    delete adaptive.percentageOfNodesToScore;
+    return percentage === 0 ? adaptive : { ...adaptive, percentageOfNodesToScore: percentage };
+  });
+  return { ...config, profiles };
+}
+
+const seconds = (since: number): string => ((performance.now() - since) / 1000).toFixed(1);
+const range = (values: number[], digits: number): string => {
+  const [low, high] = [Math.min(...values), Math.max(...values)];
+  return low === high ? low.toFixed(digits) : `${low.toFixed(digits)}-${high.toFixed(digits)}`;
+};
+
+function printThroughput(size: number, results: Record<string, RunResult[]>, gpuPercentage: number | undefined): void {
+  const plain = results.plain ?? [];
+  const raised = results.raised ?? [];
+  const ratio = (result: RunResult, index: number, baseline: RunResult[]) =>
+    result.rate / (baseline[index]?.rate ?? Number.NaN);
+  const percentage =
+    gpuPercentage === undefined ? 'as shipped' : gpuPercentage === 0 ? 'adaptive' : `${gpuPercentage} %`;
+  console.log(
+    `scheduling throughput, 200 GPU pods created at once onto ${size} nodes x 4 GPUs through the real kube-scheduler ` +
+      `(${plain.length} runs; GPU profile percentageOfNodesToScore ${percentage}):`,
+  );
+  for (const [name, label] of [
+    ['plain', 'default-scheduler, client limit 50/s'],
+    ['raised', 'default-scheduler, client limit raised'],
+    ['spread', 'with extender, spread'],
+    ['binpack', 'with extender, binpack (5 nodes hold it)'],
+  ] as const) {
+    const runs = results[name] ?? [];
+    const ratios =
+      name === 'plain' || name === 'raised'
+        ? ''
+        : `  ${range(
+            runs.map((run, index) => ratio(run, index, plain)),
+            2,
+          )}x of limited, ` +
+          `${range(
+            runs.map((run, index) => ratio(run, index, raised)),
+            2,
+          )}x of raised`;
+    console.log(
+      `  ${label.padEnd(42)} ${range(
+        runs.map((run) => run.rate),
+        1,
+      ).padStart(11)} pods/s${ratios}  ` +
+        `nodes used ${range(
+          runs.map((run) => run.nodes),
+          0,
+        )}, most on one ${range(
+          runs.map((run) => run.mostOnOneNode),
+          0,
+        )}, ` +
+        `failed attempts ${range(
+          runs.map((run) => run.failed),
+          0,
+        )}`,
+    );
+  }
+}
 
 async function inBatches<T>(items: T[], width: number, work: (item: T) => Promise<unknown>): Promise<void> {
   for (let index = 0; index < items.length; index += width)
@@ -215,11 +319,7 @@ try {
     await core.deleteCollectionNamespacedPod({ namespace: 'bench', gracePeriodSeconds: 0 });
   }
 
-  // ---- 2. throughput through the real kube-scheduler at 100 nodes ----
-  const small = Array.from({ length: 100 }, (_, index) => `t-node-${String(index).padStart(3, '0')}`);
-  await inBatches(small, 32, (name) =>
-    core.createNode({ body: simulatedGpuNode({ name, gpus: 4, labels: { bench: 'throughput' } }) }),
-  );
+  // ---- 2. throughput through the real kube-scheduler at each size of --nodes ----
   const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
   await simulatorCache.start();
   const simulator = new DevicePluginSimulator({
@@ -229,7 +329,24 @@ try {
     locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
     isSimulated: (node) => node.startsWith('t-node-'),
   });
-  simulator.start();
+  server ??= await startWarden();
+  const caPem = readFileSync(join(certDir, 'ca.crt'), 'utf8');
+  // Each policy through its own profile, as NODE_SCHEDULER_POLICY and the shipped configuration pair them.
+  const gpuConfig = (nodePolicy: 'binpack' | 'spread') =>
+    withGpuPercentage(
+      kubeSchedulerConfiguration({
+        schedulerName: 'hami-scheduler',
+        extenderUrl: `https://127.0.0.1:${extenderPort}`,
+        nodePolicy,
+        ...(caPem ? { caPem } : {}),
+      }),
+      options.gpuPercentage,
+    );
+  const gpuLimits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '10' };
+  const withoutExtender = { profiles: [{ schedulerName: 'default-scheduler' }] };
+  // kube-scheduler's own client is held to 50 requests/s (burst 100) by default: default-scheduler
+  // alone is then paced by that limit, not by CPU. Raised, it shows what the machine can do.
+  const withoutExtenderRaised = { ...withoutExtender, clientConnection: { qps: 10_000, burst: 10_000 } };
   /** pods/s until all 200 are bound, the nodes they ended on, and kube-scheduler's FailedScheduling events for them. */
   const run = async (
     label: string,
@@ -237,7 +354,7 @@ try {
     config: Record<string, unknown>,
     limits: Record<string, string>,
     annotations: Record<string, string> = {},
-  ): Promise<{ rate: number; nodes: number; failed: number }> => {
+  ): Promise<RunResult> => {
     const scheduler = await plane.startScheduler(config);
     const cpuBefore = process.env.BENCH_VERBOSE ? cpuByProcess() : undefined;
     const requestsBefore = process.env.BENCH_VERBOSE ? await apiserverRequests(kubeConfig) : undefined;
@@ -306,9 +423,12 @@ try {
       if (process.env.BENCH_VERBOSE)
         for (const message of new Set(events.map((event) => (event.message ?? '').replace(/\d+/g, 'N'))))
           console.log(`  ${label}: ${message.slice(0, 300)}`);
+      const perNode = new Map<string, number>();
+      for (const pod of pods) perNode.set(pod.spec?.nodeName ?? '', (perNode.get(pod.spec?.nodeName ?? '') ?? 0) + 1);
       return {
         rate,
-        nodes: new Set(pods.map((pod) => pod.spec?.nodeName)).size,
+        nodes: perNode.size,
+        mostOnOneNode: Math.max(...perNode.values()),
         failed: events.reduce((sum, event) => sum + (event.count ?? 1), 0),
       };
     } finally {
@@ -319,37 +439,40 @@ try {
         await new Promise((resolve) => setTimeout(resolve, 100));
     }
   };
-  const without = await run(
-    'plain',
-    'default-scheduler',
-    { profiles: [{ schedulerName: 'default-scheduler' }] },
-    { 'nvidia.com/gpu': '1' },
-  );
-  server ??= await startWarden();
-  const caPem = readFileSync(join(certDir, 'ca.crt'), 'utf8');
-  const extenderConfig = kubeSchedulerConfiguration({
-    schedulerName: 'hami-scheduler',
-    extenderUrl: `https://127.0.0.1:${extenderPort}`,
-    ...(caPem ? { caPem } : {}),
-  });
-  const gpuLimits = { 'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '2000', 'nvidia.com/gpucores': '10' };
-  // spread: pods go to different nodes, so binds run in parallel; binpack (the default) fills the
-  // fewest nodes that hold the burst (5 here: 4 GPUs x 10 shares each), binding on those 5 locks at once.
-  const spread = await run('spread', 'hami-scheduler', extenderConfig, gpuLimits, {
-    'hami.io/node-scheduler-policy': 'spread',
-  });
-  const binpack = await run('binpack', 'hami-scheduler', extenderConfig, gpuLimits, {
-    'hami.io/node-scheduler-policy': 'binpack',
-  });
-  console.log(
-    'scheduling throughput, 200 pods created at once onto 100 nodes x 4 GPUs through the real kube-scheduler:',
-  );
-  const line = (name: string, result: { rate: number; nodes: number; failed: number }) =>
-    `  ${name.padEnd(40)} ${result.rate.toFixed(1).padStart(6)} pods/s  (${(result.rate / without.rate).toFixed(2)}x)  ${String(result.nodes).padStart(3)} nodes used  ${result.failed} failed scheduling attempts`;
-  console.log(line('without extender (default-scheduler)', without));
-  console.log(line('with extender, spread', spread));
-  console.log(line('with extender, binpack (5 nodes hold it)', binpack));
-  simulator.stop();
+  const created: string[] = [];
+  for (const size of options.sizes) {
+    const added = Array.from(
+      { length: size - created.length },
+      (_, index) => `t-node-${String(created.length + index).padStart(5, '0')}`,
+    );
+    started = performance.now();
+    await inBatches(added, 32, (name) =>
+      core.createNode({ body: simulatedGpuNode({ name, gpus: 4, labels: { bench: 'throughput' } }) }),
+    );
+    created.push(...added);
+    while (simulatorCache.nodeCount < created.length) await new Promise((resolve) => setTimeout(resolve, 100));
+    console.log(`setup: ${size} nodes x 4 GPUs (${added.length} added in ${seconds(started)} s)`);
+    const results: Record<string, RunResult[]> = { plain: [], raised: [], spread: [], binpack: [] };
+    for (let round = 0; round < options.runs; round++) {
+      results.plain?.push(await run('plain', 'default-scheduler', withoutExtender, { 'nvidia.com/gpu': '1' }));
+      results.raised?.push(await run('raised', 'default-scheduler', withoutExtenderRaised, { 'nvidia.com/gpu': '1' }));
+      simulator.start();
+      // spread: pods go to different nodes, so binds run in parallel; binpack (the default) fills the
+      // fewest nodes that hold the burst (5: 4 GPUs x 10 shares each), binding on those 5 locks at once.
+      results.spread?.push(
+        await run('spread', 'hami-scheduler', gpuConfig('spread'), gpuLimits, {
+          'hami.io/node-scheduler-policy': 'spread',
+        }),
+      );
+      results.binpack?.push(
+        await run('binpack', 'hami-scheduler', gpuConfig('binpack'), gpuLimits, {
+          'hami.io/node-scheduler-policy': 'binpack',
+        }),
+      );
+      simulator.stop();
+    }
+    printThroughput(size, results, options.gpuPercentage);
+  }
   await simulatorCache.stop();
   await server.stop();
 } finally {

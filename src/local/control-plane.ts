@@ -332,7 +332,8 @@ export class ControlPlane {
       kind: 'KubeSchedulerConfiguration',
       leaderElection: { leaderElect: false },
       ...config,
-      clientConnection: { kubeconfig: this.kubeconfigPath },
+      // The config may tune the client (qps, burst); the kubeconfig is always this plane's.
+      clientConnection: { ...(config.clientConnection as object | undefined), kubeconfig: this.kubeconfigPath },
     };
     writeFileSync(configPath, JSON.stringify(full, null, 2));
     const scheduler = this.spawn(`kube-scheduler:${port}`, this.binaries.kubeScheduler, [

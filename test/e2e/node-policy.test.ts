@@ -136,9 +136,10 @@ async function placeBurst(
   fixture: ExtenderFixture,
   nodePolicy: NodePolicy,
   count: number,
+  nodeCount = NODES,
 ): Promise<Map<string, number>> {
   const { core, namespace } = testCluster();
-  const { group, nodes } = await fixture.createNodes(NODES, 4, 24576);
+  const { group, nodes } = await fixture.createNodes(nodeCount, 4, 24576);
   const app = `burst-${nodePolicy}`;
   await Promise.all(
     Array.from({ length: count }, (_, index) => {
@@ -158,7 +159,7 @@ async function placeBurst(
       const bound = listed.filter((pod) => pod.spec?.nodeName !== undefined);
       return bound.length === count ? listed : notYet(`${bound.length} of ${count} bound`);
     },
-    50_000,
+    120_000,
     200,
   );
   return placementsOf(pods, nodes);
@@ -237,6 +238,42 @@ describe('a burst created at once, as a Deployment scaled up (real kube-schedule
             Math.max(...counts) - Math.min(...counts),
             `pods per node: ${JSON.stringify([...perNode])}`,
           ).to.be.at.most(7);
+        });
+      }
+    });
+  }
+});
+
+describe('a burst on a large cluster, where kube-scheduler samples the nodes (real kube-scheduler, simulated device plugin)', function () {
+  this.timeout(300_000);
+  // Above 100 nodes kube-scheduler stops filtering once it has found percentageOfNodesToScore of
+  // them (about 46 % at 500) and sends the extender only those names, starting each cycle where
+  // the last one stopped; the GPU profile asks for every feasible name (docs/extender.md).
+  const LARGE = 500;
+  const BURST = 200;
+  const FEWEST_NODES = Math.ceil(BURST / 40);
+
+  for (const nodePolicy of ['binpack', 'spread'] as const) {
+    describe(`NODE_SCHEDULER_POLICY=${nodePolicy} on ${LARGE} nodes`, () => {
+      let fixture: ExtenderFixture;
+      fixtureForSuite(
+        () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
+        (started) => {
+          fixture = started;
+        },
+      );
+
+      if (nodePolicy === 'binpack') {
+        it(`packs ${BURST} pods onto the fewest nodes that hold them (${FEWEST_NODES}), at most one more`, async () => {
+          const perNode = await placeBurst(fixture, nodePolicy, BURST, LARGE);
+          const used = [...perNode].filter(([, count]) => count > 0);
+          expect(used.length, `pods per node: ${JSON.stringify(used)}`).to.be.within(FEWEST_NODES, FEWEST_NODES + 1);
+        });
+      } else {
+        it(`puts ${BURST} pods on ${BURST} distinct nodes while free nodes remain`, async () => {
+          const perNode = await placeBurst(fixture, nodePolicy, BURST, LARGE);
+          const shared = [...perNode].filter(([, count]) => count > 1);
+          expect(shared, 'nodes given more than one pod').to.deep.equal([]);
         });
       }
     });

@@ -195,23 +195,28 @@ export class ExtenderFixture {
   /** Creates `count` simulated GPU nodes in a fresh group; pods select the group by label. */
   async createNodes(count: number, gpus = 4, gpuMemoryMiB = 24576): Promise<{ group: string; nodes: string[] }> {
     const group = uniqueName('grp');
-    const nodes: string[] = [];
-    for (let index = 0; index < count; index++) {
-      const name = `${group}-n${index}`;
-      this.nodes.add(name);
-      await this.core.createNode({
-        body: simulatedGpuNode({
-          name,
-          gpus,
-          gpuMemoryMiB,
-          labels: { [SIMULATED_LABEL]: 'true', [GROUP_LABEL]: group },
+    const nodes = Array.from({ length: count }, (_, index) => `${group}-n${index}`);
+    // A few at a time: the large-cluster tests create hundreds.
+    for (let start = 0; start < nodes.length; start += NODE_CREATE_BATCH) {
+      await Promise.all(
+        nodes.slice(start, start + NODE_CREATE_BATCH).map(async (name) => {
+          this.nodes.add(name);
+          await this.core.createNode({
+            body: simulatedGpuNode({
+              name,
+              gpus,
+              gpuMemoryMiB,
+              labels: { [SIMULATED_LABEL]: 'true', [GROUP_LABEL]: group },
+            }),
+          });
         }),
-      });
-      nodes.push(name);
+      );
     }
     return { group, nodes };
   }
 }
+
+const NODE_CREATE_BATCH = 16;
 
 export function gpuUuids(node: string, gpus = 4): string[] {
   return simulatedGpus({ name: node, gpus }).map((device) => device.uuid);

@@ -148,18 +148,86 @@ describe('ExtenderService (filter and prioritize from the state store)', () => {
     expect(result.FailedNodes?.get('n2')).to.match(/CardInsufficientMemory/);
   });
 
-  it("spread: scores a node whose lock another pod holds one point below the same node free, and the holder's own node normally", async () => {
+  it("spread: names one node (10), a free lock first (the holder's own counts as free), and scores a node whose lock another pod holds one point below the same node free", async () => {
     const { nodes, service } = await build({ nodePolicy: 'spread' });
     nodes.emit('MODIFIED', locked('n1', '2026-01-01T00:00:00Z,ns,someone-else'));
     nodes.emit('MODIFIED', locked('n2', '2026-01-01T00:00:00Z,ns,p'));
     const pod = gpuPod('p', 1000);
     await service.filter({ pod, nodeNames: ['n1', 'n2', 'n3'] });
     const scores = await service.prioritize({ pod, nodeNames: ['n1', 'n2', 'n3'] });
-    // The three nodes are alike but for their locks.
+    // The three nodes are alike but for their locks: the target is n2 (free to this pod, name order).
+    expect(scores[1]).to.deep.equal({ Host: 'n2', Score: 10 });
     const free = scores[2]?.Score ?? 0;
-    expect(free).to.be.at.least(1);
+    expect(free).to.be.within(1, 9);
     expect(scores[0]).to.deep.equal({ Host: 'n1', Score: free - 1 });
-    expect(scores[1]?.Score).to.equal(free);
+  });
+
+  describe('filter passes at most the 100 best-scored of many fitting nodes (kube-scheduler scores every name it passes)', () => {
+    const many = Array.from({ length: 150 }, (_, index) => `m${String(index).padStart(3, '0')}`);
+
+    it('binpack: keeps the plan, the fullest nodes, in kube-scheduler order; prioritize then names the same plan', async () => {
+      const { cache, service } = await build({ nodes: many.map((name) => simulatedGpuNode({ name, gpus: 1 })) });
+      cache.assumePod('older', 'm149', new Map([['GPU-m149-0', { slots: 1, memoryMiB: 2000, cores: 0 }]]));
+      const pod = gpuPod('p', 2000);
+      const result = await service.filter({ pod, nodeNames: many });
+      expect(result.NodeNames).to.have.length(100);
+      expect(result.NodeNames).to.include('m149');
+      expect(result.NodeNames).to.deep.equal(many.filter((name) => result.NodeNames?.includes(name)));
+      expect(result.FailedNodes?.size ?? 0).to.equal(0);
+      const scores = await service.prioritize({ pod, nodeNames: result.NodeNames ?? [] });
+      expect(scores.filter(({ Score }) => Score === 10).map(({ Host }) => Host)).to.deep.equal(['m149']);
+    });
+
+    it('spread: keeps the one target among them, and passes every node when 100 or fewer fit', async () => {
+      const { cache, service } = await build({
+        nodePolicy: 'spread',
+        nodes: many.map((name) => simulatedGpuNode({ name, gpus: 1 })),
+      });
+      for (const name of many.slice(0, 149))
+        cache.assumePod(`on-${name}`, name, new Map([[`GPU-${name}-0`, { slots: 1, memoryMiB: 2000, cores: 0 }]]));
+      const pod = gpuPod('p', 2000);
+      const result = await service.filter({ pod, nodeNames: many });
+      expect(result.NodeNames).to.have.length(100).and.to.include('m149');
+      const scores = await service.prioritize({ pod, nodeNames: result.NodeNames ?? [] });
+      expect(scores.filter(({ Score }) => Score === 10).map(({ Host }) => Host)).to.deep.equal(['m149']);
+      const few = await service.filter({ pod: gpuPod('q', 2000), nodeNames: many.slice(0, 100) });
+      expect(few.NodeNames).to.deep.equal(many.slice(0, 100));
+    });
+  });
+
+  describe('spread names one node per pod of a burst', () => {
+    const names = ['n1', 'n2', 'n3', 'n4'];
+    const targetOf = (scores: { Host: string; Score: number }[]) =>
+      scores.filter(({ Score }) => Score === 10).map(({ Host }) => Host);
+
+    it('gives the pods of a burst different nodes while their binds are in flight, and a pod asked again its own', async () => {
+      const { service } = await build({
+        nodePolicy: 'spread',
+        nodes: names.map((name) => simulatedGpuNode({ name, gpus: 1 })),
+      });
+      const targets: string[][] = [];
+      for (const name of ['a', 'b', 'c']) {
+        const pod = gpuPod(name, 1000);
+        await service.filter({ pod, nodeNames: names });
+        targets.push(targetOf(await service.prioritize({ pod, nodeNames: names })));
+      }
+      expect(targets).to.deep.equal([['n1'], ['n2'], ['n3']]);
+      expect(targetOf(await service.prioritize({ pod: gpuPod('b', 1000), nodeNames: names }))).to.deep.equal(['n2']);
+    });
+
+    it('prefers the least utilised node, even one offered to another pod, over a fuller one', async () => {
+      const { cache, service } = await build({
+        nodePolicy: 'spread',
+        nodes: ['n1', 'n2'].map((name) => simulatedGpuNode({ name, gpus: 1 })),
+      });
+      cache.assumePod('other', 'n2', new Map([['GPU-n2-0', { slots: 1, memoryMiB: 4000, cores: 0 }]]));
+      expect(targetOf(await service.prioritize({ pod: gpuPod('a', 1000), nodeNames: ['n1', 'n2'] }))).to.deep.equal([
+        'n1',
+      ]);
+      expect(targetOf(await service.prioritize({ pod: gpuPod('b', 1000), nodeNames: ['n1', 'n2'] }))).to.deep.equal([
+        'n1',
+      ]);
+    });
   });
 
   describe('binpack packs a burst', () => {
