@@ -322,13 +322,18 @@ try {
   // ---- 2. throughput through the real kube-scheduler at each size of --nodes ----
   const simulatorCache = new ClusterCache({ sources: kubeSources(kubeConfig) });
   await simulatorCache.start();
-  const simulator = new DevicePluginSimulator({
-    core,
-    cache: simulatorCache,
-    allocationDelayMs: 0,
-    locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
-    isSimulated: (node) => node.startsWith('t-node-'),
-  });
+  // A fresh simulator for each round's GPU runs (a stopped one stays stopped): only they need it.
+  const startSimulator = () => {
+    const simulator = new DevicePluginSimulator({
+      core,
+      cache: simulatorCache,
+      allocationDelayMs: 0,
+      locks: new NodeLocks({ api: new KubeNodeLockApi(core), config: { bindGraceMs: 60_000, expireMs: 300_000 } }),
+      isSimulated: (node) => node.startsWith('t-node-'),
+    });
+    simulator.start();
+    return simulator;
+  };
   server ??= await startWarden();
   const caPem = readFileSync(join(certDir, 'ca.crt'), 'utf8');
   // Each policy through its own profile, as NODE_SCHEDULER_POLICY and the shipped configuration pair them.
@@ -456,7 +461,7 @@ try {
     for (let round = 0; round < options.runs; round++) {
       results.plain?.push(await run('plain', 'default-scheduler', withoutExtender, { 'nvidia.com/gpu': '1' }));
       results.raised?.push(await run('raised', 'default-scheduler', withoutExtenderRaised, { 'nvidia.com/gpu': '1' }));
-      simulator.start();
+      const simulator = startSimulator();
       // spread: pods go to different nodes, so binds run in parallel; binpack (the default) fills the
       // fewest nodes that hold the burst (5: 4 GPUs x 10 shares each), binding on those 5 locks at once.
       results.spread?.push(

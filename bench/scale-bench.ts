@@ -3,7 +3,8 @@
 // the first sync and after the 6020 requests below (and its peak), and over HTTPS with keep-alive, 1000
 // samples each, p50/p99 of
 // - /filter of a non-GPU pod (the pass-through: the baseline, same connection, same run),
-// - /filter of a GPU pod and the /prioritize that follows it for the same pod,
+// - /filter of a GPU pod and the /prioritize that follows it for the same pod, sent the names filter
+//   passed (as kube-scheduler does: at most 100 when more fit),
 // over all N names in each call, and over the 10 % window kube-scheduler passes at 5000 nodes
 // (percentageOfNodesToScore), its start rotating from call to call as kube-scheduler's does.
 // serve runs with the Node options manifests/deployment.yaml gives it (BENCH_SERVE_NODE_OPTIONS
@@ -39,6 +40,11 @@ async function inBatches<T>(items: readonly T[], width: number, work: (item: T) 
 }
 
 function post(agent: Agent, port: number, path: string, body: string): Promise<number> {
+  return postReading(agent, port, path, body).then(({ ms }) => ms);
+}
+
+/** The round trip in ms and the answer's text. */
+function postReading(agent: Agent, port: number, path: string, body: string): Promise<{ ms: number; text: string }> {
   return new Promise((done, fail) => {
     const started = performance.now();
     const req = request(
@@ -51,9 +57,11 @@ function post(agent: Agent, port: number, path: string, body: string): Promise<n
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
       },
       (res) => {
-        res.resume();
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('end', () => {
-          if (res.statusCode === 200) done(performance.now() - started);
+          const ms = performance.now() - started;
+          if (res.statusCode === 200) done({ ms, text: Buffer.concat(chunks).toString() });
           else fail(new Error(`HTTP ${String(res.statusCode)} for ${path}`));
         });
       },
@@ -194,8 +202,11 @@ for (const size of sizes) {
       for (let index = 0; index < SAMPLES; index++)
         plain.push(await post(agent, extenderPort, '/filter', args(index, false, all)));
       for (let index = 0; index < SAMPLES; index++) {
-        const body = args(index, true, all);
-        filter.push(await post(agent, extenderPort, '/filter', body));
+        const answer = await postReading(agent, extenderPort, '/filter', args(index, true, all));
+        filter.push(answer.ms);
+        // As kube-scheduler does: prioritize is sent the names filter passed.
+        const passed = (JSON.parse(answer.text) as { NodeNames?: string[] | null }).NodeNames ?? [];
+        const body = JSON.stringify({ Pod: pod(index, true), Nodes: null, NodeNames: passed });
         prioritize.push(await post(agent, extenderPort, '/prioritize', body));
       }
       const [base, fit, score] = [summary(plain), summary(filter), summary(prioritize)];
