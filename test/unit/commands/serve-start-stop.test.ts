@@ -11,6 +11,7 @@ import { findFreePort, findFreePorts } from '../../../src/local/free-port.js';
 import { renderKubeconfig } from '../../../src/local/kubeconfig.js';
 import { createLogger } from '../../../src/telemetry/logger.js';
 import { ConditionLog } from '../../../src/telemetry/condition-log.js';
+import { eventually, notYet } from '../../support/eventually.js';
 import { httpGet } from '../../support/http-get.js';
 
 /**
@@ -208,8 +209,20 @@ describe('startServer: all-or-nothing start, bounded stop, readiness (no apiserv
           signal = resolve;
         }),
       );
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      expect((await readyz(ports.metrics)).status).to.equal(503);
+      // Listening takes a moment, longer on a loaded machine: asked before, /readyz is refused.
+      const answer = await eventually(
+        'the metrics listener answering /readyz',
+        async () => {
+          try {
+            return await readyz(ports.metrics);
+          } catch (error) {
+            return notYet((error as Error).message);
+          }
+        },
+        20_000,
+        50,
+      );
+      expect(answer.status).to.equal(503);
       const asked = Date.now();
       signal('SIGINT');
       expect(await late.code).to.equal(0);
