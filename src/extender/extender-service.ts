@@ -501,7 +501,8 @@ export class ExtenderService {
         if (verdict?.fits !== true || lock === 'stalled') return undefined;
         return { fits: true, utilization: verdict.utilization, lockBusy: lock === 'busy' };
       },
-      (node) => this.spreadOffers.offeredToOther(node, pod.uid, now),
+      (node) =>
+        this.spreadOffers.offersToOthers(node, pod.uid, now, (uid) => this.deps.cache.nodesAccounting(uid).length > 0),
     );
     if (target >= 0 && pod.uid !== undefined) this.spreadOffers.offer(names[target] ?? '', pod.uid, now);
     return target;

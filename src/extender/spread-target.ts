@@ -9,9 +9,10 @@
  *
  * 1. a node whose lock is free before one another pod holds (a bind there would queue behind it);
  * 2. the least utilised with the pod placed (score.ts nodeUtilization, not rounded);
- * 3. a node not offered to another pod in the last few seconds before one that was: that pod's bind
- *    may not have reached the store yet, so the node looks emptier than it is;
- * 4. name order, so that the choice is the same whoever asks.
+ *    counting each other pod the node was offered to in the last few seconds as one more pod like
+ *    this one: that pod's bind may not have reached the store yet, so the node looks emptier than it
+ *    is (while many binds are in flight, as for a burst onto a few nodes, this keeps them even);
+ * 3. name order, so that the choice is the same whoever asks.
  *
  * The offer is what keeps two pods of a burst apart: it lasts OFFER_MS, longer than a scheduling
  * cycle and its bind take, and a pod asked again (a retry) keeps its own offer.
@@ -29,24 +30,46 @@ export interface SpreadCandidate {
   lockBusy: boolean;
 }
 
-/** Nodes recently offered to a pod, by node name. */
+/** The pods each node was offered to in the last OFFER_MS, by node name; a pod holds one offer at a time. */
 export class SpreadOffers {
-  private readonly byNode = new Map<string, { uid: string; until: number }>();
+  private readonly byNode = new Map<string, Map<string, number>>();
+  private readonly nodeOf = new Map<string, string>();
 
-  /** Whether `node` was offered to a pod other than `uid` less than OFFER_MS ago. */
-  offeredToOther(node: string, uid: string | undefined, now: number): boolean {
-    const offer = this.byNode.get(node);
-    return offer !== undefined && offer.uid !== uid && offer.until > now;
+  /**
+   * How many pods other than `uid` were offered `node` less than OFFER_MS ago and are not yet
+   * `counted` in the store's usage (once a pod's bind is counted there, its offer would count it twice).
+   */
+  offersToOthers(node: string, uid: string | undefined, now: number, counted: (uid: string) => boolean): number {
+    const offers = this.byNode.get(node);
+    if (offers === undefined) return 0;
+    let count = 0;
+    for (const [holder, until] of offers) if (holder !== uid && until > now && !counted(holder)) count += 1;
+    return count;
   }
 
   offer(node: string, uid: string, now: number): void {
-    this.byNode.delete(node);
-    this.byNode.set(node, { uid, until: now + OFFER_MS });
-    // Bounded by the nodes offered within OFFER_MS: the oldest (first in insertion order) go first.
-    for (const [name, offer] of this.byNode) {
-      if (offer.until > now) break;
-      this.byNode.delete(name);
+    const previous = this.nodeOf.get(uid);
+    if (previous !== undefined) this.withdraw(previous, uid);
+    let offers = this.byNode.get(node);
+    if (offers === undefined) {
+      offers = new Map();
+      this.byNode.set(node, offers);
     }
+    offers.set(uid, now + OFFER_MS);
+    this.nodeOf.delete(uid);
+    this.nodeOf.set(uid, node);
+    // Bounded by the pods offered within OFFER_MS: the oldest (first in insertion order) go first.
+    for (const [holder, at] of this.nodeOf) {
+      if ((this.byNode.get(at)?.get(holder) ?? 0) > now) break;
+      this.withdraw(at, holder);
+    }
+  }
+
+  private withdraw(node: string, uid: string): void {
+    this.nodeOf.delete(uid);
+    const offers = this.byNode.get(node);
+    offers?.delete(uid);
+    if (offers?.size === 0) this.byNode.delete(node);
   }
 }
 
@@ -54,8 +77,16 @@ export class SpreadOffers {
 export function spreadTarget(
   names: readonly string[],
   candidateAt: (index: number) => SpreadCandidate | undefined,
-  offeredToOther: (node: string) => boolean,
+  offersToOthers: (node: string) => number,
 ): number {
+  // The pod's own share of a node: about the least any candidate is used with it placed. Each pod a
+  // node was offered to counts as that much more use, since its bind may not be in the store yet.
+  let share = Number.POSITIVE_INFINITY;
+  for (let index = 0; index < names.length; index++) {
+    const candidate = candidateAt(index);
+    if (candidate?.fits === true) share = Math.min(share, candidate.utilization);
+  }
+  const perOffer = Math.max(share, MIN_SHARE);
   let best = -1;
   let bestBusy = true;
   let bestRank = Number.POSITIVE_INFINITY;
@@ -63,8 +94,8 @@ export function spreadTarget(
     const candidate = candidateAt(index);
     if (candidate?.fits !== true) continue;
     const name = names[index] ?? '';
-    // An offered node ranks just after the nodes exactly as full that nobody was offered.
-    const rank = candidate.utilization + (offeredToOther(name) ? OFFERED_PENALTY : 0);
+    const offers = offersToOthers(name);
+    const rank = candidate.utilization + (offers === 0 ? 0 : offers * perOffer);
     const better =
       best < 0 ||
       (bestBusy && !candidate.lockBusy) ||
@@ -77,5 +108,5 @@ export function spreadTarget(
   return best;
 }
 
-/** Far below one pod's share of a node, far above floating-point noise between equal nodes. */
-const OFFERED_PENALTY = 1e-9;
+/** A share for a pod that uses next to nothing: offered nodes still rank after equal ones nobody was offered. */
+const MIN_SHARE = 1e-9;
