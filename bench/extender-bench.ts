@@ -9,7 +9,7 @@
 //    the most pods on one node. Above 100 nodes kube-scheduler looks at only a sample of the nodes
 //    (percentageOfNodesToScore); --gpu-percentage overrides what the GPU profile says (0: adaptive).
 //   npm run bench:extender -- [--throughput] [--nodes 100,1000,5000] [--runs 1] [--gpu-percentage P]
-import { Agent, request } from 'node:https';
+import { Agent } from 'node:https';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -36,6 +36,7 @@ import { NodeLocks } from '../src/lock/node-locks.js';
 import { ALLOCATED_ANNOTATION } from '../src/hami/wire.js';
 import { kubeSources } from '../src/cluster/kube-list-watch.js';
 import { startServeProcess, type ServeProcess } from './support/serve-process.js';
+import { timedPost } from './support/timed-post.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 
@@ -190,32 +191,7 @@ function percentile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 }
 
-function post(agent: Agent, port: number, path: string, body: string): Promise<{ ms: number; text: string }> {
-  return new Promise((done, fail) => {
-    const started = performance.now();
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let text = '';
-        res.on('data', (chunk: Buffer) => {
-          text += chunk.toString();
-        });
-        res.on('end', () => {
-          done({ ms: performance.now() - started, text });
-        });
-      },
-    );
-    req.on('error', fail);
-    req.end(body);
-  });
-}
+const post = timedPost;
 
 const plane = await ControlPlane.start({
   binaries: locateBinaries({ repoRoot, env: process.env }),

@@ -10,7 +10,7 @@
 // serve runs with the Node options manifests/deployment.yaml gives it (BENCH_SERVE_NODE_OPTIONS
 // overrides them; empty for V8's own heap sizes).
 //   npm run bench:scale -- [sizes, default 1000x5000,5000x40000]
-import { Agent, request } from 'node:https';
+import { Agent } from 'node:https';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -24,6 +24,7 @@ import { locateBinaries } from '../src/local/k8s-binaries.js';
 import { ShutdownHooks } from '../src/local/shutdown-hooks.js';
 import { simulatedGpuNode, simulatedGpus } from '../src/local/simulated-gpu-node.js';
 import { serveNodeOptions, startServeProcess } from './support/serve-process.js';
+import { timedPost } from './support/timed-post.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 const sizes = (process.argv[2] ?? '1000x5000,5000x40000').split(',').map((size) => {
@@ -39,36 +40,19 @@ async function inBatches<T>(items: readonly T[], width: number, work: (item: T) 
     await Promise.all(items.slice(index, index + width).map(work));
 }
 
-function post(agent: Agent, port: number, path: string, body: string): Promise<number> {
-  return postReading(agent, port, path, body).then(({ ms }) => ms);
+async function postReading(
+  agent: Agent,
+  port: number,
+  path: string,
+  body: string,
+): Promise<{ ms: number; text: string }> {
+  const answer = await timedPost(agent, port, path, body);
+  if (answer.status !== 200) throw new Error(`HTTP ${String(answer.status)} for ${path}`);
+  return answer;
 }
 
-/** The round trip in ms and the answer's text. */
-function postReading(agent: Agent, port: number, path: string, body: string): Promise<{ ms: number; text: string }> {
-  return new Promise((done, fail) => {
-    const started = performance.now();
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => {
-          const ms = performance.now() - started;
-          if (res.statusCode === 200) done({ ms, text: Buffer.concat(chunks).toString() });
-          else fail(new Error(`HTTP ${String(res.statusCode)} for ${path}`));
-        });
-      },
-    );
-    req.on('error', fail);
-    req.end(body);
-  });
+async function post(agent: Agent, port: number, path: string, body: string): Promise<number> {
+  return (await postReading(agent, port, path, body)).ms;
 }
 
 function memoryMiB(pid: number): { rss: number; peak: number } {
