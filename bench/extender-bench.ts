@@ -9,9 +9,9 @@
 //    the most pods on one node. Above 100 nodes kube-scheduler looks at only a sample of the nodes
 //    (percentageOfNodesToScore); --gpu-percentage overrides what the GPU profile says (0: adaptive).
 //   npm run bench:extender -- [--throughput] [--nodes 100,1000,5000] [--runs 1] [--gpu-percentage P]
-import { Agent } from 'node:https';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import https, { Agent } from 'node:https';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
   CoreV1Api,
@@ -37,6 +37,7 @@ import { ALLOCATED_ANNOTATION } from '../src/hami/wire.js';
 import { kubeSources } from '../src/cluster/kube-list-watch.js';
 import { startServeProcess, type ServeProcess } from './support/serve-process.js';
 import { timedPost } from './support/timed-post.js';
+import { eventLoopLine, fetchInsecure, schedulerLines, seriesOf, serveLines } from './support/burst-breakdown.js';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 
@@ -187,6 +188,39 @@ async function apiserverRequests(kubeConfig: KubeConfig): Promise<Map<string, nu
   return counts;
 }
 
+/**
+ * BENCH_PPROF=<dir>: 5 s CPU profiles of kube-scheduler and kube-apiserver from the burst's start,
+ * written as <dir>/<label>-<process>.pprof (read with `go tool pprof -top`).
+ */
+async function startProfiles(label: string, schedulerUrl: string): Promise<void> {
+  const dir = process.env.BENCH_PPROF;
+  if (!dir) return;
+  const fetchProfile = async (url: string, file: string, authenticated: boolean) => {
+    const options: https.RequestOptions = { rejectUnauthorized: false };
+    if (authenticated) await kubeConfigForProfiles?.applyToHTTPSOptions(options);
+    const body = await new Promise<Buffer>((resolve, reject) => {
+      https
+        .get(`${url}/debug/pprof/profile?seconds=5`, options, (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.on('end', () => {
+            resolve(Buffer.concat(chunks));
+          });
+        })
+        .on('error', reject);
+    });
+    writeFileSync(join(dir, `${label}-${file}.pprof`), body);
+  };
+  const server = kubeConfigForProfiles?.getCurrentCluster()?.server ?? '';
+  await Promise.all([
+    fetchProfile(schedulerUrl, 'kube-scheduler', false),
+    fetchProfile(server, 'kube-apiserver', true),
+  ]).catch((error: unknown) => {
+    console.log(`  ${label}: profile failed: ${String(error)}`);
+  });
+}
+let kubeConfigForProfiles: KubeConfig | undefined;
+
 function percentile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 }
@@ -201,6 +235,7 @@ const certDir = mkdtempSync(join(tmpdir(), 'bench-certs-'));
 let server: ServeProcess | undefined;
 try {
   const kubeConfig = loadKubeConfig(plane.kubeconfigPath);
+  kubeConfigForProfiles = kubeConfig;
   const core = kubeConfig.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: 'bench' } } });
   // serve's own namespace (POD_NAMESPACE), as an install has it: its leader-election Lease lives
@@ -337,6 +372,13 @@ try {
     annotations: Record<string, string> = {},
   ): Promise<RunResult> => {
     const scheduler = await plane.startScheduler(config);
+    const schedulerUrl = scheduler.healthzUrl.replace(/\/healthz$/, '');
+    // BENCH_VERBOSE: the components' metrics before the burst (the serve scrape restarts its event-loop histogram).
+    const serveBefore = process.env.BENCH_VERBOSE && server ? seriesOf(await server.metrics()) : undefined;
+    const schedulerBefore = process.env.BENCH_VERBOSE
+      ? seriesOf(await fetchInsecure(`${schedulerUrl}/metrics`))
+      : undefined;
+    const profiles = startProfiles(label, schedulerUrl);
     const cpuBefore = process.env.BENCH_VERBOSE ? cpuByProcess() : undefined;
     const requestsBefore = process.env.BENCH_VERBOSE ? await apiserverRequests(kubeConfig) : undefined;
     try {
@@ -366,18 +408,28 @@ try {
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       const rate = 200 / ((performance.now() - started) / 1000);
+      await profiles;
       const events = (await core.listNamespacedEvent({ namespace: 'bench' })).items.filter(
         (event) => event.reason === 'FailedScheduling' && event.involvedObject.name?.startsWith(`${label}-`) === true,
       );
       if (cpuBefore !== undefined) {
-        const after = cpuByProcess();
+        const spent = [...cpuByProcess()]
+          .map(([name, seconds]) => [name, seconds - (cpuBefore.get(name) ?? 0)] as const)
+          .filter(([, seconds]) => seconds >= 0.05)
+          .sort(([, a], [, b]) => b - a);
         console.log(
-          `  ${label}: CPU s by process: ${[...after]
-            .map(([name, seconds]) => [name, seconds - (cpuBefore.get(name) ?? 0)] as const)
-            .filter(([, seconds]) => seconds >= 0.05)
-            .sort(([, a], [, b]) => b - a)
-            .map(([name, seconds]) => `${name} ${seconds.toFixed(2)}`)
-            .join(', ')}`,
+          `  ${label}: CPU s by process: ${spent.map(([name, seconds]) => `${name} ${seconds.toFixed(2)}`).join(', ')}`,
+        );
+        // The burst's CPU per pod, summed over every process, and the rate this machine's cores allow at
+        // that cost; then the same without serve's share: the most any extender could reach here.
+        const cores = availableParallelism();
+        const perPodMs = (spent.reduce((sum, [, seconds]) => sum + seconds, 0) * 1000) / 200;
+        const servePerPodMs = ((spent.find(([name]) => name === `node:${server?.pid}`)?.[1] ?? 0) * 1000) / 200;
+        const ceiling = (ms: number) => ((cores * 1000) / ms).toFixed(0);
+        console.log(
+          `  ${label}: CPU ${perPodMs.toFixed(1)} ms per pod over all processes, serve's ${servePerPodMs.toFixed(1)}: ` +
+            `at most ${ceiling(perPodMs)} pods/s on ${cores} cores (bound at ${rate.toFixed(1)}), ` +
+            `${ceiling(perPodMs - servePerPodMs)} if serve cost nothing`,
         );
       }
       if (requestsBefore !== undefined) {
@@ -392,14 +444,14 @@ try {
             .join(', ')}`,
         );
       }
-      if (process.env.BENCH_VERBOSE && server !== undefined) {
-        const text = await server.metrics();
-        console.log(
-          `  ${label}: ${text
-            .split('\n')
-            .filter((row) => /^vgpu_warden_(filter|bind)_duration_seconds_(sum|count)/.test(row))
-            .join('  ')}`,
-        );
+      if (serveBefore !== undefined && server !== undefined) {
+        const serveAfter = seriesOf(await server.metrics());
+        for (const line of [...serveLines(serveBefore, serveAfter), eventLoopLine(serveAfter)])
+          console.log(`  ${label}: ${line}`);
+      }
+      if (schedulerBefore !== undefined) {
+        const schedulerAfter = seriesOf(await fetchInsecure(`${schedulerUrl}/metrics`));
+        for (const line of schedulerLines(schedulerBefore, schedulerAfter, 200)) console.log(`  ${label}: ${line}`);
       }
       if (process.env.BENCH_VERBOSE)
         for (const message of new Set(events.map((event) => (event.message ?? '').replace(/\d+/g, 'N'))))

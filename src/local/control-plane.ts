@@ -47,6 +47,9 @@ export interface ControllerManagerHandle {
   stop(): Promise<void>;
 }
 
+/** kube-scheduler's paths open without credentials for a benchmark's breakdown: its health, metrics and pprof. */
+const OPEN_PATHS = '/healthz,/readyz,/livez,/metrics,/debug/*';
+
 export interface SchedulerHandle {
   readonly process: ManagedProcess;
   readonly healthzUrl: string;
@@ -240,7 +243,7 @@ export class ControlPlane {
         `--kubelet-client-key=${files.kubeletClientKey}`,
         '--kubelet-preferred-address-types=InternalIP,Hostname',
         '--allow-privileged=true',
-        '--profiling=false',
+        `--profiling=${process.env.BENCH_PPROF ? 'true' : 'false'}`,
         '--v=1',
       ],
       ready: (child) =>
@@ -341,6 +344,10 @@ export class ControlPlane {
       '--bind-address=127.0.0.1',
       `--secure-port=${port}`,
       '--v=2',
+      // BENCH_VERBOSE, BENCH_PPROF: its metrics and CPU profile readable without credentials, for a bench's breakdown.
+      ...(process.env.BENCH_VERBOSE || process.env.BENCH_PPROF
+        ? [`--authorization-always-allow-paths=${OPEN_PATHS}`]
+        : []),
     ]);
     const healthzUrl = `https://127.0.0.1:${port}/healthz`;
     const handle: SchedulerHandle = {

@@ -122,6 +122,9 @@ export function extenderApp(config: Config, log: Logger, lifecycle: Lifecycle, p
     handlers: timedExtenderHandlers(extenderService(config, log, lifecycle, parts), parts.metrics),
     readiness: parts.ready,
     bindTimeoutMs: config.bindTimeoutMs,
+    onServed: (verb, phases) => {
+      parts.metrics.observeExtenderCall(verb, phases);
+    },
     onBadRequest: (path, message) => {
       log.warn({ component: 'extender', path }, `bad extender request: ${message}`);
     },

@@ -22,6 +22,25 @@ export interface ExtenderAppDeps {
   answerTimeoutMs?: number;
   /** When bind's signal aborts (BIND_TIMEOUT; default answerTimeoutMs). */
   bindTimeoutMs?: number;
+  /** Told where each well-formed call's time went (vgpu_warden_extender_request_seconds). */
+  onServed?: (verb: ExtenderVerb, phases: ExtenderPhases) => void;
+  /** For the phase timings; default performance.now. */
+  clock?: () => number;
+}
+
+export type ExtenderVerb = 'filter' | 'prioritize' | 'bind';
+
+/**
+ * Where one extender call's time went, in ms: reading the body after the headers came, decoding and
+ * validating the JSON (for filter and prioritize, mostly the node names), the handler, and encoding
+ * the answer and handing it to the socket (not the socket's flush, whose callback waits its turn
+ * in the event loop).
+ */
+export interface ExtenderPhases {
+  read: number;
+  decode: number;
+  handle: number;
+  answer: number;
 }
 
 /** kube-scheduler's httpTimeout for the extender (scheduler-config.ts): it waits no longer for an answer. */
@@ -53,6 +72,12 @@ export function createExtenderApp(deps: ExtenderAppDeps): Express {
     ...(deps.guard === undefined ? {} : { guard: deps.guard }),
   });
   const raw = readBody(limit);
+  const clock = deps.clock ?? (() => performance.now());
+  // Before the body is read: the read phase starts once the headers are in.
+  const arrival: RequestHandler = (_req, res, next) => {
+    res.locals.arrivedAt = clock();
+    next();
+  };
   const send = (res: Response, status: number, body: unknown) => {
     res.status(status).type('application/json').send(JSON.stringify(body));
   };
@@ -85,7 +110,9 @@ export function createExtenderApp(deps: ExtenderAppDeps): Express {
     timeoutMs = answerTimeoutMs,
   ) => {
     const { invalid, failed } = answers;
-    app.post(path, raw, async (req, res) => {
+    const name = path.slice(1) as ExtenderVerb;
+    app.post(path, arrival, raw, async (req, res) => {
+      const read = clock();
       let parsed: Parsed<T>;
       try {
         parsed = parse(decode(req));
@@ -97,14 +124,27 @@ export function createExtenderApp(deps: ExtenderAppDeps): Express {
         send(res, ...invalid(parsed.error));
         return;
       }
+      const decoded = clock();
+      let handled: number | undefined;
       const request = requestSignal(res, timeoutMs);
       try {
-        await sendLarge(res, 200, await handle(parsed.value, request.signal));
+        const answer = await handle(parsed.value, request.signal);
+        handled = clock();
+        await sendLarge(res, 200, answer);
       } catch (error) {
-        send(res, ...failed(`${path.slice(1)} failed: ${(error as Error).message}`));
+        handled ??= clock();
+        send(res, ...failed(`${name} failed: ${(error as Error).message}`));
       } finally {
         request.done();
       }
+      const arrived = res.locals.arrivedAt as number;
+      const phases = {
+        read: read - arrived,
+        decode: decoded - read,
+        handle: handled - decoded,
+        answer: clock() - handled,
+      };
+      deps.onServed?.(name, phases);
     });
   };
   const filterAnswers = (m: string): [number, unknown] => [200, filterResult.error(m)];

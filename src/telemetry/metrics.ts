@@ -113,6 +113,7 @@ export class WardenMetrics {
   private readonly lockSourceErrors: Counter;
   private readonly bindDuration: Histogram<'outcome'>;
   private readonly filterDuration: Histogram;
+  private readonly extenderPhases: Histogram<'verb' | 'phase'>;
   private readonly admissionDuration: Histogram<'operation'>;
   private readonly sweepDuration: Histogram;
   private readonly sweepPasses: Counter<'result'>;
@@ -166,6 +167,15 @@ export class WardenMetrics {
     this.filterDuration = new Histogram({
       name: `${PREFIX}filter_duration_seconds`,
       help: 'Scheduler extender filter calls',
+      buckets: FILTER_BUCKETS,
+      registers,
+    });
+    this.extenderPhases = new Histogram({
+      name: `${PREFIX}extender_request_seconds`,
+      help:
+        'Where scheduler extender calls spend their time, by verb (filter, prioritize, bind) and phase: read ' +
+        '(the body, after the headers), decode (JSON and validation), handle, answer (encode and write)',
+      labelNames: ['verb', 'phase'],
       buckets: FILTER_BUCKETS,
       registers,
     });
@@ -371,6 +381,14 @@ export class WardenMetrics {
 
   observeFilter(seconds: number): void {
     this.filterDuration.observe(seconds);
+  }
+
+  /** One extender call's phases, in ms (extender-app.ts's ExtenderPhases). */
+  observeExtenderCall(
+    verb: 'filter' | 'prioritize' | 'bind',
+    phases: Readonly<Record<'read' | 'decode' | 'handle' | 'answer', number>>,
+  ): void {
+    for (const [phase, ms] of Object.entries(phases)) this.extenderPhases.observe({ verb, phase }, ms / 1000);
   }
 
   observeAdmission(operation: string, seconds: number): void {

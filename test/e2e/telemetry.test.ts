@@ -164,6 +164,7 @@ describe('telemetry of lock decisions (real kube-scheduler, apiserver, kubelet s
       for (const name of [
         'vgpu_warden_bind_duration_seconds_count{outcome="success"}',
         'vgpu_warden_filter_duration_seconds_count',
+        'vgpu_warden_extender_request_seconds_count{verb="bind",phase="handle"}',
         'vgpu_warden_lock_acquisitions_total{outcome="acquired"}',
         'vgpu_warden_sweep_passes_total{result="ok"}',
       ]) {

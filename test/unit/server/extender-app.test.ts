@@ -33,6 +33,11 @@ function call(
   });
 }
 
+/** A filter answer passing every name. */
+function passing(nodeNames: string[]) {
+  return { Nodes: null, NodeNames: nodeNames, FailedNodes: null, FailedAndUnresolvableNodes: null, Error: '' };
+}
+
 describe('extender HTTP adapter', () => {
   const seen: { filter: FilterArgs[]; bind: BindingArgs[] } = { filter: [], bind: [] };
   let server: Server;
@@ -41,13 +46,7 @@ describe('extender HTTP adapter', () => {
       handlers: {
         filter: (args) => {
           seen.filter.push(args);
-          return Promise.resolve({
-            Nodes: null,
-            NodeNames: args.nodeNames,
-            FailedNodes: null,
-            FailedAndUnresolvableNodes: null,
-            Error: '',
-          });
+          return Promise.resolve(passing(args.nodeNames));
         },
         prioritize: (args) => Promise.resolve(args.nodeNames.map((Host) => ({ Host, Score: 5 }))),
         bind: (args) =>
@@ -165,5 +164,42 @@ describe('extender HTTP adapter', () => {
     const nodeNames = Array.from({ length: 50_000 }, (_, index) => `node-${index}`);
     const answer = await call(server, '/filter', JSON.stringify({ Pod: pod, NodeNames: nodeNames }));
     expect((answer.json as { NodeNames: string[] }).NodeNames).to.deep.equal(nodeNames);
+  });
+});
+
+describe('extender HTTP adapter: where a call spends its time', () => {
+  it('reports each well-formed call by verb and phase (read, decode, handle, answer), bad ones not at all', async () => {
+    // A clock that steps 1 ms per reading, plus what the handler "spends": the phases come out exact.
+    let now = 0;
+    const clock = () => (now += 1);
+    const served: [string, Record<string, number>][] = [];
+    const app = createExtenderApp({
+      handlers: {
+        filter: (args) => {
+          now += 40;
+          return Promise.resolve(passing(args.nodeNames));
+        },
+        prioritize: () => Promise.reject(new Error('no scores')),
+        bind: () => Promise.resolve({ Error: '' }),
+      },
+      readiness: () => ({ ready: true, reasons: [] }),
+      clock,
+      onServed: (verb, phases) => served.push([verb, { ...phases }]),
+    });
+    const server = createServer(app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const pod = { metadata: { name: 'p', namespace: 'ns', uid: 'u' } };
+      await call(server, '/filter', JSON.stringify({ Pod: pod, NodeNames: ['n1'] }));
+      expect(served).to.deep.equal([['filter', { read: 1, decode: 1, handle: 41, answer: 1 }]]);
+      await call(server, '/prioritize', JSON.stringify({ Pod: pod, NodeNames: ['n1'] }));
+      expect(served[1]?.[0]).to.equal('prioritize');
+      expect(served[1]?.[1]).to.include.keys('read', 'decode', 'handle', 'answer');
+      await call(server, '/bind', '{"PodName":"p"}');
+      await call(server, '/filter', 'not json');
+      expect(served).to.have.length(2);
+    } finally {
+      server.close();
+    }
   });
 });

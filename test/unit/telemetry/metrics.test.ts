@@ -21,6 +21,7 @@ describe('WardenMetrics', () => {
       ['vgpu_warden_stalled_lock_reports_total', 'counter'],
       ['vgpu_warden_bind_duration_seconds', 'histogram'],
       ['vgpu_warden_filter_duration_seconds', 'histogram'],
+      ['vgpu_warden_extender_request_seconds', 'histogram'],
       ['vgpu_warden_admission_duration_seconds', 'histogram'],
       ['vgpu_warden_sweep_duration_seconds', 'histogram'],
       ['vgpu_warden_sweep_passes_total', 'counter'],
@@ -79,6 +80,7 @@ describe('WardenMetrics', () => {
     metrics.observeBind(0.02, 'success');
     metrics.observeBind(26, 'error');
     metrics.observeFilter(0.0007);
+    metrics.observeExtenderCall('prioritize', { read: 0.1, decode: 0.4, handle: 2, answer: 30 });
     metrics.observeAdmission('DELETE', 0.004);
     metrics.observeAdmission('CREATE', 0.001);
     metrics.observeSweep(1.5, 'ok');
@@ -90,6 +92,13 @@ describe('WardenMetrics', () => {
     expect(text).to.include('vgpu_warden_bind_duration_seconds_count{outcome="error"} 1');
     expect(text).to.include('vgpu_warden_filter_duration_seconds_bucket{le="0.001"} 1');
     expect(text).to.include('vgpu_warden_filter_duration_seconds_sum 0.0007');
+    expect(text).to.include(
+      'vgpu_warden_extender_request_seconds_bucket{le="0.0005",verb="prioritize",phase="decode"} 1',
+    );
+    expect(text).to.include(
+      'vgpu_warden_extender_request_seconds_bucket{le="0.025",verb="prioritize",phase="answer"} 0',
+    );
+    expect(text).to.include('vgpu_warden_extender_request_seconds_sum{verb="prioritize",phase="handle"} 0.002');
     expect(text).to.include('vgpu_warden_admission_duration_seconds_count{operation="DELETE"} 1');
     expect(text).to.include('vgpu_warden_admission_duration_seconds_count{operation="CREATE"} 1');
     expect(text).to.include('vgpu_warden_sweep_duration_seconds_count 2');
