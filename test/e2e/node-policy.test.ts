@@ -131,16 +131,19 @@ async function place(
   return { perNode: placementsOf(await gpuPods(), nodes), hogNode };
 }
 
-/** Creates `count` pods at once (no cpu or memory requests) and waits until all are bound. */
+/**
+ * Creates `count` pods at once (no cpu or memory requests) and waits until all are bound. `constrain`
+ * adds the pods' own constraints (affinity, topology spread), given the pods' label.
+ */
 async function placeBurst(
   fixture: ExtenderFixture,
   nodePolicy: NodePolicy,
   count: number,
-  nodeCount = NODES,
+  options: { nodeCount?: number; app?: string; constrain?: (pod: V1Pod, labels: Record<string, string>) => void } = {},
 ): Promise<Map<string, number>> {
   const { core, namespace } = testCluster();
-  const { group, nodes } = await fixture.createNodes(nodeCount, 4, 24576);
-  const app = `burst-${nodePolicy}`;
+  const { group, nodes } = await fixture.createNodes(options.nodeCount ?? NODES, 4, 24576);
+  const app = options.app ?? `burst-${nodePolicy}`;
   await Promise.all(
     Array.from({ length: count }, (_, index) => {
       const body = gpuPodSpec(`${app}-${index}`, group, {
@@ -149,6 +152,7 @@ async function placeBurst(
         'nvidia.com/gpucores': '10',
       });
       body.metadata = { ...body.metadata, labels: { [APP_LABEL]: app } };
+      options.constrain?.(body, { [APP_LABEL]: app });
       return core.createNamespacedPod({ namespace, body });
     }),
   );
@@ -265,15 +269,96 @@ describe('a burst on a large cluster, where kube-scheduler samples the nodes (re
 
       if (nodePolicy === 'binpack') {
         it(`packs ${BURST} pods onto the fewest nodes that hold them (${FEWEST_NODES}), at most one more`, async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, BURST, LARGE);
+          const perNode = await placeBurst(fixture, nodePolicy, BURST, { nodeCount: LARGE });
           const used = [...perNode].filter(([, count]) => count > 0);
           expect(used.length, `pods per node: ${JSON.stringify(used)}`).to.be.within(FEWEST_NODES, FEWEST_NODES + 1);
         });
       } else {
         it(`puts ${BURST} pods on ${BURST} distinct nodes while free nodes remain`, async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, BURST, LARGE);
+          const perNode = await placeBurst(fixture, nodePolicy, BURST, { nodeCount: LARGE });
           const shared = [...perNode].filter(([, count]) => count > 1);
           expect(shared, 'nodes given more than one pod').to.deep.equal([]);
+        });
+      }
+    });
+  }
+});
+
+describe("GPU pods keep their own constraints under the node policy, above kube-scheduler's 100-node sample (real kube-scheduler)", function () {
+  this.timeout(180_000);
+  // Above 100 nodes: binpack's profile sends every feasible name and its packing plan would fill one
+  // node; spread names one node per pod. kube-scheduler's own filters run before the extender, and
+  // they count the pods of the burst it has already placed, so the pods' constraints still hold.
+  const CLUSTER = 150;
+  const hostname = 'kubernetes.io/hostname';
+
+  for (const nodePolicy of ['binpack', 'spread'] as const) {
+    describe(`NODE_SCHEDULER_POLICY=${nodePolicy} on ${CLUSTER} nodes`, () => {
+      let fixture: ExtenderFixture;
+      fixtureForSuite(
+        () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
+        (started) => {
+          fixture = started;
+        },
+      );
+
+      const used = (perNode: Map<string, number>) => [...perNode].filter(([, count]) => count > 0);
+
+      if (nodePolicy === 'binpack') {
+        it('required pod anti-affinity: 12 pods created at once land on 12 nodes, not on the one the plan fills', async () => {
+          const perNode = await placeBurst(fixture, nodePolicy, 12, {
+            nodeCount: CLUSTER,
+            app: 'anti',
+            constrain: (pod, labels) => {
+              pod.spec!.affinity = {
+                podAntiAffinity: {
+                  requiredDuringSchedulingIgnoredDuringExecution: [
+                    { labelSelector: { matchLabels: labels }, topologyKey: hostname },
+                  ],
+                },
+              };
+            },
+          });
+          const nodes = used(perNode);
+          expect(nodes.length, `pods per node: ${JSON.stringify(nodes)}`).to.equal(12);
+        });
+
+        it('topology spread (maxSkew 1 over hostname, DoNotSchedule): 12 pods created at once land on 12 nodes', async () => {
+          const perNode = await placeBurst(fixture, nodePolicy, 12, {
+            nodeCount: CLUSTER,
+            app: 'skew',
+            constrain: (pod, labels) => {
+              pod.spec!.topologySpreadConstraints = [
+                {
+                  maxSkew: 1,
+                  topologyKey: hostname,
+                  whenUnsatisfiable: 'DoNotSchedule',
+                  labelSelector: { matchLabels: labels },
+                },
+              ];
+            },
+          });
+          const nodes = used(perNode);
+          expect(nodes.length, `pods per node: ${JSON.stringify(nodes)}`).to.equal(12);
+        });
+      } else {
+        it('required pod affinity to each other: 8 pods created at once land together, not on the 8 nodes spread would name', async () => {
+          const perNode = await placeBurst(fixture, nodePolicy, 8, {
+            nodeCount: CLUSTER,
+            app: 'together',
+            constrain: (pod, labels) => {
+              pod.spec!.affinity = {
+                podAffinity: {
+                  requiredDuringSchedulingIgnoredDuringExecution: [
+                    { labelSelector: { matchLabels: labels }, topologyKey: hostname },
+                  ],
+                },
+              };
+            },
+          });
+          const nodes = used(perNode);
+          expect(nodes, 'nodes used').to.have.length(1);
+          expect(nodes[0]?.[1]).to.equal(8);
         });
       }
     });
