@@ -291,6 +291,10 @@ describe("GPU pods keep their own constraints under the node policy, above kube-
   // they count the pods of the burst it has already placed, so the pods' constraints still hold.
   const CLUSTER = 150;
   const hostname = 'kubernetes.io/hostname';
+  /** A required (anti-)affinity term over the pods with `labels`, by node. */
+  const sameHostname = (labels: Record<string, string>) => ({
+    requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: labels }, topologyKey: hostname }],
+  });
 
   for (const nodePolicy of ['binpack', 'spread'] as const) {
     describe(`NODE_SCHEDULER_POLICY=${nodePolicy} on ${CLUSTER} nodes`, () => {
@@ -310,13 +314,7 @@ describe("GPU pods keep their own constraints under the node policy, above kube-
             nodeCount: CLUSTER,
             app: 'anti',
             constrain: (pod, labels) => {
-              pod.spec!.affinity = {
-                podAntiAffinity: {
-                  requiredDuringSchedulingIgnoredDuringExecution: [
-                    { labelSelector: { matchLabels: labels }, topologyKey: hostname },
-                  ],
-                },
-              };
+              pod.spec!.affinity = { podAntiAffinity: sameHostname(labels) };
             },
           });
           const nodes = used(perNode);
@@ -347,13 +345,7 @@ describe("GPU pods keep their own constraints under the node policy, above kube-
             nodeCount: CLUSTER,
             app: 'together',
             constrain: (pod, labels) => {
-              pod.spec!.affinity = {
-                podAffinity: {
-                  requiredDuringSchedulingIgnoredDuringExecution: [
-                    { labelSelector: { matchLabels: labels }, topologyKey: hostname },
-                  ],
-                },
-              };
+              pod.spec!.affinity = { podAffinity: sameHostname(labels) };
             },
           });
           const nodes = used(perNode);
