@@ -169,23 +169,34 @@ async function placeBurst(
   return placementsOf(pods, nodes);
 }
 
+/**
+ * The suite's serve and matching kube-scheduler profile for `nodePolicy`, started before its tests
+ * and stopped after them; the returned function gives it inside a test.
+ */
+function policyFixture(nodePolicy: NodePolicy): () => ExtenderFixture {
+  let fixture: ExtenderFixture | undefined;
+  fixtureForSuite(
+    () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
+    (started) => {
+      fixture = started;
+    },
+  );
+  return () => {
+    if (fixture === undefined) throw new Error(`the ${nodePolicy} suite's fixture has not started`);
+    return fixture;
+  };
+}
+
 describe('the node policy decides placement through the real kube-scheduler', function () {
   this.timeout(60_000);
 
   for (const nodePolicy of ['binpack', 'spread'] as const) {
     describe(`NODE_SCHEDULER_POLICY=${nodePolicy} (and the matching kube-scheduler profile)`, () => {
-      let fixture: ExtenderFixture;
-
-      fixtureForSuite(
-        () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
-        (started) => {
-          fixture = started;
-        },
-      );
+      const fixture = policyFixture(nodePolicy);
 
       if (nodePolicy === 'binpack') {
         it('packs 40 small GPU pods onto one node (its 40 GPU slots), not onto the cpu-busy node', async () => {
-          const { perNode, hogNode } = await place(fixture, nodePolicy);
+          const { perNode, hogNode } = await place(fixture(), nodePolicy);
           const counts = [...perNode.values()];
           const detail = `pods per node: ${JSON.stringify([...perNode])}`;
           expect(counts.reduce((sum, count) => sum + count, 0)).to.equal(PODS);
@@ -194,7 +205,7 @@ describe('the node policy decides placement through the real kube-scheduler', fu
         });
       } else {
         it('spreads 40 small GPU pods over all 5 nodes, the cpu-busy node included', async () => {
-          const { perNode, hogNode } = await place(fixture, nodePolicy);
+          const { perNode, hogNode } = await place(fixture(), nodePolicy);
           const counts = [...perNode.values()];
           const others = [...perNode].filter(([node]) => node !== hogNode).map(([, count]) => count);
           const detail = `pods per node: ${JSON.stringify([...perNode])}`;
@@ -219,23 +230,17 @@ describe('a burst created at once, as a Deployment scaled up (real kube-schedule
 
   for (const nodePolicy of ['binpack', 'spread'] as const) {
     describe(`NODE_SCHEDULER_POLICY=${nodePolicy}`, () => {
-      let fixture: ExtenderFixture;
-      fixtureForSuite(
-        () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
-        (started) => {
-          fixture = started;
-        },
-      );
+      const fixture = policyFixture(nodePolicy);
 
       if (nodePolicy === 'binpack') {
         it(`packs ${BURST} pods onto the fewest nodes that hold them (${FEWEST_NODES}), at most one more`, async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, BURST);
+          const perNode = await placeBurst(fixture(), nodePolicy, BURST);
           const used = [...perNode.values()].filter((count) => count > 0).length;
           expect(used, `pods per node: ${JSON.stringify([...perNode])}`).to.be.within(FEWEST_NODES, FEWEST_NODES + 1);
         });
       } else {
         it(`spreads ${BURST} pods evenly over all ${NODES} nodes`, async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, BURST);
+          const perNode = await placeBurst(fixture(), nodePolicy, BURST);
           const counts = [...perNode.values()];
           // One point of the rounded score is about 6 of these pods: within it the pods tie.
           expect(
@@ -259,23 +264,17 @@ describe('a burst on a large cluster, where kube-scheduler samples the nodes (re
 
   for (const nodePolicy of ['binpack', 'spread'] as const) {
     describe(`NODE_SCHEDULER_POLICY=${nodePolicy} on ${LARGE} nodes`, () => {
-      let fixture: ExtenderFixture;
-      fixtureForSuite(
-        () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
-        (started) => {
-          fixture = started;
-        },
-      );
+      const fixture = policyFixture(nodePolicy);
 
       if (nodePolicy === 'binpack') {
         it(`packs ${BURST} pods onto the fewest nodes that hold them (${FEWEST_NODES}), at most one more`, async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, BURST, { nodeCount: LARGE });
+          const perNode = await placeBurst(fixture(), nodePolicy, BURST, { nodeCount: LARGE });
           const used = [...perNode].filter(([, count]) => count > 0);
           expect(used.length, `pods per node: ${JSON.stringify(used)}`).to.be.within(FEWEST_NODES, FEWEST_NODES + 1);
         });
       } else {
         it(`puts ${BURST} pods on ${BURST} distinct nodes while free nodes remain`, async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, BURST, { nodeCount: LARGE });
+          const perNode = await placeBurst(fixture(), nodePolicy, BURST, { nodeCount: LARGE });
           const shared = [...perNode].filter(([, count]) => count > 1);
           expect(shared, 'nodes given more than one pod').to.deep.equal([]);
         });
@@ -298,19 +297,13 @@ describe("GPU pods keep their own constraints under the node policy, above kube-
 
   for (const nodePolicy of ['binpack', 'spread'] as const) {
     describe(`NODE_SCHEDULER_POLICY=${nodePolicy} on ${CLUSTER} nodes`, () => {
-      let fixture: ExtenderFixture;
-      fixtureForSuite(
-        () => new ExtenderFixture(sharedControlPlane(), {}, { nodePolicy }),
-        (started) => {
-          fixture = started;
-        },
-      );
+      const fixture = policyFixture(nodePolicy);
 
       const used = (perNode: Map<string, number>) => [...perNode].filter(([, count]) => count > 0);
 
       if (nodePolicy === 'binpack') {
         it('required pod anti-affinity: 12 pods created at once land on 12 nodes, not on the one the plan fills', async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, 12, {
+          const perNode = await placeBurst(fixture(), nodePolicy, 12, {
             nodeCount: CLUSTER,
             app: 'anti',
             constrain: (pod, labels) => {
@@ -322,7 +315,7 @@ describe("GPU pods keep their own constraints under the node policy, above kube-
         });
 
         it('topology spread (maxSkew 1 over hostname, DoNotSchedule): 12 pods created at once land on 12 nodes', async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, 12, {
+          const perNode = await placeBurst(fixture(), nodePolicy, 12, {
             nodeCount: CLUSTER,
             app: 'skew',
             constrain: (pod, labels) => {
@@ -341,7 +334,7 @@ describe("GPU pods keep their own constraints under the node policy, above kube-
         });
       } else {
         it('required pod affinity to each other: 8 pods created at once land together, not on the 8 nodes spread would name', async () => {
-          const perNode = await placeBurst(fixture, nodePolicy, 8, {
+          const perNode = await placeBurst(fixture(), nodePolicy, 8, {
             nodeCount: CLUSTER,
             app: 'together',
             constrain: (pod, labels) => {

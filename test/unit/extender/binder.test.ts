@@ -15,6 +15,7 @@ import { simulatedGpuNode } from '../../../src/local/simulated-gpu-node.js';
 import type { EventRecorder } from '../../../src/telemetry/events.js';
 import { eventually, notYet } from '../../support/eventually.js';
 import type { Clock } from '../../../src/base/clock.js';
+import { untilAborted } from '../../../src/base/abort.js';
 
 /** A list-watch source over a fixed list whose watch stays open; `emit` pushes events. */
 class StaticSource<T> implements ListWatchSource<T> {
@@ -30,15 +31,7 @@ class StaticSource<T> implements ListWatchSource<T> {
     this.handlers.push((type, object) => {
       handlers.onEvent(type, object);
     });
-    return new Promise((resolve) => {
-      signal.addEventListener(
-        'abort',
-        () => {
-          resolve();
-        },
-        { once: true },
-      );
-    });
+    return untilAborted(signal);
   }
   emit(type: WatchEventType, object: T): void {
     for (const handler of this.handlers) handler(type, object);
